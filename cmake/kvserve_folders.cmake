@@ -1,0 +1,31 @@
+# kvs_folder_library(NAME DIR DEPS ...): a static library from every .cpp in DIR (a folder is one
+# layer of the design), or an interface library while the folder holds only headers.
+function(kvs_folder_library name dir)
+  cmake_parse_arguments(A "" "" "DEPS" ${ARGN})
+  file(GLOB srcs CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/${dir}/*.cpp)
+  if(srcs)
+    add_library(${name} STATIC ${srcs})
+    target_include_directories(${name} PUBLIC ${PROJECT_SOURCE_DIR}/src)
+    target_link_libraries(${name} PUBLIC ${A_DEPS})
+  else()
+    add_library(${name} INTERFACE)
+    target_include_directories(${name} INTERFACE ${PROJECT_SOURCE_DIR}/src)
+    target_link_libraries(${name} INTERFACE ${A_DEPS})
+  endif()
+endfunction()
+
+# kvs_folder_tests(FOLDER DEPS ...): one GoogleTest binary per folder of tests/ (all *_test.cpp).
+function(kvs_folder_tests folder)
+  cmake_parse_arguments(A "" "" "DEPS" ${ARGN})
+  file(GLOB srcs CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/${folder}/*_test.cpp)
+  if(NOT srcs)
+    return()
+  endif()
+  set(exe kvserve_${folder}_tests)
+  add_executable(${exe} ${srcs})
+  target_link_libraries(${exe} PRIVATE ${A_DEPS} GTest::gtest GTest::gtest_main)
+  target_include_directories(${exe} PRIVATE ${PROJECT_SOURCE_DIR}/src ${CMAKE_CURRENT_SOURCE_DIR})
+  target_compile_definitions(${exe} PRIVATE KVSERVE_TEST_DATA_DIR="${CMAKE_CURRENT_SOURCE_DIR}/data")
+  gtest_discover_tests(${exe} DISCOVERY_MODE PRE_TEST DISCOVERY_TIMEOUT 60
+                       PROPERTIES ENVIRONMENT "KVSERVE_TEST_DATA_DIR=${CMAKE_CURRENT_SOURCE_DIR}/data")
+endfunction()

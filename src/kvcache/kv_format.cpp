@@ -1,0 +1,66 @@
+#include "kvcache/kv_format.h"
+
+#include <array>
+#include <string>
+
+namespace kvs {
+namespace {
+
+constexpr std::array<KvDtypeInfo, 9> kTable = {{
+    {KvDtype::kF32, "f32", 0, 0, 32, 0, "none"},
+    {KvDtype::kF16, "f16", 0, 0, 16, 0, "none"},
+    {KvDtype::kBF16, "bf16", 0, 0, 16, 0, "none"},
+    {KvDtype::kFp8E4M3, "fp8_e4m3", 0, 0, 8, 0, "per-tensor scale (no per-token bytes)"},
+    {KvDtype::kFp8E5M2, "fp8_e5m2", 0, 0, 8, 0, "per-tensor scale (no per-token bytes)"},
+    {KvDtype::kInt8, "int8", 0, 0, 8, 2, "one f16 scale per token per head"},
+    {KvDtype::kInt4, "int4", 32, 18, 0, 0, "one f16 scale per 32 elements"},
+    {KvDtype::kQ8_0, "q8_0", 32, 34, 0, 0, "llama.cpp block: f16 scale + 32 x int8"},
+    {KvDtype::kQ4_0, "q4_0", 32, 18, 0, 0, "llama.cpp block: f16 scale + 32 x 4 bit"},
+}};
+
+}  // namespace
+
+const KvDtypeInfo& kv_dtype_info(KvDtype dtype) {
+  for (const auto& info : kTable)
+    if (info.dtype == dtype) return info;
+  KVS_CHECK_MSG(false, "unknown KvDtype");
+  return kTable[0];
+}
+
+const char* kv_dtype_name(KvDtype dtype) { return kv_dtype_info(dtype).name; }
+
+Result<KvDtype> parse_kv_dtype(std::string_view name) {
+  for (const auto& info : kTable)
+    if (name == info.name) return info.dtype;
+  if (name == "fp16" || name == "float16" || name == "half") return KvDtype::kF16;
+  if (name == "float32" || name == "float" || name == "fp32") return KvDtype::kF32;
+  if (name == "bfloat16") return KvDtype::kBF16;
+  if (name == "fp8" || name == "fp8_e4m3fn") return KvDtype::kFp8E4M3;
+  std::string all;
+  for (const auto& info : kTable) {
+    if (!all.empty()) all += ", ";
+    all += info.name;
+  }
+  return invalid_argument("unknown KV cache dtype '" + std::string(name) + "' (expected one of " +
+                          all + ", fp8)");
+}
+
+uint64_t kv_vector_bytes(KvDtype dtype, uint64_t dim) {
+  const KvDtypeInfo& info = kv_dtype_info(dtype);
+  if (info.group_elems != 0) {
+    const uint64_t groups = (dim + info.group_elems - 1) / info.group_elems;
+    return groups * info.group_bytes;
+  }
+  return (dim * info.elem_bits + 7) / 8 + info.vector_scale_bytes;
+}
+
+Result<uint64_t> kv_vector_bytes_checked(KvDtype dtype, uint64_t dim) {
+  const KvDtypeInfo& info = kv_dtype_info(dtype);
+  if (dim == 0) return invalid_argument("head dimension must be positive");
+  if (info.group_elems != 0 && dim % info.group_elems != 0)
+    return invalid_argument(std::string("KV format ") + info.name + " needs a head dimension that is a multiple of " +
+                            std::to_string(info.group_elems) + ", got " + std::to_string(dim));
+  return kv_vector_bytes(dtype, dim);
+}
+
+}  // namespace kvs

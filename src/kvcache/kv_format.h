@@ -1,0 +1,47 @@
+// The KV element formats: how one head vector of K or V is stored in a cache block, including
+// its scale bytes. This is THE format table: the engine's pool, the metrics and `kvserve plan`
+// all size memory from it (through kv_geometry), so they agree to the byte.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "core/status.h"
+
+namespace kvs {
+
+enum class KvDtype : uint8_t {
+  kF32,
+  kF16,
+  kBF16,
+  kFp8E4M3,  // 1 byte/element, per-tensor scale (no per-token bytes)
+  kFp8E5M2,  // 1 byte/element, per-tensor scale
+  kInt8,     // 1 byte/element + one f16 scale per token per head
+  kInt4,     // 4 bits/element + one f16 scale per group of 32 elements
+  kQ8_0,     // llama.cpp block format: 32 elements in 34 bytes
+  kQ4_0,     // llama.cpp block format: 32 elements in 18 bytes
+};
+
+struct KvDtypeInfo {
+  KvDtype dtype;
+  const char* name;         // as typed on the command line: "f16", "fp8_e4m3", "q4_0" ...
+  uint32_t group_elems;     // elements per scale group (0 = the whole head vector, or no scale)
+  uint32_t group_bytes;     // bytes per group including its scale (for grouped formats)
+  uint32_t elem_bits;       // bits per element for ungrouped formats
+  uint32_t vector_scale_bytes;  // scale bytes per head vector (per token, per head)
+  const char* scale_note;   // human description of the scales
+};
+
+[[nodiscard]] const KvDtypeInfo& kv_dtype_info(KvDtype dtype);
+[[nodiscard]] const char* kv_dtype_name(KvDtype dtype);
+// Accepts every name of kv_dtype_info plus the aliases "fp16", "float16", "float32",
+// "bfloat16", "fp8" (= fp8_e4m3). "auto" is resolved by the caller, not here.
+[[nodiscard]] Result<KvDtype> parse_kv_dtype(std::string_view name);
+
+// Bytes to store one head vector of `dim` elements in `dtype`, scales included.
+// Grouped formats need dim % group_elems == 0 (checked by kv_vector_bytes_checked).
+[[nodiscard]] uint64_t kv_vector_bytes(KvDtype dtype, uint64_t dim);
+[[nodiscard]] Result<uint64_t> kv_vector_bytes_checked(KvDtype dtype, uint64_t dim);
+
+}  // namespace kvs
