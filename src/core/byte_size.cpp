@@ -27,7 +27,7 @@ Result<uint64_t> parse_byte_size(std::string_view text) {
   try {
     size_t used = 0;
     value = std::stod(number, &used);
-    if (used != number.size()) throw std::invalid_argument("trailing");
+    if (used != number.size()) throw 0;
   } catch (...) {
     return invalid_argument("byte size '" + std::string(text) + "' has a malformed number");
   }

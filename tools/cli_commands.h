@@ -1,0 +1,21 @@
+// The kvserve subcommands. Each tools/cli_<name>.cpp adds one CLI11 subcommand with its flags
+// and callback. A callback reports bad input with one clear line on stderr and throws
+// CliExit{code} (non-zero) instead of exiting, so main can clean up.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace kvs::cli {
+
+struct CliExit {
+  int code;
+};
+
+// Prints "kvserve: <message>" to stderr and throws CliExit{code}.
+[[noreturn]] void fail(const std::string& message, int code = 1);
+
+void add_generate_command(CLI::App& app);
+void add_perplexity_command(CLI::App& app);
+void add_plan_command(CLI::App& app);
+
+}  // namespace kvs::cli
