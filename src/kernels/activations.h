@@ -1,0 +1,22 @@
+// Element-wise activations used by the forward pass. All buffers are [n] f32, no alignment
+// needed; `out` may alias an input.
+#pragma once
+
+#include <cstdint>
+
+namespace kvs {
+
+// out[i] = silu(gate[i]) * up[i], silu(g) = g / (1 + exp(-g)).  Rel. error vs reference <= 1e-6
+// (plus f32 rounding) for |g| < 80; saturates correctly (silu(-inf-ish) -> -0, silu(+big) -> g).
+void silu_mul(const float* gate, const float* up, int64_t n, float* out);
+// x = softmax(x) (max-subtracted, so any finite input is safe). n >= 1.
+void softmax_inplace(float* x, int64_t n);
+// x[i] += y[i] (residual connection).
+void add_inplace(float* x, const float* y, int64_t n);
+
+// Scalar oracles (double internally).
+void silu_mul_reference(const float* gate, const float* up, int64_t n, float* out);
+void softmax_inplace_reference(float* x, int64_t n);
+void add_inplace_reference(float* x, const float* y, int64_t n);
+
+}  // namespace kvs

@@ -1,0 +1,132 @@
+#include "kernels/dequantize.h"
+
+#include <cstring>
+
+#include "core/check.h"
+#include "core/half.h"
+
+namespace kvs {
+namespace {
+
+uint16_t load_u16(const uint8_t* p) {
+  uint16_t v;
+  std::memcpy(&v, p, 2);
+  return v;
+}
+
+// Q4_K packs 8 (scale, min) pairs of 6 bits each into 12 bytes: for sub-block j < 4 the low 6 bits
+// of bytes j and j+4; for j >= 4 the low/high nibbles of byte j+4 plus the top 2 bits of bytes j-4
+// (scale) and j (min).
+void q4k_scale_min(int j, const uint8_t* s, int* sc, int* mn) {
+  if (j < 4) {
+    *sc = s[j] & 63;
+    *mn = s[j + 4] & 63;
+  } else {
+    *sc = (s[j + 4] & 0x0F) | ((s[j - 4] >> 6) << 4);
+    *mn = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+  }
+}
+
+void deq_q8_0(const uint8_t* b, float* y, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i, b += 34, y += 32) {
+    const float d = f16_to_f32(load_u16(b));
+    const int8_t* q = reinterpret_cast<const int8_t*>(b + 2);
+    for (int j = 0; j < 32; ++j) y[j] = d * static_cast<float>(q[j]);
+  }
+}
+
+void deq_q4_0(const uint8_t* b, float* y, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i, b += 18, y += 32) {
+    const float d = f16_to_f32(load_u16(b));
+    const uint8_t* qs = b + 2;
+    for (int j = 0; j < 16; ++j) {
+      y[j] = d * static_cast<float>((qs[j] & 0x0F) - 8);
+      y[j + 16] = d * static_cast<float>((qs[j] >> 4) - 8);
+    }
+  }
+}
+
+void deq_q4_1(const uint8_t* b, float* y, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i, b += 20, y += 32) {
+    const float d = f16_to_f32(load_u16(b));
+    const float m = f16_to_f32(load_u16(b + 2));
+    const uint8_t* qs = b + 4;
+    for (int j = 0; j < 16; ++j) {
+      y[j] = d * static_cast<float>(qs[j] & 0x0F) + m;
+      y[j + 16] = d * static_cast<float>(qs[j] >> 4) + m;
+    }
+  }
+}
+
+void deq_q4_k(const uint8_t* b, float* y, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i, b += 144) {
+    const float d = f16_to_f32(load_u16(b));
+    const float dmin = f16_to_f32(load_u16(b + 2));
+    const uint8_t* scales = b + 4;
+    const uint8_t* q = b + 16;
+    // 4 groups of 64 elements; each group = 32 bytes of qs: lo nibbles are the first sub-block,
+    // hi nibbles the second.
+    for (int g = 0; g < 4; ++g, q += 32) {
+      int sc0, mn0, sc1, mn1;
+      q4k_scale_min(2 * g, scales, &sc0, &mn0);
+      q4k_scale_min(2 * g + 1, scales, &sc1, &mn1);
+      const float d0 = d * static_cast<float>(sc0), m0 = dmin * static_cast<float>(mn0);
+      const float d1 = d * static_cast<float>(sc1), m1 = dmin * static_cast<float>(mn1);
+      for (int l = 0; l < 32; ++l) *y++ = d0 * static_cast<float>(q[l] & 0x0F) - m0;
+      for (int l = 0; l < 32; ++l) *y++ = d1 * static_cast<float>(q[l] >> 4) - m1;
+    }
+  }
+}
+
+void deq_q6_k(const uint8_t* b, float* y, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i, b += 210) {
+    const uint8_t* ql = b;
+    const uint8_t* qh = b + 128;
+    const int8_t* sc = reinterpret_cast<const int8_t*>(b + 192);
+    const float d = f16_to_f32(load_u16(b + 208));
+    // 2 halves of 128 elements; each uses 64 bytes of ql, 32 of qh and 8 scales (one per 16).
+    for (int h = 0; h < 2; ++h, ql += 64, qh += 32, sc += 8, y += 128) {
+      for (int l = 0; l < 32; ++l) {
+        const int is = l / 16;
+        const int q1 = ((ql[l] & 0x0F) | (((qh[l] >> 0) & 3) << 4)) - 32;
+        const int q2 = ((ql[l + 32] & 0x0F) | (((qh[l] >> 2) & 3) << 4)) - 32;
+        const int q3 = ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
+        const int q4 = ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
+        y[l] = d * static_cast<float>(sc[is] * q1);
+        y[l + 32] = d * static_cast<float>(sc[is + 2] * q2);
+        y[l + 64] = d * static_cast<float>(sc[is + 4] * q3);
+        y[l + 96] = d * static_cast<float>(sc[is + 6] * q4);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void dequantize_row_reference(WeightType type, const void* src, float* dst, int64_t n) {
+  const auto& info = weight_type_info(type);
+  KVS_CHECK(n % info.block_elems == 0);
+  const auto* b = static_cast<const uint8_t*>(src);
+  const int64_t nb = n / info.block_elems;
+  switch (type) {
+    case WeightType::kF32: std::memcpy(dst, src, static_cast<size_t>(n) * 4); return;
+    case WeightType::kF16:
+      for (int64_t i = 0; i < n; ++i) dst[i] = f16_to_f32(load_u16(b + 2 * i));
+      return;
+    case WeightType::kBF16:
+      for (int64_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(load_u16(b + 2 * i));
+      return;
+    case WeightType::kQ8_0: deq_q8_0(b, dst, nb); return;
+    case WeightType::kQ4_0: deq_q4_0(b, dst, nb); return;
+    case WeightType::kQ4_1: deq_q4_1(b, dst, nb); return;
+    case WeightType::kQ4_K: deq_q4_k(b, dst, nb); return;
+    case WeightType::kQ6_K: deq_q6_k(b, dst, nb); return;
+  }
+  KVS_CHECK_MSG(false, "unknown weight type");
+}
+
+void dequantize_row(WeightType type, const void* src, float* dst, int64_t n) {
+  dequantize_row_reference(type, src, dst, n);
+}
+
+}  // namespace kvs

@@ -1,0 +1,34 @@
+// Rotary position embedding, in place, on a [T][heads][head_dim] f32 buffer.
+//
+// Rotation of one pair (a, b) by theta: (a*cos - b*sin, a*sin + b*cos), with
+// theta_i = pos * freq_base^(-2i/rot_dim) for pair i in [0, rot_dim/2).
+//   kNormal (ggml mode 0, llama): pair i = (x[2i], x[2i+1]). Correct for llama-family GGUFs
+//           because llama.cpp's converter permutes the Q/K weights to match this mode.
+//   kNeox   (ggml mode 2, NeoX/Qwen/...): pair i = (x[i], x[i + rot_dim/2]).
+// Elements at index >= rot_dim of each head are left untouched (partial rotary).
+#pragma once
+
+#include <cstdint>
+
+namespace kvs {
+
+enum class RopeMode : uint8_t { kNormal, kNeox };
+
+struct RopeConfig {
+  int64_t head_dim = 0;  // elements per head
+  int64_t rot_dim = 0;   // rotated elements per head, even, <= head_dim (usually == head_dim)
+  float freq_base = 10000.0f;
+  RopeMode mode = RopeMode::kNormal;
+};
+
+// x: [T][heads][head_dim]; positions: [T]. cos/sin are computed per call, once per (token, pair)
+// and shared by all heads (angles in double, so large positions stay accurate).
+// Precondition: rot_dim <= 1024.
+void rope_inplace(float* x, int64_t T, int64_t heads, const int32_t* positions,
+                  const RopeConfig& cfg);
+
+// Scalar oracle (everything in double).
+void rope_inplace_reference(float* x, int64_t T, int64_t heads, const int32_t* positions,
+                            const RopeConfig& cfg);
+
+}  // namespace kvs

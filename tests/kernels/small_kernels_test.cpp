@@ -1,0 +1,141 @@
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "kernels/activations.h"
+#include "kernels/kernel_test_util.h"
+#include "kernels/rms_norm.h"
+#include "kernels/rope.h"
+
+namespace kvs {
+namespace {
+
+const int64_t kSizes[] = {1, 2, 3, 7, 8, 15, 16, 17, 31, 33, 63, 64, 65, 100, 576, 1536, 1537};
+
+TEST(RmsNorm, MatchesReference) {
+  std::mt19937 rng(1);
+  for (int64_t n : kSizes) {
+    for (float scale : {1e-3f, 1.0f, 1e3f}) {
+      auto x = test::random_floats(n + 1, scale, rng);
+      auto w = test::random_floats(n + 1, 2.0f, rng);
+      std::vector<float> ref(n), out(n + 1);
+      rms_norm_reference(x.data() + 1, w.data() + 1, n, 1e-5f, ref.data());
+      rms_norm(x.data() + 1, w.data() + 1, n, 1e-5f, out.data() + 1);
+      for (int64_t i = 0; i < n; ++i)
+        ASSERT_NEAR(out[i + 1], ref[i], 2e-6 * std::fabs(ref[i]) + 1e-30) << n << " " << i;
+    }
+  }
+}
+
+TEST(RmsNorm, RowsAndInPlace) {
+  std::mt19937 rng(2);
+  const int64_t rows = 5, n = 576;
+  auto x = test::random_floats(rows * n, 3.0f, rng);
+  auto w = test::random_floats(n, 1.0f, rng);
+  std::vector<float> ref(rows * n);
+  for (int64_t r = 0; r < rows; ++r)
+    rms_norm_reference(x.data() + r * n, w.data(), n, 1e-6f, ref.data() + r * n);
+  rms_norm_rows(x.data(), w.data(), rows, n, 1e-6f, x.data());  // in place
+  for (int64_t i = 0; i < rows * n; ++i)
+    ASSERT_NEAR(x[i], ref[i], 2e-6 * std::fabs(ref[i]) + 1e-30) << i;
+}
+
+TEST(Rope, NormalModeRotatesAdjacentPairs) {
+  // One head of 4: pairs (0,1) with theta = pos, (2,3) with theta = pos * base^-0.5.
+  float x[4] = {1.0f, 0.0f, 0.0f, 1.0f};
+  const int32_t pos = 3;
+  rope_inplace(x, 1, 1, &pos, RopeConfig{.head_dim = 4, .rot_dim = 4, .freq_base = 100.0f});
+  EXPECT_NEAR(x[0], std::cos(3.0), 1e-6);
+  EXPECT_NEAR(x[1], std::sin(3.0), 1e-6);
+  EXPECT_NEAR(x[2], -std::sin(0.3), 1e-6);
+  EXPECT_NEAR(x[3], std::cos(0.3), 1e-6);
+}
+
+TEST(Rope, NeoxModeRotatesHalves) {
+  float x[4] = {1.0f, 0.0f, 0.0f, 1.0f};  // pairs (0,2) and (1,3)
+  const int32_t pos = 2;
+  rope_inplace(
+      x, 1, 1, &pos,
+      RopeConfig{.head_dim = 4, .rot_dim = 4, .freq_base = 100.0f, .mode = RopeMode::kNeox});
+  EXPECT_NEAR(x[0], std::cos(2.0), 1e-6);
+  EXPECT_NEAR(x[2], std::sin(2.0), 1e-6);
+  EXPECT_NEAR(x[1], -std::sin(0.2), 1e-6);
+  EXPECT_NEAR(x[3], std::cos(0.2), 1e-6);
+}
+
+TEST(Rope, MatchesReference) {
+  std::mt19937 rng(3);
+  for (RopeMode mode : {RopeMode::kNormal, RopeMode::kNeox}) {
+    for (int64_t head_dim : {2, 8, 64, 128}) {
+      for (int64_t rot_dim : {head_dim, head_dim / 2 + (head_dim / 2) % 2}) {
+        if (rot_dim == 0) continue;
+        for (int64_t T : {1, 3, 9}) {
+          const int64_t heads = 3;
+          const RopeConfig cfg{
+              .head_dim = head_dim, .rot_dim = rot_dim, .freq_base = 10000.0f, .mode = mode};
+          auto x = test::random_floats(T * heads * head_dim + 1, 2.0f, rng);
+          std::vector<float> ref(x.begin() + 1, x.end());
+          std::vector<int32_t> pos(T);
+          for (int64_t t = 0; t < T; ++t) pos[t] = static_cast<int32_t>(t * 977 % 40000);
+          rope_inplace_reference(ref.data(), T, heads, pos.data(), cfg);
+          rope_inplace(x.data() + 1, T, heads, pos.data(), cfg);
+          for (size_t i = 0; i < ref.size(); ++i)
+            ASSERT_NEAR(x[i + 1], ref[i], 2e-6 * 2.0) << head_dim << " " << rot_dim << " " << i;
+        }
+      }
+    }
+  }
+}
+
+TEST(Activations, SiluMulMatchesReference) {
+  std::mt19937 rng(4);
+  for (int64_t n : kSizes) {
+    auto g = test::random_floats(n + 1, 12.0f, rng);
+    auto u = test::random_floats(n + 1, 3.0f, rng);
+    if (n > 4) {
+      g[1] = -100.0f;
+      g[2] = 100.0f;
+      g[3] = 0.0f;
+    }
+    std::vector<float> ref(n), out(n + 1);
+    silu_mul_reference(g.data() + 1, u.data() + 1, n, ref.data());
+    silu_mul(g.data() + 1, u.data() + 1, n, out.data() + 1);
+    for (int64_t i = 0; i < n; ++i)
+      ASSERT_NEAR(out[i + 1], ref[i], 4e-6 * std::fabs(ref[i]) + 1e-35) << n << " " << i;
+  }
+}
+
+TEST(Activations, SoftmaxMatchesReference) {
+  std::mt19937 rng(5);
+  for (int64_t n : kSizes) {
+    for (float scale : {0.1f, 10.0f, 300.0f}) {
+      auto x = test::random_floats(n + 1, scale, rng);
+      std::vector<float> ref(x.begin() + 1, x.end());
+      softmax_inplace_reference(ref.data(), n);
+      softmax_inplace(x.data() + 1, n);
+      double sum = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        ASSERT_NEAR(x[i + 1], ref[i], 1e-5 * ref[i] + 1e-38) << n << " " << i;
+        sum += x[i + 1];
+      }
+      EXPECT_NEAR(sum, 1.0, 1e-5);
+    }
+  }
+}
+
+TEST(Activations, AddInplace) {
+  std::mt19937 rng(6);
+  for (int64_t n : kSizes) {
+    auto x = test::random_floats(n + 1, 1.0f, rng);
+    auto y = test::random_floats(n + 1, 1.0f, rng);
+    std::vector<float> ref(x.begin() + 1, x.end());
+    add_inplace_reference(ref.data(), y.data() + 1, n);
+    add_inplace(x.data() + 1, y.data() + 1, n);
+    for (int64_t i = 0; i < n; ++i) ASSERT_EQ(x[i + 1], ref[i]);
+  }
+}
+
+}  // namespace
+}  // namespace kvs
