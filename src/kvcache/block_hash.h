@@ -1,0 +1,31 @@
+// Block keys of the prefix cache: key(i) = H(key(i-1), token ids of block i), where key(-1), the
+// root key, mixes the extra keys: the model fingerprint, the K/V formats and the tenant salt.
+// Keys only find candidates quickly; a hit is always confirmed against the stored token ids and
+// the parent block (prefix_cache.h), so a collision costs a miss, never wrong KV.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string_view>
+
+#include "kvcache/kv_format.h"
+
+namespace kvs {
+
+// Hash of one full block chained from its parent's key.
+using BlockHashFn = uint64_t (*)(uint64_t parent_key, std::span<const int32_t> tokens);
+
+// XXH3-64 of the token bytes, seeded with the parent key.
+[[nodiscard]] uint64_t default_block_hash(uint64_t parent_key, std::span<const int32_t> tokens);
+
+// The extra keys every block of this model and KV format carries.
+[[nodiscard]] uint64_t extra_keys_hash(uint64_t model_fingerprint, KvDtype k_dtype,
+                                       KvDtype v_dtype);
+
+// Key of the (virtual) parent of a tenant's first block.
+[[nodiscard]] uint64_t root_block_key(uint64_t extra_keys, std::string_view cache_salt);
+
+// Key of the bucket of a parent's children starting with `first_token` (partial matches).
+[[nodiscard]] uint64_t child_bucket_key(uint64_t parent_key, int32_t first_token);
+
+}  // namespace kvs

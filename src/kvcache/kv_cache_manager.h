@@ -1,0 +1,231 @@
+// KvCacheManager: which KV blocks each sequence uses. Pure accounting: it never sees model
+// tensors or KV bytes; the engine executes the BlockCopy ops it returns on the KV storage.
+//
+// Per sequence: a block table (block ids, in order) and two counters,
+//   num_committed <= num_tokens <= block_table.size() * block_size,
+// num_tokens = token slots appended (append_slots), num_committed = slots whose KV is written and
+// whose token ids are known (commit_tokens). At most the last block is partly filled.
+//
+// Prefix caching: every full committed block gets a key chained from its parent's key, its
+// token ids and the extra keys (tenant salt on the first block, model fingerprint, KV format).
+// A lookup walks the prompt block by block; a candidate is accepted only if its stored token ids,
+// its parent block (id + generation) and its tenant all match, so a hash collision can never hand
+// back the wrong KV. Blocks whose refcount drops to zero keep their key (cached-free) until the
+// pool needs them; eviction is LRU, chain tails first.
+//
+// Copy ops: every BlockCopy returned by admit / append_slots must be executed on the KV storage
+// before the next forward pass writes any KV (the source stays intact until then: it is either
+// still referenced, or a cached-free block that can be re-allocated only by calls of the same
+// step, whose KV is written by that same forward pass).
+//
+// Thread safety: none; the engine's step loop owns the manager.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "core/status.h"
+#include "kvcache/block_hash.h"
+#include "kvcache/block_pool.h"
+#include "kvcache/block_table.h"
+#include "kvcache/kv_format.h"
+#include "kvcache/prefix_cache.h"
+
+namespace kvs {
+
+struct SeqId {
+  uint64_t value = 0;
+  friend constexpr bool operator==(SeqId, SeqId) = default;
+};
+
+}  // namespace kvs
+
+template <>
+struct std::hash<kvs::SeqId> {
+  size_t operator()(kvs::SeqId s) const noexcept { return std::hash<uint64_t>()(s.value); }
+};
+
+namespace kvs {
+
+// The engine copies token slots [0, num_tokens) of src into dst (all layers, K and V, scales).
+struct BlockCopy {
+  BlockId src;
+  BlockId dst;
+  uint32_t num_tokens = 0;
+  friend bool operator==(const BlockCopy&, const BlockCopy&) = default;
+};
+
+struct KvCacheConfig {
+  uint32_t num_blocks = 0;
+  uint32_t block_size = 16;  // tokens per block
+  bool enable_prefix_caching = true;
+  // Extra keys mixed into every block key: cached KV is only valid for the same weights and format.
+  uint64_t model_fingerprint = 0;
+  KvDtype k_dtype = KvDtype::kF16;
+  KvDtype v_dtype = KvDtype::kF16;
+  // Per-tenant cap on held blocks (in use + cached-free). 0 = none. If both are set the smaller
+  // wins; the fraction is of num_blocks (rounded down, at least 1).
+  uint32_t tenant_quota_blocks = 0;
+  double tenant_quota_fraction = 0;
+};
+
+// Answer of a dry run (plan_admit); nothing changes.
+struct AdmitPlan {
+  uint32_t cached_tokens = 0;  // tokens admit() would reuse (full blocks + partial CoW copy)
+  uint32_t blocks_needed = 0;  // new blocks to hold the whole prompt (incl. a partial CoW copy)
+  bool fits = false;           // blocks_needed <= blocks obtainable now (free + evictable, quota)
+};
+
+struct KvCacheStats {
+  uint32_t num_blocks = 0;
+  uint32_t block_size = 0;
+  uint32_t blocks_free = 0;
+  uint32_t blocks_cached_free = 0;
+  uint32_t blocks_in_use = 0;
+  double usage = 0;                  // blocks_in_use / num_blocks
+  uint64_t prefix_query_tokens = 0;  // prompt tokens looked up by admit()
+  uint64_t prefix_hit_tokens = 0;    // of those, tokens reused from the cache
+  double prefix_hit_rate = 0;        // hit / query tokens (0 when no query)
+  uint64_t evictions = 0;            // cached-free blocks whose key was dropped for reuse
+  uint64_t cow_copies = 0;           // BlockCopy ops returned (fork CoW + partial prefix reuse)
+  uint64_t allocated_slots = 0;      // blocks_in_use * block_size
+  uint64_t unfilled_slots = 0;       // allocated slots no sequence has appended into
+  double fragmentation = 0;          // unfilled_slots / allocated_slots (0 when none)
+  uint32_t num_sequences = 0;
+};
+
+struct TenantStats {
+  std::string cache_salt;
+  uint64_t prefix_query_tokens = 0;
+  uint64_t prefix_hit_tokens = 0;
+  uint32_t blocks_held = 0;         // owned blocks in use or cached-free
+  uint32_t blocks_cached_free = 0;  // of those, cached-free
+  uint64_t blocks_evicted = 0;      // this tenant's cached blocks evicted
+};
+
+// One row of a step: the sequence computes positions [first_pos, first_pos + num_tokens)
+// this step (slots already appended), attending to all positions < first_pos + num_tokens.
+struct StepSeq {
+  SeqId seq;
+  uint32_t first_pos = 0;
+  uint32_t num_tokens = 0;
+};
+
+// Plain arrays for the model runner.
+struct StepInputs {
+  std::vector<uint64_t> slot_mapping;  // [sum of num_tokens]: KV slot of each new token, in order
+  std::vector<uint32_t> context_lens;  // [num_seqs]: first_pos + num_tokens
+  // [num_seqs][max_blocks_per_seq] BlockId values, row-major; entries past a row's
+  // ceil(context_len / block_size) blocks are padding (0) and must not be read.
+  std::vector<uint32_t> block_tables;
+  uint32_t max_blocks_per_seq = 0;
+};
+
+class KvCacheManager {
+ public:
+  explicit KvCacheManager(const KvCacheConfig& config);
+
+  [[nodiscard]] const KvCacheConfig& config() const { return config_; }
+  [[nodiscard]] uint32_t block_size() const { return config_.block_size; }
+
+  // ---- dry runs (change nothing) ----
+  [[nodiscard]] AdmitPlan plan_admit(std::span<const int32_t> prompt,
+                                     std::string_view cache_salt) const;
+  // New blocks append_slots(seq, num_tokens) would take (incl. a CoW copy of a shared last block).
+  [[nodiscard]] uint32_t blocks_needed_to_append(SeqId seq, uint32_t num_tokens) const;
+  [[nodiscard]] bool can_append(SeqId seq, uint32_t num_tokens) const;
+  // Blocks obtainable now by a sequence of this tenant (free + evictable, within quota).
+  [[nodiscard]] uint32_t available_blocks(std::string_view cache_salt) const;
+
+  // ---- commits ----
+  // Adds a sequence (precondition: seq unknown, prompt non-empty; else invalid_argument). Matches
+  // the longest cached prefix (never the whole prompt: at least the last prompt token is always
+  // recomputed, so logits exist) and allocates nothing else. Returns the cached token count c:
+  // num_tokens == num_committed == c afterwards. If the match ends inside a block, a fresh block
+  // receives the first c % block_size slots of a cached block: `copies` gets that BlockCopy
+  // (skipped, and c rounded down, if no block is available or `copies` is null).
+  Result<uint32_t> admit(SeqId seq, std::span<const int32_t> prompt, std::string_view cache_salt,
+                         std::vector<BlockCopy>* copies);
+  // Makes room for the next num_tokens slots (allocating, evicting, and CoW-copying a shared
+  // partial last block into `copies`). Fails with resource_exhausted and changes nothing if it
+  // cannot. num_tokens(seq) grows by num_tokens.
+  Status append_slots(SeqId seq, uint32_t num_tokens, std::vector<BlockCopy>* copies);
+  // Records that the KV of these tokens (positions [num_committed, +n)) has been written;
+  // precondition: num_committed + n <= num_tokens. Full blocks become prefix-cache entries.
+  void commit_tokens(SeqId seq, std::span<const int32_t> tokens);
+  // The child shares every block of the parent (refcount++), same tenant, same counters.
+  // invalid_argument if the parent is unknown or the child exists.
+  Status fork(SeqId parent, SeqId child);
+  // Drops the sequence: its blocks are released last to first (tails evicted first) and go to
+  // cached-free (if keyed) or free. Unknown seq: no-op.
+  void free(SeqId seq);
+
+  // ---- queries ----
+  [[nodiscard]] bool contains(SeqId seq) const;
+  [[nodiscard]] std::span<const BlockId> block_table(SeqId seq) const;
+  [[nodiscard]] uint32_t num_tokens(SeqId seq) const;     // slots appended
+  [[nodiscard]] uint32_t num_committed(SeqId seq) const;  // slots with KV written
+  // Slot index of position pos of seq: block_table[pos / block_size].value * block_size +
+  // pos % block_size. Precondition: pos < num_tokens(seq).
+  [[nodiscard]] uint64_t slot(SeqId seq, uint32_t pos) const;
+  // Fills `out` (reusing its capacity) for one engine step.
+  void build_step_inputs(std::span<const StepSeq> rows, StepInputs* out) const;
+  [[nodiscard]] uint32_t refcount(BlockId b) const { return pool_.refcount(b); }
+  [[nodiscard]] BlockState block_state(BlockId b) const { return pool_.state(b); }
+
+  [[nodiscard]] KvCacheStats stats() const;
+  [[nodiscard]] std::vector<TenantStats> tenant_stats() const;
+  // Recounts everything (O(blocks + table entries)); an error names the broken invariant.
+  [[nodiscard]] Status check_integrity() const;
+
+  // Test hook: replace the block key hash (e.g. a constant) to force collisions. Only valid
+  // while the cache is empty (no keyed blocks).
+  void set_hash_function_for_testing(BlockHashFn fn);
+
+ private:
+  struct Sequence {
+    TenantId tenant;
+    BlockTable table;
+    uint32_t num_committed = 0;
+    // Chain state of the last full committed block: its key and the cached block that stands
+    // for that prefix in the cache (none if the prefix is not cached).
+    uint64_t last_key = 0;
+    BlockRef last_ref;
+  };
+  struct Match;  // result of a prefix lookup (kv_cache_manager.cpp)
+
+  [[nodiscard]] TenantId find_tenant(std::string_view salt, bool* found) const;
+  TenantId tenant_for(std::string_view salt);
+  [[nodiscard]] uint64_t root_key(TenantId t) const;
+  void lookup(std::span<const int32_t> prompt, TenantId t, bool tenant_known, Match* m) const;
+  [[nodiscard]] const Sequence& seq_ref(SeqId seq) const;
+  void commit_full_block(Sequence& s, uint32_t block_index, std::span<const int32_t> tokens);
+  [[nodiscard]] std::optional<BlockId> allocate(TenantId t);
+
+  KvCacheConfig config_;
+  uint64_t extra_key_;  // model fingerprint + KV format
+  BlockPool pool_;
+  PrefixCache cache_;
+  BlockHashFn hash_fn_;
+  std::unordered_map<SeqId, Sequence> seqs_;
+  // Tenants by salt; index = TenantId.
+  std::vector<std::string> tenant_salts_;
+  std::vector<uint64_t> tenant_root_keys_;
+  std::unordered_map<std::string, uint32_t> tenant_index_;
+  struct TenantCounters {
+    uint64_t query_tokens = 0;
+    uint64_t hit_tokens = 0;
+  };
+  std::vector<TenantCounters> tenant_counters_;
+  uint64_t cow_copies_ = 0;
+  std::vector<int32_t> scratch_tokens_;
+};
+
+}  // namespace kvs
