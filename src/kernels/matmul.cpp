@@ -1,11 +1,363 @@
+// Weight matmul kernels. Two inner paths, chosen per weight type:
+//  * integer path (Q8_0, Q4_0, Q4_1): the activation rows are quantized once per call to int8
+//    values (stored widened to int16) with one f32 scale per 32 elements, plus the exact f32 sum of
+//    each block for the Q4_1 min term. A weight block is unpacked to int16 once and multiplied
+//    with the activation block of each token of the tile via ReorderWidenMulAccumulate
+//    (pmaddwd: int16 x int16 -> int32 pair sums); the int32 lanes are converted to f32 and
+//    FMA'd with d_w * d_x into per-token f32 accumulators, reduced once per row.
+//  * float path (F32, F16, BF16, Q4_K, Q6_K): weights converted / dequantized to f32, FMA with x.
+// Threads split output rows; each thread walks its rows once per tile of up to kTileT tokens, so
+// the thread's weight rows stay cache-resident while the tiles of a prefill batch reuse them.
+
 #include "kernels/matmul.h"
 
+#include <algorithm>
+#include <cstring>
 #include <vector>
 
 #include "core/check.h"
+#include "core/half.h"
 #include "kernels/dequantize.h"
 
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/matmul.cpp"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+
+#ifndef KVS_KERNELS_MATMUL_ONCE
+#define KVS_KERNELS_MATMUL_ONCE
+namespace kvs::matmul_detail {
+
+constexpr int64_t kRowGrain = 16;  // rows per parallel_for chunk (multiple of every tile)
+constexpr int64_t kTileT = 4;      // tokens that share one load of a weight block
+
+// f16 -> f32 without branches, exact for finite values (weights are finite): move exponent and
+// mantissa into f32 position, then rescale by 2^112 (which also normalizes f16 subnormals).
+inline float f16_bits_to_f32_fast(uint16_t h) {
+  const float mag = f32_from_bits(static_cast<uint32_t>(h & 0x7FFFu) << 13) * 0x1p112f;
+  return f32_from_bits(bits_from_f32(mag) | (static_cast<uint32_t>(h & 0x8000u) << 16));
+}
+
+inline uint16_t load_u16(const uint8_t* p) {
+  uint16_t v;
+  std::memcpy(&v, p, 2);
+  return v;
+}
+
+// Scratch of the calling thread: the quantized activation, reused across calls.
+struct ActScratch {
+  std::vector<int16_t> q;  // [T][K]
+  std::vector<float> d;    // [T][K/32] scale of each block
+  std::vector<float> s;    // [T][K/32] exact f32 sum of each block of x
+  void reserve(int64_t T, int64_t K) {
+    const auto nq = static_cast<size_t>(T * K), nb = static_cast<size_t>(T * K / 32);
+    if (q.size() < nq) q.resize(nq);
+    if (d.size() < nb) d.resize(nb), s.resize(nb);
+  }
+};
+inline ActScratch& act_scratch() {
+  thread_local ActScratch s;
+  return s;
+}
+
+// Portable fallback for HWY_SCALAR (1-lane vectors cannot hold a widened pair): dequantize each
+// row to f32 and dot in f32. Same contract as matmul().
+void matmul_portable(const WeightMatrix& w, const float* x, int64_t T, float* y, ThreadPool& pool);
+
+}  // namespace kvs::matmul_detail
+#endif  // KVS_KERNELS_MATMUL_ONCE
+
+HWY_BEFORE_NAMESPACE();
 namespace kvs {
+namespace HWY_NAMESPACE {
+using namespace kvs::matmul_detail;  // NOLINT
+
+#if HWY_TARGET == HWY_SCALAR
+void MatmulImpl(const WeightMatrix& w, const float* x, int64_t T, float* y, ThreadPool& pool) {
+  matmul_portable(w, x, T, y, pool);
+}
+#else
+namespace hn = hwy::HWY_NAMESPACE;
+
+using D16 = hn::ScalableTag<int16_t>;
+using D32 = hn::Repartition<int32_t, D16>;
+using DF = hn::Repartition<float, D16>;
+using V16 = hn::Vec<D16>;
+constexpr size_t kN16 = hn::MaxLanes(D16());
+static_assert(kN16 <= 32 && 32 % kN16 == 0, "a 32-element block must fill whole vectors");
+constexpr size_t kVecPerBlock = kN16 >= 32 ? 1 : 32 / kN16;
+
+// ---------------------------------------------------------------- activation quantization
+// x: [K] -> q: [K] int16 in [-127, 127], d/s: [K/32]. q = round(x / d), d = amax / 127.
+HWY_INLINE void quantize_act_row(const float* HWY_RESTRICT x, int64_t K, int16_t* HWY_RESTRICT q,
+                                 float* HWY_RESTRICT dq, float* HWY_RESTRICT sq) {
+  const hn::ScalableTag<float> df;
+  const hn::Rebind<int16_t, decltype(df)> d16h;
+  constexpr size_t kNf = hn::MaxLanes(df);
+  static_assert(32 % kNf == 0);
+  for (int64_t b = 0; b < K / 32; ++b) {
+    const float* xb = x + b * 32;
+    auto vmax = hn::Zero(df);
+    auto vsum = hn::Zero(df);
+    for (size_t i = 0; i < 32; i += kNf) {
+      const auto v = hn::LoadU(df, xb + i);
+      vmax = hn::Max(vmax, hn::Abs(v));
+      vsum = hn::Add(vsum, v);
+    }
+    const float amax = hn::GetLane(hn::MaxOfLanes(df, vmax));
+    const float d = amax / 127.0f;
+    const float id = d > 0.0f ? 1.0f / d : 0.0f;
+    dq[b] = d;
+    sq[b] = hn::GetLane(hn::SumOfLanes(df, vsum));
+    const auto vid = hn::Set(df, id);
+    for (size_t i = 0; i < 32; i += kNf) {
+      const auto qi = hn::NearestInt(hn::Mul(hn::LoadU(df, xb + i), vid));
+      hn::StoreU(hn::DemoteTo(d16h, qi), d16h, q + b * 32 + i);
+    }
+  }
+}
+
+// ---------------------------------------------------------------- weight block unpacking
+// Fills wv[0..kVecPerBlock) with the block's 32 integer weights in element order.
+template <WeightType kType, class D>
+HWY_INLINE void unpack_int_block(D d16, const uint8_t* HWY_RESTRICT qs, hn::Vec<D>* wv) {
+  if constexpr (kType == WeightType::kQ8_0) {
+    const hn::Rebind<int8_t, D> d8;
+    const auto* q8 = reinterpret_cast<const int8_t*>(qs);
+    for (size_t i = 0; i < kVecPerBlock; ++i)
+      wv[i] = hn::PromoteTo(d16, hn::LoadU(d8, q8 + i * kN16));
+  } else if constexpr (hn::MaxLanes(D()) >= 32) {
+    // 16 bytes -> 16 lo nibbles (elements 0..15) and 16 hi nibbles (16..31) in one vector.
+    const hn::Half<hn::RebindToUnsigned<D> > du16h;
+    const hn::Rebind<uint8_t, decltype(du16h)> d8h;
+    const auto v = hn::PromoteTo(du16h, hn::LoadU(d8h, qs));
+    const auto lo = hn::And(v, hn::Set(du16h, 0x0F));
+    const auto hi = hn::ShiftRight<4>(v);
+    wv[0] = hn::BitCast(d16, hn::Combine(hn::RebindToUnsigned<D>(), hi, lo));
+    if constexpr (kType == WeightType::kQ4_0) wv[0] = hn::Sub(wv[0], hn::Set(d16, 8));
+  } else {
+    const hn::RebindToUnsigned<D> du16;
+    const hn::Rebind<uint8_t, D> d8;
+    constexpr size_t kHalf = kVecPerBlock / 2;
+    for (size_t i = 0; i < kHalf; ++i) {
+      const auto v = hn::PromoteTo(du16, hn::LoadU(d8, qs + i * kN16));
+      wv[i] = hn::BitCast(d16, hn::And(v, hn::Set(du16, 0x0F)));
+      wv[i + kHalf] = hn::BitCast(d16, hn::ShiftRight<4>(v));
+      if constexpr (kType == WeightType::kQ4_0) {
+        wv[i] = hn::Sub(wv[i], hn::Set(d16, 8));
+        wv[i + kHalf] = hn::Sub(wv[i + kHalf], hn::Set(d16, 8));
+      }
+    }
+  }
+}
+
+template <WeightType kType>
+constexpr size_t kQsOffset = kType == WeightType::kQ4_1 ? 4 : 2;
+template <WeightType kType>
+constexpr size_t kBlockBytes = kType == WeightType::kQ8_0 ? 34
+                                                          : (kType == WeightType::kQ4_0 ? 18 : 20);
+
+// y[t*N] for t < NT = dot(weight row, token t0+t) on the integer path.
+template <WeightType kType, int NT>
+HWY_INLINE void int_row_tile(const uint8_t* HWY_RESTRICT row, int64_t nblocks,
+                             const int16_t* HWY_RESTRICT xq, const float* HWY_RESTRICT xd,
+                             const float* HWY_RESTRICT xs, int64_t K, float* HWY_RESTRICT y,
+                             int64_t N) {
+  const D16 d16;
+  const D32 d32;
+  const DF df;
+  const int64_t KB = K / 32;
+  hn::Vec<DF> acc[NT];
+  float macc[NT];
+  for (int t = 0; t < NT; ++t) acc[t] = hn::Zero(df), macc[t] = 0.0f;
+  for (int64_t b = 0; b < nblocks; ++b) {
+    const uint8_t* blk = row + b * kBlockBytes<kType>;
+    const float dw = f16_bits_to_f32_fast(load_u16(blk));
+    V16 wv[kVecPerBlock];
+    unpack_int_block<kType>(d16, blk + kQsOffset<kType>, wv);
+    for (int t = 0; t < NT; ++t) {
+      const int16_t* xb = xq + t * K + b * 32;
+      auto s0 = hn::Zero(d32);
+      auto s1 = hn::Zero(d32);
+      for (size_t i = 0; i < kVecPerBlock; ++i)
+        s0 = hn::ReorderWidenMulAccumulate(d32, wv[i], hn::LoadU(d16, xb + i * kN16), s0, s1);
+      const auto fs = hn::ConvertTo(df, hn::Add(s0, s1));
+      acc[t] = hn::MulAdd(fs, hn::Set(df, dw * xd[t * KB + b]), acc[t]);
+    }
+    if constexpr (kType == WeightType::kQ4_1) {
+      const float mw = f16_bits_to_f32_fast(load_u16(blk + 2));
+      for (int t = 0; t < NT; ++t) macc[t] += mw * xs[t * KB + b];
+    }
+  }
+  for (int t = 0; t < NT; ++t) y[t * N] = hn::GetLane(hn::SumOfLanes(df, acc[t])) + macc[t];
+}
+
+// ---------------------------------------------------------------- float path
+template <WeightType kType>
+HWY_INLINE hn::Vec<DF> load_w(DF df, const uint8_t* HWY_RESTRICT p, int64_t k) {
+  if constexpr (kType == WeightType::kF16) {
+    const hn::Rebind<hwy::float16_t, DF> dh;
+    return hn::PromoteTo(df, hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(p) + k));
+  } else if constexpr (kType == WeightType::kBF16) {
+    const hn::Rebind<uint16_t, DF> du16;
+    const hn::RebindToUnsigned<DF> du32;
+    const auto u = hn::PromoteTo(du32, hn::LoadU(du16, reinterpret_cast<const uint16_t*>(p) + k));
+    return hn::BitCast(df, hn::ShiftLeft<16>(u));
+  } else {
+    return hn::LoadU(df, reinterpret_cast<const float*>(p) + k);
+  }
+}
+
+// acc[t] += w[0..n) . x_t[0..n), n a multiple of the f32 lane count.
+template <WeightType kType, int NT>
+HWY_INLINE void float_dot_span(const uint8_t* HWY_RESTRICT w, const float* HWY_RESTRICT x,
+                               int64_t K, int64_t n, hn::Vec<DF>* acc0, hn::Vec<DF>* acc1) {
+  const DF df;
+  constexpr int64_t kNf = static_cast<int64_t>(hn::MaxLanes(df));
+  int64_t k = 0;
+  for (; k + 2 * kNf <= n; k += 2 * kNf) {
+    const auto w0 = load_w<kType>(df, w, k);
+    const auto w1 = load_w<kType>(df, w, k + kNf);
+    for (int t = 0; t < NT; ++t) {
+      acc0[t] = hn::MulAdd(w0, hn::LoadU(df, x + t * K + k), acc0[t]);
+      acc1[t] = hn::MulAdd(w1, hn::LoadU(df, x + t * K + k + kNf), acc1[t]);
+    }
+  }
+  for (; k + kNf <= n; k += kNf) {
+    const auto w0 = load_w<kType>(df, w, k);
+    for (int t = 0; t < NT; ++t) acc0[t] = hn::MulAdd(w0, hn::LoadU(df, x + t * K + k), acc0[t]);
+  }
+}
+
+template <WeightType kType, int NT>
+HWY_INLINE void float_row_tile(const uint8_t* HWY_RESTRICT row, const float* HWY_RESTRICT x,
+                               int64_t K, float* HWY_RESTRICT y, int64_t N) {
+  const DF df;
+  constexpr int64_t kNf = static_cast<int64_t>(hn::MaxLanes(df));
+  hn::Vec<DF> acc0[NT], acc1[NT];
+  for (int t = 0; t < NT; ++t) acc0[t] = hn::Zero(df), acc1[t] = hn::Zero(df);
+  float tail[NT] = {};
+  if constexpr (kType == WeightType::kQ4_K || kType == WeightType::kQ6_K) {
+    constexpr int64_t kBytes = kType == WeightType::kQ4_K ? 144 : 210;
+    HWY_ALIGN float buf[256];
+    for (int64_t b = 0; b < K / 256; ++b) {
+      dequantize_row_reference(kType, row + b * kBytes, buf, 256);
+      float_dot_span<WeightType::kF32, NT>(reinterpret_cast<const uint8_t*>(buf), x + b * 256, K,
+                                           256, acc0, acc1);
+    }
+  } else {
+    const int64_t main = K / kNf * kNf;
+    float_dot_span<kType, NT>(row, x, K, main, acc0, acc1);
+    if (main < K) {
+      HWY_ALIGN float buf[64];
+      for (int64_t k0 = main; k0 < K; k0 += 64) {
+        const int64_t n = std::min<int64_t>(64, K - k0);
+        const auto* src = row + k0 * static_cast<int64_t>(weight_type_info(kType).block_bytes);
+        dequantize_row_reference(kType, src, buf, n);
+        for (int t = 0; t < NT; ++t)
+          for (int64_t k = 0; k < n; ++k) tail[t] += buf[k] * x[t * K + k0 + k];
+      }
+    }
+  }
+  for (int t = 0; t < NT; ++t)
+    y[t * N] = hn::GetLane(hn::SumOfLanes(df, hn::Add(acc0[t], acc1[t]))) + tail[t];
+}
+
+// ---------------------------------------------------------------- drivers
+template <WeightType kType, int NT>
+HWY_NOINLINE void rows_tile(const WeightMatrix& w, int64_t n0, int64_t n1, const float* x,
+                            const ActScratch* act, int64_t t0, float* y) {
+  const auto* base = static_cast<const uint8_t*>(w.data);
+  const int64_t K = w.cols, N = w.rows;
+  for (int64_t n = n0; n < n1; ++n) {
+    const uint8_t* row = base + n * static_cast<int64_t>(w.row_bytes);
+    if constexpr (kType == WeightType::kQ8_0 || kType == WeightType::kQ4_0 ||
+                  kType == WeightType::kQ4_1) {
+      const int64_t KB = K / 32;
+      int_row_tile<kType, NT>(row, KB, act->q.data() + t0 * K, act->d.data() + t0 * KB,
+                              act->s.data() + t0 * KB, K, y + t0 * N + n, N);
+    } else {
+      float_row_tile<kType, NT>(row, x + t0 * K, K, y + t0 * N + n, N);
+    }
+  }
+}
+
+template <WeightType kType>
+void matmul_typed(const WeightMatrix& w, const float* x, int64_t T, float* y, ThreadPool& pool) {
+  constexpr bool kInt =
+      kType == WeightType::kQ8_0 || kType == WeightType::kQ4_0 || kType == WeightType::kQ4_1;
+  const ActScratch* act = nullptr;
+  if constexpr (kInt) {
+    ActScratch& s = act_scratch();
+    s.reserve(T, w.cols);
+    const int64_t KB = w.cols / 32;
+    for (int64_t t = 0; t < T; ++t)
+      quantize_act_row(x + t * w.cols, w.cols, s.q.data() + t * w.cols, s.d.data() + t * KB,
+                       s.s.data() + t * KB);
+    act = &s;
+  }
+  pool.parallel_for(static_cast<size_t>(w.rows), kRowGrain, [&](size_t begin, size_t end, int) {
+    const auto n0 = static_cast<int64_t>(begin), n1 = static_cast<int64_t>(end);
+    for (int64_t t0 = 0; t0 < T; t0 += kTileT) {
+      switch (std::min<int64_t>(kTileT, T - t0)) {
+        case 1: rows_tile<kType, 1>(w, n0, n1, x, act, t0, y); break;
+        case 2: rows_tile<kType, 2>(w, n0, n1, x, act, t0, y); break;
+        case 3: rows_tile<kType, 3>(w, n0, n1, x, act, t0, y); break;
+        default: rows_tile<kType, 4>(w, n0, n1, x, act, t0, y); break;
+      }
+    }
+  });
+}
+
+void MatmulImpl(const WeightMatrix& w, const float* x, int64_t T, float* y, ThreadPool& pool) {
+  switch (w.type) {
+    case WeightType::kF32: return matmul_typed<WeightType::kF32>(w, x, T, y, pool);
+    case WeightType::kF16: return matmul_typed<WeightType::kF16>(w, x, T, y, pool);
+    case WeightType::kBF16: return matmul_typed<WeightType::kBF16>(w, x, T, y, pool);
+    case WeightType::kQ8_0: return matmul_typed<WeightType::kQ8_0>(w, x, T, y, pool);
+    case WeightType::kQ4_0: return matmul_typed<WeightType::kQ4_0>(w, x, T, y, pool);
+    case WeightType::kQ4_1: return matmul_typed<WeightType::kQ4_1>(w, x, T, y, pool);
+    case WeightType::kQ4_K: return matmul_typed<WeightType::kQ4_K>(w, x, T, y, pool);
+    case WeightType::kQ6_K: return matmul_typed<WeightType::kQ6_K>(w, x, T, y, pool);
+  }
+}
+#endif  // HWY_TARGET == HWY_SCALAR
+
+}  // namespace HWY_NAMESPACE
+}  // namespace kvs
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace kvs {
+
+HWY_EXPORT(MatmulImpl);
+
+void matmul(const WeightMatrix& w, const float* x, int64_t T, float* y, ThreadPool& pool) {
+  KVS_CHECK(w.row_bytes == weight_row_bytes(w.type, static_cast<uint64_t>(w.cols)));
+  KVS_CHECK(w.cols % weight_type_info(w.type).block_elems == 0);
+  KVS_CHECK(T >= 1);
+  if (w.rows == 0) return;
+  HWY_DYNAMIC_DISPATCH(MatmulImpl)(w, x, T, y, pool);
+}
+
+namespace matmul_detail {
+void matmul_portable(const WeightMatrix& w, const float* x, int64_t T, float* y, ThreadPool& pool) {
+  const auto* base = static_cast<const uint8_t*>(w.data);
+  pool.parallel_for(static_cast<size_t>(w.rows), kRowGrain, [&](size_t begin, size_t end, int) {
+    thread_local std::vector<float> row;
+    if (row.size() < static_cast<size_t>(w.cols)) row.resize(static_cast<size_t>(w.cols));
+    for (size_t n = begin; n < end; ++n) {
+      dequantize_row(w.type, base + n * w.row_bytes, row.data(), w.cols);
+      for (int64_t t = 0; t < T; ++t) {
+        const float* xt = x + t * w.cols;
+        float s = 0;
+        for (int64_t k = 0; k < w.cols; ++k) s += row[k] * xt[k];
+        y[t * w.rows + static_cast<int64_t>(n)] = s;
+      }
+    }
+  });
+}
+}  // namespace matmul_detail
 
 void matmul_reference(const WeightMatrix& w, const float* x, int64_t T, float* y) {
   KVS_CHECK(w.row_bytes == weight_row_bytes(w.type, static_cast<uint64_t>(w.cols)));
@@ -22,22 +374,5 @@ void matmul_reference(const WeightMatrix& w, const float* x, int64_t T, float* y
   }
 }
 
-void matmul(const WeightMatrix& w, const float* x, int64_t T, float* y, ThreadPool& pool) {
-  KVS_CHECK(w.row_bytes == weight_row_bytes(w.type, static_cast<uint64_t>(w.cols)));
-  const auto* base = static_cast<const uint8_t*>(w.data);
-  pool.parallel_for(static_cast<size_t>(w.rows), 32, [&](size_t begin, size_t end, int) {
-    thread_local std::vector<float> row;
-    row.resize(static_cast<size_t>(w.cols));
-    for (size_t n = begin; n < end; ++n) {
-      dequantize_row(w.type, base + n * w.row_bytes, row.data(), w.cols);
-      for (int64_t t = 0; t < T; ++t) {
-        const float* xt = x + t * w.cols;
-        float s = 0;
-        for (int64_t k = 0; k < w.cols; ++k) s += row[k] * xt[k];
-        y[t * w.rows + static_cast<int64_t>(n)] = s;
-      }
-    }
-  });
-}
-
 }  // namespace kvs
+#endif  // HWY_ONCE

@@ -114,11 +114,13 @@ TEST(Dequantize, FastMatchesReferenceExactly) {
         std::memcpy(src.data() + 1, w.data(), w.size());
         std::vector<float> ref(n), out(n + 1);
         dequantize_row_reference(type, src.data() + 1, ref.data(), n);
-        dequantize_row(type, src.data() + 1, out.data() + 1, n);
-        for (int64_t i = 0; i < n; ++i) {
-          ASSERT_EQ(bits_from_f32(out[i + 1]), bits_from_f32(ref[i]))
-              << weight_type_info(type).name << " n=" << n << " i=" << i;
-        }
+        test::for_each_target([&] {
+          dequantize_row(type, src.data() + 1, out.data() + 1, n);
+          for (int64_t i = 0; i < n; ++i) {
+            ASSERT_EQ(bits_from_f32(out[i + 1]), bits_from_f32(ref[i]))
+                << weight_type_info(type).name << " n=" << n << " i=" << i;
+          }
+        });
       }
     }
   }

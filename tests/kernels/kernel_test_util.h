@@ -8,6 +8,9 @@
 #include <random>
 #include <vector>
 
+#include <gtest/gtest.h>
+#include <hwy/targets.h>
+
 #include "core/half.h"
 #include "core/weight_type.h"
 
@@ -65,6 +68,18 @@ inline std::vector<float> random_floats(int64_t n, float scale, std::mt19937& rn
   std::vector<float> v(static_cast<size_t>(n));
   for (auto& x : v) x = u(rng) * scale;
   return v;
+}
+
+// Runs f() once per SIMD target compiled into the binary that this CPU supports (e.g. AVX3_DL,
+// AVX3, AVX2, SSE4, SSSE3, EMU128), so every Highway code path is tested, not just the best one.
+template <class F>
+void for_each_target(F&& f) {
+  for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+    hwy::SetSupportedTargetsForTest(target);
+    SCOPED_TRACE(hwy::TargetName(target));
+    f();
+  }
+  hwy::SetSupportedTargetsForTest(0);
 }
 
 }  // namespace kvs::test

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -65,17 +66,20 @@ void check_matmul(WeightType type, int64_t N, int64_t K, int64_t T, ThreadPool& 
   std::vector<float> y_ref(T * N), y_buf(T * N + 1, NAN);
   float* y = y_buf.data() + 1;
   matmul_reference(w, x, T, y_ref.data());
-  matmul(w, x, T, y, pool);
   const auto bound = error_bounds(w, x, T);
-  int failures = 0;
-  for (int64_t i = 0; i < T * N && failures < 5; ++i) {
-    if (!(std::fabs(static_cast<double>(y[i]) - y_ref[i]) <= bound[i])) {
-      ADD_FAILURE() << "t=" << i / N << " n=" << i % N << " y=" << y[i] << " ref=" << y_ref[i]
-                    << " bound=" << bound[i];
-      ++failures;
+  test::for_each_target([&] {
+    std::fill(y_buf.begin(), y_buf.end(), NAN);
+    matmul(w, x, T, y, pool);
+    int failures = 0;
+    for (int64_t i = 0; i < T * N && failures < 5; ++i) {
+      if (!(std::fabs(static_cast<double>(y[i]) - y_ref[i]) <= bound[i])) {
+        ADD_FAILURE() << "t=" << i / N << " n=" << i % N << " y=" << y[i] << " ref=" << y_ref[i]
+                      << " bound=" << bound[i];
+        ++failures;
+      }
     }
-  }
-  EXPECT_TRUE(std::isnan(y_buf[0])) << "wrote before y";
+    EXPECT_TRUE(std::isnan(y_buf[0])) << "wrote before y";
+  });
 }
 
 constexpr WeightType kAllTypes[] = {WeightType::kF32,  WeightType::kF16,  WeightType::kBF16,
@@ -126,10 +130,12 @@ TEST(Matmul, ZeroActivationBlocksAndSpikes) {
     for (int k = 0; k < 64; ++k) x[k] = 0.0f;
     x[K + 5] = 1e6f;
     std::vector<float> y(T * N), y_ref(T * N);
-    matmul(w, x.data(), T, y.data(), pool);
     matmul_reference(w, x.data(), T, y_ref.data());
     const auto bound = error_bounds(w, x.data(), T);
-    for (int64_t i = 0; i < T * N; ++i) EXPECT_LE(std::fabs(y[i] - y_ref[i]), bound[i]) << i;
+    test::for_each_target([&] {
+      matmul(w, x.data(), T, y.data(), pool);
+      for (int64_t i = 0; i < T * N; ++i) EXPECT_LE(std::fabs(y[i] - y_ref[i]), bound[i]) << i;
+    });
   }
 }
 
