@@ -32,15 +32,24 @@ Result<uint64_t> parse_byte_size(std::string_view text) {
     return invalid_argument("byte size '" + std::string(text) + "' has a malformed number");
   }
   double mult = 1;
-  if (unit.empty() || unit == "b") mult = 1;
-  else if (unit == "k" || unit == "kb") mult = 1e3;
-  else if (unit == "m" || unit == "mb") mult = 1e6;
-  else if (unit == "g" || unit == "gb") mult = 1e9;
-  else if (unit == "t" || unit == "tb") mult = 1e12;
-  else if (unit == "kib" || unit == "ki") mult = 1024.0;
-  else if (unit == "mib" || unit == "mi") mult = 1024.0 * 1024;
-  else if (unit == "gib" || unit == "gi") mult = 1024.0 * 1024 * 1024;
-  else if (unit == "tib" || unit == "ti") mult = 1024.0 * 1024 * 1024 * 1024;
+  if (unit.empty() || unit == "b")
+    mult = 1;
+  else if (unit == "k" || unit == "kb")
+    mult = 1e3;
+  else if (unit == "m" || unit == "mb")
+    mult = 1e6;
+  else if (unit == "g" || unit == "gb")
+    mult = 1e9;
+  else if (unit == "t" || unit == "tb")
+    mult = 1e12;
+  else if (unit == "kib" || unit == "ki")
+    mult = 1024.0;
+  else if (unit == "mib" || unit == "mi")
+    mult = 1024.0 * 1024;
+  else if (unit == "gib" || unit == "gi")
+    mult = 1024.0 * 1024 * 1024;
+  else if (unit == "tib" || unit == "ti")
+    mult = 1024.0 * 1024 * 1024 * 1024;
   else
     return invalid_argument("byte size '" + std::string(text) +
                             "' has an unknown unit (use B, KB, MB, GB, TB, KiB, MiB, GiB, TiB)");
@@ -58,8 +67,10 @@ static std::string format_scaled(uint64_t bytes, double base, const char* const*
     ++u;
   }
   char buf[64];
-  if (u == 0) std::snprintf(buf, sizeof buf, "%llu %s", static_cast<unsigned long long>(bytes), units[0]);
-  else std::snprintf(buf, sizeof buf, "%.2f %s", v, units[u]);
+  if (u == 0)
+    std::snprintf(buf, sizeof buf, "%llu %s", static_cast<unsigned long long>(bytes), units[0]);
+  else
+    std::snprintf(buf, sizeof buf, "%.2f %s", v, units[u]);
   return buf;
 }
 

@@ -9,16 +9,16 @@ namespace kvs::detail {
 [[noreturn]] void check_failed(const char* file, int line, const char* expr, const char* msg);
 }  // namespace kvs::detail
 
-#define KVS_CHECK(cond)                                                              \
-  do {                                                                               \
-    if (!(cond)) [[unlikely]]                                                        \
-      ::kvs::detail::check_failed(__FILE__, __LINE__, #cond, nullptr);               \
+#define KVS_CHECK(cond)                                                \
+  do {                                                                 \
+    if (!(cond)) [[unlikely]]                                          \
+      ::kvs::detail::check_failed(__FILE__, __LINE__, #cond, nullptr); \
   } while (0)
 
-#define KVS_CHECK_MSG(cond, msg)                                                     \
-  do {                                                                               \
-    if (!(cond)) [[unlikely]]                                                        \
-      ::kvs::detail::check_failed(__FILE__, __LINE__, #cond, (msg));                 \
+#define KVS_CHECK_MSG(cond, msg)                                     \
+  do {                                                               \
+    if (!(cond)) [[unlikely]]                                        \
+      ::kvs::detail::check_failed(__FILE__, __LINE__, #cond, (msg)); \
   } while (0)
 
 #ifdef NDEBUG

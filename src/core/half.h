@@ -36,7 +36,7 @@ inline uint16_t f32_to_f16(float f) {
   const uint32_t u = bits_from_f32(f);
   const uint32_t sign = (u >> 16) & 0x8000u;
   const uint32_t abs = u & 0x7FFFFFFFu;
-  if (abs > 0x7F800000u) return static_cast<uint16_t>(sign | 0x7E00u);  // NaN
+  if (abs > 0x7F800000u) return static_cast<uint16_t>(sign | 0x7E00u);   // NaN
   if (abs >= 0x477FF000u) return static_cast<uint16_t>(sign | 0x7C00u);  // overflow -> inf
   if (abs < 0x38800000u) {
     // subnormal or zero in f16: value / 2^-24, rounded to nearest even

@@ -12,13 +12,13 @@ namespace kvs {
 
 enum class StatusCode {
   kOk = 0,
-  kInvalidArgument,  // the caller's input is wrong (flag value, request field)
-  kNotFound,         // a file, tensor or key that should exist does not
-  kDataLoss,         // a file is truncated or corrupt
-  kOutOfRange,       // an index or size beyond a limit
+  kInvalidArgument,    // the caller's input is wrong (flag value, request field)
+  kNotFound,           // a file, tensor or key that should exist does not
+  kDataLoss,           // a file is truncated or corrupt
+  kOutOfRange,         // an index or size beyond a limit
   kResourceExhausted,  // out of KV blocks, queue full, memory budget too small
-  kUnimplemented,    // a valid input this build does not support (e.g. unknown tensor type)
-  kIoError,          // the operating system refused (open, mmap, read)
+  kUnimplemented,      // a valid input this build does not support (e.g. unknown tensor type)
+  kIoError,            // the operating system refused (open, mmap, read)
   kInternal,
 };
 
@@ -41,7 +41,9 @@ class [[nodiscard]] Status {
   std::string message_;
 };
 
-inline Status invalid_argument(std::string m) { return {StatusCode::kInvalidArgument, std::move(m)}; }
+inline Status invalid_argument(std::string m) {
+  return {StatusCode::kInvalidArgument, std::move(m)};
+}
 inline Status not_found(std::string m) { return {StatusCode::kNotFound, std::move(m)}; }
 inline Status data_loss(std::string m) { return {StatusCode::kDataLoss, std::move(m)}; }
 inline Status out_of_range(std::string m) { return {StatusCode::kOutOfRange, std::move(m)}; }
@@ -56,7 +58,7 @@ inline Status internal_error(std::string m) { return {StatusCode::kInternal, std
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : v_(std::move(value)) {}  // NOLINT: implicit by design
+  Result(T value) : v_(std::move(value)) {}        // NOLINT: implicit by design
   Result(Status status) : v_(std::move(status)) {  // NOLINT: implicit by design
     KVS_CHECK_MSG(!std::get<Status>(v_).is_ok(), "Result built from an OK status");
   }
@@ -90,9 +92,9 @@ class [[nodiscard]] Result {
 }  // namespace kvs
 
 // Propagate a failed Status / Result from the current function.
-#define KVS_RETURN_IF_ERROR(expr)              \
-  do {                                         \
-    ::kvs::Status kvs_status_ = (expr);        \
+#define KVS_RETURN_IF_ERROR(expr)                 \
+  do {                                            \
+    ::kvs::Status kvs_status_ = (expr);           \
     if (!kvs_status_.is_ok()) return kvs_status_; \
   } while (0)
 

@@ -26,8 +26,7 @@ class ThreadPool {
 
   // Calls fn(begin, end, thread_index) over disjoint ranges that cover [0, n), each range a
   // multiple of `grain` (except the last). Returns when every range has run. Not reentrant.
-  void parallel_for(size_t n, size_t grain,
-                    const std::function<void(size_t, size_t, int)>& fn);
+  void parallel_for(size_t n, size_t grain, const std::function<void(size_t, size_t, int)>& fn);
 
   // Number of hardware threads (at least 1).
   static int hardware_threads();

@@ -25,9 +25,9 @@ struct WeightTypeInfo {
 };
 
 constexpr WeightTypeInfo kWeightTypeInfos[] = {
-    {WeightType::kF32, "F32", 1, 4},      {WeightType::kF16, "F16", 1, 2},
-    {WeightType::kBF16, "BF16", 1, 2},    {WeightType::kQ8_0, "Q8_0", 32, 34},
-    {WeightType::kQ4_0, "Q4_0", 32, 18},  {WeightType::kQ4_1, "Q4_1", 32, 20},
+    {WeightType::kF32, "F32", 1, 4},       {WeightType::kF16, "F16", 1, 2},
+    {WeightType::kBF16, "BF16", 1, 2},     {WeightType::kQ8_0, "Q8_0", 32, 34},
+    {WeightType::kQ4_0, "Q4_0", 32, 18},   {WeightType::kQ4_1, "Q4_1", 32, 20},
     {WeightType::kQ4_K, "Q4_K", 256, 144}, {WeightType::kQ6_K, "Q6_K", 256, 210},
 };
 

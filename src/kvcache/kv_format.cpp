@@ -58,7 +58,8 @@ Result<uint64_t> kv_vector_bytes_checked(KvDtype dtype, uint64_t dim) {
   const KvDtypeInfo& info = kv_dtype_info(dtype);
   if (dim == 0) return invalid_argument("head dimension must be positive");
   if (info.group_elems != 0 && dim % info.group_elems != 0)
-    return invalid_argument(std::string("KV format ") + info.name + " needs a head dimension that is a multiple of " +
+    return invalid_argument(std::string("KV format ") + info.name +
+                            " needs a head dimension that is a multiple of " +
                             std::to_string(info.group_elems) + ", got " + std::to_string(dim));
   return kv_vector_bytes(dtype, dim);
 }

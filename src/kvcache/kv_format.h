@@ -25,12 +25,12 @@ enum class KvDtype : uint8_t {
 
 struct KvDtypeInfo {
   KvDtype dtype;
-  const char* name;         // as typed on the command line: "f16", "fp8_e4m3", "q4_0" ...
-  uint32_t group_elems;     // elements per scale group (0 = the whole head vector, or no scale)
-  uint32_t group_bytes;     // bytes per group including its scale (for grouped formats)
-  uint32_t elem_bits;       // bits per element for ungrouped formats
+  const char* name;             // as typed on the command line: "f16", "fp8_e4m3", "q4_0" ...
+  uint32_t group_elems;         // elements per scale group (0 = the whole head vector, or no scale)
+  uint32_t group_bytes;         // bytes per group including its scale (for grouped formats)
+  uint32_t elem_bits;           // bits per element for ungrouped formats
   uint32_t vector_scale_bytes;  // scale bytes per head vector (per token, per head)
-  const char* scale_note;   // human description of the scales
+  const char* scale_note;       // human description of the scales
 };
 
 [[nodiscard]] const KvDtypeInfo& kv_dtype_info(KvDtype dtype);

@@ -7,7 +7,8 @@ namespace kvs {
 
 std::string default_model_dir() {
   if (const char* d = std::getenv("KVSERVE_MODEL_DIR"); d && *d) return d;
-  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return std::string(x) + "/kvserve/models";
+  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x)
+    return std::string(x) + "/kvserve/models";
   const char* home = std::getenv("HOME");
   return std::string(home && *home ? home : ".") + "/.cache/kvserve/models";
 }

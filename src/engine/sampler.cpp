@@ -1,0 +1,74 @@
+#include "engine/sampler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+namespace kvs {
+
+Status SamplingParams::validate() const {
+  if (!(temperature >= 0.0f) || !std::isfinite(temperature) || temperature > 100.0f)
+    return invalid_argument("temperature must be between 0 and 100, got " +
+                            std::to_string(temperature));
+  if (top_k < 0)
+    return invalid_argument("top_k must be >= 0 (0 = no limit), got " + std::to_string(top_k));
+  if (!(top_p > 0.0f && top_p <= 1.0f))
+    return invalid_argument("top_p must be in (0, 1], got " + std::to_string(top_p));
+  return Status::ok();
+}
+
+int32_t argmax(const float* logits, int32_t n) {
+  int32_t best = 0;
+  for (int32_t i = 1; i < n; ++i)
+    if (logits[i] > logits[best]) best = i;
+  return best;
+}
+
+Sampler::Sampler(const SamplingParams& params)
+    : params_(params), seed_(params.seed ? *params.seed : std::random_device{}()), rng_(seed_) {}
+
+int32_t Sampler::sample(const float* logits, int32_t n) {
+  if (params_.temperature == 0.0f || params_.top_k == 1) return argmax(logits, n);
+  candidates_.resize(n);
+  for (int32_t i = 0; i < n; ++i) candidates_[i] = {logits[i], i};
+  auto by_logit = [](const auto& a, const auto& b) {
+    return a.first > b.first || (a.first == b.first && a.second < b.second);
+  };
+  int32_t keep = n;
+  if (params_.top_k > 0 && params_.top_k < n) {
+    keep = params_.top_k;
+    std::partial_sort(candidates_.begin(), candidates_.begin() + keep, candidates_.end(), by_logit);
+  } else {
+    std::sort(candidates_.begin(), candidates_.end(), by_logit);
+  }
+  const float inv_t = 1.0f / params_.temperature;
+  const float max_logit = candidates_[0].first;
+  double total = 0;
+  for (int32_t i = 0; i < keep; ++i) {
+    candidates_[i].first = std::exp((candidates_[i].first - max_logit) * inv_t);
+    total += candidates_[i].first;
+  }
+  if (params_.top_p < 1.0f) {
+    double cum = 0;
+    int32_t cut = keep;
+    for (int32_t i = 0; i < keep; ++i) {
+      cum += candidates_[i].first / total;
+      if (cum >= params_.top_p) {
+        cut = i + 1;
+        break;
+      }
+    }
+    keep = cut;
+    total = 0;
+    for (int32_t i = 0; i < keep; ++i) total += candidates_[i].first;
+  }
+  std::uniform_real_distribution<double> uni(0.0, total);
+  double r = uni(rng_);
+  for (int32_t i = 0; i < keep; ++i) {
+    r -= candidates_[i].first;
+    if (r <= 0) return candidates_[i].second;
+  }
+  return candidates_[keep - 1].second;
+}
+
+}  // namespace kvs

@@ -1,0 +1,66 @@
+// Sequence: one stream of tokens the engine is generating (a request, or one of its n > 1
+// samples). It owns its token list and sampler; its KV blocks belong to the cache manager,
+// keyed by `id`.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/sampler.h"
+#include "kvcache/kv_cache_manager.h"
+
+namespace kvs {
+
+enum class SeqStatus : uint8_t { kWaiting, kRunning, kFinished };
+enum class FinishReason : uint8_t { kNone, kEos, kLength, kAbort };
+
+[[nodiscard]] const char* finish_reason_name(FinishReason reason);
+
+using Clock = std::chrono::steady_clock;
+
+struct SequenceRequest {
+  std::vector<int32_t> prompt;
+  SamplingParams sampling;
+  uint32_t max_tokens = 128;  // generated tokens at most
+  std::string cache_salt;     // tenant namespace for prefix caching
+  bool ignore_eos = false;
+};
+
+struct Sequence {
+  SeqId id{0};
+  std::vector<int32_t> tokens;  // prompt followed by generated tokens
+  uint32_t prompt_len = 0;
+  uint32_t num_computed = 0;   // tokens whose K/V are in the cache
+  uint32_t cached_tokens = 0;  // prompt tokens reused from the prefix cache at admission
+  uint32_t max_tokens = 0;
+  std::string cache_salt;
+  bool ignore_eos = false;
+  Sampler sampler;
+  SeqStatus status = SeqStatus::kWaiting;
+  FinishReason finish = FinishReason::kNone;
+  Clock::time_point arrival, first_scheduled, first_token, finished;
+
+  Sequence(SeqId sid, SequenceRequest req)
+      : id(sid),
+        tokens(std::move(req.prompt)),
+        prompt_len(static_cast<uint32_t>(tokens.size())),
+        max_tokens(req.max_tokens),
+        cache_salt(std::move(req.cache_salt)),
+        ignore_eos(req.ignore_eos),
+        sampler(req.sampling),
+        arrival(Clock::now()) {}
+
+  [[nodiscard]] uint32_t num_generated() const {
+    return static_cast<uint32_t>(tokens.size()) - prompt_len;
+  }
+  // Tokens whose K/V still have to be computed: the whole prompt at first (minus any cached
+  // prefix), then one per decode step, or everything again after a recompute preemption.
+  [[nodiscard]] uint32_t remaining() const {
+    return static_cast<uint32_t>(tokens.size()) - num_computed;
+  }
+  uint32_t num_preemptions = 0;
+};
+
+}  // namespace kvs

@@ -1,0 +1,33 @@
+// Paged attention: each query token attends to the first `context_len` positions of its own
+// sequence, whose K/V live in non-contiguous blocks of the pool, found through the token's
+// block table (kvcache/kv_block_storage.h documents the layout). The same kernel serves prefill
+// chunks and decode tokens, mixed in one batch. Kernels see only arrays, never sequences.
+#pragma once
+
+#include <cstdint>
+
+#include "core/thread_pool.h"
+#include "kvcache/kv_block_storage.h"
+
+namespace kvs {
+
+struct PagedAttentionArgs {
+  PagedKvLayout kv;
+  uint32_t layer = 0;
+  int64_t num_tokens = 0;
+  uint32_t num_heads = 0;    // query heads; num_heads % kv.kv_heads == 0 (grouped-query attention)
+  float scale = 1.0f;        // usually 1/sqrt(head_dim)
+  const float* q = nullptr;  // [num_tokens][num_heads][head_dim], RoPE applied
+  float* out = nullptr;      // [num_tokens][num_heads][head_dim]
+  // Per token: how many positions of its sequence it sees (its position + 1 for causal
+  // attention), and its sequence's block table (physical block ids, logical order).
+  const int32_t* context_len = nullptr;
+  const uint32_t* const* block_table = nullptr;
+};
+
+// Highway kernel (runtime dispatch), threads over (token, kv head) pairs.
+void paged_attention(const PagedAttentionArgs& args, ThreadPool& pool);
+// Scalar reference (the test oracle): double accumulation, plain loops.
+void paged_attention_reference(const PagedAttentionArgs& args);
+
+}  // namespace kvs

@@ -1,0 +1,169 @@
+#include "model/llama_model.h"
+
+#include <cmath>
+#include <string>
+
+#include "kernels/activations.h"
+#include "kernels/dequantize.h"
+#include "kernels/kv_write.h"
+#include "kernels/paged_attention.h"
+#include "kernels/rms_norm.h"
+#include "kernels/rope.h"
+#include "model/gguf_file.h"
+
+namespace kvs {
+namespace {
+
+std::string dims_text(const std::vector<uint64_t>& d) {
+  std::string s = "[";
+  for (size_t i = 0; i < d.size(); ++i) s += (i ? ", " : "") + std::to_string(d[i]);
+  return s + "]";
+}
+
+// A 2-D weight [rows][cols] (ggml dims {cols, rows}).
+Result<WeightMatrix> bind_matrix(const GgufFile& f, const std::string& name, uint64_t rows,
+                                 uint64_t cols, uint64_t* total) {
+  const GgufTensorInfo* t = f.find_tensor(name);
+  if (t == nullptr) return not_found("tensor '" + name + "' is missing from the model file");
+  if (t->dims.size() != 2 || t->dims[0] != cols || t->dims[1] != rows)
+    return invalid_argument("tensor '" + name + "' has shape " + dims_text(t->dims) +
+                            ", expected [" + std::to_string(cols) + ", " + std::to_string(rows) +
+                            "]");
+  KVS_ASSIGN_OR_RETURN(WeightType type, t->weight_type());
+  *total += t->size_bytes;
+  return WeightMatrix{.type = type,
+                      .data = t->data,
+                      .rows = static_cast<int64_t>(rows),
+                      .cols = static_cast<int64_t>(cols),
+                      .row_bytes = weight_row_bytes(type, cols)};
+}
+
+Result<const float*> bind_vector(const GgufFile& f, const std::string& name, uint64_t n,
+                                 uint64_t* total) {
+  const GgufTensorInfo* t = f.find_tensor(name);
+  if (t == nullptr) return not_found("tensor '" + name + "' is missing from the model file");
+  if (t->dims.size() != 1 || t->dims[0] != n)
+    return invalid_argument("tensor '" + name + "' has shape " + dims_text(t->dims) +
+                            ", expected [" + std::to_string(n) + "]");
+  KVS_ASSIGN_OR_RETURN(WeightType type, t->weight_type());
+  if (type != WeightType::kF32)
+    return unimplemented("norm tensor '" + name + "' must be F32, it is " + t->type_name());
+  if (reinterpret_cast<uintptr_t>(t->data) % alignof(float) != 0)
+    return invalid_argument("tensor '" + name + "' is not 4-byte aligned in the file");
+  *total += t->size_bytes;
+  return reinterpret_cast<const float*>(t->data);
+}
+
+}  // namespace
+
+Result<LlamaModel> LlamaModel::load(const GgufFile& f, const ModelSpec& s) {
+  LlamaModel m;
+  m.spec_ = s;
+  uint64_t total = 0;
+  const uint64_t E = s.d_model, Dq = uint64_t{s.n_heads} * s.head_dim,
+                 Dkv = uint64_t{s.n_kv_heads} * s.head_dim, F = s.ffn_dim;
+  KVS_ASSIGN_OR_RETURN(m.embedding_, bind_matrix(f, "token_embd.weight", s.vocab_size, E, &total));
+  if (f.find_tensor("output.weight") != nullptr) {
+    KVS_ASSIGN_OR_RETURN(m.output_, bind_matrix(f, "output.weight", s.vocab_size, E, &total));
+  } else {
+    m.output_ = m.embedding_;  // tied embeddings
+  }
+  KVS_ASSIGN_OR_RETURN(m.output_norm_, bind_vector(f, "output_norm.weight", E, &total));
+  m.layers_.resize(s.n_layers);
+  for (uint32_t l = 0; l < s.n_layers; ++l) {
+    const std::string p = "blk." + std::to_string(l) + ".";
+    LlamaLayerWeights& w = m.layers_[l];
+    KVS_ASSIGN_OR_RETURN(w.attn_norm, bind_vector(f, p + "attn_norm.weight", E, &total));
+    KVS_ASSIGN_OR_RETURN(w.ffn_norm, bind_vector(f, p + "ffn_norm.weight", E, &total));
+    KVS_ASSIGN_OR_RETURN(w.wq, bind_matrix(f, p + "attn_q.weight", Dq, E, &total));
+    KVS_ASSIGN_OR_RETURN(w.wk, bind_matrix(f, p + "attn_k.weight", Dkv, E, &total));
+    KVS_ASSIGN_OR_RETURN(w.wv, bind_matrix(f, p + "attn_v.weight", Dkv, E, &total));
+    KVS_ASSIGN_OR_RETURN(w.wo, bind_matrix(f, p + "attn_output.weight", E, Dq, &total));
+    KVS_ASSIGN_OR_RETURN(w.w_gate, bind_matrix(f, p + "ffn_gate.weight", F, E, &total));
+    KVS_ASSIGN_OR_RETURN(w.w_up, bind_matrix(f, p + "ffn_up.weight", F, E, &total));
+    KVS_ASSIGN_OR_RETURN(w.w_down, bind_matrix(f, p + "ffn_down.weight", E, F, &total));
+  }
+  m.weight_bytes_ = total;
+  return m;
+}
+
+void LlamaModel::ensure_workspace(int64_t T, int64_t nl) {
+  const int64_t E = spec_.d_model, Dq = int64_t{spec_.n_heads} * spec_.head_dim,
+                Dkv = int64_t{spec_.n_kv_heads} * spec_.head_dim, F = spec_.ffn_dim;
+  auto grow = [](std::vector<float>& v, int64_t n) {
+    if (static_cast<int64_t>(v.size()) < n) v.resize(n);
+  };
+  grow(ws_.x, T * E);
+  grow(ws_.xn, T * E);
+  grow(ws_.q, T * Dq);
+  grow(ws_.k, T * Dkv);
+  grow(ws_.v, T * Dkv);
+  grow(ws_.att, T * Dq);
+  grow(ws_.tmp, T * E);
+  grow(ws_.gate, T * F);
+  grow(ws_.up, T * F);
+  grow(ws_.last, 2 * nl * E);
+}
+
+void LlamaModel::forward(const ForwardBatch& b, const PagedKvLayout& kv, ThreadPool& pool,
+                         float* logits) {
+  const int64_t T = b.num_tokens;
+  if (T == 0) return;
+  KVS_CHECK(kv.head_dim == spec_.head_dim && kv.kv_heads == spec_.n_kv_heads);
+  ensure_workspace(T, b.num_logits);
+  const int64_t E = spec_.d_model, H = spec_.n_heads, KVH = spec_.n_kv_heads, D = spec_.head_dim,
+                F = spec_.ffn_dim;
+  float* x = ws_.x.data();
+  for (int64_t t = 0; t < T; ++t) {
+    const int32_t id = b.tokens[t];
+    KVS_CHECK(id >= 0 && static_cast<uint32_t>(id) < spec_.vocab_size);
+    dequantize_row(embedding_.type,
+                   static_cast<const uint8_t*>(embedding_.data) + id * embedding_.row_bytes,
+                   x + t * E, E);
+  }
+  const RopeConfig rope{.head_dim = D,
+                        .rot_dim = spec_.rope_dim,
+                        .freq_base = spec_.rope_freq_base,
+                        .mode = RopeMode::kNormal};
+  PagedAttentionArgs attn{.kv = kv,
+                          .layer = 0,
+                          .num_tokens = T,
+                          .num_heads = static_cast<uint32_t>(H),
+                          .scale = 1.0f / std::sqrt(static_cast<float>(D)),
+                          .q = ws_.q.data(),
+                          .out = ws_.att.data(),
+                          .context_len = b.context_len,
+                          .block_table = b.block_table};
+  for (uint32_t l = 0; l < spec_.n_layers; ++l) {
+    const LlamaLayerWeights& w = layers_[l];
+    rms_norm_rows(x, w.attn_norm, T, E, spec_.norm_eps, ws_.xn.data());
+    matmul(w.wq, ws_.xn.data(), T, ws_.q.data(), pool);
+    matmul(w.wk, ws_.xn.data(), T, ws_.k.data(), pool);
+    matmul(w.wv, ws_.xn.data(), T, ws_.v.data(), pool);
+    rope_inplace(ws_.q.data(), T, H, b.positions, rope);
+    rope_inplace(ws_.k.data(), T, KVH, b.positions, rope);
+    write_kv(kv, l, T, b.slot_mapping, ws_.k.data(), ws_.v.data());
+    attn.layer = l;
+    paged_attention(attn, pool);
+    matmul(w.wo, ws_.att.data(), T, ws_.tmp.data(), pool);
+    add_inplace(x, ws_.tmp.data(), T * E);
+    rms_norm_rows(x, w.ffn_norm, T, E, spec_.norm_eps, ws_.xn.data());
+    matmul(w.w_gate, ws_.xn.data(), T, ws_.gate.data(), pool);
+    matmul(w.w_up, ws_.xn.data(), T, ws_.up.data(), pool);
+    silu_mul(ws_.gate.data(), ws_.up.data(), T * F, ws_.gate.data());
+    matmul(w.w_down, ws_.gate.data(), T, ws_.tmp.data(), pool);
+    add_inplace(x, ws_.tmp.data(), T * E);
+  }
+  if (b.num_logits == 0) return;
+  float* sel = ws_.last.data();
+  float* seln = sel + b.num_logits * E;
+  for (int64_t i = 0; i < b.num_logits; ++i) {
+    const int32_t row = b.logits_rows[i];
+    KVS_CHECK(row >= 0 && row < T);
+    std::copy(x + row * E, x + (row + 1) * E, sel + i * E);
+  }
+  rms_norm_rows(sel, output_norm_, b.num_logits, E, spec_.norm_eps, seln);
+  matmul(output_, seln, b.num_logits, logits, pool);
+}
+
+}  // namespace kvs

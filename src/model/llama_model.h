@@ -1,0 +1,58 @@
+// LlamaModel: the llama-architecture forward pass (SmolLM2, Llama 2/3, Mistral...):
+// token embedding -> N x [RMSNorm -> Q,K,V -> RoPE -> paged GQA attention -> O -> residual ->
+// RMSNorm -> SwiGLU MLP -> residual] -> RMSNorm -> output (tied to the embedding when the file
+// has no output.weight). Activations are f32; weights stay in their GGUF format and are read
+// straight from the file mapping; K/V go to and come from the paged pool.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/status.h"
+#include "core/thread_pool.h"
+#include "kernels/matmul.h"
+#include "kvcache/kv_block_storage.h"
+#include "model/forward_batch.h"
+#include "model/model_spec.h"
+
+namespace kvs {
+
+class GgufFile;
+
+struct LlamaLayerWeights {
+  const float* attn_norm = nullptr;  // [d_model]
+  const float* ffn_norm = nullptr;   // [d_model]
+  WeightMatrix wq{}, wk{}, wv{}, wo{};
+  WeightMatrix w_gate{}, w_up{}, w_down{};
+};
+
+class LlamaModel {
+ public:
+  // Binds every tensor of `file` (which must outlive the model) and checks its type and shape
+  // against the spec; a missing or misshapen tensor is an error naming it.
+  static Result<LlamaModel> load(const GgufFile& file, const ModelSpec& spec);
+
+  [[nodiscard]] const ModelSpec& spec() const { return spec_; }
+  // Bytes of all weight tensors the forward pass reads.
+  [[nodiscard]] uint64_t weight_bytes() const { return weight_bytes_; }
+
+  // Runs the batch: writes each token's K/V into its slot of `kv`, attends through the block
+  // tables, and stores logits for batch.logits_rows into logits ([num_logits][vocab_size]).
+  void forward(const ForwardBatch& batch, const PagedKvLayout& kv, ThreadPool& pool, float* logits);
+
+ private:
+  struct Workspace {
+    std::vector<float> x, xn, q, k, v, att, tmp, gate, up, last;
+  };
+  void ensure_workspace(int64_t tokens, int64_t logits);
+
+  ModelSpec spec_;
+  WeightMatrix embedding_{};
+  WeightMatrix output_{};
+  const float* output_norm_ = nullptr;
+  std::vector<LlamaLayerWeights> layers_;
+  uint64_t weight_bytes_ = 0;
+  Workspace ws_;
+};
+
+}  // namespace kvs

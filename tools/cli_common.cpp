@@ -1,0 +1,75 @@
+#include "tools/cli_common.h"
+
+#include "core/byte_size.h"
+#include "model/model_paths.h"
+#include "tools/cli_commands.h"
+
+namespace kvs::cli {
+
+void add_engine_flags(CLI::App* cmd, EngineFlags* f) {
+  cmd->add_option("-m,--model", f->model,
+                  "GGUF model file (default: the cached default model, see scripts/fetch-model)");
+  cmd->add_option("--kv-cache-memory", f->kv_cache_memory,
+                  "bytes for the paged KV pool, e.g. 512MiB, 2GiB, 1GB (GB = 10^9, GiB = 2^30)")
+      ->capture_default_str();
+  cmd->add_option("--block-size", f->block_size, "tokens per KV block (1..256)")
+      ->capture_default_str();
+  cmd->add_option("--kv-cache-dtype", f->kv_cache_dtype, "KV element format: f16, bf16 or f32")
+      ->capture_default_str();
+  cmd->add_option("--kv-cache-dtype-k", f->kv_cache_dtype_k,
+                  "K format (overrides --kv-cache-dtype)");
+  cmd->add_option("--kv-cache-dtype-v", f->kv_cache_dtype_v,
+                  "V format (overrides --kv-cache-dtype)");
+  cmd->add_option("-t,--threads", f->threads, "worker threads (default: all cores)");
+  cmd->add_option("--max-num-batched-tokens", f->max_num_batched_tokens,
+                  "token budget of one engine step (prefill chunk size)")
+      ->capture_default_str();
+  cmd->add_option("--max-num-seqs", f->max_num_seqs, "sequences running at once")
+      ->capture_default_str();
+  cmd->add_flag("--enable-prefix-caching,!--no-enable-prefix-caching", f->enable_prefix_caching,
+                "reuse cached KV blocks of identical prompt prefixes (default: on)");
+  cmd->add_option("--max-model-len", f->max_model_len,
+                  "maximum tokens per sequence, prompt + output (default: the model's context)");
+}
+
+std::unique_ptr<LoadedModel> load_model_or_fail(const EngineFlags& flags) {
+  auto path = resolve_model_path(flags.model);
+  if (!path.is_ok()) fail(path.status().message());
+  auto model = load_model(*path);
+  if (!model.is_ok()) fail("cannot load " + *path + ": " + model.status().message());
+  return std::make_unique<LoadedModel>(std::move(model).value());
+}
+
+EngineConfig engine_config_or_fail(const EngineFlags& f, const LoadedModel& model) {
+  EngineConfig c;
+  auto mem = parse_byte_size(f.kv_cache_memory);
+  if (!mem.is_ok()) fail("--kv-cache-memory: " + mem.status().message());
+  c.kv_cache_memory = *mem;
+  c.block_size = f.block_size;
+  auto dtype = [&](const std::string& name, const char* flag) {
+    auto d = parse_kv_dtype(name);
+    if (!d.is_ok()) fail(std::string(flag) + ": " + d.status().message());
+    return *d;
+  };
+  const KvDtype both =
+      dtype(f.kv_cache_dtype == "auto" ? "f16" : f.kv_cache_dtype, "--kv-cache-dtype");
+  c.k_dtype = f.kv_cache_dtype_k.empty() ? both : dtype(f.kv_cache_dtype_k, "--kv-cache-dtype-k");
+  c.v_dtype = f.kv_cache_dtype_v.empty() ? both : dtype(f.kv_cache_dtype_v, "--kv-cache-dtype-v");
+  if (f.threads < 0) fail("--threads must be positive");
+  c.threads = f.threads;
+  c.max_num_batched_tokens = f.max_num_batched_tokens;
+  c.max_num_seqs = f.max_num_seqs;
+  c.enable_prefix_caching = f.enable_prefix_caching;
+  c.max_model_len = f.max_model_len;
+  c.model_fingerprint = model.fingerprint;
+  c.eog_ids = model.eog_ids;
+  return c;
+}
+
+std::unique_ptr<Engine> create_engine_or_fail(LoadedModel& model, const EngineConfig& config) {
+  auto engine = Engine::create(*model.model, config);
+  if (!engine.is_ok()) fail(engine.status().message());
+  return std::move(engine).value();
+}
+
+}  // namespace kvs::cli

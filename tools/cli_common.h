@@ -1,0 +1,37 @@
+// Flags and helpers shared by the subcommands that run the model (generate, perplexity, serve).
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <memory>
+#include <string>
+
+#include "engine/engine.h"
+#include "model/loaded_model.h"
+
+namespace kvs::cli {
+
+struct EngineFlags {
+  std::string model;
+  std::string kv_cache_memory = "512MiB";
+  uint32_t block_size = 16;
+  std::string kv_cache_dtype = "f16";
+  std::string kv_cache_dtype_k;
+  std::string kv_cache_dtype_v;
+  int threads = 0;
+  uint32_t max_num_batched_tokens = 512;
+  uint32_t max_num_seqs = 64;
+  bool enable_prefix_caching = true;
+  uint32_t max_model_len = 0;
+};
+
+// Adds -m, --kv-cache-memory, --block-size, --kv-cache-dtype(-k/-v), -t, --max-num-batched-tokens,
+// --max-num-seqs, --[no-]enable-prefix-caching, --max-model-len.
+void add_engine_flags(CLI::App* cmd, EngineFlags* flags);
+
+// Loads the model named by flags.model (or the default model); fails with one clear line.
+std::unique_ptr<LoadedModel> load_model_or_fail(const EngineFlags& flags);
+// Builds the engine config (parses sizes and dtypes); fails with one clear line.
+EngineConfig engine_config_or_fail(const EngineFlags& flags, const LoadedModel& model);
+std::unique_ptr<Engine> create_engine_or_fail(LoadedModel& model, const EngineConfig& config);
+
+}  // namespace kvs::cli
