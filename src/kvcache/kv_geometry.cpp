@@ -1,10 +1,14 @@
 #include "kvcache/kv_geometry.h"
 
+#include <algorithm>
+#include <utility>
+
 #include "core/byte_size.h"
 
 namespace kvs {
+namespace {
 
-static std::string bytes_per_elem_text(KvDtype dtype, uint32_t dim) {
+std::string bytes_per_elem_text(KvDtype dtype, uint32_t dim) {
   const KvDtypeInfo& info = kv_dtype_info(dtype);
   if (info.group_elems == 0 && info.vector_scale_bytes == 0 && info.elem_bits % 8 == 0)
     return std::to_string(info.elem_bits / 8);
@@ -12,22 +16,196 @@ static std::string bytes_per_elem_text(KvDtype dtype, uint32_t dim) {
   return "(" + std::to_string(kv_vector_bytes(dtype, dim)) + "/" + std::to_string(dim) + ")";
 }
 
-KvTokenBytes kv_token_bytes(const KvUniformShape& s) {
-  KvTokenBytes out;
-  out.k_bytes_per_layer = uint64_t{s.kv_heads} * kv_vector_bytes(s.k_dtype, s.head_dim_k);
-  out.v_bytes_per_layer = uint64_t{s.kv_heads} * kv_vector_bytes(s.v_dtype, s.head_dim_v);
-  out.bytes_per_token = uint64_t{s.layers} * (out.k_bytes_per_layer + out.v_bytes_per_layer);
-  if (s.k_dtype == s.v_dtype && s.head_dim_k == s.head_dim_v) {
-    out.formula = std::to_string(s.layers) + " x 2 x " + std::to_string(s.kv_heads) + " x " +
-                  std::to_string(s.head_dim_k) + " x " + bytes_per_elem_text(s.k_dtype, s.head_dim_k) +
-                  " = " + format_thousands(out.bytes_per_token) + " B";
-  } else {
-    out.formula = std::to_string(s.layers) + " x " + std::to_string(s.kv_heads) + " x (" +
-                  std::to_string(s.head_dim_k) + " x " + bytes_per_elem_text(s.k_dtype, s.head_dim_k) +
-                  " + " + std::to_string(s.head_dim_v) + " x " +
-                  bytes_per_elem_text(s.v_dtype, s.head_dim_v) + ") = " +
-                  format_thousands(out.bytes_per_token) + " B";
+// The formula term for `count` identical layers, without the "= total" part.
+std::string layer_term(const KvLayer& l, uint32_t count, KvDtype k, KvDtype v, uint32_t tp) {
+  const std::string n = std::to_string(count);
+  switch (l.kind) {
+    case KvLayerKind::kFull:
+    case KvLayerKind::kSliding: {
+      const std::string heads = std::to_string(kv_heads_per_rank(l.kv_heads, tp));
+      if (k == v && l.head_dim_k == l.head_dim_v)
+        return n + " x 2 x " + heads + " x " + std::to_string(l.head_dim_k) + " x " +
+               bytes_per_elem_text(k, l.head_dim_k);
+      return n + " x " + heads + " x (" + std::to_string(l.head_dim_k) + " x " +
+             bytes_per_elem_text(k, l.head_dim_k) + " + " + std::to_string(l.head_dim_v) + " x " +
+             bytes_per_elem_text(v, l.head_dim_v) + ")";
+    }
+    case KvLayerKind::kMla: {
+      const uint32_t dim = l.kv_lora_rank + l.qk_rope_head_dim;
+      return n + " x (" + std::to_string(l.kv_lora_rank) + " + " +
+             std::to_string(l.qk_rope_head_dim) + ") x " + bytes_per_elem_text(k, dim);
+    }
+    case KvLayerKind::kNoKv: return n + " x 0";
   }
+  return "";
+}
+
+std::string layer_tag(const KvLayer& l) {
+  switch (l.kind) {
+    case KvLayerKind::kFull: return "full";
+    case KvLayerKind::kSliding: return "window " + std::to_string(l.window);
+    case KvLayerKind::kMla: return "MLA";
+    case KvLayerKind::kNoKv: return "no KV";
+  }
+  return "";
+}
+
+// Groups identical layers (first-appearance order) with their counts.
+std::vector<std::pair<KvLayer, uint32_t>> group_layers(const std::vector<KvLayer>& layers) {
+  std::vector<std::pair<KvLayer, uint32_t>> groups;
+  for (const KvLayer& l : layers) {
+    auto it =
+        std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == l; });
+    if (it == groups.end())
+      groups.emplace_back(l, 1);
+    else
+      ++it->second;
+  }
+  return groups;
+}
+
+}  // namespace
+
+const char* kv_layer_kind_name(KvLayerKind kind) {
+  switch (kind) {
+    case KvLayerKind::kFull: return "full attention";
+    case KvLayerKind::kSliding: return "sliding window";
+    case KvLayerKind::kMla: return "MLA latent";
+    case KvLayerKind::kNoKv: return "linear/SSM state";
+  }
+  return "unknown";
+}
+
+KvModelShape KvModelShape::uniform(const KvUniformShape& u) {
+  KvModelShape s;
+  s.layers.assign(u.layers, KvLayer::full(u.kv_heads, u.head_dim_k, u.head_dim_v));
+  s.k_dtype = u.k_dtype;
+  s.v_dtype = u.v_dtype;
+  s.tp = 1;
+  return s;
+}
+
+uint32_t kv_heads_per_rank(uint32_t kv_heads, uint32_t tp) {
+  KVS_CHECK(tp >= 1);
+  if (kv_heads == 0) return 0;  // not a valid shape; keeps the uniform formula exact for it
+  return std::max<uint32_t>(1, kv_heads / tp);
+}
+
+uint64_t kv_layer_token_bytes(const KvLayer& l, KvDtype k, KvDtype v, uint32_t tp) {
+  switch (l.kind) {
+    case KvLayerKind::kFull:
+    case KvLayerKind::kSliding: {
+      const uint64_t heads = kv_heads_per_rank(l.kv_heads, tp);
+      return heads * (kv_vector_bytes(k, l.head_dim_k) + kv_vector_bytes(v, l.head_dim_v));
+    }
+    case KvLayerKind::kMla:
+      // One latent per token (the compressed KV plus the shared RoPE key), replicated per rank.
+      return kv_vector_bytes(k, uint64_t{l.kv_lora_rank} + l.qk_rope_head_dim);
+    case KvLayerKind::kNoKv: return 0;
+  }
+  return 0;
+}
+
+uint64_t kv_layer_held_tokens(const KvLayer& l, uint64_t n) {
+  switch (l.kind) {
+    case KvLayerKind::kFull:
+    case KvLayerKind::kMla: return n;
+    case KvLayerKind::kSliding: return std::min<uint64_t>(n, l.window);
+    case KvLayerKind::kNoKv: return 0;
+  }
+  return 0;
+}
+
+uint64_t kv_layer_state_bytes(const KvLayer& l, uint32_t tp) {
+  KVS_CHECK(tp >= 1);
+  if (l.kind != KvLayerKind::kNoKv) return 0;
+  return (l.state_bytes + tp - 1) / tp;
+}
+
+Status validate_kv_shape(const KvModelShape& s) {
+  if (s.layers.empty()) return invalid_argument("the model has no layers");
+  if (s.tp == 0) return invalid_argument("tensor parallelism must be at least 1");
+  for (size_t i = 0; i < s.layers.size(); ++i) {
+    const KvLayer& l = s.layers[i];
+    const std::string where =
+        "layer " + std::to_string(i) + " (" + kv_layer_kind_name(l.kind) + ")";
+    switch (l.kind) {
+      case KvLayerKind::kSliding:
+        if (l.window == 0) return invalid_argument(where + ": sliding window must be positive");
+        [[fallthrough]];
+      case KvLayerKind::kFull: {
+        if (l.kv_heads == 0) return invalid_argument(where + ": no KV heads");
+        auto k = kv_vector_bytes_checked(s.k_dtype, l.head_dim_k);
+        if (!k.is_ok()) return invalid_argument(where + ", K: " + k.status().message());
+        auto v = kv_vector_bytes_checked(s.v_dtype, l.head_dim_v);
+        if (!v.is_ok()) return invalid_argument(where + ", V: " + v.status().message());
+        break;
+      }
+      case KvLayerKind::kMla: {
+        if (l.kv_lora_rank == 0) return invalid_argument(where + ": kv_lora_rank must be positive");
+        auto k = kv_vector_bytes_checked(s.k_dtype, uint64_t{l.kv_lora_rank} + l.qk_rope_head_dim);
+        if (!k.is_ok()) return invalid_argument(where + ": " + k.status().message());
+        break;
+      }
+      case KvLayerKind::kNoKv: break;
+    }
+  }
+  return Status::ok();
+}
+
+KvShapeBytes kv_shape_bytes(const KvModelShape& s) {
+  KvShapeBytes out;
+  for (const KvLayer& l : s.layers) {
+    const auto kind = static_cast<size_t>(l.kind);
+    ++out.layers_by_kind[kind];
+    const uint64_t b = kv_layer_token_bytes(l, s.k_dtype, s.v_dtype, s.tp);
+    out.token_bytes_by_kind[kind] += b;
+    out.bytes_per_token += b;
+    out.state_bytes_per_sequence += kv_layer_state_bytes(l, s.tp);
+  }
+  const auto groups = group_layers(s.layers);
+  std::string terms;
+  for (const auto& [layer, count] : groups) {
+    if (layer.kind == KvLayerKind::kNoKv) continue;
+    if (!terms.empty()) terms += " + ";
+    terms += layer_term(layer, count, s.k_dtype, s.v_dtype, s.tp);
+    // A lone full-attention group is the textbook formula: no tag.
+    if (groups.size() > 1 || layer.kind != KvLayerKind::kFull)
+      terms += " [" + layer_tag(layer) + "]";
+  }
+  if (terms.empty()) terms = "0";
+  out.formula = terms + " = " + format_thousands(out.bytes_per_token) + " B";
+  return out;
+}
+
+KvRequestBytes kv_request_breakdown(const KvModelShape& s, uint64_t n_tokens) {
+  KvRequestBytes out;
+  for (const KvLayer& l : s.layers) {
+    const uint64_t b =
+        kv_layer_token_bytes(l, s.k_dtype, s.v_dtype, s.tp) * kv_layer_held_tokens(l, n_tokens) +
+        kv_layer_state_bytes(l, s.tp);
+    out.by_kind[static_cast<size_t>(l.kind)] += b;
+    out.total += b;
+  }
+  return out;
+}
+
+uint64_t kv_request_bytes(const KvModelShape& s, uint64_t n_tokens) {
+  return kv_request_breakdown(s, n_tokens).total;
+}
+
+KvTokenBytes kv_token_bytes(const KvUniformShape& u) {
+  const KvModelShape shape = KvModelShape::uniform(u);
+  const KvLayer layer = KvLayer::full(u.kv_heads, u.head_dim_k, u.head_dim_v);
+  const KvShapeBytes general = kv_shape_bytes(shape);
+  KvTokenBytes out;
+  out.k_bytes_per_layer = uint64_t{u.kv_heads} * kv_vector_bytes(u.k_dtype, u.head_dim_k);
+  out.v_bytes_per_layer = uint64_t{u.kv_heads} * kv_vector_bytes(u.v_dtype, u.head_dim_v);
+  out.bytes_per_token = general.bytes_per_token;
+  KVS_CHECK(u.layers == 0 ||
+            out.bytes_per_token ==
+                uint64_t{u.layers} * kv_layer_token_bytes(layer, u.k_dtype, u.v_dtype, 1));
+  out.formula = general.formula;
   return out;
 }
 

@@ -5,12 +5,28 @@
 //
 // generalised per layer: a layer stores kv_heads vectors of K (head_dim_k elements) and of V
 // (head_dim_v elements) per token, each in its KvDtype with its scale bytes (kv_format.h).
+//
+// The general description (KvModelShape) lists every layer with its kind:
+//   full attention   holds every token of a request:       kv_heads x (K vector + V vector)
+//   sliding window   holds at most `window` tokens:         same bytes per token, min(N, window)
+//   MLA latent       one latent vector per token, no heads, no K/V pair:
+//                    (kv_lora_rank + qk_rope_head_dim) elements in the K format
+//   no KV            linear attention / SSM: nothing per token, a fixed state per sequence
+// Tensor parallelism over `tp` ranks splits the KV heads: kv heads per rank =
+// max(1, kv_heads / tp) (a head is replicated when tp > kv_heads); MLA latents are replicated on
+// every rank; a linear-attention/SSM state is split by heads, ceil(state_bytes / tp) per rank.
+// All byte counts below are per rank.
+//
+// The uniform case (KvUniformShape: every layer full attention with the same heads) is what the
+// engine runs; kv_token_bytes(KvUniformShape) is the general code applied to it.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "core/status.h"
 #include "kvcache/kv_format.h"
 
 namespace kvs {
@@ -28,11 +44,109 @@ struct KvUniformShape {
 struct KvTokenBytes {
   uint64_t k_bytes_per_layer = 0;  // kv_heads x kv_vector_bytes(k_dtype, head_dim_k)
   uint64_t v_bytes_per_layer = 0;
-  uint64_t bytes_per_token = 0;    // layers x (k + v)
+  uint64_t bytes_per_token = 0;  // layers x (k + v)
   // "30 x 2 x 3 x 64 x 2 = 23,040 B" (or the K/V split when K and V differ).
   std::string formula;
 };
 
 [[nodiscard]] KvTokenBytes kv_token_bytes(const KvUniformShape& shape);
+
+// ---- The general, per-layer description ------------------------------------------------------
+
+enum class KvLayerKind : uint8_t {
+  kFull,     // full attention: holds all N tokens of a request
+  kSliding,  // sliding-window attention: holds min(N, window) tokens
+  kMla,      // multi-head latent attention (DeepSeek): one latent vector per token
+  kNoKv,     // linear attention / SSM: no per-token KV, a fixed state per sequence
+};
+inline constexpr int kNumKvLayerKinds = 4;
+
+// "full attention", "sliding window", "MLA latent", "linear/SSM state".
+[[nodiscard]] const char* kv_layer_kind_name(KvLayerKind kind);
+
+// One layer. Only the fields of its kind are meaningful (the others stay 0).
+struct KvLayer {
+  KvLayerKind kind = KvLayerKind::kFull;
+  uint32_t kv_heads = 0;          // kFull, kSliding
+  uint32_t head_dim_k = 0;        // kFull, kSliding
+  uint32_t head_dim_v = 0;        // kFull, kSliding
+  uint32_t window = 0;            // kSliding: tokens held per request at most (> 0)
+  uint32_t kv_lora_rank = 0;      // kMla
+  uint32_t qk_rope_head_dim = 0;  // kMla
+  uint64_t state_bytes = 0;       // kNoKv: bytes per sequence (all ranks together)
+
+  static KvLayer full(uint32_t kv_heads, uint32_t head_dim_k, uint32_t head_dim_v) {
+    return {.kind = KvLayerKind::kFull,
+            .kv_heads = kv_heads,
+            .head_dim_k = head_dim_k,
+            .head_dim_v = head_dim_v};
+  }
+  static KvLayer sliding(uint32_t kv_heads, uint32_t head_dim_k, uint32_t head_dim_v,
+                         uint32_t window) {
+    return {.kind = KvLayerKind::kSliding,
+            .kv_heads = kv_heads,
+            .head_dim_k = head_dim_k,
+            .head_dim_v = head_dim_v,
+            .window = window};
+  }
+  static KvLayer mla(uint32_t kv_lora_rank, uint32_t qk_rope_head_dim) {
+    return {.kind = KvLayerKind::kMla,
+            .kv_lora_rank = kv_lora_rank,
+            .qk_rope_head_dim = qk_rope_head_dim};
+  }
+  static KvLayer no_kv(uint64_t state_bytes) {
+    return {.kind = KvLayerKind::kNoKv, .state_bytes = state_bytes};
+  }
+  friend bool operator==(const KvLayer&, const KvLayer&) = default;
+};
+
+// A whole model's KV shape on one tensor-parallel rank.
+struct KvModelShape {
+  std::vector<KvLayer> layers;
+  KvDtype k_dtype = KvDtype::kF16;  // also the format of MLA latents
+  KvDtype v_dtype = KvDtype::kF16;
+  uint32_t tp = 1;  // tensor-parallel ranks (>= 1)
+
+  // Every layer full attention, tp = 1: the engine's shape.
+  [[nodiscard]] static KvModelShape uniform(const KvUniformShape& u);
+};
+
+// Rejects shapes the formula cannot size: no layers, zero heads/dims/window, tp = 0, or a grouped
+// format (int4, q8_0, q4_0) with a vector length that is not a multiple of its group.
+[[nodiscard]] Status validate_kv_shape(const KvModelShape& shape);
+
+// max(1, kv_heads / tp): KV heads one rank stores (replicated when tp > kv_heads).
+[[nodiscard]] uint32_t kv_heads_per_rank(uint32_t kv_heads, uint32_t tp);
+
+// Bytes one token adds to `layer` on one rank (0 for kNoKv), scales included.
+[[nodiscard]] uint64_t kv_layer_token_bytes(const KvLayer& layer, KvDtype k, KvDtype v,
+                                            uint32_t tp);
+// Tokens `layer` holds for a request of n tokens: n, min(n, window), or 0 (kNoKv).
+[[nodiscard]] uint64_t kv_layer_held_tokens(const KvLayer& layer, uint64_t n);
+// Bytes of `layer`'s fixed per-sequence state on one rank: ceil(state_bytes / tp), 0 otherwise.
+[[nodiscard]] uint64_t kv_layer_state_bytes(const KvLayer& layer, uint32_t tp);
+
+// Per-token bytes split by layer kind (the sum over that kind's layers), per rank.
+struct KvShapeBytes {
+  std::array<uint32_t, kNumKvLayerKinds> layers_by_kind{};       // index: KvLayerKind
+  std::array<uint64_t, kNumKvLayerKinds> token_bytes_by_kind{};  // kNoKv entry is 0
+  uint64_t bytes_per_token = 0;           // all per-token layers (sliding ones while N <= window)
+  uint64_t state_bytes_per_sequence = 0;  // all kNoKv layers
+  // The formula with the model's numbers, one term per group of identical layers, e.g.
+  //   "32 x 2 x 8 x 128 x 2 = 131,072 B"                                     (uniform)
+  //   "21 x 2 x 8 x 256 x 2 [full] + 21 x 2 x 8 x 256 x 2 [window 4096] = 344,064 B"
+  //   "61 x (512 + 64) x 2 [MLA] = 70,272 B"
+  // A uniform full-attention shape gives exactly kv_token_bytes(...).formula.
+  std::string formula;
+};
+[[nodiscard]] KvShapeBytes kv_shape_bytes(const KvModelShape& shape);
+
+// Bytes a request of n tokens holds on one rank, split by kind (state counted once).
+struct KvRequestBytes {
+  std::array<uint64_t, kNumKvLayerKinds> by_kind{};  // kNoKv entry = the fixed state
+  uint64_t total = 0;
+};
+[[nodiscard]] KvRequestBytes kv_request_breakdown(const KvModelShape& shape, uint64_t n_tokens);
+[[nodiscard]] uint64_t kv_request_bytes(const KvModelShape& shape, uint64_t n_tokens);
 
 }  // namespace kvs

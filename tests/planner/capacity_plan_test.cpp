@@ -1,0 +1,154 @@
+// capacity_plan: paging vs contiguous reservation, the expected case, the verdict and prefix
+// sharing, on small shapes whose numbers are easy to check by hand.
+#include "planner/capacity_plan.h"
+
+#include <gtest/gtest.h>
+
+namespace kvs {
+namespace {
+
+constexpr uint64_t kGiB = uint64_t{1} << 30;
+
+// 1 layer, 1 KV head, head_dim 64, f32: 512 B per token.
+KvModelShape tiny() {
+  return KvModelShape::uniform({.layers = 1,
+                                .kv_heads = 1,
+                                .head_dim_k = 64,
+                                .head_dim_v = 64,
+                                .k_dtype = KvDtype::kF32,
+                                .v_dtype = KvDtype::kF32});
+}
+
+PlanInputs base(uint64_t memory, uint64_t context) {
+  PlanInputs in;
+  in.shape = tiny();
+  in.gpu_memory_bytes = memory;
+  in.gpu_memory_utilization = 1.0;
+  in.workload.context = context;
+  return in;
+}
+
+TEST(CapacityPlan, PagingRoundsUpToWholeBlocks) {
+  PlanInputs in = base(1'000'000, 100);
+  in.workload.block_size = 16;
+  auto p = plan_capacity(in);
+  ASSERT_TRUE(p.is_ok());
+  EXPECT_EQ(p->request.total, 100u * 512);
+  EXPECT_EQ(p->request_paged, 112u * 512);  // 7 blocks of 16
+  EXPECT_EQ(p->c_max_worst, 1'000'000u / (112 * 512));
+  in.workload.block_size = 0;
+  p = plan_capacity(in);
+  EXPECT_EQ(p->request_paged, 100u * 512);
+  EXPECT_EQ(kv_request_bytes_paged(tiny(), 0, 16), 0u);
+  EXPECT_EQ(kv_request_bytes_paged(tiny(), 16, 16), 16u * 512);
+  EXPECT_EQ(kv_request_bytes_paged(tiny(), 17, 16), 32u * 512);
+}
+
+TEST(CapacityPlan, WeightsAndWorkspaceComeOff) {
+  PlanInputs in = base(10 * kGiB, 1024);
+  in.gpu_memory_utilization = 0.5;
+  in.weights_bytes = 2 * kGiB;
+  in.workspace_bytes = 1 * kGiB;
+  auto p = plan_capacity(in);
+  ASSERT_TRUE(p.is_ok());
+  EXPECT_EQ(p->usable_bytes, 5 * kGiB);
+  EXPECT_EQ(p->kv_budget, 2 * kGiB);
+  // Weights larger than memory: nothing fits, budget is clamped at 0 but reported negative.
+  in.weights_bytes = 20 * kGiB;
+  p = plan_capacity(in);
+  ASSERT_TRUE(p.is_ok());
+  EXPECT_EQ(p->kv_budget, 0u);
+  EXPECT_LT(p->kv_budget_signed, 0);
+  EXPECT_EQ(p->c_max_worst, 0u);
+  EXPECT_FALSE(p->fits);
+}
+
+TEST(CapacityPlan, UtilizationIsExact) {
+  EXPECT_EQ(apply_utilization(80'000'000'000, 0.9), 72'000'000'000u);
+  EXPECT_EQ(apply_utilization(80 * kGiB, 0.9), 72 * kGiB);
+  EXPECT_EQ(apply_utilization(141 * kGiB, 0.95), 141 * kGiB * 95 / 100);
+}
+
+TEST(CapacityPlan, ExpectedCaseWithDistributionVsContiguous) {
+  PlanInputs in = base(512 * 1000 * 16, 1000);  // room for 16 full-length requests
+  in.workload.block_size = 10;
+  in.workload.length_distribution = {{100, 3}, {1000, 1}, {5000, 1}};  // 5000 clamps to 1000
+  auto p = plan_capacity(in);
+  ASSERT_TRUE(p.is_ok());
+  ASSERT_TRUE(p->has_expected);
+  EXPECT_DOUBLE_EQ(p->expected_tokens, (300.0 + 1000 + 1000) / 5);
+  EXPECT_DOUBLE_EQ(p->expected_request_exact, 460.0 * 512);
+  EXPECT_DOUBLE_EQ(p->expected_request_paged, 460.0 * 512);  // all multiples of 10
+  EXPECT_EQ(p->c_max_worst, 16u);
+  EXPECT_EQ(p->c_max_contiguous, 16u);  // a contiguous allocator reserves 1000 tokens each
+  EXPECT_EQ(p->c_max_expected, 34u);    // 16,000 / 460
+  EXPECT_DOUBLE_EQ(p->contiguous_waste_per_request, 540.0 * 512);
+  EXPECT_DOUBLE_EQ(p->paging_waste_per_request, 0.0);
+  // A single average is a point estimate: every request at 250 tokens, 256 paged.
+  in.workload.length_distribution.clear();
+  in.workload.avg_tokens = 250;
+  p = plan_capacity(in);
+  EXPECT_DOUBLE_EQ(p->expected_request_paged, 250.0 * 512);
+  in.workload.block_size = 16;
+  p = plan_capacity(in);
+  EXPECT_DOUBLE_EQ(p->expected_request_paged, 256.0 * 512);
+  EXPECT_DOUBLE_EQ(p->paging_waste_per_request, 6.0 * 512);
+}
+
+TEST(CapacityPlan, VerdictAndLargestContext) {
+  PlanInputs in = base(512 * 16 * 100, 1600);  // 100 blocks of 16 tokens
+  in.workload.concurrency = 2;
+  auto p = plan_capacity(in);
+  ASSERT_TRUE(p.is_ok());
+  EXPECT_FALSE(p->fits);  // 2 x 1600 tokens = 200 blocks
+  EXPECT_EQ(p->max_context, 800u);
+  EXPECT_EQ(p->c_max_worst, 1u);
+  in.workload.concurrency = 1;
+  p = plan_capacity(in);
+  EXPECT_TRUE(p->fits);
+  EXPECT_EQ(p->max_context, 1600u);
+  // All layers windowed: any context fits once the window does.
+  in.shape.layers = {KvLayer::sliding(1, 64, 64, 256)};
+  in.workload.concurrency = 6;  // 6 x 256 x 512 B = 786,432 B <= 819,200 B
+  p = plan_capacity(in);
+  EXPECT_TRUE(p->fits);
+  EXPECT_TRUE(p->context_unbounded);
+}
+
+TEST(CapacityPlan, PrefixSharingStoresTheSharedBlocksOnce) {
+  PlanInputs in = base(512 * 16 * 100, 320);  // 100 blocks; a request is 20 blocks
+  in.workload.shared_prefix = 170;            // 10 whole blocks are shared (160 tokens)
+  in.workload.concurrency = 5;
+  auto p = plan_capacity(in);
+  ASSERT_TRUE(p.is_ok());
+  EXPECT_EQ(p->c_max_worst, 5u);
+  EXPECT_EQ(p->shared_prefix_tokens, 160u);
+  EXPECT_EQ(p->prefix_bytes, 160u * 512);
+  EXPECT_EQ(p->request_unique_bytes, 160u * 512);
+  EXPECT_EQ(p->c_max_with_prefix, 9u);  // (100 - 10) / 10
+  EXPECT_EQ(p->prefix_freed_bytes, 4u * 160 * 512);
+  // Windowed layers only share the part of the prefix still inside their window.
+  in.shape.layers = {KvLayer::sliding(1, 64, 64, 200)};
+  p = plan_capacity(in);
+  ASSERT_TRUE(p.is_ok());
+  EXPECT_EQ(p->prefix_bytes, 40u * 512);  // window holds [120, 320): 40 prefix tokens
+}
+
+TEST(CapacityPlan, RejectsBadInput) {
+  PlanInputs in = base(kGiB, 0);
+  EXPECT_FALSE(plan_capacity(in).is_ok());
+  in = base(kGiB, 100);
+  in.gpu_memory_utilization = 1.5;
+  EXPECT_FALSE(plan_capacity(in).is_ok());
+  in = base(kGiB, 100);
+  in.workload.shared_prefix = 100;
+  EXPECT_FALSE(plan_capacity(in).is_ok());
+  in = base(kGiB, 100);
+  in.workload.concurrency = 0;
+  EXPECT_FALSE(plan_capacity(in).is_ok());
+  in = base(0, 100);
+  EXPECT_FALSE(plan_capacity(in).is_ok());
+}
+
+}  // namespace
+}  // namespace kvs

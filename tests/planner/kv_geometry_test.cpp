@@ -1,0 +1,165 @@
+// kv_geometry's general per-layer description: MLA, sliding windows, hybrid layers, tensor
+// parallelism and quantized formats with their scales. The uniform engine path must stay a
+// special case of it.
+#include "kvcache/kv_geometry.h"
+
+#include <gtest/gtest.h>
+
+namespace kvs {
+namespace {
+
+constexpr uint64_t kMiB = 1024 * 1024;
+
+KvModelShape shape_of(std::vector<KvLayer> layers, KvDtype k = KvDtype::kBF16,
+                      KvDtype v = KvDtype::kBF16, uint32_t tp = 1) {
+  return {.layers = std::move(layers), .k_dtype = k, .v_dtype = v, .tp = tp};
+}
+
+TEST(KvGeometry, UniformFormulaUnchanged) {
+  // The engine's default model: 30 layers, 3 KV heads, head_dim 64, f16.
+  const KvTokenBytes t =
+      kv_token_bytes({.layers = 30, .kv_heads = 3, .head_dim_k = 64, .head_dim_v = 64});
+  EXPECT_EQ(t.bytes_per_token, 23'040u);
+  EXPECT_EQ(t.k_bytes_per_layer, 384u);
+  EXPECT_EQ(t.v_bytes_per_layer, 384u);
+  EXPECT_EQ(t.formula, "30 x 2 x 3 x 64 x 2 = 23,040 B");
+  // K and V in different formats: the split form.
+  const KvTokenBytes q = kv_token_bytes({.layers = 32,
+                                         .kv_heads = 8,
+                                         .head_dim_k = 128,
+                                         .head_dim_v = 128,
+                                         .k_dtype = KvDtype::kQ8_0,
+                                         .v_dtype = KvDtype::kQ4_0});
+  EXPECT_EQ(q.k_bytes_per_layer, 8u * 136);
+  EXPECT_EQ(q.v_bytes_per_layer, 8u * 72);
+  EXPECT_EQ(q.bytes_per_token, 32u * 8 * (136 + 72));
+  EXPECT_EQ(q.formula, "32 x 8 x (128 x (136/128) + 128 x (72/128)) = 53,248 B");
+}
+
+TEST(KvGeometry, QuantizedFormatsCountScales) {
+  auto per_token = [](KvDtype d) {
+    return kv_shape_bytes(shape_of({KvLayer::full(8, 128, 128)}, d, d)).bytes_per_token;
+  };
+  EXPECT_EQ(per_token(KvDtype::kF32), 8u * 2 * 128 * 4);
+  EXPECT_EQ(per_token(KvDtype::kF16), 8u * 2 * 128 * 2);
+  EXPECT_EQ(per_token(KvDtype::kBF16), 8u * 2 * 128 * 2);
+  EXPECT_EQ(per_token(KvDtype::kFp8E4M3), 8u * 2 * 128);  // per-tensor scale: no per-token bytes
+  EXPECT_EQ(per_token(KvDtype::kFp8E5M2), 8u * 2 * 128);
+  EXPECT_EQ(per_token(KvDtype::kInt8), 8u * 2 * (128 + 2));        // + one f16 scale per vector
+  EXPECT_EQ(per_token(KvDtype::kInt4), 8u * 2 * (4 * 18));         // 4 groups of (16 B + f16)
+  EXPECT_EQ(per_token(KvDtype::kQ8_0), 8u * 2 * (128 / 32 * 34));  // 34 B per 32 elements
+  EXPECT_EQ(per_token(KvDtype::kQ4_0), 8u * 2 * (128 / 32 * 18));  // 18 B per 32 elements
+  // A grouped format needs a multiple of its group: head_dim 80 is not a multiple of 32.
+  EXPECT_FALSE(
+      validate_kv_shape(shape_of({KvLayer::full(8, 80, 80)}, KvDtype::kQ4_0, KvDtype::kQ4_0))
+          .is_ok());
+  EXPECT_TRUE(
+      validate_kv_shape(shape_of({KvLayer::full(8, 80, 80)}, KvDtype::kInt8, KvDtype::kInt8))
+          .is_ok());
+}
+
+TEST(KvGeometry, DifferentKAndVHeadSizes) {
+  const KvModelShape s = shape_of(std::vector<KvLayer>(10, KvLayer::full(4, 192, 128)));
+  const KvShapeBytes b = kv_shape_bytes(s);
+  EXPECT_EQ(b.bytes_per_token, 10u * 4 * (192 + 128) * 2);
+  EXPECT_EQ(b.formula, "10 x 4 x (192 x 2 + 128 x 2) = 25,600 B");
+}
+
+TEST(KvGeometry, MlaLatentNoFactorTwoNoHeads) {
+  // DeepSeek-V3: 61 layers, kv_lora_rank 512, qk_rope_head_dim 64, bf16.
+  const KvModelShape s = shape_of(std::vector<KvLayer>(61, KvLayer::mla(512, 64)));
+  const KvShapeBytes b = kv_shape_bytes(s);
+  EXPECT_EQ(b.bytes_per_token, 61u * 576 * 2);
+  EXPECT_EQ(b.bytes_per_token, 70'272u);
+  EXPECT_EQ(b.formula, "61 x (512 + 64) x 2 [MLA] = 70,272 B");
+  EXPECT_EQ(b.layers_by_kind[static_cast<int>(KvLayerKind::kMla)], 61u);
+  // Replicated under tensor parallelism: every rank holds the whole latent.
+  KvModelShape tp8 = s;
+  tp8.tp = 8;
+  EXPECT_EQ(kv_shape_bytes(tp8).bytes_per_token, 70'272u);
+  // fp8 latents: 576 bytes per layer.
+  KvModelShape fp8 = s;
+  fp8.k_dtype = fp8.v_dtype = KvDtype::kFp8E4M3;
+  EXPECT_EQ(kv_shape_bytes(fp8).bytes_per_token, 61u * 576);
+}
+
+TEST(KvGeometry, SlidingWindowAllLayers) {
+  // Mistral 7B v0.1: 32 layers, window 4096 on all of them.
+  const KvModelShape s = shape_of(std::vector<KvLayer>(32, KvLayer::sliding(8, 128, 128, 4096)));
+  const KvShapeBytes b = kv_shape_bytes(s);
+  EXPECT_EQ(b.bytes_per_token, 131'072u);
+  EXPECT_EQ(b.formula, "32 x 2 x 8 x 128 x 2 [window 4096] = 131,072 B");
+  EXPECT_EQ(kv_request_bytes(s, 2000), 2000u * 131'072);
+  EXPECT_EQ(kv_request_bytes(s, 4096), 512 * kMiB);
+  EXPECT_EQ(kv_request_bytes(s, 32768), 512 * kMiB);  // a windowed layer holds <= 4096 tokens
+}
+
+TEST(KvGeometry, SlidingWindowInterleaved) {
+  // Gemma 2 9B: 42 layers alternating local (window 4096) / global, 8 KV heads, head_dim 256.
+  std::vector<KvLayer> layers;
+  for (int i = 0; i < 42; ++i)
+    layers.push_back(i % 2 == 0 ? KvLayer::sliding(8, 256, 256, 4096) : KvLayer::full(8, 256, 256));
+  const KvModelShape s = shape_of(layers);
+  const KvShapeBytes b = kv_shape_bytes(s);
+  EXPECT_EQ(b.bytes_per_token, 42u * 8192);
+  EXPECT_EQ(b.token_bytes_by_kind[static_cast<int>(KvLayerKind::kSliding)], 21u * 8192);
+  EXPECT_EQ(b.token_bytes_by_kind[static_cast<int>(KvLayerKind::kFull)], 21u * 8192);
+  EXPECT_EQ(b.formula,
+            "21 x 2 x 8 x 256 x 2 [window 4096] + 21 x 2 x 8 x 256 x 2 [full] = 344,064 B");
+  const KvRequestBytes r = kv_request_breakdown(s, 8192);
+  EXPECT_EQ(r.by_kind[static_cast<int>(KvLayerKind::kFull)], 21u * 8192 * 8192);
+  EXPECT_EQ(r.by_kind[static_cast<int>(KvLayerKind::kSliding)], 21u * 8192 * 4096);
+  EXPECT_EQ(r.total, 2'113'929'216u);
+}
+
+TEST(KvGeometry, HybridLinearAttentionStateReportedSeparately) {
+  // Qwen3-Next style: 48 layers, every 4th full attention (2 KV heads x 256), the others linear
+  // attention with a fixed state per sequence.
+  constexpr uint64_t kState = 1'097'728;  // bytes per layer per sequence
+  std::vector<KvLayer> layers;
+  for (int i = 0; i < 48; ++i)
+    layers.push_back((i + 1) % 4 == 0 ? KvLayer::full(2, 256, 256) : KvLayer::no_kv(kState));
+  KvModelShape s = shape_of(layers);
+  const KvShapeBytes b = kv_shape_bytes(s);
+  EXPECT_EQ(b.bytes_per_token, 12u * 2 * 2 * 256 * 2);
+  EXPECT_EQ(b.state_bytes_per_sequence, 36 * kState);
+  EXPECT_EQ(b.layers_by_kind[static_cast<int>(KvLayerKind::kNoKv)], 36u);
+  EXPECT_EQ(b.formula, "12 x 2 x 2 x 256 x 2 [full] = 24,576 B");
+  const KvRequestBytes r = kv_request_breakdown(s, 1000);
+  EXPECT_EQ(r.by_kind[static_cast<int>(KvLayerKind::kNoKv)], 36 * kState);
+  EXPECT_EQ(r.total, 1000u * 24'576 + 36 * kState);
+  EXPECT_EQ(kv_request_bytes(s, 0), 36 * kState);  // the state exists from the first token
+  // The state is split across TP ranks by heads.
+  s.tp = 2;
+  EXPECT_EQ(kv_shape_bytes(s).state_bytes_per_sequence, 36 * kState / 2);
+}
+
+TEST(KvGeometry, TensorParallelHeadsPerRank) {
+  EXPECT_EQ(kv_heads_per_rank(8, 1), 8u);
+  EXPECT_EQ(kv_heads_per_rank(8, 2), 4u);
+  EXPECT_EQ(kv_heads_per_rank(8, 8), 1u);
+  EXPECT_EQ(kv_heads_per_rank(8, 16), 1u);  // replicated when tp > kv_heads
+  EXPECT_EQ(kv_heads_per_rank(1, 4), 1u);   // MQA: every rank holds the one head
+  const KvModelShape s = shape_of(std::vector<KvLayer>(80, KvLayer::full(8, 128, 128)),
+                                  KvDtype::kBF16, KvDtype::kBF16, 4);
+  const KvShapeBytes b = kv_shape_bytes(s);
+  EXPECT_EQ(b.bytes_per_token, 327'680u / 4);
+  EXPECT_EQ(b.formula, "80 x 2 x 2 x 128 x 2 = 81,920 B");
+  KvModelShape s16 = s;
+  s16.tp = 16;
+  EXPECT_EQ(kv_shape_bytes(s16).bytes_per_token, 327'680u / 8);  // 1 head per rank
+}
+
+TEST(KvGeometry, ValidateRejectsBrokenShapes) {
+  EXPECT_FALSE(validate_kv_shape(shape_of({})).is_ok());
+  EXPECT_FALSE(validate_kv_shape(shape_of({KvLayer::full(0, 128, 128)})).is_ok());
+  EXPECT_FALSE(validate_kv_shape(shape_of({KvLayer::sliding(8, 128, 128, 0)})).is_ok());
+  EXPECT_FALSE(validate_kv_shape(shape_of({KvLayer::mla(0, 64)})).is_ok());
+  EXPECT_FALSE(
+      validate_kv_shape(shape_of({KvLayer::full(8, 128, 128)}, KvDtype::kF16, KvDtype::kF16, 0))
+          .is_ok());
+  EXPECT_TRUE(validate_kv_shape(shape_of({KvLayer::no_kv(100), KvLayer::mla(512, 64)})).is_ok());
+}
+
+}  // namespace
+}  // namespace kvs
