@@ -19,7 +19,6 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <optional>
 #include <span>
 #include <string>
@@ -51,8 +50,9 @@ class PrefixCache;
 
 class BlockPool {
  public:
-  // quota_blocks: 0 = no per-tenant quota.
-  BlockPool(uint32_t num_blocks, uint32_t quota_blocks);
+  // quota_blocks: 0 = no per-tenant quota. `cache` (not owned, may be null) is told about
+  // evictions: a keyed block leaving the pool's reuse set is erased from it.
+  BlockPool(uint32_t num_blocks, uint32_t quota_blocks, PrefixCache* cache);
 
   [[nodiscard]] uint32_t num_blocks() const { return num_blocks_; }
   [[nodiscard]] uint32_t num_free() const { return num_free_; }
@@ -74,6 +74,8 @@ class BlockPool {
   }
   [[nodiscard]] uint64_t tenant_evicted(TenantId t) const { return tenants_[t.value].evicted; }
 
+  // Blocks a tenant that holds nothing yet could obtain right now.
+  [[nodiscard]] uint32_t available_for_new_tenant() const;
   // How many blocks `t` could obtain right now by allocate() (free + evictable, within quota),
   // not counting the cached-free blocks listed in `exclude` (e.g. blocks a prefix hit would
   // take out of the LRU; each listed block must be cached-free and appear once).
@@ -82,10 +84,8 @@ class BlockPool {
   // Takes a block for tenant `t` with refcount 1, or nullopt when none is available
   // (available_for(t) == 0). Order: if `t` is at its quota, its own LRU cached-free block;
   // else a free block; else the LRU cached-free block of the tenant most over its fair share;
-  // else the global LRU cached-free block. When a keyed block is evicted, `on_evict(block)` is
-  // called first so the prefix cache can drop it.
-  [[nodiscard]] std::optional<BlockId> allocate(TenantId t,
-                                                const std::function<void(BlockId)>& on_evict);
+  // else the global LRU cached-free block. An evicted block is erased from the prefix cache.
+  [[nodiscard]] std::optional<BlockId> allocate(TenantId t);
 
   // refcount++ of an in-use block, or a cached-free block leaving the LRU (a prefix hit).
   void add_ref(BlockId b);
@@ -96,9 +96,8 @@ class BlockPool {
 
   // Verifies every invariant: exactly one state per block, list membership and lengths,
   // refcount == expected_refcounts[b] (the manager's count of block-table references), keyed
-  // blocks == blocks in `cache`, per-tenant counters == a recount.
-  [[nodiscard]] Status check_integrity(std::span<const uint32_t> expected_refcounts,
-                                       const PrefixCache& cache) const;
+  // blocks == blocks in the prefix cache, per-tenant counters == a recount.
+  [[nodiscard]] Status check_integrity(std::span<const uint32_t> expected_refcounts) const;
 
  private:
   static constexpr uint32_t kNil = UINT32_MAX;
@@ -124,10 +123,12 @@ class BlockPool {
   [[nodiscard]] uint32_t fair_share() const;
   [[nodiscard]] bool at_quota(TenantId t) const;
   // Takes cached-free block b out of the LRUs and hands it to tenant t (refcount 1).
-  void evict(uint32_t b, TenantId t, const std::function<void(BlockId)>& on_evict);
+  void evict(uint32_t b, TenantId t);
+  void take(uint32_t b, TenantId t);  // gives b (just unlinked) to t with refcount 1
 
   uint32_t num_blocks_;
   uint32_t quota_;  // 0 = none
+  PrefixCache* cache_;
   std::vector<BlockState> state_;
   std::vector<uint32_t> refcount_;
   std::vector<uint8_t> keyed_;

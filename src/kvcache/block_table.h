@@ -3,6 +3,7 @@
 // block_size) once append_slots returns, so at most the last block is partly filled.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <span>
 #include <vector>

@@ -160,8 +160,10 @@ class KvCacheManager {
   // Records that the KV of these tokens (positions [num_committed, +n)) has been written;
   // precondition: num_committed + n <= num_tokens. Full blocks become prefix-cache entries.
   void commit_tokens(SeqId seq, std::span<const int32_t> tokens);
-  // The child shares every block of the parent (refcount++), same tenant, same counters.
-  // invalid_argument if the parent is unknown or the child exists.
+  // The child shares every block of the parent (refcount++), same tenant, same counters; the
+  // first write into a shared partly filled block copies it (append_slots returns the copy).
+  // invalid_argument if the parent is unknown, the child exists, or the parent has appended
+  // slots whose KV is not committed yet (their KV would be written for only one of the two).
   Status fork(SeqId parent, SeqId child);
   // Drops the sequence: its blocks are released last to first (tails evicted first) and go to
   // cached-free (if keyed) or free. Unknown seq: no-op.
@@ -191,6 +193,7 @@ class KvCacheManager {
 
  private:
   struct Sequence {
+    Sequence(TenantId t, uint32_t block_size) : tenant(t), table(block_size) {}
     TenantId tenant;
     BlockTable table;
     uint32_t num_committed = 0;
@@ -198,6 +201,8 @@ class KvCacheManager {
     // for that prefix in the cache (none if the prefix is not cached).
     uint64_t last_key = 0;
     BlockRef last_ref;
+    // Token ids of the committed slots of the last, partly filled block.
+    std::vector<int32_t> partial_tokens;
   };
   struct Match;  // result of a prefix lookup (kv_cache_manager.cpp)
 
@@ -207,12 +212,11 @@ class KvCacheManager {
   void lookup(std::span<const int32_t> prompt, TenantId t, bool tenant_known, Match* m) const;
   [[nodiscard]] const Sequence& seq_ref(SeqId seq) const;
   void commit_full_block(Sequence& s, uint32_t block_index, std::span<const int32_t> tokens);
-  [[nodiscard]] std::optional<BlockId> allocate(TenantId t);
 
   KvCacheConfig config_;
   uint64_t extra_key_;  // model fingerprint + KV format
+  PrefixCache cache_;   // before pool_: the pool holds a pointer to it
   BlockPool pool_;
-  PrefixCache cache_;
   BlockHashFn hash_fn_;
   std::unordered_map<SeqId, Sequence> seqs_;
   // Tenants by salt; index = TenantId.
@@ -225,7 +229,6 @@ class KvCacheManager {
   };
   std::vector<TenantCounters> tenant_counters_;
   uint64_t cow_copies_ = 0;
-  std::vector<int32_t> scratch_tokens_;
 };
 
 }  // namespace kvs

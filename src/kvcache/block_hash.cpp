@@ -1,0 +1,33 @@
+#include "kvcache/block_hash.h"
+
+#include <xxhash.h>
+
+namespace kvs {
+
+namespace {
+// Domain tags so that a root key, a block key and a child bucket key never coincide by
+// construction.
+constexpr uint64_t kExtraKeysTag = 0x6b76732d65787472ULL;    // "kvs-extr"
+constexpr uint64_t kRootKeyTag = 0x6b76732d726f6f74ULL;      // "kvs-root"
+constexpr uint64_t kChildBucketTag = 0x6b76732d6368696cULL;  // "kvs-chil"
+}  // namespace
+
+uint64_t default_block_hash(uint64_t parent_key, std::span<const int32_t> tokens) {
+  return XXH3_64bits_withSeed(tokens.data(), tokens.size_bytes(), parent_key);
+}
+
+uint64_t extra_keys_hash(uint64_t model_fingerprint, KvDtype k_dtype, KvDtype v_dtype) {
+  const uint64_t words[3] = {model_fingerprint, static_cast<uint64_t>(k_dtype),
+                             static_cast<uint64_t>(v_dtype)};
+  return XXH3_64bits_withSeed(words, sizeof(words), kExtraKeysTag);
+}
+
+uint64_t root_block_key(uint64_t extra_keys, std::string_view cache_salt) {
+  return XXH3_64bits_withSeed(cache_salt.data(), cache_salt.size(), extra_keys ^ kRootKeyTag);
+}
+
+uint64_t child_bucket_key(uint64_t parent_key, int32_t first_token) {
+  return XXH3_64bits_withSeed(&first_token, sizeof(first_token), parent_key ^ kChildBucketTag);
+}
+
+}  // namespace kvs

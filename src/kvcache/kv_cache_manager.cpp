@@ -1,0 +1,434 @@
+#include "kvcache/kv_cache_manager.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace kvs {
+
+namespace {
+
+uint32_t resolve_quota(const KvCacheConfig& c) {
+  uint32_t q = c.tenant_quota_blocks;
+  if (c.tenant_quota_fraction > 0) {
+    const double f = std::floor(c.tenant_quota_fraction * c.num_blocks);
+    const uint32_t fq =
+        std::max<uint32_t>(1, static_cast<uint32_t>(std::min<double>(f, c.num_blocks)));
+    q = q == 0 ? fq : std::min(q, fq);
+  }
+  return q;
+}
+
+uint32_t ceil_div(uint64_t a, uint32_t b) { return static_cast<uint32_t>((a + b - 1) / b); }
+
+}  // namespace
+
+// The result of a prefix lookup: full-block hits, then maybe a partial match in the next block.
+struct KvCacheManager::Match {
+  std::vector<BlockId> blocks;  // full cached blocks, in order
+  uint64_t last_key = 0;        // key of the last matched full block (root key if none)
+  BlockRef last_ref;            // that block (invalid = root)
+  std::optional<PrefixCache::PartialMatch> partial;
+  [[nodiscard]] uint32_t full_tokens(uint32_t block_size) const {
+    return static_cast<uint32_t>(blocks.size()) * block_size;
+  }
+};
+
+KvCacheManager::KvCacheManager(const KvCacheConfig& config)
+    : config_(config),
+      extra_key_(extra_keys_hash(config.model_fingerprint, config.k_dtype, config.v_dtype)),
+      cache_(config.num_blocks, config.block_size),
+      pool_(config.num_blocks, resolve_quota(config), &cache_),
+      hash_fn_(&default_block_hash) {
+  KVS_CHECK_MSG(config.num_blocks > 0 && config.block_size > 0,
+                "KvCacheConfig needs num_blocks > 0 and block_size > 0");
+}
+
+void KvCacheManager::set_hash_function_for_testing(BlockHashFn fn) {
+  KVS_CHECK_MSG(cache_.size() == 0, "hash function changed while blocks are cached");
+  hash_fn_ = fn;
+}
+
+TenantId KvCacheManager::find_tenant(std::string_view salt, bool* found) const {
+  // Heterogeneous lookup would avoid the copy; salts are short and this is once per request.
+  const auto it = tenant_index_.find(std::string(salt));
+  *found = it != tenant_index_.end();
+  return TenantId{*found ? it->second : 0};
+}
+
+TenantId KvCacheManager::tenant_for(std::string_view salt) {
+  bool found = false;
+  const TenantId t = find_tenant(salt, &found);
+  if (found) return t;
+  const uint32_t index = static_cast<uint32_t>(tenant_salts_.size());
+  tenant_salts_.emplace_back(salt);
+  tenant_root_keys_.push_back(root_block_key(extra_key_, salt));
+  tenant_counters_.emplace_back();
+  tenant_index_.emplace(std::string(salt), index);
+  pool_.add_tenant();
+  return TenantId{index};
+}
+
+uint64_t KvCacheManager::root_key(TenantId t) const { return tenant_root_keys_[t.value]; }
+
+void KvCacheManager::lookup(std::span<const int32_t> prompt, TenantId t, bool tenant_known,
+                            Match* m) const {
+  m->blocks.clear();
+  m->partial.reset();
+  m->last_ref = BlockRef{};
+  m->last_key = tenant_known ? root_key(t) : 0;
+  if (!config_.enable_prefix_caching || !tenant_known || prompt.empty()) return;
+  const uint32_t bs = config_.block_size;
+  // The last prompt token is always recomputed so that its logits exist.
+  const uint32_t max_cached = static_cast<uint32_t>(prompt.size()) - 1;
+  uint32_t pos = 0;
+  while (pos + bs <= max_cached) {
+    const std::span<const int32_t> tokens = prompt.subspan(pos, bs);
+    const uint64_t key = hash_fn_(m->last_key, tokens);
+    const std::optional<BlockId> hit = cache_.find(key, m->last_ref, t, tokens);
+    if (!hit) break;
+    m->blocks.push_back(*hit);
+    m->last_key = key;
+    m->last_ref = cache_.ref(*hit);
+    pos += bs;
+  }
+  // A cached child of the last matched position that shares a shorter prefix with the rest of
+  // the prompt: copying its first p slots saves p tokens of prefill.
+  const std::span<const int32_t> rest =
+      prompt.subspan(pos, std::min<size_t>(bs, prompt.size() - pos));
+  m->partial =
+      cache_.find_partial(m->last_key, m->last_ref, t, rest, std::min(bs - 1, max_cached - pos));
+}
+
+AdmitPlan KvCacheManager::plan_admit(std::span<const int32_t> prompt,
+                                     std::string_view cache_salt) const {
+  bool known = false;
+  const TenantId t = find_tenant(cache_salt, &known);
+  Match m;
+  lookup(prompt, t, known, &m);
+  const uint32_t bs = config_.block_size;
+  AdmitPlan plan;
+  const uint32_t full = static_cast<uint32_t>(m.blocks.size());
+  plan.cached_tokens = full * bs + (m.partial ? m.partial->num_tokens : 0);
+  plan.blocks_needed = ceil_div(prompt.size(), bs) - full;
+  if (!known) {
+    plan.fits = plan.blocks_needed <= pool_.available_for_new_tenant();
+    return plan;
+  }
+  // Hits on cached-free blocks take them out of the evictable set.
+  std::vector<BlockId> taken;
+  for (BlockId b : m.blocks) {
+    if (pool_.state(b) == BlockState::kCachedFree) taken.push_back(b);
+  }
+  plan.fits = plan.blocks_needed <= pool_.available_for(t, taken);
+  return plan;
+}
+
+uint32_t KvCacheManager::available_blocks(std::string_view cache_salt) const {
+  bool known = false;
+  const TenantId t = find_tenant(cache_salt, &known);
+  return known ? pool_.available_for(t) : pool_.available_for_new_tenant();
+}
+
+Result<uint32_t> KvCacheManager::admit(SeqId seq, std::span<const int32_t> prompt,
+                                       std::string_view cache_salt,
+                                       std::vector<BlockCopy>* copies) {
+  if (prompt.empty()) return invalid_argument("admit: empty prompt");
+  if (seqs_.contains(seq)) return invalid_argument("admit: sequence already exists");
+  const TenantId t = tenant_for(cache_salt);
+  Match m;
+  lookup(prompt, t, true, &m);
+  const uint32_t bs = config_.block_size;
+
+  Sequence s(t, bs);
+  for (BlockId b : m.blocks) {
+    pool_.add_ref(b);
+    s.table.push_block(b);
+  }
+  uint32_t cached = m.full_tokens(bs);
+  if (m.partial && copies != nullptr) {
+    // Pin the source so that allocating the destination cannot evict it.
+    const BlockId src = m.partial->block;
+    pool_.add_ref(src);
+    const std::optional<BlockId> dst = pool_.allocate(t);
+    pool_.release(src);
+    if (dst) {
+      const uint32_t p = m.partial->num_tokens;
+      copies->push_back(BlockCopy{src, *dst, p});
+      ++cow_copies_;
+      s.table.push_block(*dst);
+      s.partial_tokens.assign(prompt.begin() + cached, prompt.begin() + cached + p);
+      cached += p;
+    }
+  }
+  s.table.add_tokens(cached);
+  s.num_committed = cached;
+  s.last_key = m.last_key;
+  s.last_ref = m.last_ref;
+  TenantCounters& tc = tenant_counters_[t.value];
+  tc.query_tokens += prompt.size();
+  tc.hit_tokens += cached;
+  seqs_.emplace(seq, std::move(s));
+  return cached;
+}
+
+const KvCacheManager::Sequence& KvCacheManager::seq_ref(SeqId seq) const {
+  const auto it = seqs_.find(seq);
+  KVS_CHECK_MSG(it != seqs_.end(), "unknown sequence");
+  return it->second;
+}
+
+namespace {
+// A write into the partly filled last block must not be seen by its other users.
+bool needs_cow(const BlockTable& table, const BlockPool& pool, uint32_t num_tokens) {
+  return num_tokens > 0 && table.partial_tokens() != 0 &&
+         pool.refcount(table.block(table.num_blocks() - 1)) > 1;
+}
+}  // namespace
+
+uint32_t KvCacheManager::blocks_needed_to_append(SeqId seq, uint32_t num_tokens) const {
+  const Sequence& s = seq_ref(seq);
+  return s.table.blocks_to_add(num_tokens) + (needs_cow(s.table, pool_, num_tokens) ? 1 : 0);
+}
+
+bool KvCacheManager::can_append(SeqId seq, uint32_t num_tokens) const {
+  const Sequence& s = seq_ref(seq);
+  const uint32_t need =
+      s.table.blocks_to_add(num_tokens) + (needs_cow(s.table, pool_, num_tokens) ? 1 : 0);
+  return need <= pool_.available_for(s.tenant);
+}
+
+Status KvCacheManager::append_slots(SeqId seq, uint32_t num_tokens,
+                                    std::vector<BlockCopy>* copies) {
+  const auto it = seqs_.find(seq);
+  if (it == seqs_.end()) return invalid_argument("append_slots: unknown sequence");
+  Sequence& s = it->second;
+  const bool cow = needs_cow(s.table, pool_, num_tokens);
+  const uint32_t add = s.table.blocks_to_add(num_tokens);
+  if (add + (cow ? 1 : 0) > pool_.available_for(s.tenant)) {
+    return resource_exhausted("append_slots: " + std::to_string(add + (cow ? 1 : 0)) +
+                              " blocks needed, " + std::to_string(pool_.available_for(s.tenant)) +
+                              " available");
+  }
+  // available_for is exact, so no allocation below can fail.
+  if (cow) {
+    KVS_CHECK_MSG(copies != nullptr, "append_slots needs a copy list for a shared block");
+    const uint32_t last = s.table.num_blocks() - 1;
+    const BlockId src = s.table.block(last);
+    const std::optional<BlockId> dst = pool_.allocate(s.tenant);
+    KVS_CHECK(dst.has_value());
+    copies->push_back(BlockCopy{src, *dst, s.table.partial_tokens()});
+    ++cow_copies_;
+    pool_.release(src);  // still referenced by the other users
+    s.table.set_block(last, *dst);
+  }
+  for (uint32_t i = 0; i < add; ++i) {
+    const std::optional<BlockId> b = pool_.allocate(s.tenant);
+    KVS_CHECK(b.has_value());
+    s.table.push_block(*b);
+  }
+  s.table.add_tokens(num_tokens);
+  return Status::ok();
+}
+
+void KvCacheManager::commit_full_block(Sequence& s, uint32_t block_index,
+                                       std::span<const int32_t> tokens) {
+  const BlockId b = s.table.block(block_index);
+  const uint64_t parent_key = s.last_key;
+  const uint64_t key = hash_fn_(parent_key, tokens);
+  KVS_DCHECK(block_index == 0 || s.last_ref.is_valid());
+  KVS_CHECK_MSG(!cache_.contains(b), "a cached block is written again");
+  const std::optional<BlockId> existing =
+      cache_.insert(b, key, parent_key, s.last_ref, s.tenant, tokens);
+  if (existing) {
+    // Another sequence computed the same block first; chain later blocks to the cached one.
+    s.last_ref = cache_.ref(*existing);
+  } else {
+    pool_.set_keyed(b);
+    s.last_ref = cache_.ref(b);
+  }
+  s.last_key = key;
+}
+
+void KvCacheManager::commit_tokens(SeqId seq, std::span<const int32_t> tokens) {
+  const auto it = seqs_.find(seq);
+  KVS_CHECK_MSG(it != seqs_.end(), "commit_tokens: unknown sequence");
+  Sequence& s = it->second;
+  KVS_CHECK_MSG(uint64_t{s.num_committed} + tokens.size() <= s.table.num_tokens(),
+                "commit_tokens beyond the appended slots");
+  const uint32_t bs = config_.block_size;
+  size_t i = 0;
+  while (i < tokens.size()) {
+    const size_t take = std::min<size_t>(bs - s.partial_tokens.size(), tokens.size() - i);
+    s.num_committed += static_cast<uint32_t>(take);
+    if (s.partial_tokens.empty() && take == bs) {
+      // A whole block at once (prefill): no staging copy.
+      if (config_.enable_prefix_caching) {
+        commit_full_block(s, s.num_committed / bs - 1, tokens.subspan(i, bs));
+      }
+    } else {
+      s.partial_tokens.insert(s.partial_tokens.end(), tokens.begin() + i,
+                              tokens.begin() + i + take);
+      if (s.partial_tokens.size() == bs) {
+        if (config_.enable_prefix_caching) {
+          commit_full_block(s, s.num_committed / bs - 1, s.partial_tokens);
+        }
+        s.partial_tokens.clear();
+      }
+    }
+    i += take;
+  }
+}
+
+Status KvCacheManager::fork(SeqId parent, SeqId child) {
+  const auto it = seqs_.find(parent);
+  if (it == seqs_.end()) return invalid_argument("fork: unknown parent sequence");
+  if (seqs_.contains(child)) return invalid_argument("fork: child sequence already exists");
+  if (it->second.num_committed != it->second.table.num_tokens()) {
+    return invalid_argument("fork: parent has appended slots that are not committed");
+  }
+  Sequence copy = it->second;
+  for (BlockId b : copy.table.blocks()) pool_.add_ref(b);
+  seqs_.emplace(child, std::move(copy));
+  return Status::ok();
+}
+
+void KvCacheManager::free(SeqId seq) {
+  const auto it = seqs_.find(seq);
+  if (it == seqs_.end()) return;
+  const std::span<const BlockId> blocks = it->second.table.blocks();
+  // Last to first: the chain's tail enters the LRU first and is evicted before its parents.
+  for (size_t i = blocks.size(); i-- > 0;) pool_.release(blocks[i]);
+  seqs_.erase(it);
+}
+
+bool KvCacheManager::contains(SeqId seq) const { return seqs_.contains(seq); }
+
+std::span<const BlockId> KvCacheManager::block_table(SeqId seq) const {
+  return seq_ref(seq).table.blocks();
+}
+
+uint32_t KvCacheManager::num_tokens(SeqId seq) const { return seq_ref(seq).table.num_tokens(); }
+
+uint32_t KvCacheManager::num_committed(SeqId seq) const { return seq_ref(seq).num_committed; }
+
+uint64_t KvCacheManager::slot(SeqId seq, uint32_t pos) const {
+  const Sequence& s = seq_ref(seq);
+  KVS_CHECK(pos < s.table.num_tokens());
+  return s.table.slot(pos);
+}
+
+void KvCacheManager::build_step_inputs(std::span<const StepSeq> rows, StepInputs* out) const {
+  const uint32_t bs = config_.block_size;
+  out->slot_mapping.clear();
+  out->context_lens.clear();
+  out->block_tables.clear();
+  uint32_t max_blocks = 0;
+  for (const StepSeq& r : rows) {
+    max_blocks = std::max(max_blocks, ceil_div(uint64_t{r.first_pos} + r.num_tokens, bs));
+  }
+  out->max_blocks_per_seq = max_blocks;
+  out->block_tables.resize(rows.size() * size_t{max_blocks}, 0);
+  out->context_lens.reserve(rows.size());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const StepSeq& r = rows[i];
+    const BlockTable& table = seq_ref(r.seq).table;
+    const uint32_t ctx = r.first_pos + r.num_tokens;
+    out->context_lens.push_back(ctx);
+    const uint32_t nb = ceil_div(ctx, bs);
+    uint32_t* row = out->block_tables.data() + i * max_blocks;
+    const std::span<const BlockId> blocks = table.blocks();
+    for (uint32_t j = 0; j < nb; ++j) row[j] = blocks[j].value;
+    table.append_slot_mapping(r.first_pos, r.num_tokens, &out->slot_mapping);
+  }
+}
+
+KvCacheStats KvCacheManager::stats() const {
+  const uint32_t bs = config_.block_size;
+  KvCacheStats st;
+  st.num_blocks = config_.num_blocks;
+  st.block_size = bs;
+  st.blocks_free = pool_.num_free();
+  st.blocks_cached_free = pool_.num_cached_free();
+  st.blocks_in_use = pool_.num_in_use();
+  st.usage = static_cast<double>(st.blocks_in_use) / st.num_blocks;
+  for (const TenantCounters& tc : tenant_counters_) {
+    st.prefix_query_tokens += tc.query_tokens;
+    st.prefix_hit_tokens += tc.hit_tokens;
+  }
+  st.prefix_hit_rate = st.prefix_query_tokens == 0
+                           ? 0
+                           : static_cast<double>(st.prefix_hit_tokens) / st.prefix_query_tokens;
+  st.evictions = pool_.num_evictions();
+  st.cow_copies = cow_copies_;
+  // A shared block is filled as far as its fullest user has appended.
+  std::vector<uint32_t> filled(config_.num_blocks, 0);
+  for (const auto& [id, s] : seqs_) {
+    const std::span<const BlockId> blocks = s.table.blocks();
+    for (uint32_t j = 0; j < blocks.size(); ++j) {
+      const uint32_t in_block =
+          std::min<uint32_t>(bs, s.table.num_tokens() > j * bs ? s.table.num_tokens() - j * bs : 0);
+      filled[blocks[j].value] = std::max(filled[blocks[j].value], in_block);
+    }
+  }
+  st.allocated_slots = uint64_t{st.blocks_in_use} * bs;
+  uint64_t used = 0;
+  for (uint32_t f : filled) used += f;
+  st.unfilled_slots = st.allocated_slots - used;
+  st.fragmentation =
+      st.allocated_slots == 0 ? 0 : static_cast<double>(st.unfilled_slots) / st.allocated_slots;
+  st.num_sequences = static_cast<uint32_t>(seqs_.size());
+  return st;
+}
+
+std::vector<TenantStats> KvCacheManager::tenant_stats() const {
+  std::vector<TenantStats> out;
+  out.reserve(tenant_salts_.size());
+  for (uint32_t t = 0; t < tenant_salts_.size(); ++t) {
+    const TenantId id{t};
+    out.push_back(TenantStats{.cache_salt = tenant_salts_[t],
+                              .prefix_query_tokens = tenant_counters_[t].query_tokens,
+                              .prefix_hit_tokens = tenant_counters_[t].hit_tokens,
+                              .blocks_held = pool_.tenant_held(id),
+                              .blocks_cached_free = pool_.tenant_cached_free(id),
+                              .blocks_evicted = pool_.tenant_evicted(id)});
+  }
+  return out;
+}
+
+Status KvCacheManager::check_integrity() const {
+  const uint32_t bs = config_.block_size;
+  std::vector<uint32_t> refs(config_.num_blocks, 0);
+  for (const auto& [id, s] : seqs_) {
+    const std::string name = "sequence " + std::to_string(id.value);
+    const BlockTable& table = s.table;
+    if (s.tenant.value >= tenant_salts_.size()) return internal_error(name + ": unknown tenant");
+    if (table.num_blocks() != ceil_div(table.num_tokens(), bs)) {
+      return internal_error(name + ": block count does not match its token count");
+    }
+    if (s.num_committed > table.num_tokens()) {
+      return internal_error(name + ": more tokens committed than appended");
+    }
+    if (s.partial_tokens.size() != s.num_committed % bs) {
+      return internal_error(name + ": staged token ids do not match the committed count");
+    }
+    if (config_.enable_prefix_caching && s.num_committed >= bs && !s.last_ref.is_valid()) {
+      return internal_error(name + ": full blocks committed but no chain position");
+    }
+    for (BlockId b : table.blocks()) {
+      if (!b.is_valid() || b.value >= config_.num_blocks) {
+        return internal_error(name + ": invalid block id");
+      }
+      if (pool_.state(b) == BlockState::kInUse && !(pool_.owner(b) == s.tenant)) {
+        return internal_error(name + ": uses a block of another tenant");
+      }
+      ++refs[b.value];
+    }
+    // Only the last block may be partly filled; a write must never go to a cached block.
+    if (table.partial_tokens() != 0 && cache_.contains(table.block(table.num_blocks() - 1))) {
+      return internal_error(name + ": partly filled last block is in the prefix cache");
+    }
+  }
+  return pool_.check_integrity(refs);
+}
+
+}  // namespace kvs
