@@ -99,6 +99,7 @@ HWY_INLINE void quantize_act_row(const float* HWY_RESTRICT x, int64_t K, int16_t
     const float* xb = x + b * 32;
     auto vmax = hn::Zero(df);
     auto vsum = hn::Zero(df);
+    HWY_UNROLL(8)
     for (size_t i = 0; i < 32; i += kNf) {
       const auto v = hn::LoadU(df, xb + i);
       vmax = hn::Max(vmax, hn::Abs(v));
@@ -110,6 +111,7 @@ HWY_INLINE void quantize_act_row(const float* HWY_RESTRICT x, int64_t K, int16_t
     dq[b] = d;
     sq[b] = hn::GetLane(hn::SumOfLanes(df, vsum));
     const auto vid = hn::Set(df, id);
+    HWY_UNROLL(8)
     for (size_t i = 0; i < 32; i += kNf) {
       const auto qi = hn::NearestInt(hn::Mul(hn::LoadU(df, xb + i), vid));
       hn::StoreU(hn::DemoteTo(d16h, qi), d16h, q + b * 32 + i);
@@ -124,6 +126,7 @@ HWY_INLINE void unpack_int_block(D d16, const uint8_t* HWY_RESTRICT qs, hn::Vec<
   if constexpr (kType == WeightType::kQ8_0) {
     const hn::Rebind<int8_t, D> d8;
     const auto* q8 = reinterpret_cast<const int8_t*>(qs);
+    HWY_UNROLL(8)
     for (size_t i = 0; i < kVecPerBlock; ++i)
       wv[i] = hn::PromoteTo(d16, hn::LoadU(d8, q8 + i * kN16));
   } else if constexpr (hn::MaxLanes(D()) >= 32) {
@@ -139,6 +142,7 @@ HWY_INLINE void unpack_int_block(D d16, const uint8_t* HWY_RESTRICT qs, hn::Vec<
     const hn::RebindToUnsigned<D> du16;
     const hn::Rebind<uint8_t, D> d8;
     constexpr size_t kHalf = kVecPerBlock / 2;
+    HWY_UNROLL(8)
     for (size_t i = 0; i < kHalf; ++i) {
       const auto v = hn::PromoteTo(du16, hn::LoadU(d8, qs + i * kN16));
       wv[i] = hn::BitCast(d16, hn::And(v, hn::Set(du16, 0x0F)));
@@ -157,39 +161,70 @@ template <WeightType kType>
 constexpr size_t kBlockBytes = kType == WeightType::kQ8_0 ? 34
                                                           : (kType == WeightType::kQ4_0 ? 18 : 20);
 
+// One weight block (index b) against NT tokens: acc[t] += (w_b . xq_tb) * d_w * d_x[t][b] and, for
+// Q4_1, macc[t] += m_w * sum(x_tb).
+template <WeightType kType, int NT>
+HWY_INLINE void int_block(const uint8_t* HWY_RESTRICT row, int64_t b,
+                          const int16_t* HWY_RESTRICT xq, const float* HWY_RESTRICT xd,
+                          const float* HWY_RESTRICT xs, int64_t K, hn::Vec<DF>* acc, float* macc) {
+  const D16 d16;
+  const D32 d32;
+  const DF df;
+  const int64_t KB = K / 32;
+  const uint8_t* blk = row + b * kBlockBytes<kType>;
+  // d (and m for Q4_1) in one f16->f32 conversion (vcvtph2ps where available). For Q8_0/Q4_0 the
+  // second lane converts two bytes of qs and is unused.
+  const hn::CappedTag<float, 2> df2;
+  const hn::Rebind<hwy::float16_t, decltype(df2)> dh2;
+  const auto dm = hn::PromoteTo(df2, hn::LoadU(dh2, reinterpret_cast<const hwy::float16_t*>(blk)));
+  const auto dw = hn::Set(df, hn::GetLane(dm));
+  V16 wv[kVecPerBlock];
+  unpack_int_block<kType>(d16, blk + kQsOffset<kType>, wv);
+  HWY_UNROLL(8)
+  for (int t = 0; t < NT; ++t) {
+    const int16_t* xb = xq + t * K + b * 32;
+    auto s0 = hn::Zero(d32);
+    auto s1 = hn::Zero(d32);
+    HWY_UNROLL(8)
+    for (size_t i = 0; i < kVecPerBlock; ++i)
+      s0 = hn::ReorderWidenMulAccumulate(d32, wv[i], hn::LoadU(d16, xb + i * kN16), s0, s1);
+    const auto fs = hn::ConvertTo(df, hn::Add(s0, s1));
+    acc[t] = hn::MulAdd(fs, hn::Mul(dw, hn::Set(df, xd[t * KB + b])), acc[t]);
+  }
+  if constexpr (kType == WeightType::kQ4_1) {
+    const float mw = hn::ExtractLane(dm, 1);
+    HWY_UNROLL(8)
+    for (int t = 0; t < NT; ++t) macc[t] += mw * xs[t * KB + b];
+  }
+}
+
 // y[t*N] for t < NT = dot(weight row, token t0+t) on the integer path.
 template <WeightType kType, int NT>
 HWY_INLINE void int_row_tile(const uint8_t* HWY_RESTRICT row, int64_t nblocks,
                              const int16_t* HWY_RESTRICT xq, const float* HWY_RESTRICT xd,
                              const float* HWY_RESTRICT xs, int64_t K, float* HWY_RESTRICT y,
                              int64_t N) {
-  const D16 d16;
-  const D32 d32;
   const DF df;
-  const int64_t KB = K / 32;
-  hn::Vec<DF> acc[NT];
-  float macc[NT];
-  for (int t = 0; t < NT; ++t) acc[t] = hn::Zero(df), macc[t] = 0.0f;
-  for (int64_t b = 0; b < nblocks; ++b) {
-    const uint8_t* blk = row + b * kBlockBytes<kType>;
-    const float dw = f16_bits_to_f32_fast(load_u16(blk));
-    V16 wv[kVecPerBlock];
-    unpack_int_block<kType>(d16, blk + kQsOffset<kType>, wv);
-    for (int t = 0; t < NT; ++t) {
-      const int16_t* xb = xq + t * K + b * 32;
-      auto s0 = hn::Zero(d32);
-      auto s1 = hn::Zero(d32);
-      for (size_t i = 0; i < kVecPerBlock; ++i)
-        s0 = hn::ReorderWidenMulAccumulate(d32, wv[i], hn::LoadU(d16, xb + i * kN16), s0, s1);
-      const auto fs = hn::ConvertTo(df, hn::Add(s0, s1));
-      acc[t] = hn::MulAdd(fs, hn::Set(df, dw * xd[t * KB + b]), acc[t]);
-    }
-    if constexpr (kType == WeightType::kQ4_1) {
-      const float mw = f16_bits_to_f32_fast(load_u16(blk + 2));
-      for (int t = 0; t < NT; ++t) macc[t] += mw * xs[t * KB + b];
-    }
+  // Independent accumulator chains per token: with few tokens a single FMA chain would be
+  // latency bound (4 cycles per block), so consecutive blocks go to A separate chains.
+  constexpr int A = NT >= 3 ? 1 : (NT == 2 ? 2 : 4);
+  hn::Vec<DF> acc[A][NT];
+  float macc[A][NT];
+  HWY_UNROLL(8)
+  for (int a = 0; a < A; ++a) HWY_UNROLL(8)
+  for (int t = 0; t < NT; ++t) acc[a][t] = hn::Zero(df), macc[a][t] = 0.0f;
+  int64_t b = 0;
+  for (; b + A <= nblocks; b += A) HWY_UNROLL(8)
+  for (int a = 0; a < A; ++a) int_block<kType, NT>(row, b + a, xq, xd, xs, K, acc[a], macc[a]);
+  for (; b < nblocks; ++b) int_block<kType, NT>(row, b, xq, xd, xs, K, acc[0], macc[0]);
+  HWY_UNROLL(8)
+  for (int t = 0; t < NT; ++t) {
+    auto sum = acc[0][t];
+    float msum = macc[0][t];
+    HWY_UNROLL(8)
+    for (int a = 1; a < A; ++a) sum = hn::Add(sum, acc[a][t]), msum += macc[a][t];
+    y[t * N] = hn::GetLane(hn::SumOfLanes(df, sum)) + msum;
   }
-  for (int t = 0; t < NT; ++t) y[t * N] = hn::GetLane(hn::SumOfLanes(df, acc[t])) + macc[t];
 }
 
 // ---------------------------------------------------------------- float path
@@ -218,6 +253,7 @@ HWY_INLINE void float_dot_span(const uint8_t* HWY_RESTRICT w, const float* HWY_R
   for (; k + 2 * kNf <= n; k += 2 * kNf) {
     const auto w0 = load_w<kType>(df, w, k);
     const auto w1 = load_w<kType>(df, w, k + kNf);
+    HWY_UNROLL(8)
     for (int t = 0; t < NT; ++t) {
       acc0[t] = hn::MulAdd(w0, hn::LoadU(df, x + t * K + k), acc0[t]);
       acc1[t] = hn::MulAdd(w1, hn::LoadU(df, x + t * K + k + kNf), acc1[t]);
@@ -225,6 +261,7 @@ HWY_INLINE void float_dot_span(const uint8_t* HWY_RESTRICT w, const float* HWY_R
   }
   for (; k + kNf <= n; k += kNf) {
     const auto w0 = load_w<kType>(df, w, k);
+    HWY_UNROLL(8)
     for (int t = 0; t < NT; ++t) acc0[t] = hn::MulAdd(w0, hn::LoadU(df, x + t * K + k), acc0[t]);
   }
 }
@@ -235,6 +272,7 @@ HWY_INLINE void float_row_tile(const uint8_t* HWY_RESTRICT row, const float* HWY
   const DF df;
   constexpr int64_t kNf = static_cast<int64_t>(hn::MaxLanes(df));
   hn::Vec<DF> acc0[NT], acc1[NT];
+  HWY_UNROLL(8)
   for (int t = 0; t < NT; ++t) acc0[t] = hn::Zero(df), acc1[t] = hn::Zero(df);
   float tail[NT] = {};
   if constexpr (kType == WeightType::kQ4_K || kType == WeightType::kQ6_K) {
@@ -254,11 +292,13 @@ HWY_INLINE void float_row_tile(const uint8_t* HWY_RESTRICT row, const float* HWY
         const int64_t n = std::min<int64_t>(64, K - k0);
         const auto* src = row + k0 * static_cast<int64_t>(weight_type_info(kType).block_bytes);
         dequantize_row_reference(kType, src, buf, n);
+        HWY_UNROLL(8)
         for (int t = 0; t < NT; ++t)
           for (int64_t k = 0; k < n; ++k) tail[t] += buf[k] * x[t * K + k0 + k];
       }
     }
   }
+  HWY_UNROLL(8)
   for (int t = 0; t < NT; ++t)
     y[t * N] = hn::GetLane(hn::SumOfLanes(df, hn::Add(acc0[t], acc1[t]))) + tail[t];
 }
