@@ -2,7 +2,86 @@
 
 #include <cmath>
 
+#include "core/check.h"
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/activations.cpp"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+
+// After highway.h (per-target re-inclusion), hence its own include block.
+#include <hwy/contrib/math/math-inl.h>
+
+HWY_BEFORE_NAMESPACE();
 namespace kvs {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// hn::Exp is specified for inputs <= 88 (exp(88.7) overflows f32); clamping keeps silu of very
+// negative gates at a tiny finite value (|silu(g)| < 1e-36 there) instead of NaN.
+void SiluMul(const float* HWY_RESTRICT gate, const float* HWY_RESTRICT up, int64_t n, float* out) {
+  const hn::ScalableTag<float> d;
+  const auto N = static_cast<int64_t>(hn::Lanes(d));
+  const auto one = hn::Set(d, 1.0f), hi = hn::Set(d, 88.0f);
+  int64_t i = 0;
+  for (; i + N <= n; i += N) {
+    const auto g = hn::LoadU(d, gate + i);
+    const auto e = hn::Exp(d, hn::Min(hn::Neg(g), hi));
+    const auto s = hn::Div(g, hn::Add(one, e));
+    hn::StoreU(hn::Mul(s, hn::LoadU(d, up + i)), d, out + i);
+  }
+  for (; i < n; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+}
+
+void Softmax(float* HWY_RESTRICT x, int64_t n) {
+  const hn::ScalableTag<float> d;
+  const auto N = static_cast<int64_t>(hn::Lanes(d));
+  float mx = x[0];
+  int64_t i = 0;
+  if (n >= N) {
+    auto vmax = hn::LoadU(d, x);
+    for (i = N; i + N <= n; i += N) vmax = hn::Max(vmax, hn::LoadU(d, x + i));
+    mx = hn::GetLane(hn::MaxOfLanes(d, vmax));
+  }
+  for (; i < n; ++i) mx = x[i] > mx ? x[i] : mx;
+  const auto vmx = hn::Set(d, mx);
+  auto vsum = hn::Zero(d);
+  float sum = 0.0f;
+  for (i = 0; i + N <= n; i += N) {
+    const auto e = hn::Exp(d, hn::Sub(hn::LoadU(d, x + i), vmx));
+    hn::StoreU(e, d, x + i);
+    vsum = hn::Add(vsum, e);
+  }
+  for (; i < n; ++i) {
+    x[i] = std::exp(x[i] - mx);
+    sum += x[i];
+  }
+  sum += hn::GetLane(hn::SumOfLanes(d, vsum));
+  const float inv = 1.0f / sum;
+  const auto vinv = hn::Set(d, inv);
+  for (i = 0; i + N <= n; i += N) hn::StoreU(hn::Mul(hn::LoadU(d, x + i), vinv), d, x + i);
+  for (; i < n; ++i) x[i] *= inv;
+}
+
+void AddInplace(float* HWY_RESTRICT x, const float* HWY_RESTRICT y, int64_t n) {
+  const hn::ScalableTag<float> d;
+  const auto N = static_cast<int64_t>(hn::Lanes(d));
+  int64_t i = 0;
+  for (; i + N <= n; i += N)
+    hn::StoreU(hn::Add(hn::LoadU(d, x + i), hn::LoadU(d, y + i)), d, x + i);
+  for (; i < n; ++i) x[i] += y[i];
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace kvs
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace kvs {
+
+HWY_EXPORT(SiluMul);
+HWY_EXPORT(Softmax);
+HWY_EXPORT(AddInplace);
 
 void silu_mul_reference(const float* gate, const float* up, int64_t n, float* out) {
   for (int64_t i = 0; i < n; ++i) {
@@ -25,9 +104,13 @@ void add_inplace_reference(float* x, const float* y, int64_t n) {
 }
 
 void silu_mul(const float* gate, const float* up, int64_t n, float* out) {
-  silu_mul_reference(gate, up, n, out);
+  HWY_DYNAMIC_DISPATCH(SiluMul)(gate, up, n, out);
 }
-void softmax_inplace(float* x, int64_t n) { softmax_inplace_reference(x, n); }
-void add_inplace(float* x, const float* y, int64_t n) { add_inplace_reference(x, y, n); }
+void softmax_inplace(float* x, int64_t n) {
+  KVS_CHECK(n >= 1);
+  HWY_DYNAMIC_DISPATCH(Softmax)(x, n);
+}
+void add_inplace(float* x, const float* y, int64_t n) { HWY_DYNAMIC_DISPATCH(AddInplace)(x, y, n); }
 
 }  // namespace kvs
+#endif  // HWY_ONCE

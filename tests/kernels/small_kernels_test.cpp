@@ -22,9 +22,11 @@ TEST(RmsNorm, MatchesReference) {
       auto w = test::random_floats(n + 1, 2.0f, rng);
       std::vector<float> ref(n), out(n + 1);
       rms_norm_reference(x.data() + 1, w.data() + 1, n, 1e-5f, ref.data());
-      rms_norm(x.data() + 1, w.data() + 1, n, 1e-5f, out.data() + 1);
-      for (int64_t i = 0; i < n; ++i)
-        ASSERT_NEAR(out[i + 1], ref[i], 2e-6 * std::fabs(ref[i]) + 1e-30) << n << " " << i;
+      test::for_each_target([&] {
+        rms_norm(x.data() + 1, w.data() + 1, n, 1e-5f, out.data() + 1);
+        for (int64_t i = 0; i < n; ++i)
+          ASSERT_NEAR(out[i + 1], ref[i], 2e-6 * std::fabs(ref[i]) + 1e-30) << n << " " << i;
+      });
     }
   }
 }
@@ -80,9 +82,12 @@ TEST(Rope, MatchesReference) {
           std::vector<int32_t> pos(T);
           for (int64_t t = 0; t < T; ++t) pos[t] = static_cast<int32_t>(t * 977 % 40000);
           rope_inplace_reference(ref.data(), T, heads, pos.data(), cfg);
-          rope_inplace(x.data() + 1, T, heads, pos.data(), cfg);
-          for (size_t i = 0; i < ref.size(); ++i)
-            ASSERT_NEAR(x[i + 1], ref[i], 2e-6 * 2.0) << head_dim << " " << rot_dim << " " << i;
+          test::for_each_target([&] {
+            std::vector<float> y(x);
+            rope_inplace(y.data() + 1, T, heads, pos.data(), cfg);
+            for (size_t i = 0; i < ref.size(); ++i)
+              ASSERT_NEAR(y[i + 1], ref[i], 2e-6 * 2.0) << head_dim << " " << rot_dim << " " << i;
+          });
         }
       }
     }
@@ -101,9 +106,11 @@ TEST(Activations, SiluMulMatchesReference) {
     }
     std::vector<float> ref(n), out(n + 1);
     silu_mul_reference(g.data() + 1, u.data() + 1, n, ref.data());
-    silu_mul(g.data() + 1, u.data() + 1, n, out.data() + 1);
-    for (int64_t i = 0; i < n; ++i)
-      ASSERT_NEAR(out[i + 1], ref[i], 4e-6 * std::fabs(ref[i]) + 1e-35) << n << " " << i;
+    test::for_each_target([&] {
+      silu_mul(g.data() + 1, u.data() + 1, n, out.data() + 1);
+      for (int64_t i = 0; i < n; ++i)
+        ASSERT_NEAR(out[i + 1], ref[i], 4e-6 * std::fabs(ref[i]) + 1e-35) << n << " " << i;
+    });
   }
 }
 
@@ -114,13 +121,16 @@ TEST(Activations, SoftmaxMatchesReference) {
       auto x = test::random_floats(n + 1, scale, rng);
       std::vector<float> ref(x.begin() + 1, x.end());
       softmax_inplace_reference(ref.data(), n);
-      softmax_inplace(x.data() + 1, n);
-      double sum = 0;
-      for (int64_t i = 0; i < n; ++i) {
-        ASSERT_NEAR(x[i + 1], ref[i], 1e-5 * ref[i] + 1e-38) << n << " " << i;
-        sum += x[i + 1];
-      }
-      EXPECT_NEAR(sum, 1.0, 1e-5);
+      test::for_each_target([&] {
+        std::vector<float> y(x);
+        softmax_inplace(y.data() + 1, n);
+        double sum = 0;
+        for (int64_t i = 0; i < n; ++i) {
+          ASSERT_NEAR(y[i + 1], ref[i], 1e-5 * ref[i] + 1e-38) << n << " " << i;
+          sum += y[i + 1];
+        }
+        EXPECT_NEAR(sum, 1.0, 1e-5);
+      });
     }
   }
 }
@@ -132,8 +142,11 @@ TEST(Activations, AddInplace) {
     auto y = test::random_floats(n + 1, 1.0f, rng);
     std::vector<float> ref(x.begin() + 1, x.end());
     add_inplace_reference(ref.data(), y.data() + 1, n);
-    add_inplace(x.data() + 1, y.data() + 1, n);
-    for (int64_t i = 0; i < n; ++i) ASSERT_EQ(x[i + 1], ref[i]);
+    test::for_each_target([&] {
+      std::vector<float> z(x);
+      add_inplace(z.data() + 1, y.data() + 1, n);
+      for (int64_t i = 0; i < n; ++i) ASSERT_EQ(z[i + 1], ref[i]);
+    });
   }
 }
 
