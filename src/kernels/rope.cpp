@@ -4,7 +4,101 @@
 
 #include "core/check.h"
 
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/rope.cpp"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+
+#ifndef KVS_KERNELS_ROPE_ONCE
+#define KVS_KERNELS_ROPE_ONCE
+namespace kvs::rope_detail {
+
+constexpr int64_t kMaxRotDim = 1024;
+
+// cos/sin of theta_i = pos * base^(-2i/rot_dim) for i < rot_dim/2, in double (a position of
+// 100k times a frequency near 1 loses too many bits in f32) and rounded once.
+// Normal mode wants them per element: c[2i] = c[2i+1] = cos, s[2i] = -sin, s[2i+1] = +sin, so that
+// x' = x*c + swap_pairs(x)*s. NeoX mode wants c[i], s[i] per pair.
+inline void rope_angles(int32_t pos, const RopeConfig& cfg, float* c, float* s) {
+  const int64_t half = cfg.rot_dim / 2;
+  const double base = cfg.freq_base;
+  for (int64_t i = 0; i < half; ++i) {
+    const double theta =
+        pos * std::pow(base, -2.0 * static_cast<double>(i) / static_cast<double>(cfg.rot_dim));
+    const auto ci = static_cast<float>(std::cos(theta));
+    const auto si = static_cast<float>(std::sin(theta));
+    if (cfg.mode == RopeMode::kNormal) {
+      c[2 * i] = c[2 * i + 1] = ci;
+      s[2 * i] = -si;
+      s[2 * i + 1] = si;
+    } else {
+      c[i] = ci;
+      s[i] = si;
+    }
+  }
+}
+
+}  // namespace kvs::rope_detail
+#endif  // KVS_KERNELS_ROPE_ONCE
+
+HWY_BEFORE_NAMESPACE();
 namespace kvs {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+using namespace kvs::rope_detail;  // NOLINT
+
+void RopeInplace(float* HWY_RESTRICT x, int64_t T, int64_t heads, const int32_t* positions,
+                 const RopeConfig& cfg) {
+  const hn::ScalableTag<float> d;
+  const auto N = static_cast<int64_t>(hn::Lanes(d));
+  const int64_t rot = cfg.rot_dim, half = rot / 2;
+  HWY_ALIGN float c[kMaxRotDim], s[kMaxRotDim];
+  for (int64_t t = 0; t < T; ++t) {
+    rope_angles(positions[t], cfg, c, s);
+    for (int64_t h = 0; h < heads; ++h) {
+      float* v = x + (t * heads + h) * cfg.head_dim;
+      int64_t i = 0;
+      if (cfg.mode == RopeMode::kNormal) {
+#if HWY_TARGET != HWY_SCALAR
+        // Pairs never straddle a 128-bit block, so swapping adjacent lanes is Shuffle2301.
+        for (; i + N <= rot; i += N) {
+          const auto a = hn::LoadU(d, v + i);
+          const auto r =
+              hn::MulAdd(hn::Shuffle2301(a), hn::Load(d, s + i), hn::Mul(a, hn::Load(d, c + i)));
+          hn::StoreU(r, d, v + i);
+        }
+#endif
+        for (; i < rot; i += 2) {
+          const float a = v[i], b = v[i + 1];
+          v[i] = a * c[i] + b * s[i];
+          v[i + 1] = b * c[i + 1] + a * s[i + 1];
+        }
+      } else {
+        float* w = v + half;
+        for (; i + N <= half; i += N) {
+          const auto a = hn::LoadU(d, v + i), b = hn::LoadU(d, w + i);
+          const auto ci = hn::Load(d, c + i), si = hn::Load(d, s + i);
+          hn::StoreU(hn::NegMulAdd(b, si, hn::Mul(a, ci)), d, v + i);
+          hn::StoreU(hn::MulAdd(a, si, hn::Mul(b, ci)), d, w + i);
+        }
+        for (; i < half; ++i) {
+          const float a = v[i], b = w[i];
+          v[i] = a * c[i] - b * s[i];
+          w[i] = a * s[i] + b * c[i];
+        }
+      }
+    }
+  }
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace kvs
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace kvs {
+
+HWY_EXPORT(RopeInplace);
 
 void rope_inplace_reference(float* x, int64_t T, int64_t heads, const int32_t* positions,
                             const RopeConfig& cfg) {
@@ -30,7 +124,10 @@ void rope_inplace_reference(float* x, int64_t T, int64_t heads, const int32_t* p
 
 void rope_inplace(float* x, int64_t T, int64_t heads, const int32_t* positions,
                   const RopeConfig& cfg) {
-  rope_inplace_reference(x, T, heads, positions, cfg);
+  KVS_CHECK(cfg.rot_dim % 2 == 0 && cfg.rot_dim >= 2 && cfg.rot_dim <= cfg.head_dim);
+  KVS_CHECK(cfg.rot_dim <= rope_detail::kMaxRotDim);
+  HWY_DYNAMIC_DISPATCH(RopeInplace)(x, T, heads, positions, cfg);
 }
 
 }  // namespace kvs
+#endif  // HWY_ONCE
