@@ -5,6 +5,113 @@
 #include "core/check.h"
 #include "core/half.h"
 
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/dequantize.cpp"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+
+// Per-target code. Every element is the same single f32 operation(s) as in the reference (d*q,
+// d*q + m as a rounded product then a rounded sum, never a fused multiply-add), so results are
+// bit-identical to dequantize_row_reference.
+HWY_BEFORE_NAMESPACE();
+namespace kvs {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+template <class D>
+HWY_INLINE float f16_scalar(D /*df*/, const uint8_t* p) {
+  const hn::CappedTag<float, 1> d1;
+  const hn::Rebind<hwy::float16_t, decltype(d1)> dh;
+  return hn::GetLane(hn::PromoteTo(d1, hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(p))));
+}
+
+// y[0..16) from the low nibbles of qs[0..16), y[16..32) from the high nibbles; x = d*(q-off) + m.
+template <bool kHasMin, class D>
+HWY_INLINE void q4_block(D df, const uint8_t* HWY_RESTRICT qs, float d, float m, int32_t off,
+                         float* HWY_RESTRICT y) {
+  const hn::Rebind<uint8_t, D> d8;
+  const hn::RebindToSigned<D> di;
+  const hn::RebindToUnsigned<D> du;
+  constexpr size_t kN = hn::MaxLanes(df);
+  const auto vd = hn::Set(df, d), vm = hn::Set(df, m);
+  const auto voff = hn::Set(di, off);
+  for (size_t j = 0; j < 16; j += kN) {
+    const auto u = hn::PromoteTo(du, hn::LoadU(d8, qs + j));
+    const auto lo = hn::Sub(hn::BitCast(di, hn::And(u, hn::Set(du, 0x0F))), voff);
+    const auto hi = hn::Sub(hn::BitCast(di, hn::ShiftRight<4>(u)), voff);
+    auto ylo = hn::Mul(vd, hn::ConvertTo(df, lo));
+    auto yhi = hn::Mul(vd, hn::ConvertTo(df, hi));
+    if constexpr (kHasMin) {
+      ylo = hn::Add(ylo, vm);
+      yhi = hn::Add(yhi, vm);
+    }
+    hn::StoreU(ylo, df, y + j);
+    hn::StoreU(yhi, df, y + 16 + j);
+  }
+}
+
+void DequantizeRow(WeightType type, const void* src, float* HWY_RESTRICT dst, int64_t n) {
+  const hn::ScalableTag<float> df;
+  constexpr size_t kN = hn::MaxLanes(df);
+  static_assert(16 % kN == 0);
+  const auto* b = static_cast<const uint8_t*>(src);
+  const int64_t nb = n / 32;
+  switch (type) {
+    case WeightType::kF16: {
+      const hn::Rebind<hwy::float16_t, decltype(df)> dh;
+      const auto* h = reinterpret_cast<const hwy::float16_t*>(b);
+      int64_t i = 0;
+      for (; i + static_cast<int64_t>(kN) <= n; i += kN)
+        hn::StoreU(hn::PromoteTo(df, hn::LoadU(dh, h + i)), df, dst + i);
+      for (; i < n; ++i) dst[i] = f16_scalar(df, b + 2 * i);
+      return;
+    }
+    case WeightType::kBF16: {
+      const hn::Rebind<uint16_t, decltype(df)> du16;
+      const hn::RebindToUnsigned<decltype(df)> du32;
+      const auto* h = reinterpret_cast<const uint16_t*>(b);
+      int64_t i = 0;
+      for (; i + static_cast<int64_t>(kN) <= n; i += kN) {
+        const auto u = hn::ShiftLeft<16>(hn::PromoteTo(du32, hn::LoadU(du16, h + i)));
+        hn::StoreU(hn::BitCast(df, u), df, dst + i);
+      }
+      for (; i < n; ++i) {
+        uint16_t v;
+        std::memcpy(&v, b + 2 * i, 2);
+        dst[i] = bf16_to_f32(v);
+      }
+      return;
+    }
+    case WeightType::kQ8_0: {
+      const hn::Rebind<int8_t, decltype(df)> d8;
+      const hn::RebindToSigned<decltype(df)> di;
+      for (int64_t k = 0; k < nb; ++k, b += 34, dst += 32) {
+        const auto vd = hn::Set(df, f16_scalar(df, b));
+        const auto* q = reinterpret_cast<const int8_t*>(b + 2);
+        for (size_t j = 0; j < 32; j += kN) {
+          const auto v = hn::ConvertTo(df, hn::PromoteTo(di, hn::LoadU(d8, q + j)));
+          hn::StoreU(hn::Mul(vd, v), df, dst + j);
+        }
+      }
+      return;
+    }
+    case WeightType::kQ4_0:
+      for (int64_t k = 0; k < nb; ++k, b += 18, dst += 32)
+        q4_block<false>(df, b + 2, f16_scalar(df, b), 0.0f, 8, dst);
+      return;
+    case WeightType::kQ4_1:
+      for (int64_t k = 0; k < nb; ++k, b += 20, dst += 32)
+        q4_block<true>(df, b + 4, f16_scalar(df, b), f16_scalar(df, b + 2), 0, dst);
+      return;
+    default: return;  // other types never reach here (see dequantize_row)
+  }
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace kvs
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
 namespace kvs {
 namespace {
 
@@ -125,8 +232,19 @@ void dequantize_row_reference(WeightType type, const void* src, float* dst, int6
   KVS_CHECK_MSG(false, "unknown weight type");
 }
 
+HWY_EXPORT(DequantizeRow);
+
 void dequantize_row(WeightType type, const void* src, float* dst, int64_t n) {
-  dequantize_row_reference(type, src, dst, n);
+  KVS_CHECK(n % weight_type_info(type).block_elems == 0);
+  switch (type) {
+    case WeightType::kF16:
+    case WeightType::kBF16:
+    case WeightType::kQ8_0:
+    case WeightType::kQ4_0:
+    case WeightType::kQ4_1: HWY_DYNAMIC_DISPATCH(DequantizeRow)(type, src, dst, n); return;
+    default: dequantize_row_reference(type, src, dst, n); return;
+  }
 }
 
 }  // namespace kvs
+#endif  // HWY_ONCE
