@@ -47,12 +47,12 @@ enum class CharClass : uint8_t { kLetter, kNumber, kSpace, kOther };
 struct Chars {
   std::vector<char32_t> cp;  // U+FFFD for an ill-formed subpart
   std::vector<CharClass> cls;
-  std::vector<uint32_t> offset;  // byte offset of each character, plus the end
+  std::vector<uint8_t> len;  // bytes of each character (1..4)
 
   explicit Chars(std::string_view text) {
     cp.reserve(text.size());
     cls.reserve(text.size());
-    offset.reserve(text.size() + 1);
+    len.reserve(text.size());
     size_t pos = 0;
     while (pos < text.size()) {
       const unicode::Utf8Char c = unicode::decode_utf8(text, pos);
@@ -68,10 +68,9 @@ struct Chars {
       }
       cp.push_back(c.cp);
       cls.push_back(k);
-      offset.push_back(static_cast<uint32_t>(pos));
+      len.push_back(static_cast<uint8_t>(c.len));
       pos += c.len;
     }
-    offset.push_back(static_cast<uint32_t>(pos));
   }
   [[nodiscard]] size_t size() const { return cp.size(); }
   // End of the run of class k starting at i (< end).
@@ -158,8 +157,12 @@ template <typename F>
 void for_each_piece(PreTokenizer rule, std::string_view text, F&& emit) {
   if (text.empty()) return;
   const Chars c(text);
+  size_t pos = 0;  // byte offset of the next piece: pieces come in order and tile the text
   const auto piece = [&](size_t i, size_t j) {
-    emit(text.substr(c.offset[i], c.offset[j] - c.offset[i]));
+    size_t bytes = 0;
+    for (size_t k = i; k < j; ++k) bytes += c.len[k];
+    emit(text.substr(pos, bytes));
+    pos += bytes;
   };
   const size_t n = c.size();
   switch (rule) {
