@@ -84,8 +84,7 @@ bool is_newline(char32_t c) { return c == '\r' || c == '\n'; }
 
 enum class CaseMode : uint8_t {
   kExact,
-  kAscii,    // [sS]: Qwen2 spells the classes out
-  kUnicode,  // (?i:...): Unicode simple case folding, where U+017F (long s) folds to 's' too
+  kIgnoreCase,  // (?i:...): Unicode simple case folding, where U+017F (long s) folds to 's' too
 };
 
 // 's|'t|'re|'ve|'m|'ll|'d in the given case mode; 0 when none matches at i.
@@ -94,7 +93,7 @@ size_t match_contraction(const Chars& c, size_t i, size_t end, CaseMode mode) {
   const auto at = [&](size_t k) -> char32_t {
     char32_t ch = c.cp[k];
     if (mode == CaseMode::kExact) return ch;
-    if (mode == CaseMode::kUnicode && ch == 0x17F) return char32_t{'s'};
+    if (ch == 0x17F) return char32_t{'s'};
     return (ch >= 'A' && ch <= 'Z') ? ch + 32 : ch;
   };
   const char32_t a = at(i + 1);
@@ -128,8 +127,8 @@ size_t match_gpt2(const Chars& c, size_t i, size_t end) {
 
 // (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,max_digits}|
 // ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
-size_t match_llama3(const Chars& c, size_t i, size_t end, size_t max_digits, CaseMode mode) {
-  if (const size_t j = match_contraction(c, i, end, mode)) return j;
+size_t match_llama3(const Chars& c, size_t i, size_t end, size_t max_digits) {
+  if (const size_t j = match_contraction(c, i, end, CaseMode::kIgnoreCase)) return j;
   const CharClass k = c.cls[i];
   if (k == CharClass::kLetter) return c.run(i, end, k);
   if (k == CharClass::kNumber) return std::min(c.run(i, end, k), i + max_digits);
@@ -193,11 +192,9 @@ void for_each_piece(PreTokenizer rule, std::string_view text, F&& emit) {
       break;
     case PreTokenizer::kLlama3:
     case PreTokenizer::kQwen2: {
-      const bool llama3 = rule == PreTokenizer::kLlama3;
-      const size_t max_digits = llama3 ? 3 : 1;
-      const CaseMode mode = llama3 ? CaseMode::kUnicode : CaseMode::kAscii;
+      const size_t max_digits = rule == PreTokenizer::kLlama3 ? 3 : 1;
       for (size_t i = 0; i < n;) {
-        const size_t j = match_llama3(c, i, n, max_digits, mode);
+        const size_t j = match_llama3(c, i, n, max_digits);
         piece(i, j);
         i = j;
       }

@@ -51,7 +51,7 @@ enum class PreTokenizer : uint8_t {
   // (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|
   // \s*[\r\n]+|\s+(?!\S)|\s+
   kLlama3,
-  // Like kLlama3 with \p{N} (single digits) and ASCII-case-insensitive contractions.
+  // Like kLlama3 with \p{N} (single digits) instead of \p{N}{1,3}, as in Qwen2's tokenizer.json.
   kQwen2,
 };
 
