@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "model/gguf_file.h"
+#include "model/loaded_model.h"
 #include "model/model_paths.h"
 #include "model/unicode.h"
 
@@ -412,26 +413,6 @@ TEST(Utf8StreamDecoderTest, IllFormedBytesBecomeReplacementCharacters) {
 // ---------------------------------------------------------------------------------------------
 // Golden ids from HF `tokenizers` on the real SmolLM2 vocabulary.
 
-Result<TokenizerConfig> config_from_gguf(const GgufFile& f) {
-  TokenizerConfig c;
-  KVS_ASSIGN_OR_RETURN(c.tokens, f.get_string_array("tokenizer.ggml.tokens"));
-  KVS_ASSIGN_OR_RETURN(c.merges, f.get_string_array("tokenizer.ggml.merges"));
-  KVS_ASSIGN_OR_RETURN(std::vector<int64_t> types, f.get_int_array("tokenizer.ggml.token_type"));
-  c.token_types.assign(types.begin(), types.end());
-  KVS_ASSIGN_OR_RETURN(c.pre, f.get_string("tokenizer.ggml.pre"));
-  const auto id = [&](const char* key) -> std::optional<int32_t> {
-    auto v = f.get_uint(key);
-    if (!v.is_ok()) return std::nullopt;
-    return static_cast<int32_t>(*v);
-  };
-  c.bos_id = id("tokenizer.ggml.bos_token_id");
-  c.eos_id = id("tokenizer.ggml.eos_token_id");
-  c.unk_id = id("tokenizer.ggml.unknown_token_id");
-  c.pad_id = id("tokenizer.ggml.padding_token_id");
-  if (auto b = f.get_bool("tokenizer.ggml.add_bos_token"); b.is_ok()) c.add_bos = *b;
-  return c;
-}
-
 std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(in), {});
@@ -449,7 +430,8 @@ class TokenizerGoldenTest : public ::testing::Test {
     if (!std::filesystem::exists(path)) return;
     auto file = GgufFile::open(path);
     ASSERT_TRUE(file.is_ok()) << file.status().to_string();
-    auto config = config_from_gguf(*file);
+    // The production glue from GGUF metadata, so the golden test covers it too.
+    auto config = tokenizer_config_from_gguf(*file);
     ASSERT_TRUE(config.is_ok()) << config.status().to_string();
     auto t = Tokenizer::create(std::move(config).value());
     ASSERT_TRUE(t.is_ok()) << t.status().to_string();
