@@ -36,21 +36,20 @@ struct KvCacheManager::Match {
 KvCacheManager::KvCacheManager(const KvCacheConfig& config)
     : config_(config),
       extra_key_(extra_keys_hash(config.model_fingerprint, config.k_dtype, config.v_dtype)),
-      cache_(config.num_blocks, config.block_size),
-      pool_(config.num_blocks, resolve_quota(config), &cache_),
+      cache_(std::make_unique<PrefixCache>(config.num_blocks, config.block_size)),
+      pool_(config.num_blocks, resolve_quota(config), cache_.get()),
       hash_fn_(&default_block_hash) {
   KVS_CHECK_MSG(config.num_blocks > 0 && config.block_size > 0,
                 "KvCacheConfig needs num_blocks > 0 and block_size > 0");
 }
 
 void KvCacheManager::set_hash_function_for_testing(BlockHashFn fn) {
-  KVS_CHECK_MSG(cache_.size() == 0, "hash function changed while blocks are cached");
+  KVS_CHECK_MSG(cache_->size() == 0, "hash function changed while blocks are cached");
   hash_fn_ = fn;
 }
 
 TenantId KvCacheManager::find_tenant(std::string_view salt, bool* found) const {
-  // Heterogeneous lookup would avoid the copy; salts are short and this is once per request.
-  const auto it = tenant_index_.find(std::string(salt));
+  const auto it = tenant_index_.find(salt);
   *found = it != tenant_index_.end();
   return TenantId{*found ? it->second : 0};
 }
@@ -84,11 +83,11 @@ void KvCacheManager::lookup(std::span<const int32_t> prompt, TenantId t, bool te
   while (pos + bs <= max_cached) {
     const std::span<const int32_t> tokens = prompt.subspan(pos, bs);
     const uint64_t key = hash_fn_(m->last_key, tokens);
-    const std::optional<BlockId> hit = cache_.find(key, m->last_ref, t, tokens);
+    const std::optional<BlockId> hit = cache_->find(key, m->last_ref, t, tokens);
     if (!hit) break;
     m->blocks.push_back(*hit);
     m->last_key = key;
-    m->last_ref = cache_.ref(*hit);
+    m->last_ref = cache_->ref(*hit);
     pos += bs;
   }
   // A cached child of the last matched position that shares a shorter prefix with the rest of
@@ -96,7 +95,7 @@ void KvCacheManager::lookup(std::span<const int32_t> prompt, TenantId t, bool te
   const std::span<const int32_t> rest =
       prompt.subspan(pos, std::min<size_t>(bs, prompt.size() - pos));
   m->partial =
-      cache_.find_partial(m->last_key, m->last_ref, t, rest, std::min(bs - 1, max_cached - pos));
+      cache_->find_partial(m->last_key, m->last_ref, t, rest, std::min(bs - 1, max_cached - pos));
 }
 
 AdmitPlan KvCacheManager::plan_admit(std::span<const int32_t> prompt,
@@ -236,15 +235,15 @@ void KvCacheManager::commit_full_block(Sequence& s, uint32_t block_index,
   const uint64_t parent_key = s.last_key;
   const uint64_t key = hash_fn_(parent_key, tokens);
   KVS_DCHECK(block_index == 0 || s.last_ref.is_valid());
-  KVS_CHECK_MSG(!cache_.contains(b), "a cached block is written again");
+  KVS_CHECK_MSG(!cache_->contains(b), "a cached block is written again");
   const std::optional<BlockId> existing =
-      cache_.insert(b, key, parent_key, s.last_ref, s.tenant, tokens);
+      cache_->insert(b, key, parent_key, s.last_ref, s.tenant, tokens);
   if (existing) {
     // Another sequence computed the same block first; chain later blocks to the cached one.
-    s.last_ref = cache_.ref(*existing);
+    s.last_ref = cache_->ref(*existing);
   } else {
     pool_.set_keyed(b);
-    s.last_ref = cache_.ref(b);
+    s.last_ref = cache_->ref(b);
   }
   s.last_key = key;
 }
@@ -424,7 +423,7 @@ Status KvCacheManager::check_integrity() const {
       ++refs[b.value];
     }
     // Only the last block may be partly filled; a write must never go to a cached block.
-    if (table.partial_tokens() != 0 && cache_.contains(table.block(table.num_blocks() - 1))) {
+    if (table.partial_tokens() != 0 && cache_->contains(table.block(table.num_blocks() - 1))) {
       return internal_error(name + ": partly filled last block is in the prefix cache");
     }
   }

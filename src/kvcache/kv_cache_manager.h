@@ -18,7 +18,7 @@
 // still referenced, or a cached-free block that can be re-allocated only by calls of the same
 // step, whose KV is written by that same forward pass).
 //
-// Thread safety: none; the engine's step loop owns the manager.
+// Thread safety: none; the engine's step loop owns the manager. Movable, not copyable.
 #pragma once
 
 #include <cstdint>
@@ -215,14 +215,22 @@ class KvCacheManager {
 
   KvCacheConfig config_;
   uint64_t extra_key_;  // model fingerprint + KV format
-  PrefixCache cache_;   // before pool_: the pool holds a pointer to it
+  // On the heap so that the pool's pointer to it survives moving the manager (which is
+  // move-only).
+  std::unique_ptr<PrefixCache> cache_;
   BlockPool pool_;
   BlockHashFn hash_fn_;
   std::unordered_map<SeqId, Sequence> seqs_;
   // Tenants by salt; index = TenantId.
   std::vector<std::string> tenant_salts_;
   std::vector<uint64_t> tenant_root_keys_;
-  std::unordered_map<std::string, uint32_t> tenant_index_;
+  struct SaltHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const noexcept {
+      return std::hash<std::string_view>()(s);
+    }
+  };
+  std::unordered_map<std::string, uint32_t, SaltHash, std::equal_to<>> tenant_index_;
   struct TenantCounters {
     uint64_t query_tokens = 0;
     uint64_t hit_tokens = 0;

@@ -410,6 +410,16 @@ TEST(KvCacheManager, PrefixCachingCanBeDisabled) {
   EXPECT_INTEGRITY(m);
 }
 
+TEST(KvCacheManager, SurvivesAMove) {
+  KvCacheManager a(small_config(2));
+  prefill(a, S1, iota_tokens(1, 8));
+  a.free(S1);
+  KvCacheManager m = std::move(a);
+  prefill(m, S2, iota_tokens(100, 4));  // evicts through the moved pool into the moved cache
+  EXPECT_EQ(m.stats().evictions, 1u);
+  EXPECT_INTEGRITY(m);
+}
+
 TEST(KvCacheManager, RejectsBadAdmits) {
   KvCacheManager m(small_config());
   std::vector<BlockCopy> copies;
