@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -380,7 +381,7 @@ TEST(GgufFileTest, RejectsAbsurdCounts) {
 TEST(GgufFileTest, RejectsTensorDataPastEndOfFile) {
   {
     auto b = small_writer().finish();
-    b.resize(b.size() - 1);  // the last tensor loses its last byte
+    b.pop_back();  // the last tensor loses its last byte
     expect_error(b, StatusCode::kDataLoss,
                  "tensor 'blk.0.attn_q.weight': data [offset 32, 34 bytes] extends past end of "
                  "file");
@@ -510,6 +511,54 @@ TEST(GgufFileTest, RejectsBadValues) {
     GgufWriter w;
     w.add_value("deep", GgufType::kArray, v);
     expect_error(w.finish(), StatusCode::kDataLoss, "arrays nested more than 8 deep");
+  }
+}
+
+// Writes small valid files into $KVSERVE_GGUF_SEED_DIR, the seed corpus for tests/fuzz/gguf_fuzz
+// (see docs/fuzzing.md); skipped when the variable is not set.
+TEST(GgufFileTest, WritesFuzzSeedsWhenAsked) {
+  const char* dir = std::getenv("KVSERVE_GGUF_SEED_DIR");
+  if (dir == nullptr || *dir == 0) GTEST_SKIP() << "KVSERVE_GGUF_SEED_DIR not set";
+  std::vector<std::vector<uint8_t>> seeds;
+  seeds.push_back(small_writer().finish(3));
+  seeds.push_back(small_writer().finish(2, 64));
+  {
+    GgufWriter w;
+    w.add_uint8("u8", 1);
+    w.add_int8("i8", -1);
+    w.add_uint16("u16", 2);
+    w.add_int16("i16", -2);
+    w.add_uint32("u32", 3);
+    w.add_int32("i32", -3);
+    w.add_float32("f32", 0.5f);
+    w.add_bool("b", true);
+    w.add_string("s", "str");
+    w.add_uint64("u64", 4);
+    w.add_int64("i64", -4);
+    w.add_float64("f64", 0.25);
+    const std::vector<float> f = {1.0f, 2.0f};
+    w.add_float32_array("fa", f);
+    std::vector<uint8_t> inner =
+        GgufWriter::encode_array(GgufType::kString, 1, GgufWriter::encode_string("x"));
+    w.add_value("nested", GgufType::kArray, GgufWriter::encode_array(GgufType::kArray, 1, inner));
+    seeds.push_back(w.finish());
+  }
+  {
+    GgufWriter w;
+    w.add_tensor("a", {2}, kF32, filled(8, 1));
+    w.add_tensor("b", {32}, kQ8_0, filled(34, 2));
+    w.add_tensor("c", {256}, kQ4_K, filled(144, 3));
+    w.add_tensor("d", {2, 2, 2}, kBF16, filled(16, 4));
+    seeds.push_back(w.finish(3, 64));
+  }
+  std::filesystem::create_directories(dir);
+  for (size_t i = 0; i < seeds.size(); ++i) {
+    ASSERT_TRUE(GgufFile::parse_bytes(seeds[i]).is_ok());
+    std::ofstream out(std::filesystem::path(dir) / ("seed" + std::to_string(i) + ".gguf"),
+                      std::ios::binary);
+    out.write(reinterpret_cast<const char*>(seeds[i].data()),
+              static_cast<std::streamsize>(seeds[i].size()));
+    ASSERT_TRUE(out.good());
   }
 }
 
