@@ -1,0 +1,121 @@
+// model_from_gguf: the planner reads a GGUF's metadata (never its weights) into layers.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "model/gguf_file.h"
+#include "model/gguf_writer.h"
+#include "model/model_paths.h"
+#include "planner/catalog.h"
+#include "planner/model_config.h"
+
+namespace kvs {
+namespace {
+
+Result<PlannerModel> from_writer(const GgufWriter& w) {
+  auto f = GgufFile::parse_bytes(w.finish());
+  if (!f.is_ok()) return f.status();
+  return model_from_gguf(*f, "test.gguf");
+}
+
+TEST(GgufModelConfig, DefaultModel) {
+  const std::string path = default_model_path();
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << "run scripts/fetch-model for " << path;
+  auto m = load_planner_model(path);  // detected as GGUF by its magic
+  ASSERT_TRUE(m.is_ok()) << m.status().to_string();
+  EXPECT_EQ(m->architecture, "llama");
+  EXPECT_EQ(m->layers.size(), 30u);
+  EXPECT_EQ(m->kv_heads(), 3u);
+  EXPECT_EQ(kv_shape_bytes(m->kv_shape(KvDtype::kF16, KvDtype::kF16, 1)).bytes_per_token, 23'040u);
+  auto f = GgufFile::open(path);
+  ASSERT_TRUE(f.is_ok());
+  ASSERT_TRUE(m->weight_bytes.has_value());
+  EXPECT_EQ(*m->weight_bytes, f->total_tensor_bytes());
+  EXPECT_NEAR(static_cast<double>(m->num_parameters), 134.5e6, 1e6);
+}
+
+TEST(GgufModelConfig, SlidingWindowGemma2AndKvLengths) {
+  GgufWriter w;
+  w.add_string("general.architecture", "gemma2");
+  w.add_uint32("gemma2.block_count", 4);
+  w.add_uint32("gemma2.embedding_length", 2304);
+  w.add_uint32("gemma2.attention.head_count", 8);
+  w.add_uint32("gemma2.attention.head_count_kv", 4);
+  w.add_uint32("gemma2.attention.key_length", 256);
+  w.add_uint32("gemma2.attention.value_length", 256);
+  w.add_uint32("gemma2.attention.sliding_window", 4096);
+  w.add_tensor("t", {32}, 0, std::vector<uint8_t>(128));  // f32
+  auto m = from_writer(w);
+  ASSERT_TRUE(m.is_ok()) << m.status().to_string();
+  EXPECT_EQ(m->layers[0], KvLayer::sliding(4, 256, 256, 4096));
+  EXPECT_EQ(m->layers[1], KvLayer::full(4, 256, 256));
+  EXPECT_EQ(*m->weight_bytes, 128u);
+  EXPECT_EQ(m->num_parameters, 32u);
+}
+
+TEST(GgufModelConfig, PerLayerKvHeadsAndDifferentKv) {
+  GgufWriter w;
+  w.add_string("general.architecture", "llama");
+  w.add_uint32("llama.block_count", 3);
+  w.add_uint32("llama.embedding_length", 512);
+  w.add_uint32("llama.attention.head_count", 8);
+  const int32_t kv[] = {2, 4, 0};  // the last layer has no attention
+  w.add_int32_array("llama.attention.head_count_kv", kv);
+  w.add_uint32("llama.attention.key_length", 96);
+  w.add_uint32("llama.attention.value_length", 64);
+  auto m = from_writer(w);
+  ASSERT_TRUE(m.is_ok()) << m.status().to_string();
+  EXPECT_EQ(m->layers[0], KvLayer::full(2, 96, 64));
+  EXPECT_EQ(m->layers[1], KvLayer::full(4, 96, 64));
+  EXPECT_EQ(m->layers[2].kind, KvLayerKind::kNoKv);
+}
+
+TEST(GgufModelConfig, MlaDeepseek2) {
+  GgufWriter w;
+  w.add_string("general.architecture", "deepseek2");
+  w.add_uint32("deepseek2.block_count", 61);
+  w.add_uint32("deepseek2.embedding_length", 7168);
+  w.add_uint32("deepseek2.attention.head_count", 128);
+  w.add_uint32("deepseek2.attention.kv_lora_rank", 512);
+  w.add_uint32("deepseek2.rope.dimension_count", 64);
+  w.add_uint32("deepseek2.expert_count", 256);
+  auto m = from_writer(w);
+  ASSERT_TRUE(m.is_ok()) << m.status().to_string();
+  EXPECT_EQ(m->num_experts, 256u);
+  EXPECT_EQ(kv_shape_bytes(m->kv_shape(KvDtype::kBF16, KvDtype::kBF16, 8)).bytes_per_token,
+            70'272u);
+}
+
+TEST(GgufModelConfig, HybridFullAttentionInterval) {
+  GgufWriter w;
+  w.add_string("general.architecture", "qwen3next");
+  w.add_uint32("qwen3next.block_count", 8);
+  w.add_uint32("qwen3next.embedding_length", 2048);
+  w.add_uint32("qwen3next.attention.head_count", 16);
+  w.add_uint32("qwen3next.attention.head_count_kv", 2);
+  w.add_uint32("qwen3next.attention.key_length", 256);
+  w.add_uint32("qwen3next.full_attention_interval", 4);
+  w.add_uint32("qwen3next.ssm.conv_kernel", 4);
+  w.add_uint32("qwen3next.ssm.inner_size", 4096);
+  w.add_uint32("qwen3next.ssm.state_size", 128);
+  w.add_uint32("qwen3next.ssm.group_count", 16);
+  auto m = from_writer(w);
+  ASSERT_TRUE(m.is_ok()) << m.status().to_string();
+  const KvShapeBytes b = kv_shape_bytes(m->kv_shape(KvDtype::kBF16, KvDtype::kBF16, 1));
+  EXPECT_EQ(b.layers_by_kind[static_cast<int>(KvLayerKind::kFull)], 2u);
+  EXPECT_EQ(b.bytes_per_token, 2u * 2 * 2 * 256 * 2);
+  // f32 state: (3 x (2 x 16 x 128 + 4096) + 128 x 4096) x 4 B per linear layer.
+  EXPECT_EQ(b.state_bytes_per_sequence, 6u * (3 * 8192 + 128 * 4096) * 4);
+}
+
+TEST(GgufModelConfig, MissingKeysAreErrorsNamingTheFile) {
+  GgufWriter w;
+  w.add_string("general.architecture", "llama");
+  auto m = from_writer(w);
+  ASSERT_FALSE(m.is_ok());
+  EXPECT_NE(m.status().message().find("test.gguf"), std::string::npos);
+  EXPECT_NE(m.status().message().find("block_count"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace kvs
