@@ -1,0 +1,57 @@
+// plan_request: everything `kvserve plan` was asked (model, KV formats, GPU, weights, workload),
+// with the provenance of each number, and run_plan() which turns it into the capacity plan, the
+// same plan with the sizes read in the other unit convention, and the levers.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/status.h"
+#include "planner/capacity_plan.h"
+#include "planner/model_config.h"
+#include "planner/plan_levers.h"
+#include "planner/size_input.h"
+
+namespace kvs {
+
+struct PlanRequest {
+  PlannerModel model;
+  KvDtype k_dtype = KvDtype::kBF16;
+  KvDtype v_dtype = KvDtype::kBF16;
+  uint32_t tp = 1;
+  std::string gpu_name;  // the preset, or "" for --memory
+  std::string gpu_note;  // the preset's note
+  SizeInput gpu_memory;  // per GPU
+  double utilization = 0.9;
+  SizeInput weights;           // the whole model
+  std::string weights_origin;  // "8,030,261,248 parameters x 2 B (bf16, catalog)"
+  SizeInput workspace;         // per GPU
+  PlanWorkload workload;
+  std::string length_distribution_origin;  // the file, when one was given
+};
+
+struct PlanOutcome {
+  PlanRequest request;
+  PlanInputs inputs;
+  CapacityPlan plan;
+  // The same plan with every typed size read in the other convention (GB <-> GiB); absent when
+  // no size carried a unit or the reading changes nothing.
+  std::optional<CapacityPlan> other_units;
+  std::vector<Lever> levers;
+};
+
+[[nodiscard]] Result<PlanOutcome> run_plan(const PlanRequest& request);
+
+// The weights of `model` when the user gave none: exact GGUF tensor bytes, else parameters x
+// bytes per parameter of `weight_dtype` (the model's own dtype when empty). Sets the origin text.
+[[nodiscard]] Result<std::pair<SizeInput, std::string>> default_weights(
+    const PlannerModel& model, const std::string& weight_dtype);
+
+// A length distribution: one "tokens [weight]" pair per line (comma or spaces), '#' comments,
+// weight 1 when omitted.
+[[nodiscard]] Result<std::vector<std::pair<uint64_t, double>>> parse_length_distribution(
+    const std::string& text);
+
+}  // namespace kvs

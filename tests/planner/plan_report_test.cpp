@@ -1,0 +1,187 @@
+// run_plan + report/JSON/SVG: the lessons' unit-convention cases end to end, the inputs'
+// parsers (sizes, GPU presets, length distributions) and the levers.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "planner/gpu_presets.h"
+#include "planner/plan_json.h"
+#include "planner/plan_report.h"
+#include "planner/plan_request.h"
+#include "planner/plan_svg.h"
+#include "planner/size_input.h"
+
+namespace kvs {
+namespace {
+
+constexpr uint64_t kGiB = uint64_t{1} << 30;
+
+PlannerModel llama(uint32_t layers, uint32_t kv_heads) {
+  PlannerModel m;
+  m.name = "test-llama";
+  m.display_name = "Test Llama";
+  m.source = "test";
+  m.num_attention_heads = 32;
+  m.layers.assign(layers, KvLayer::full(kv_heads, 128, 128));
+  return m;
+}
+
+SizeInput size(const char* text) {
+  auto s = parse_size_input(text);
+  EXPECT_TRUE(s.is_ok()) << text;
+  return *s;
+}
+
+PlanRequest h100_lesson() {
+  PlanRequest r;
+  r.model = llama(32, 8);
+  r.gpu_memory = size("80GB");
+  r.utilization = 0.9;
+  r.weights = size("16GB");
+  r.weights_origin = "--weights";
+  r.workspace = size("4GB");
+  r.workload.context = 8192;
+  return r;
+}
+
+TEST(PlanReport, H100LessonShowsBothUnitConventions) {
+  auto out = run_plan(h100_lesson());
+  ASSERT_TRUE(out.is_ok()) << out.status().to_string();
+  EXPECT_EQ(out->plan.c_max_worst, 48u);
+  ASSERT_TRUE(out->other_units.has_value());
+  EXPECT_EQ(out->other_units->c_max_worst, 52u);
+  const std::string note = unit_convention_note(*out);
+  EXPECT_NE(note.find("C_max = 48 (48.43)"), std::string::npos) << note;
+  EXPECT_NE(note.find("C_max = 52 (52.00)"), std::string::npos) << note;
+  EXPECT_NE(note.find("1 GiB = 1.0737 GB"), std::string::npos) << note;
+  const std::string report = render_plan_report(*out);
+  EXPECT_NE(report.find("32 x 2 x 8 x 128 x 2 = 131,072 B"), std::string::npos);
+  EXPECT_NE(report.find("= floor(52,000,000,000 / 1,073,741,824) = 48"), std::string::npos);
+  EXPECT_NE(report.find("GB = 10^9 B, GiB = 2^30 B"), std::string::npos);
+  EXPECT_NE(report.find(note), std::string::npos);
+}
+
+TEST(PlanReport, TwoH200sBothConventions) {
+  PlanRequest r;
+  r.model = llama(80, 8);
+  r.tp = 2;
+  r.gpu_memory = size("141GiB");
+  r.utilization = 1.0;
+  r.weights = size("141GiB");
+  r.workspace = size("0");
+  r.workload.context = 32768;
+  auto out = run_plan(r);
+  ASSERT_TRUE(out.is_ok());
+  EXPECT_EQ(out->plan.c_max_worst, 14u);
+  EXPECT_EQ(out->plan.total_gpu_memory, 282 * kGiB);
+  EXPECT_EQ(out->other_units->c_max_worst, 13u);
+  const std::string report = render_plan_report(*out);
+  EXPECT_NE(report.find("Tensor parallel: 2 GPUs"), std::string::npos);
+  EXPECT_NE(report.find("80 x 2 x 4 x 128 x 2 = 163,840 B"), std::string::npos);
+}
+
+TEST(PlanReport, JsonHasExactBytes) {
+  PlanRequest r = h100_lesson();
+  r.workload.concurrency = 64;
+  r.workload.avg_tokens = 2000;
+  r.workload.shared_prefix = 1000;
+  auto out = run_plan(r);
+  ASSERT_TRUE(out.is_ok());
+  const auto j = nlohmann::json::parse(render_plan_json(*out));
+  EXPECT_EQ(j["per_token"]["bytes"].get<uint64_t>(), 131'072u);
+  EXPECT_EQ(j["per_request"]["bytes"].get<uint64_t>(), kGiB);
+  EXPECT_EQ(j["capacity"]["kv_budget_bytes"].get<uint64_t>(), 52'000'000'000u);
+  EXPECT_EQ(j["capacity"]["c_max_worst"].get<uint64_t>(), 48u);
+  EXPECT_EQ(j["other_unit_convention"]["c_max_worst"].get<uint64_t>(), 52u);
+  EXPECT_FALSE(j["verdict"]["fits"].get<bool>());
+  EXPECT_EQ(j["verdict"]["total_bytes"].get<uint64_t>(), 64 * kGiB);
+  EXPECT_EQ(j["capacity"]["prefix_sharing"]["shared_tokens"].get<uint64_t>(), 992u);
+  EXPECT_EQ(j["memory"]["gpu_memory"]["as_given"], "80GB");
+  EXPECT_EQ(j["levers"][0]["name"], "as planned");
+}
+
+TEST(PlanReport, LeversBuyWhatTheyShould) {
+  auto out = run_plan(h100_lesson());
+  ASSERT_TRUE(out.is_ok());
+  auto find = [&](const std::string& prefix) -> const Lever& {
+    for (const Lever& l : out->levers)
+      if (l.name.rfind(prefix, 0) == 0) return l;
+    ADD_FAILURE() << prefix;
+    return out->levers.front();
+  };
+  EXPECT_EQ(find("as planned").c_max, 48u);
+  EXPECT_EQ(find("KV fp8").bytes_per_token, 65'536u);
+  EXPECT_EQ(find("KV fp8").c_max, 96u);
+  EXPECT_EQ(find("KV int4").bytes_per_token, 32u * 2 * 8 * 72);
+  EXPECT_EQ(find("half the KV heads").c_max, 96u);
+  EXPECT_EQ(find("half the context").c_max, 96u);
+  // tp 2: 8 GB of weights and 4 KV heads per GPU: (72 - 8 - 4) GB / 0.5 GiB.
+  EXPECT_EQ(find("more memory").c_max, 111u);
+  EXPECT_TRUE(find("prefix sharing").applicable);
+}
+
+TEST(PlanReport, SvgIsAStandaloneDocument) {
+  PlanRequest r = h100_lesson();
+  r.workload.concurrency = 64;
+  auto out = run_plan(r);
+  ASSERT_TRUE(out.is_ok());
+  const std::string svg = render_plan_svg(*out);
+  EXPECT_EQ(svg.rfind("<svg xmlns=\"http://www.w3.org/2000/svg\"", 0), 0u);
+  EXPECT_NE(svg.find("C_max = 48"), std::string::npos);
+  EXPECT_NE(svg.find("64 requests: does not fit"), std::string::npos);
+  EXPECT_EQ(svg.find("<script"), std::string::npos);
+  EXPECT_NE(svg.find("</svg>"), std::string::npos);
+}
+
+TEST(PlanInputs, SizeConventions) {
+  const SizeInput gb = size("80GB");
+  EXPECT_EQ(gb.bytes, 80'000'000'000u);
+  EXPECT_EQ(gb.convention, UnitConvention::kDecimal);
+  EXPECT_EQ(gb.other_convention_bytes, 80 * kGiB);
+  const SizeInput gib = size("75GiB");
+  EXPECT_EQ(gib.bytes, 75 * kGiB);
+  EXPECT_EQ(gib.convention, UnitConvention::kBinary);
+  EXPECT_EQ(gib.other_convention_bytes, 75'000'000'000u);
+  const SizeInput bare = size("4096");
+  EXPECT_EQ(bare.convention, UnitConvention::kBytes);
+  EXPECT_EQ(bare.other_convention_bytes, 4096u);
+  EXPECT_EQ(size("1.5 TB").other_convention_bytes, 3 * (uint64_t{1} << 40) / 2);
+  EXPECT_FALSE(parse_size_input("80 GX").is_ok());
+  EXPECT_EQ(size_from_bytes(141 * kGiB, UnitConvention::kBinary, "").other_convention_bytes,
+            141'000'000'000u);
+}
+
+TEST(PlanInputs, GpuPresets) {
+  for (const char* name : {"H100-80GB", "h100", "H100 NVL", "H200", "A100-40GB", "A100-80GB", "L4",
+                           "RTX-4090", "MI300X", "B200"})
+    EXPECT_TRUE(find_gpu_preset(name).is_ok()) << name;
+  EXPECT_EQ(find_gpu_preset("h100")->memory_bytes, 80 * kGiB);
+  EXPECT_EQ(find_gpu_preset("H200")->memory_bytes, 141 * kGiB);
+  EXPECT_EQ(find_gpu_preset("a100-40gb")->memory_bytes, 40 * kGiB);
+  auto bad = find_gpu_preset("tpu");
+  ASSERT_FALSE(bad.is_ok());
+  EXPECT_NE(bad.status().message().find("H100-80GB"), std::string::npos);
+}
+
+TEST(PlanInputs, LengthDistributionAndWeights) {
+  auto d = parse_length_distribution("# tokens weight\n100, 3\n1000 1\n\n5000\n");
+  ASSERT_TRUE(d.is_ok()) << d.status().to_string();
+  ASSERT_EQ(d->size(), 3u);
+  EXPECT_EQ((*d)[0], (std::pair<uint64_t, double>{100, 3}));
+  EXPECT_EQ((*d)[2], (std::pair<uint64_t, double>{5000, 1}));
+  EXPECT_FALSE(parse_length_distribution("abc").is_ok());
+  EXPECT_FALSE(parse_length_distribution("100 -1").is_ok());
+  EXPECT_FALSE(parse_length_distribution("# nothing\n").is_ok());
+  PlannerModel m = llama(32, 8);
+  m.num_parameters = 8'030'261'248;
+  m.weight_dtype = "bf16";
+  auto w = default_weights(m, "");
+  ASSERT_TRUE(w.is_ok());
+  EXPECT_EQ(w->first.bytes, 16'060'522'496u);
+  EXPECT_EQ(default_weights(m, "fp8")->first.bytes, 8'030'261'248u);
+  m.num_parameters = 0;
+  EXPECT_FALSE(default_weights(m, "").is_ok());
+}
+
+}  // namespace
+}  // namespace kvs

@@ -1,0 +1,195 @@
+// `kvserve plan`: the KV cache capacity planner. Reads a model (catalog name, config.json,
+// directory or GGUF), a GPU (preset or --memory) and a workload, and prints the capacity report
+// (or --json), optionally drawing --svg.
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <string>
+
+#include "core/byte_size.h"
+#include "planner/catalog.h"
+#include "planner/gpu_presets.h"
+#include "planner/plan_json.h"
+#include "planner/plan_report.h"
+#include "planner/plan_request.h"
+#include "planner/plan_svg.h"
+#include "tools/cli_commands.h"
+
+namespace kvs::cli {
+namespace {
+
+struct PlanFlags {
+  std::string model;
+  std::string kv_dtype = "auto";
+  std::string k_dtype;
+  std::string v_dtype;
+  uint32_t tp = 1;
+  std::string gpu;
+  std::string memory;
+  double utilization = 0.9;
+  std::string weights;
+  std::string weight_dtype;
+  std::string workspace = "0";
+  uint64_t context = 8192;
+  double avg_tokens = 0;
+  std::string lengths_file;
+  uint64_t concurrency = 0;
+  uint32_t block_size = 16;
+  uint64_t shared_prefix = 0;
+  bool json = false;
+  std::string svg;
+  bool list_models = false;
+  bool list_gpus = false;
+};
+
+template <typename T>
+T or_fail(Result<T> r, const std::string& what) {
+  if (!r.is_ok()) fail(what + r.status().message());
+  return std::move(r).value();
+}
+
+KvDtype resolve_dtype(const std::string& name, const PlannerModel& model) {
+  if (name == "auto") {
+    // The model's activation dtype: what an engine stores KV in by default.
+    if (model.weight_dtype == "f16" || model.weight_dtype == "gguf") return KvDtype::kF16;
+    if (model.weight_dtype == "f32") return KvDtype::kF32;
+    return KvDtype::kBF16;
+  }
+  return or_fail(parse_kv_dtype(name), "--kv-dtype: ");
+}
+
+void list_models() {
+  const auto names = or_fail(catalog_names(), "");
+  for (const std::string& n : names) {
+    auto m = load_catalog_model(n);
+    if (!m.is_ok()) {
+      std::printf("%-22s (unreadable: %s)\n", n.c_str(), m.status().message().c_str());
+      continue;
+    }
+    const KvShapeBytes b = kv_shape_bytes(m->kv_shape(KvDtype::kBF16, KvDtype::kBF16, 1));
+    std::printf("%-22s %-40s %9s B/token (bf16)\n", n.c_str(), m->display_name.c_str(),
+                format_thousands(b.bytes_per_token).c_str());
+  }
+}
+
+void list_gpus() {
+  for (const GpuPreset& p : gpu_presets())
+    std::printf("%-15s %s\n                %s\n", p.name, bytes_both_units(p.memory_bytes).c_str(),
+                p.note);
+}
+
+void run(const PlanFlags& f) {
+  if (f.list_models) return list_models();
+  if (f.list_gpus) return list_gpus();
+  if (f.model.empty())
+    fail(
+        "plan: --model is required (a catalog name, config.json or GGUF; "
+        "--list-models shows the catalog)");
+  PlanRequest r;
+  r.model = or_fail(load_planner_model(f.model), "--model: ");
+  r.k_dtype = resolve_dtype(f.k_dtype.empty() ? f.kv_dtype : f.k_dtype, r.model);
+  r.v_dtype = resolve_dtype(f.v_dtype.empty() ? f.kv_dtype : f.v_dtype, r.model);
+  if (f.tp == 0) fail("--tp must be at least 1");
+  r.tp = f.tp;
+
+  if (!f.gpu.empty() && !f.memory.empty()) fail("give --gpu or --memory, not both");
+  if (!f.memory.empty()) {
+    r.gpu_memory = or_fail(parse_size_input(f.memory), "--memory: ");
+  } else {
+    const GpuPreset g = or_fail(find_gpu_preset(f.gpu.empty() ? "H100-80GB" : f.gpu), "--gpu: ");
+    r.gpu_name = g.name;
+    r.gpu_note = std::string(g.note) + (f.gpu.empty() ? "; the default, choose with --gpu" : "");
+    // The preset's unit is stated in its note; only typed sizes get the other-unit reading.
+    r.gpu_memory = size_from_bytes(g.memory_bytes, UnitConvention::kBytes, "");
+  }
+  r.utilization = f.utilization;
+  if (!f.weights.empty()) {
+    r.weights = or_fail(parse_size_input(f.weights), "--weights: ");
+    r.weights_origin = "--weights";
+  } else {
+    auto [size, origin] = or_fail(default_weights(r.model, f.weight_dtype), "");
+    r.weights = size;
+    r.weights_origin = origin;
+  }
+  r.workspace = or_fail(parse_size_input(f.workspace), "--workspace: ");
+
+  r.workload.context = f.context;
+  r.workload.block_size = f.block_size;
+  r.workload.shared_prefix = f.shared_prefix;
+  if (f.concurrency > 0) r.workload.concurrency = f.concurrency;
+  if (f.avg_tokens > 0) r.workload.avg_tokens = f.avg_tokens;
+  if (!f.lengths_file.empty()) {
+    std::ifstream in(f.lengths_file);
+    if (!in) fail("--lengths: cannot open " + f.lengths_file);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    r.workload.length_distribution =
+        or_fail(parse_length_distribution(ss.str()), "--lengths " + f.lengths_file + ": ");
+    r.length_distribution_origin = f.lengths_file;
+  }
+
+  const PlanOutcome out = or_fail(run_plan(r), "plan: ");
+  if (f.json)
+    std::cout << render_plan_json(out);
+  else
+    std::cout << render_plan_report(out);
+  if (!f.svg.empty()) {
+    std::ofstream svg(f.svg);
+    svg << render_plan_svg(out);
+    if (!svg) fail("--svg: cannot write " + f.svg);
+    std::fprintf(stderr, "kvserve: wrote %s\n", f.svg.c_str());
+  }
+}
+
+}  // namespace
+
+void add_plan_command(CLI::App& app) {
+  auto flags = std::make_shared<PlanFlags>();
+  CLI::App* cmd = app.add_subcommand(
+      "plan",
+      "KV cache capacity planner: bytes per token, per request, how many requests fit.\n"
+      "Units: GB = 10^9 B, GiB = 2^30 B (both accepted, e.g. --memory 80GB or 75GiB).");
+  cmd->add_option("-m,--model", flags->model,
+                  "catalog name (--list-models), config.json, a directory with one, or a GGUF");
+  cmd->add_option("--kv-dtype", flags->kv_dtype,
+                  "KV format for K and V: auto (the model's dtype), f32, f16, bf16, fp8 "
+                  "(fp8_e4m3), fp8_e5m2, int8, int4, q8_0, q4_0")
+      ->capture_default_str();
+  cmd->add_option("--k-dtype", flags->k_dtype, "K format (overrides --kv-dtype)");
+  cmd->add_option("--v-dtype", flags->v_dtype, "V format (overrides --kv-dtype)");
+  cmd->add_option("--tp", flags->tp, "tensor-parallel GPUs")->capture_default_str();
+  cmd->add_option("--gpu", flags->gpu, "GPU preset (--list-gpus); default H100-80GB");
+  cmd->add_option("--memory", flags->memory, "memory per GPU instead of a preset: 80GB, 75GiB");
+  cmd->add_option("--gpu-memory-utilization", flags->utilization,
+                  "fraction of GPU memory the engine may use")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
+  cmd->add_option("--weights", flags->weights,
+                  "weights of the whole model (default: catalog parameters x dtype, or the "
+                  "GGUF's tensor bytes)");
+  cmd->add_option("--weight-dtype", flags->weight_dtype,
+                  "dtype for parameters x bytes: bf16, f16, fp8, int8, int4");
+  cmd->add_option("--workspace", flags->workspace,
+                  "per-GPU memory for activations, CUDA graphs, fragmentation")
+      ->capture_default_str();
+  cmd->add_option("--context", flags->context, "tokens per request (worst case: all at this)")
+      ->capture_default_str();
+  cmd->add_option("--avg-tokens", flags->avg_tokens, "expected tokens per request");
+  cmd->add_option("--lengths", flags->lengths_file,
+                  "length distribution file: lines of 'tokens [weight]'");
+  cmd->add_option("--concurrency", flags->concurrency, "concurrent requests: does this fit?");
+  cmd->add_option("--block-size", flags->block_size, "paging block in tokens (0 = contiguous)")
+      ->capture_default_str();
+  cmd->add_option("--shared-prefix", flags->shared_prefix,
+                  "tokens of prompt prefix every request shares");
+  cmd->add_flag("--json", flags->json, "print the plan as JSON with exact byte counts");
+  cmd->add_option("--svg", flags->svg, "write a memory-vs-concurrency chart to FILE");
+  cmd->add_flag("--list-models", flags->list_models, "list the built-in model catalog");
+  cmd->add_flag("--list-gpus", flags->list_gpus, "list the GPU presets");
+  cmd->callback([flags] { run(*flags); });
+}
+
+}  // namespace kvs::cli
