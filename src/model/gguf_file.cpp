@@ -86,7 +86,11 @@ class Cursor {
   }
 
   Result<std::string_view> string(std::string_view what) {
-    KVS_ASSIGN_OR_RETURN(uint64_t len, read<uint64_t>(fmt::format("{} length", what)));
+    // The field name is formatted only on failure: this runs once per vocabulary entry.
+    if (left() < sizeof(uint64_t)) return need(sizeof(uint64_t), fmt::format("{} length", what));
+    uint64_t len;
+    std::memcpy(&len, here(), sizeof len);
+    pos_ += sizeof len;
     if (len > left()) {
       return data_loss(fmt::format(
           "{}: string length {} at offset {} exceeds the {} bytes left in the file (size {})", what,
