@@ -121,19 +121,6 @@ uint16_t load_u16(const uint8_t* p) {
   return v;
 }
 
-// Q4_K packs 8 (scale, min) pairs of 6 bits each into 12 bytes: for sub-block j < 4 the low 6 bits
-// of bytes j and j+4; for j >= 4 the low/high nibbles of byte j+4 plus the top 2 bits of bytes j-4
-// (scale) and j (min).
-void q4k_scale_min(int j, const uint8_t* s, int* sc, int* mn) {
-  if (j < 4) {
-    *sc = s[j] & 63;
-    *mn = s[j + 4] & 63;
-  } else {
-    *sc = (s[j + 4] & 0x0F) | ((s[j - 4] >> 6) << 4);
-    *mn = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
-  }
-}
-
 void deq_q8_0(const uint8_t* b, float* y, int64_t nb) {
   for (int64_t i = 0; i < nb; ++i, b += 34, y += 32) {
     const float d = f16_to_f32(load_u16(b));

@@ -21,4 +21,17 @@ void dequantize_row_reference(WeightType type, const void* src, float* dst, int6
 // dispatch; the k-quants use the scalar path.
 void dequantize_row(WeightType type, const void* src, float* dst, int64_t n);
 
+// Q4_K packs 8 (scale, min) pairs of 6 bits each into 12 bytes `s`: for sub-block j < 4 the low 6
+// bits of bytes j and j+4; for j >= 4 the low/high nibble of byte j+4 plus the top 2 bits of byte
+// j-4 (scale) and byte j (min). Shared by the dequantizer and the matmul kernels.
+inline void q4k_scale_min(int j, const uint8_t* s, int* sc, int* mn) {
+  if (j < 4) {
+    *sc = s[j] & 63;
+    *mn = s[j + 4] & 63;
+  } else {
+    *sc = (s[j + 4] & 0x0F) | ((s[j - 4] >> 6) << 4);
+    *mn = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+  }
+}
+
 }  // namespace kvs

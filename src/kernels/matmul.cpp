@@ -1,11 +1,12 @@
-// Weight matmul kernels. Two inner paths, chosen per weight type:
-//  * integer path (Q8_0, Q4_0, Q4_1): the activation rows are quantized once per call to int8
-//    values (stored widened to int16) with one f32 scale per 32 elements, plus the exact f32 sum of
-//    each block for the Q4_1 min term. A weight block is unpacked to int16 once and multiplied
-//    with the activation block of each token of the tile via ReorderWidenMulAccumulate
-//    (pmaddwd: int16 x int16 -> int32 pair sums); the int32 lanes are converted to f32 and
-//    FMA'd with d_w * d_x into per-token f32 accumulators, reduced once per row.
-//  * float path (F32, F16, BF16, Q4_K, Q6_K): weights converted / dequantized to f32, FMA with x.
+// Weight matmul kernels (see matmul.h for the paths and their error bounds).
+//  * integer path (Q8_0, Q4_0, Q4_1, Q4_K, Q6_K): the activation rows are quantized once per call
+//    to int8 values (stored widened to int16) with one f32 scale per 32 elements, plus the exact
+//    f32 sum of each block for the min terms. A weight block is unpacked to int16 once and
+//    multiplied with the activation block of each token of the tile via ReorderWidenMulAccumulate
+//    (pmaddwd: int16 x int16 -> int32 pair sums); the int32 lanes are converted to f32 and FMA'd
+//    with d_w * d_x into per-token f32 accumulators, reduced once per row. Min terms
+//    (sum_b m_b * sum(x_b)) are collected per block and dotted as vectors per chunk of blocks.
+//  * float path (F32, F16, BF16): weights converted to f32, FMA with x.
 // Threads split output rows; each thread walks its rows once per tile of up to kTileT tokens, so
 // the thread's weight rows stay cache-resident while the tiles of a prefill batch reuse them.
 
@@ -31,17 +32,10 @@ namespace kvs::matmul_detail {
 constexpr int64_t kRowGrain = 16;  // rows per parallel_for chunk (multiple of every tile)
 constexpr int64_t kTileT = 4;      // tokens that share one load of a weight block
 
-// f16 -> f32 without branches, exact for finite values (weights are finite): move exponent and
-// mantissa into f32 position, then rescale by 2^112 (which also normalizes f16 subnormals).
-inline float f16_bits_to_f32_fast(uint16_t h) {
-  const float mag = f32_from_bits(static_cast<uint32_t>(h & 0x7FFFu) << 13) * 0x1p112f;
-  return f32_from_bits(bits_from_f32(mag) | (static_cast<uint32_t>(h & 0x8000u) << 16));
-}
-
-inline uint16_t load_u16(const uint8_t* p) {
-  uint16_t v;
-  std::memcpy(&v, p, 2);
-  return v;
+// Types whose matmul quantizes the activation to int8 blocks (see matmul.h for the error bound).
+constexpr bool uses_int_path(WeightType t) {
+  return t == WeightType::kQ8_0 || t == WeightType::kQ4_0 || t == WeightType::kQ4_1 ||
+         t == WeightType::kQ4_K || t == WeightType::kQ6_K;
 }
 
 // Scratch of the calling thread: the quantized activation, reused across calls.
@@ -155,75 +149,210 @@ HWY_INLINE void unpack_int_block(D d16, const uint8_t* HWY_RESTRICT qs, hn::Vec<
   }
 }
 
+// Q6_K: the int16 vector of per-element scales for lanes i*kN16.. of a 32-element sub-block whose
+// first 16 elements use sc[0] and last 16 use sc[1].
+template <class D>
+HWY_INLINE hn::Vec<D> sub_scales(D d16, const int8_t* sc, size_t i) {
+  if constexpr (hn::MaxLanes(D()) >= 32) {
+    const hn::Half<D> dh;
+    return hn::Combine(d16, hn::Set(dh, sc[1]), hn::Set(dh, sc[0]));
+  } else {
+    return hn::Set(d16, sc[(i * kN16) / 16]);
+  }
+}
+
 template <WeightType kType>
 constexpr size_t kQsOffset = kType == WeightType::kQ4_1 ? 4 : 2;
 template <WeightType kType>
 constexpr size_t kBlockBytes = kType == WeightType::kQ8_0 ? 34
                                                           : (kType == WeightType::kQ4_0 ? 18 : 20);
 
-// One weight block (index b) against NT tokens: acc[t] += (w_b . xq_tb) * d_w * d_x[t][b] and, for
-// Q4_1, macc[t] += m_w * sum(x_tb).
-template <WeightType kType, int NT>
-HWY_INLINE void int_block(const uint8_t* HWY_RESTRICT row, int64_t b,
-                          const int16_t* HWY_RESTRICT xq, const float* HWY_RESTRICT xd,
-                          const float* HWY_RESTRICT xs, int64_t K, hn::Vec<DF>* acc, float* macc) {
+// The quantized activation of a tile of tokens: token t's block b is q[t*K + 32b ..], with scale
+// d[t*KB + b] and exact sum s[t*KB + b].
+struct ActTile {
+  const int16_t* q;
+  const float* d;
+  const float* s;
+  int64_t K, KB;
+};
+
+// One unpacked 32-element weight block (int16 lanes wv, f32 scale dw) against activation block ab
+// of NT tokens: acc[t] += (wv . xq) * dw * dx. (Min terms are summed separately, see min_dot.)
+template <int NT>
+HWY_INLINE void dot_block(const V16* HWY_RESTRICT wv, hn::Vec<DF> dw, int64_t ab, const ActTile& xa,
+                          hn::Vec<DF>* HWY_RESTRICT acc) {
   const D16 d16;
   const D32 d32;
   const DF df;
-  const int64_t KB = K / 32;
+  HWY_UNROLL(8)
+  for (int t = 0; t < NT; ++t) {
+    const int16_t* xb = xa.q + t * xa.K + ab * 32;
+    auto s0 = hn::Zero(d32);
+    auto s1 = hn::Zero(d32);
+    HWY_UNROLL(8)
+    for (size_t i = 0; i < kVecPerBlock; ++i) {
+      s0 = hn::ReorderWidenMulAccumulate(d32, wv[i], hn::LoadU(d16, xb + i * kN16), s0, s1);
+    }
+    const auto fs = hn::ConvertTo(df, hn::Add(s0, s1));
+    acc[t] = hn::MulAdd(fs, hn::Mul(dw, hn::Set(df, xa.d[t * xa.KB + ab])), acc[t]);
+  }
+}
+
+// macc[t] += sum_i m[i] * xs_t[i] for i < n: the min terms (Q4_1, Q4_K) of a run of blocks, done
+// as one vector dot per token instead of a scalar dependency chain per block.
+template <int NT>
+HWY_INLINE void min_dot(const float* HWY_RESTRICT m, int64_t n, const float* HWY_RESTRICT xs,
+                        int64_t KB, hn::Vec<DF>* HWY_RESTRICT macc, float* HWY_RESTRICT mtail) {
+  const DF df;
+  constexpr auto kNf = static_cast<int64_t>(hn::MaxLanes(df));
+  int64_t i = 0;
+  for (; i + kNf <= n; i += kNf) {
+    const auto mv = hn::LoadU(df, m + i);
+    HWY_UNROLL(8)
+    for (int t = 0; t < NT; ++t) macc[t] = hn::MulAdd(mv, hn::LoadU(df, xs + t * KB + i), macc[t]);
+  }
+  for (; i < n; ++i) {
+    HWY_UNROLL(8)
+    for (int t = 0; t < NT; ++t) mtail[t] += m[i] * xs[t * KB + i];
+  }
+}
+
+// Q8_0 / Q4_0 / Q4_1 block b.
+template <WeightType kType, int NT>
+HWY_INLINE void legacy_block(const uint8_t* HWY_RESTRICT row, int64_t b, const ActTile& xa,
+                             hn::Vec<DF>* acc, float* HWY_RESTRICT mslot) {
+  const D16 d16;
+  const DF df;
   const uint8_t* blk = row + b * kBlockBytes<kType>;
   // d (and m for Q4_1) in one f16->f32 conversion (vcvtph2ps where available). For Q8_0/Q4_0 the
   // second lane converts two bytes of qs and is unused.
   const hn::CappedTag<float, 2> df2;
   const hn::Rebind<hwy::float16_t, decltype(df2)> dh2;
   const auto dm = hn::PromoteTo(df2, hn::LoadU(dh2, reinterpret_cast<const hwy::float16_t*>(blk)));
-  const auto dw = hn::Set(df, hn::GetLane(dm));
   V16 wv[kVecPerBlock];
   unpack_int_block<kType>(d16, blk + kQsOffset<kType>, wv);
+  dot_block<NT>(wv, hn::Set(df, hn::GetLane(dm)), b, xa, acc);
+  if constexpr (kType == WeightType::kQ4_1) *mslot = hn::ExtractLane(dm, 1);
+}
+
+// Q4_K super-block sb (8 sub-blocks of 32): x = (d*sc_j) * q - (dmin*mn_j), q = 4-bit nibble.
+// Sub-block j uses the low (j even) or high (j odd) nibbles of qs[32*(j/2) ..+32].
+template <int NT, int A>
+HWY_INLINE void q4k_superblock(const uint8_t* HWY_RESTRICT row, int64_t sb, const ActTile& xa,
+                               hn::Vec<DF> (*acc)[NT], float* HWY_RESTRICT mslots) {
+  const D16 d16;
+  const DF df;
+  const hn::RebindToUnsigned<D16> du16;
+  const hn::Rebind<uint8_t, D16> d8;
+  const uint8_t* blk = row + sb * 144;
+  const hn::CappedTag<float, 2> df2;
+  const hn::Rebind<hwy::float16_t, decltype(df2)> dh2;
+  const auto dd = hn::PromoteTo(df2, hn::LoadU(dh2, reinterpret_cast<const hwy::float16_t*>(blk)));
+  const float d = hn::GetLane(dd), dmin = hn::ExtractLane(dd, 1);
+  const uint8_t* qs = blk + 16;
   HWY_UNROLL(8)
-  for (int t = 0; t < NT; ++t) {
-    const int16_t* xb = xq + t * K + b * 32;
-    auto s0 = hn::Zero(d32);
-    auto s1 = hn::Zero(d32);
+  for (int j = 0; j < 8; ++j) {
+    int sc, mn;
+    q4k_scale_min(j, blk + 4, &sc, &mn);
+    V16 wv[kVecPerBlock];
     HWY_UNROLL(8)
-    for (size_t i = 0; i < kVecPerBlock; ++i)
-      s0 = hn::ReorderWidenMulAccumulate(d32, wv[i], hn::LoadU(d16, xb + i * kN16), s0, s1);
-    const auto fs = hn::ConvertTo(df, hn::Add(s0, s1));
-    acc[t] = hn::MulAdd(fs, hn::Mul(dw, hn::Set(df, xd[t * KB + b])), acc[t]);
-  }
-  if constexpr (kType == WeightType::kQ4_1) {
-    const float mw = hn::ExtractLane(dm, 1);
-    HWY_UNROLL(8)
-    for (int t = 0; t < NT; ++t) macc[t] += mw * xs[t * KB + b];
+    for (size_t i = 0; i < kVecPerBlock; ++i) {
+      const auto v = hn::PromoteTo(du16, hn::LoadU(d8, qs + 32 * (j / 2) + i * kN16));
+      wv[i] = hn::BitCast(d16, (j & 1) ? hn::ShiftRight<4>(v) : hn::And(v, hn::Set(du16, 0x0F)));
+    }
+    dot_block<NT>(wv, hn::Set(df, d * static_cast<float>(sc)), sb * 8 + j, xa, acc[j % A]);
+    mslots[j] = -dmin * static_cast<float>(mn);
   }
 }
 
-// y[t*N] for t < NT = dot(weight row, token t0+t) on the integer path.
-template <WeightType kType, int NT>
-HWY_INLINE void int_row_tile(const uint8_t* HWY_RESTRICT row, int64_t nblocks,
-                             const int16_t* HWY_RESTRICT xq, const float* HWY_RESTRICT xd,
-                             const float* HWY_RESTRICT xs, int64_t K, float* HWY_RESTRICT y,
-                             int64_t N) {
+// Q6_K super-block sb: x = d * sc_k * (q - 32), 6-bit q (4 low bits in ql, 2 high bits in qh),
+// one int8 scale per 16 elements. The int8 scale is folded into the int16 weights
+// (|sc*(q-32)| <= 4096, so pmaddwd pair sums stay below 2^21).
+template <int NT, int A>
+HWY_INLINE void q6k_superblock(const uint8_t* HWY_RESTRICT row, int64_t sb, const ActTile& xa,
+                               hn::Vec<DF> (*acc)[NT]) {
+  const D16 d16;
   const DF df;
+  const hn::RebindToUnsigned<D16> du16;
+  const hn::Rebind<uint8_t, D16> d8;
+  const uint8_t* blk = row + sb * 210;
+  const hn::CappedTag<float, 1> df1;
+  const hn::Rebind<hwy::float16_t, decltype(df1)> dh1;
+  const auto dw =
+      hn::Set(df, hn::GetLane(hn::PromoteTo(
+                      df1, hn::LoadU(dh1, reinterpret_cast<const hwy::float16_t*>(blk + 208)))));
+  const auto* scales = reinterpret_cast<const int8_t*>(blk + 192);
+  HWY_UNROLL(8)
+  for (int j = 0; j < 8; ++j) {
+    const int h = j / 4, qd = j % 4;
+    const uint8_t* ql = blk + h * 64 + (qd & 1) * 32;
+    const uint8_t* qh = blk + 128 + h * 32;
+    const int8_t* sc = scales + h * 8 + qd * 2;  // sc[0]: elements 0..15, sc[1]: 16..31
+    V16 wv[kVecPerBlock];
+    HWY_UNROLL(8)
+    for (size_t i = 0; i < kVecPerBlock; ++i) {
+      const auto lo = hn::PromoteTo(du16, hn::LoadU(d8, ql + i * kN16));
+      const auto nib = qd < 2 ? hn::And(lo, hn::Set(du16, 0x0F)) : hn::ShiftRight<4>(lo);
+      const auto hb =
+          hn::And(hn::ShiftRightSame(hn::PromoteTo(du16, hn::LoadU(d8, qh + i * kN16)), 2 * qd),
+                  hn::Set(du16, 3));
+      const auto q = hn::Sub(hn::BitCast(d16, hn::Or(nib, hn::ShiftLeft<4>(hb))), hn::Set(d16, 32));
+      wv[i] = hn::Mul(q, sub_scales(d16, sc, i));
+    }
+    dot_block<NT>(wv, dw, sb * 8 + j, xa, acc[j % A]);
+  }
+}
+
+// y[t*N] for t < NT = dot(weight row, token t) on the integer path.
+template <WeightType kType, int NT>
+HWY_INLINE void int_row_tile(const uint8_t* HWY_RESTRICT row, const ActTile& xa,
+                             float* HWY_RESTRICT y, int64_t N) {
+  const DF df;
+  constexpr bool kMin = kType == WeightType::kQ4_1 || kType == WeightType::kQ4_K;
+  constexpr bool kSuper = kType == WeightType::kQ4_K || kType == WeightType::kQ6_K;
   // Independent accumulator chains per token: with few tokens a single FMA chain would be
   // latency bound (4 cycles per block), so consecutive blocks go to A separate chains.
   constexpr int A = NT >= 3 ? 1 : (NT == 2 ? 2 : 4);
-  hn::Vec<DF> acc[A][NT];
-  float macc[A][NT];
+  // Blocks are walked in chunks; the chunk's min values are collected in `mins` and dotted with
+  // the block sums of x at the end of the chunk.
+  constexpr int64_t kChunk = 256;  // blocks, a multiple of 8 (one k-quant super-block)
+  HWY_ALIGN float mins[kChunk];
+  hn::Vec<DF> acc[A][NT], macc[NT];
+  float mtail[NT];
   HWY_UNROLL(8)
-  for (int a = 0; a < A; ++a) HWY_UNROLL(8)
-  for (int t = 0; t < NT; ++t) acc[a][t] = hn::Zero(df), macc[a][t] = 0.0f;
-  int64_t b = 0;
-  for (; b + A <= nblocks; b += A) HWY_UNROLL(8)
-  for (int a = 0; a < A; ++a) int_block<kType, NT>(row, b + a, xq, xd, xs, K, acc[a], macc[a]);
-  for (; b < nblocks; ++b) int_block<kType, NT>(row, b, xq, xd, xs, K, acc[0], macc[0]);
+  for (int t = 0; t < NT; ++t) {
+    macc[t] = hn::Zero(df), mtail[t] = 0.0f;
+    HWY_UNROLL(8)
+    for (int a = 0; a < A; ++a) acc[a][t] = hn::Zero(df);
+  }
+  for (int64_t c0 = 0; c0 < xa.KB; c0 += kChunk) {
+    const int64_t c1 = std::min(xa.KB, c0 + kChunk);
+    if constexpr (kSuper) {
+      for (int64_t sb = c0 / 8; sb < c1 / 8; ++sb) {
+        if constexpr (kType == WeightType::kQ4_K) {
+          q4k_superblock<NT, A>(row, sb, xa, acc, mins + (sb * 8 - c0));
+        } else {
+          q6k_superblock<NT, A>(row, sb, xa, acc);
+        }
+      }
+    } else {
+      int64_t b = c0;
+      for (; b + A <= c1; b += A) {
+        HWY_UNROLL(8)
+        for (int a = 0; a < A; ++a)
+          legacy_block<kType, NT>(row, b + a, xa, acc[a], mins + (b + a - c0));
+      }
+      for (; b < c1; ++b) legacy_block<kType, NT>(row, b, xa, acc[0], mins + (b - c0));
+    }
+    if constexpr (kMin) min_dot<NT>(mins, c1 - c0, xa.s + c0, xa.KB, macc, mtail);
+  }
   HWY_UNROLL(8)
   for (int t = 0; t < NT; ++t) {
     auto sum = acc[0][t];
-    float msum = macc[0][t];
     HWY_UNROLL(8)
-    for (int a = 1; a < A; ++a) sum = hn::Add(sum, acc[a][t]), msum += macc[a][t];
-    y[t * N] = hn::GetLane(hn::SumOfLanes(df, sum)) + msum;
+    for (int a = 1; a < A; ++a) sum = hn::Add(sum, acc[a][t]);
+    if constexpr (kMin) sum = hn::Add(sum, macc[t]);
+    y[t * N] = hn::GetLane(hn::SumOfLanes(df, sum)) + mtail[t];
   }
 }
 
@@ -275,15 +404,7 @@ HWY_INLINE void float_row_tile(const uint8_t* HWY_RESTRICT row, const float* HWY
   HWY_UNROLL(8)
   for (int t = 0; t < NT; ++t) acc0[t] = hn::Zero(df), acc1[t] = hn::Zero(df);
   float tail[NT] = {};
-  if constexpr (kType == WeightType::kQ4_K || kType == WeightType::kQ6_K) {
-    constexpr int64_t kBytes = kType == WeightType::kQ4_K ? 144 : 210;
-    HWY_ALIGN float buf[256];
-    for (int64_t b = 0; b < K / 256; ++b) {
-      dequantize_row_reference(kType, row + b * kBytes, buf, 256);
-      float_dot_span<WeightType::kF32, NT>(reinterpret_cast<const uint8_t*>(buf), x + b * 256, K,
-                                           256, acc0, acc1);
-    }
-  } else {
+  {
     const int64_t main = K / kNf * kNf;
     float_dot_span<kType, NT>(row, x, K, main, acc0, acc1);
     if (main < K) {
@@ -311,11 +432,11 @@ HWY_NOINLINE void rows_tile(const WeightMatrix& w, int64_t n0, int64_t n1, const
   const int64_t K = w.cols, N = w.rows;
   for (int64_t n = n0; n < n1; ++n) {
     const uint8_t* row = base + n * static_cast<int64_t>(w.row_bytes);
-    if constexpr (kType == WeightType::kQ8_0 || kType == WeightType::kQ4_0 ||
-                  kType == WeightType::kQ4_1) {
+    if constexpr (uses_int_path(kType)) {
       const int64_t KB = K / 32;
-      int_row_tile<kType, NT>(row, KB, act->q.data() + t0 * K, act->d.data() + t0 * KB,
-                              act->s.data() + t0 * KB, K, y + t0 * N + n, N);
+      const ActTile xa{act->q.data() + t0 * K, act->d.data() + t0 * KB, act->s.data() + t0 * KB, K,
+                       KB};
+      int_row_tile<kType, NT>(row, xa, y + t0 * N + n, N);
     } else {
       float_row_tile<kType, NT>(row, x + t0 * K, K, y + t0 * N + n, N);
     }
@@ -324,10 +445,8 @@ HWY_NOINLINE void rows_tile(const WeightMatrix& w, int64_t n0, int64_t n1, const
 
 template <WeightType kType>
 void matmul_typed(const WeightMatrix& w, const float* x, int64_t T, float* y, ThreadPool& pool) {
-  constexpr bool kInt =
-      kType == WeightType::kQ8_0 || kType == WeightType::kQ4_0 || kType == WeightType::kQ4_1;
   const ActScratch* act = nullptr;
-  if constexpr (kInt) {
+  if constexpr (uses_int_path(kType)) {
     ActScratch& s = act_scratch();
     s.reserve(T, w.cols);
     const int64_t KB = w.cols / 32;

@@ -1,18 +1,25 @@
 // Weight matmul: Y = X * W^T for every weight type of core/weight_type.h.
 //
-// Error bound of matmul() vs. matmul_reference() (exact sum in double of dequantized weights):
-//  * F32, F16, BF16, Q4_K, Q6_K (float path: weights are dequantized exactly to f32, products
-//    accumulated in f32 with FMA):  |y - y_ref| <= 1e-5 * K^0.5 * sum_k |w_k x_k|  (f32 rounding,
-//    tested with tol = 2e-5 * sum_k |w_k||x_k|).
-//  * Q8_0, Q4_0, Q4_1 (integer path): each 32-element block of the activation row is quantized
-//    once per matmul to int8, dx = amax/127, q = round(x/dx), so |x - dx*q| <= dx/2 = amax/254.
-//    Each block's dot is computed exactly in int32 and scaled by d_w*dx in f32; the Q4_1 min term
-//    uses the exact f32 block sum of x. Hence per block b:
-//      |err_b| <= sum_k |w'_k| * amax_b / 254  with w' = d*q (the weight without the min),
-//    and overall |y - y_ref| <= (1/254) * sum_b amax_b * sum_{k in b} |w'_k| + f32 rounding.
-//    In relative terms: <= ~0.4% of sum_b amax_b*sum|w'| (tested with tol = 1/200 of that bound
-//    plus 1e-5 * sum |w||x|). This is the same activation quantization llama.cpp uses (Q8_0/Q8_1
-//    activations) and is well below the weight quantization error of 4-bit formats.
+// Two inner paths (Highway, runtime dispatch over SSSE3/SSE4/AVX2/AVX-512/EMU128; HWY_SCALAR
+// falls back to dequantize + f32 dot):
+//  * integer path: Q8_0, Q4_0, Q4_1, Q4_K, Q6_K. Each 32-element block of every activation row is
+//    quantized once per call to int8 (dx = amax/127, q = round(x/dx)) and the exact f32 block sum
+//    is kept for the min terms. Weight blocks are unpacked to int16 (Q6_K: with its int8
+//    sub-scale folded in) and dotted exactly in int32 (pmaddwd), then scaled by d_w*dx in f32.
+//  * float path: F32, F16, BF16 (converted exactly to f32, FMA).
+//
+// Error bound of matmul() vs. matmul_reference() (exact double sum of dequantized weights), per
+// output y[t][n], with p_k = |w_k * x_k|:
+//  * float path: f32 accumulation only, |y - y_ref| <= K * 2^-24 * sum_k p_k worst case; in
+//    practice (16-lane partial sums) far less. Tested with tol = 3e-5 * sum_k p_k.
+//  * integer path: activation quantization adds, per 32-element block b, at most
+//    amax_b / 254 * sum_{k in b} |w'_k|, where amax_b = max_{k in b} |x_k| and w' is the weight
+//    without its min term (Q4_1: d*q; Q4_K: d*sc*q; others: w itself), because the min term uses
+//    the exact sum of x. So |y - y_ref| <= sum_b amax_b/254 * sum_{k in b} |w'_k| + f32 rounding:
+//    relative to the block-wise magnitude, at most ~0.4% (typically ~0.1% for random-sign errors),
+//    well below the 4-bit weight quantization error itself. This is the same activation
+//    quantization llama.cpp uses (Q8_0/Q8_1 activations). Tested with 1.01 * that bound +
+//    3e-5 * sum_k p_k.
 #pragma once
 
 #include <cstdint>
@@ -32,10 +39,11 @@ struct WeightMatrix {
 
 // Y[t*N + n] = sum_k X[t*K + k] * W[n][k] for t in [0, T).
 // X: [T][K] f32, Y: [T][N] f32 (no alignment needed, must not overlap). T >= 1.
-// Output rows are split across the pool's threads in chunks of 32 rows; tokens are processed in
-// tiles of 4 so that each weight block is loaded once per tile. Scratch (the quantized activation)
-// lives in a thread_local buffer of the calling thread, grown on demand and reused: no allocation
-// per call once warm. Not reentrant on the same pool (ThreadPool::parallel_for is not).
+// Output rows are split across the pool's threads in chunks of 16 rows; each thread walks its rows
+// once per tile of up to 4 tokens, so each weight block is unpacked once per tile and stays in
+// L1/L2 for the next tile. Scratch (the quantized activation, T*K*2 + T*K/4 bytes) lives in a
+// thread_local buffer of the calling thread, grown on demand and reused: no allocation per call
+// once warm. Must not be called from inside a parallel_for of the same pool (not reentrant).
 void matmul(const WeightMatrix& w, const float* x, int64_t T, float* y, ThreadPool& pool);
 
 // Scalar oracle: dequantize_row_reference per row, dot in double.

@@ -15,12 +15,13 @@ namespace kvs {
 namespace {
 
 bool uses_int_path(WeightType t) {
-  return t == WeightType::kQ8_0 || t == WeightType::kQ4_0 || t == WeightType::kQ4_1;
+  return t == WeightType::kQ8_0 || t == WeightType::kQ4_0 || t == WeightType::kQ4_1 ||
+         t == WeightType::kQ4_K || t == WeightType::kQ6_K;
 }
 
 // Per-output error bound of matmul() (see kernels/matmul.h): f32 rounding for every type plus,
 // for the integer path, the activation quantization term sum_b amax_b * sum_{k in b} |w'_k| / 254
-// where w' is the weight without the Q4_1 min (that term uses the exact sum of x).
+// where w' is the weight without the Q4_1 / Q4_K min (that term uses the exact sum of x).
 std::vector<double> error_bounds(const WeightMatrix& w, const float* x, int64_t T) {
   const int64_t K = w.cols, N = w.rows;
   std::vector<double> bound(static_cast<size_t>(T * N));
@@ -32,13 +33,15 @@ std::vector<double> error_bounds(const WeightMatrix& w, const float* x, int64_t 
     std::memcpy(raw.data(), src, w.row_bytes);
     if (w.type == WeightType::kQ4_1)
       for (uint64_t b = 0; b < w.row_bytes; b += 20) raw[b + 2] = raw[b + 3] = 0;  // m = 0
+    if (w.type == WeightType::kQ4_K)
+      for (uint64_t b = 0; b < w.row_bytes; b += 144) raw[b + 2] = raw[b + 3] = 0;  // dmin = 0
     dequantize_row_reference(w.type, raw.data(), row_nomin.data(), K);
     for (int64_t t = 0; t < T; ++t) {
       const float* xt = x + t * K;
       double abs_dot = 0, quant = 0;
       for (int64_t b = 0; b < K; b += 32) {
         double amax = 0, wsum = 0;
-        for (int64_t k = b; k < b + 32; ++k) {
+        for (int64_t k = b; k < std::min(b + 32, K); ++k) {
           abs_dot += std::fabs(static_cast<double>(row[k]) * xt[k]);
           amax = std::max(amax, static_cast<double>(std::fabs(xt[k])));
           wsum += std::fabs(row_nomin[k]);
@@ -67,7 +70,7 @@ void check_matmul(WeightType type, int64_t N, int64_t K, int64_t T, ThreadPool& 
   float* y = y_buf.data() + 1;
   matmul_reference(w, x, T, y_ref.data());
   const auto bound = error_bounds(w, x, T);
-  test::for_each_target([&] {
+  const auto run = [&] {
     std::fill(y_buf.begin(), y_buf.end(), NAN);
     matmul(w, x, T, y, pool);
     int failures = 0;
@@ -79,7 +82,14 @@ void check_matmul(WeightType type, int64_t N, int64_t K, int64_t T, ThreadPool& 
       }
     }
     EXPECT_TRUE(std::isnan(y_buf[0])) << "wrote before y";
-  });
+  };
+  // The row split is target independent, so the SIMD targets are swept single-threaded and the
+  // multi-threaded runs use the best target (keeps the test fast on oversubscribed CI machines).
+  if (pool.num_threads() == 1) {
+    test::for_each_target(run);
+  } else {
+    run();
+  }
 }
 
 constexpr WeightType kAllTypes[] = {WeightType::kF32,  WeightType::kF16,  WeightType::kBF16,
@@ -105,6 +115,16 @@ TEST(Matmul, MatchesReferenceOverShapesTokensAndThreads) {
   }
 }
 
+TEST(Matmul, FloatTypesWithColsNotAMultipleOfTheVectorWidth) {
+  std::mt19937 rng(11);
+  ThreadPool pool(2);
+  for (WeightType type : {WeightType::kF32, WeightType::kF16, WeightType::kBF16}) {
+    for (int64_t K : {1, 7, 17, 50, 129}) {
+      for (int64_t T : {1, 2, 5}) check_matmul(type, 19, K, T, pool, 1.0f, 1.0f, rng);
+    }
+  }
+}
+
 TEST(Matmul, ExtremeScales) {
   std::mt19937 rng(99);
   ThreadPool pool(2);
@@ -122,7 +142,8 @@ TEST(Matmul, ZeroActivationBlocksAndSpikes) {
   // Blocks of x that are all zero (amax = 0) and single huge outliers (activation spikes).
   std::mt19937 rng(7);
   ThreadPool pool(1);
-  for (WeightType type : {WeightType::kQ8_0, WeightType::kQ4_0, WeightType::kQ4_1}) {
+  for (WeightType type : {WeightType::kQ8_0, WeightType::kQ4_0, WeightType::kQ4_1,
+                          WeightType::kQ4_K, WeightType::kQ6_K}) {
     const int64_t N = 20, K = 256, T = 3;
     const auto wbuf = test::random_weights(type, N, K, 1.0f, rng);
     const WeightMatrix w{type, wbuf.data(), N, K, weight_row_bytes(type, K)};
