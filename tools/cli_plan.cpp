@@ -10,7 +10,9 @@
 #include <string>
 
 #include "core/byte_size.h"
+#include "model/gguf_file.h"
 #include "planner/catalog.h"
+#include "planner/engine_pool.h"
 #include "planner/gpu_presets.h"
 #include "planner/plan_json.h"
 #include "planner/plan_report.h"
@@ -41,6 +43,7 @@ struct PlanFlags {
   uint64_t shared_prefix = 0;
   bool json = false;
   std::string svg;
+  std::string kv_cache_memory;
   bool list_models = false;
   bool list_gpus = false;
 };
@@ -131,6 +134,16 @@ void run(const PlanFlags& f) {
     r.length_distribution_origin = f.lengths_file;
   }
 
+  if (!f.kv_cache_memory.empty()) {
+    r.kv_cache_memory = or_fail(parse_size_input(f.kv_cache_memory), "--kv-cache-memory: ");
+    // A GGUF goes through the engine's own reader, so the numbers are the engine's.
+    auto gguf = GgufFile::open(f.model);
+    if (gguf.is_ok())
+      r.engine_spec = or_fail(model_spec_from_gguf(*gguf), "--kv-cache-memory: ");
+    else
+      r.engine_spec = or_fail(engine_spec_from_planner_model(r.model), "--kv-cache-memory: ");
+  }
+
   const PlanOutcome out = or_fail(run_plan(r), "plan: ");
   if (f.json)
     std::cout << render_plan_json(out);
@@ -187,6 +200,9 @@ void add_plan_command(CLI::App& app) {
                   "tokens of prompt prefix every request shares");
   cmd->add_flag("--json", flags->json, "print the plan as JSON with exact byte counts");
   cmd->add_option("--svg", flags->svg, "write a memory-vs-concurrency chart to FILE");
+  cmd->add_option("--kv-cache-memory", flags->kv_cache_memory,
+                  "also show the pool the engine allocates for this budget (as kvserve "
+                  "generate/serve --kv-cache-memory)");
   cmd->add_flag("--list-models", flags->list_models, "list the built-in model catalog");
   cmd->add_flag("--list-gpus", flags->list_gpus, "list the GPU presets");
   cmd->callback([flags] { run(*flags); });

@@ -13,6 +13,7 @@
 #include "core/status.h"
 #include "kvcache/kv_format.h"
 #include "model/model_spec.h"
+#include "planner/model_config.h"
 
 namespace kvs {
 
@@ -25,10 +26,15 @@ struct EnginePool {
   std::string formula;  // kv_token_bytes' formula with the model's numbers
 };
 
-// kInvalidArgument for block_size 0, a head dim the format cannot hold, or a budget smaller than
-// one block.
+// kInvalidArgument (as the engine) for block_size outside 1..256, a head dim the format cannot
+// hold, or a budget smaller than one block.
 [[nodiscard]] Result<EnginePool> plan_engine_pool(const ModelSpec& spec, uint64_t kv_cache_memory,
                                                   uint32_t block_size, KvDtype k_dtype,
                                                   KvDtype v_dtype);
+
+// The engine's ModelSpec for a planner model, when the engine can run its shape (uniform full
+// attention, K and V head sizes equal); kUnimplemented naming what it cannot run otherwise. For a
+// GGUF prefer model_spec_from_gguf, the engine's own reader.
+[[nodiscard]] Result<ModelSpec> engine_spec_from_planner_model(const PlannerModel& model);
 
 }  // namespace kvs

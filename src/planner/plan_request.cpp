@@ -90,6 +90,14 @@ Result<PlanOutcome> run_plan(const PlanRequest& r) {
     if (p.is_ok()) o.other_units = std::move(p).value();
   }
   o.levers = compute_levers(o.inputs, o.plan);
+  if (r.kv_cache_memory) {
+    if (!r.engine_spec) return invalid_argument("--kv-cache-memory needs a model the engine runs");
+    auto pool = plan_engine_pool(*r.engine_spec, r.kv_cache_memory->bytes, r.workload.block_size,
+                                 r.k_dtype, r.v_dtype);
+    if (!pool.is_ok())
+      return Status(pool.status().code(), "engine pool: " + pool.status().message());
+    o.engine_pool = std::move(pool).value();
+  }
   return o;
 }
 

@@ -9,7 +9,9 @@
 #include <vector>
 
 #include "core/status.h"
+#include "model/model_spec.h"
 #include "planner/capacity_plan.h"
+#include "planner/engine_pool.h"
 #include "planner/model_config.h"
 #include "planner/plan_levers.h"
 #include "planner/size_input.h"
@@ -30,6 +32,10 @@ struct PlanRequest {
   SizeInput workspace;         // per GPU
   PlanWorkload workload;
   std::string length_distribution_origin;  // the file, when one was given
+  // --kv-cache-memory: also size the engine's pool for this budget (engine_pool.h), for the
+  // model the engine would load (engine_spec).
+  std::optional<SizeInput> kv_cache_memory;
+  std::optional<ModelSpec> engine_spec;
 };
 
 struct PlanOutcome {
@@ -40,6 +46,7 @@ struct PlanOutcome {
   // no size carried a unit or the reading changes nothing.
   std::optional<CapacityPlan> other_units;
   std::vector<Lever> levers;
+  std::optional<EnginePool> engine_pool;  // when kv_cache_memory and engine_spec are set
 };
 
 [[nodiscard]] Result<PlanOutcome> run_plan(const PlanRequest& request);

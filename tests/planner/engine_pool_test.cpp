@@ -10,6 +10,7 @@
 #include "model/gguf_file.h"
 #include "model/model_paths.h"
 #include "model/model_spec.h"
+#include "planner/plan_request.h"
 
 namespace kvs {
 namespace {
@@ -45,8 +46,37 @@ TEST(EnginePool, SyntheticSpecAndErrors) {
   EXPECT_EQ(pool->num_blocks, (uint64_t{1} << 30) / (16 * pool->bytes_per_token));
   EXPECT_FALSE(plan_engine_pool(spec, 1000, 16, KvDtype::kF16, KvDtype::kF16).is_ok());
   EXPECT_FALSE(plan_engine_pool(spec, 1u << 30, 0, KvDtype::kF16, KvDtype::kF16).is_ok());
+  EXPECT_FALSE(plan_engine_pool(spec, 1u << 30, 257, KvDtype::kF16, KvDtype::kF16).is_ok());
   spec.head_dim = 80;
   EXPECT_FALSE(plan_engine_pool(spec, 1u << 30, 16, KvDtype::kQ4_0, KvDtype::kQ4_0).is_ok());
+}
+
+TEST(EnginePool, FromPlannerModelAndThroughRunPlan) {
+  PlannerModel m;
+  m.name = "smol";
+  m.num_attention_heads = 9;
+  m.hidden_size = 576;
+  m.layers.assign(30, KvLayer::full(3, 64, 64));
+  auto spec = engine_spec_from_planner_model(m);
+  ASSERT_TRUE(spec.is_ok()) << spec.status().to_string();
+  EXPECT_EQ(spec->n_layers, 30u);
+  EXPECT_EQ(spec->n_kv_heads, 3u);
+  EXPECT_EQ(spec->head_dim, 64u);
+  PlanRequest r;
+  r.model = m;
+  r.k_dtype = r.v_dtype = KvDtype::kF16;
+  r.gpu_memory = *parse_size_input("8GiB");
+  r.workload.context = 2048;
+  r.kv_cache_memory = *parse_size_input("64MiB");
+  r.engine_spec = *spec;
+  auto out = run_plan(r);
+  ASSERT_TRUE(out.is_ok()) << out.status().to_string();
+  ASSERT_TRUE(out->engine_pool.has_value());
+  EXPECT_EQ(out->engine_pool->num_blocks, 182u);
+  EXPECT_EQ(out->plan.per_token.bytes_per_token, out->engine_pool->bytes_per_token);
+  // Shapes the engine cannot run are refused, naming why.
+  m.layers[3] = KvLayer::sliding(3, 64, 64, 512);
+  EXPECT_EQ(engine_spec_from_planner_model(m).status().code(), StatusCode::kUnimplemented);
 }
 
 }  // namespace
