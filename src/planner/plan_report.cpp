@@ -99,6 +99,10 @@ void formula_section(std::ostringstream& o, const PlanOutcome& out) {
   if (r.tp > 1)
     o << "Tensor parallel: " << r.tp << " GPUs; KV heads per GPU = max(1, kv_heads / " << r.tp
       << "); MLA latents are replicated; all sizes below are per GPU unless marked total\n";
+  if (const uint32_t kvh = r.model.kv_heads();
+      r.tp > 1 && kvh > 0 && kvh % r.tp != 0 && r.tp % kvh != 0)
+    o << "  note: " << kvh << " KV heads do not split evenly over " << r.tp
+      << " GPUs; engines such as vLLM refuse this tp\n";
   o << "Units: B = byte, GB = 10^9 B, GiB = 2^30 B; computed sizes are shown in both.\n";
   o << "\nBytes per token\n";
   o << "  KV bytes/token = layers x 2 (K,V) x kv_heads x head_dim x bytes/element"
@@ -124,6 +128,10 @@ void request_section(std::ostringstream& o, const PlanOutcome& out) {
   const PlanWorkload& w = out.request.workload;
   o << "\nPer request at " << format_thousands(w.context)
     << " tokens: " << bytes_both_units(p.request.total) << "\n";
+  const uint32_t max_ctx = out.request.model.max_context;
+  if (max_ctx > 0 && w.context > max_ctx)
+    o << "  note: longer than the model's trained context (" << format_thousands(max_ctx)
+      << " tokens)\n";
   for (int k = 0; k < kNumKvLayerKinds; ++k) {
     if (p.per_token.layers_by_kind[k] == 0) continue;
     o << "  " << pad(kv_layer_kind_name(static_cast<KvLayerKind>(k)), 18)
