@@ -8,9 +8,11 @@ namespace kvs {
 
 Result<TokenizerConfig> tokenizer_config_from_gguf(const GgufFile& f) {
   TokenizerConfig c;
-  KVS_ASSIGN_OR_RETURN(std::string model, f.get_string("tokenizer.ggml.model"));
-  if (model != "gpt2")
-    return unimplemented("tokenizer model '" + model +
+  // (Not KVS_ASSIGN_OR_RETURN: GCC 12 reports a false maybe-uninitialized through the variant.)
+  const Result<std::string> model = f.get_string("tokenizer.ggml.model");
+  if (!model.is_ok()) return model.status();
+  if (model.value() != "gpt2")
+    return unimplemented("tokenizer model '" + model.value() +
                          "' is not supported (kvserve reads gpt2-style BPE)");
   KVS_ASSIGN_OR_RETURN(c.tokens, f.get_string_array("tokenizer.ggml.tokens"));
   KVS_ASSIGN_OR_RETURN(c.merges, f.get_string_array("tokenizer.ggml.merges"));

@@ -1,0 +1,212 @@
+// Engine-level behaviour on the real default model: batching, block sizes, prefix caching and
+// preemption never change greedy output; the pool is sized by kv_geometry.
+#include "engine/engine.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "engine/perplexity.h"
+#include "model/loaded_model.h"
+#include "model/model_paths.h"
+
+namespace kvs {
+namespace {
+
+LoadedModel* shared_model() {
+  static std::unique_ptr<LoadedModel> model = [] {
+    auto m = load_model(default_model_path());
+    return m.is_ok() ? std::make_unique<LoadedModel>(std::move(m).value()) : nullptr;
+  }();
+  return model.get();
+}
+
+#define REQUIRE_MODEL()                \
+  LoadedModel* model = shared_model(); \
+  if (model == nullptr) GTEST_SKIP() << "default model not found at " << default_model_path()
+
+std::unique_ptr<Engine> make_engine(LoadedModel& m, EngineConfig c) {
+  c.model_fingerprint = m.fingerprint;
+  c.eog_ids = m.eog_ids;
+  if (c.threads == 0) c.threads = 2;
+  auto e = Engine::create(*m.model, c);
+  EXPECT_TRUE(e.is_ok()) << e.status().to_string();
+  return std::move(e).value();
+}
+
+std::vector<int32_t> tokens_of(LoadedModel& m, const std::string& text) {
+  return m.tokenizer->encode(text, true, true);
+}
+
+// Runs the prompts to completion (greedy) and returns each one's generated tokens.
+std::vector<std::vector<int32_t>> run_all(Engine& e,
+                                          const std::vector<std::vector<int32_t>>& prompts,
+                                          uint32_t max_tokens,
+                                          std::vector<uint32_t>* cached = nullptr) {
+  std::vector<SeqId> ids;
+  for (const auto& p : prompts) {
+    auto id = e.add_request({.prompt = p,
+                             .sampling = {},
+                             .max_tokens = max_tokens,
+                             .cache_salt = "",
+                             .ignore_eos = true});
+    EXPECT_TRUE(id.is_ok()) << id.status().to_string();
+    ids.push_back(*id);
+  }
+  while (e.has_unfinished()) {
+    (void)e.step();
+    EXPECT_TRUE(e.cache().check_integrity().is_ok());
+  }
+  std::vector<std::vector<int32_t>> out;
+  for (SeqId id : ids) {
+    const Sequence& s = e.sequence(id);
+    out.emplace_back(s.tokens.begin() + s.prompt_len, s.tokens.end());
+    if (cached) cached->push_back(s.cached_tokens);
+    e.release(id);
+  }
+  return out;
+}
+
+const char* kPrompts[] = {
+    "The capital of France is",
+    "<|im_start|>user\nWrite a haiku about memory.<|im_end|>\n<|im_start|>assistant\n",
+    "def fibonacci(n):\n    ",
+    "Once upon a time, in a small village by the sea, there lived",
+};
+
+TEST(EngineTest, PoolIsSizedByKvGeometry) {
+  REQUIRE_MODEL();
+  auto e = make_engine(*model, {.kv_cache_memory = 64ull << 20, .block_size = 16});
+  // SmolLM2-135M: 30 layers x 2 x 3 KV heads x 64 x 2 bytes (f16) = 23,040 B per token.
+  EXPECT_EQ(e->pool_info().token_bytes.bytes_per_token, 23040u);
+  EXPECT_EQ(e->pool_info().block_bytes, 23040u * 16);
+  EXPECT_EQ(e->pool_info().num_blocks, (64ull << 20) / (23040 * 16));
+  EXPECT_EQ(e->storage().total_bytes(), e->pool_info().pool_bytes);
+}
+
+TEST(EngineTest, ParallelSequencesMatchSeparateRuns) {
+  REQUIRE_MODEL();
+  std::vector<std::vector<int32_t>> prompts;
+  for (const char* p : kPrompts) prompts.push_back(tokens_of(*model, p));
+  auto batched =
+      make_engine(*model, {.kv_cache_memory = 64ull << 20, .enable_prefix_caching = false});
+  const auto together = run_all(*batched, prompts, 12);
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    auto alone =
+        make_engine(*model, {.kv_cache_memory = 64ull << 20, .enable_prefix_caching = false});
+    EXPECT_EQ(run_all(*alone, {prompts[i]}, 12)[0], together[i]) << "prompt " << i;
+  }
+}
+
+TEST(EngineTest, BlockSizeAndChunkingDoNotChangeOutput) {
+  REQUIRE_MODEL();
+  std::vector<std::vector<int32_t>> prompts;
+  for (const char* p : kPrompts) prompts.push_back(tokens_of(*model, p));
+  auto ref = make_engine(*model, {.kv_cache_memory = 64ull << 20, .block_size = 16});
+  const auto expect = run_all(*ref, prompts, 10);
+  for (uint32_t bs : {1u, 7u, 256u}) {
+    auto e = make_engine(
+        *model, {.kv_cache_memory = 64ull << 20, .block_size = bs, .max_num_batched_tokens = 5});
+    EXPECT_EQ(run_all(*e, prompts, 10), expect) << "block size " << bs;
+  }
+}
+
+TEST(EngineTest, PrefixCachingReusesBlocksWithoutChangingOutput) {
+  REQUIRE_MODEL();
+  std::string long_prompt = "<|im_start|>system\nYou are a careful assistant. ";
+  for (int i = 0; i < 12; ++i)
+    long_prompt += "Always answer briefly and cite the rule number " + std::to_string(i) + ". ";
+  long_prompt +=
+      "<|im_end|>\n<|im_start|>user\nWhat is two plus two?<|im_end|>\n<|im_start|>assistant\n";
+  const auto p = tokens_of(*model, long_prompt);
+  ASSERT_GT(p.size(), 100u);
+  auto off = make_engine(*model, {.kv_cache_memory = 64ull << 20, .enable_prefix_caching = false});
+  const auto expect = run_all(*off, {p}, 8);
+  auto on = make_engine(*model, {.kv_cache_memory = 64ull << 20});
+  std::vector<uint32_t> cached;
+  const auto first = run_all(*on, {p}, 8, &cached);
+  const auto second = run_all(*on, {p}, 8, &cached);
+  EXPECT_EQ(first[0], expect[0]);
+  EXPECT_EQ(second[0], expect[0]);
+  EXPECT_EQ(cached[0], 0u);
+  // The second run reuses every full block of the prompt (at least the last token is recomputed).
+  EXPECT_EQ(cached[1], (p.size() - 1) / 16 * 16);
+}
+
+TEST(EngineTest, PreemptionUnderATightPoolKeepsOutputs) {
+  REQUIRE_MODEL();
+  std::vector<std::vector<int32_t>> prompts;
+  for (int r = 0; r < 2; ++r)
+    for (const char* p : kPrompts) prompts.push_back(tokens_of(*model, p));
+  auto roomy = make_engine(*model, {.kv_cache_memory = 64ull << 20});
+  const auto expect = run_all(*roomy, prompts, 24);
+  // 8 blocks of 16 tokens: far fewer than 8 sequences x ~40 tokens need.
+  auto tight = make_engine(*model, {.kv_cache_memory = 8ull * 16 * 23040, .block_size = 16});
+  ASSERT_EQ(tight->pool_info().num_blocks, 8u);
+  EXPECT_EQ(run_all(*tight, prompts, 24), expect);
+  EXPECT_GT(tight->num_preemptions(), 0u);
+  const auto st = tight->cache().stats();
+  EXPECT_EQ(st.blocks_in_use, 0u);
+}
+
+TEST(EngineTest, RejectsRequestsThatCannotFit) {
+  REQUIRE_MODEL();
+  auto e = make_engine(*model, {.kv_cache_memory = 4ull * 16 * 23040, .max_model_len = 100});
+  EXPECT_FALSE(e->add_request({.prompt = {}, .max_tokens = 4}).is_ok());
+  EXPECT_FALSE(e->add_request({.prompt = {1, 2}, .max_tokens = 0}).is_ok());
+  EXPECT_FALSE(e->add_request({.prompt = {1, 999999}, .max_tokens = 4}).is_ok());
+  EXPECT_FALSE(e->add_request({.prompt = std::vector<int32_t>(90, 5), .max_tokens = 20}).is_ok());
+  EXPECT_FALSE(e->add_request({.prompt = std::vector<int32_t>(60, 5), .max_tokens = 20})
+                   .is_ok());  // > 64-token pool
+  EXPECT_FALSE(
+      e->add_request({.prompt = {1}, .sampling = {.temperature = -1}, .max_tokens = 4}).is_ok());
+  EXPECT_TRUE(e->add_request({.prompt = {1, 2}, .max_tokens = 4}).is_ok());
+}
+
+TEST(EngineTest, SameSeedSameText) {
+  REQUIRE_MODEL();
+  const auto p = tokens_of(*model, "Tell me a story about a robot.");
+  auto sample = [&](uint64_t seed) {
+    auto e = make_engine(*model, {.kv_cache_memory = 64ull << 20});
+    auto id = e->add_request(
+        {.prompt = p,
+         .sampling = {.temperature = 0.9f, .top_k = 40, .top_p = 0.95f, .seed = seed},
+         .max_tokens = 16,
+         .ignore_eos = true});
+    while (e->has_unfinished()) (void)e->step();
+    const Sequence& s = e->sequence(*id);
+    return std::vector<int32_t>(s.tokens.begin() + s.prompt_len, s.tokens.end());
+  };
+  EXPECT_EQ(sample(42), sample(42));
+  EXPECT_NE(sample(42), sample(43));
+}
+
+TEST(EngineTest, PerplexityDoesNotDependOnBlockSizeOrChunking) {
+  REQUIRE_MODEL();
+  std::string text;
+  for (int i = 0; i < 20; ++i)
+    text += "The quick brown fox jumps over the lazy dog while the cat sleeps in the warm sun. ";
+  const auto toks = model->tokenizer->encode(text, true, false);
+  auto a = make_engine(*model, {.kv_cache_memory = 64ull << 20,
+                                .block_size = 16,
+                                .max_num_batched_tokens = 512,
+                                .enable_prefix_caching = false});
+  auto b = make_engine(*model, {.kv_cache_memory = 64ull << 20,
+                                .block_size = 3,
+                                .max_num_batched_tokens = 37,
+                                .enable_prefix_caching = false});
+  auto ra = compute_perplexity(*a, toks, 128);
+  auto rb = compute_perplexity(*b, toks, 128);
+  ASSERT_TRUE(ra.is_ok()) << ra.status().to_string();
+  ASSERT_TRUE(rb.is_ok());
+  EXPECT_GT(ra->scored_tokens, 0u);
+  // Repetitive text is easy: the model should be confident.
+  EXPECT_LT(ra->perplexity, 5.0);
+  EXPECT_NEAR(ra->perplexity, rb->perplexity, 1e-3 * ra->perplexity);
+  EXPECT_EQ(a->cache().stats().blocks_in_use, 0u);
+}
+
+}  // namespace
+}  // namespace kvs
