@@ -9,8 +9,8 @@ namespace kvs {
 namespace {
 
 constexpr double kGiB = 1024.0 * 1024 * 1024;
-constexpr double kW = 760, kH = 440;
-constexpr double kLeft = 70, kRight = 190, kTop = 50, kBottom = 60;
+constexpr double kW = 820, kH = 440;
+constexpr double kLeft = 70, kRight = 250, kTop = 50, kBottom = 60;
 
 std::string num(double v) {
   char buf[32];
