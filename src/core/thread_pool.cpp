@@ -5,6 +5,15 @@
 #include "core/check.h"
 
 namespace kvs {
+namespace {
+
+inline void cpu_relax() {
+#if defined(__x86_64__)
+  __builtin_ia32_pause();
+#endif
+}
+
+}  // namespace
 
 ThreadPool::ThreadPool(int threads) : num_threads_(std::max(1, threads)) {
   for (int i = 1; i < num_threads_; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
@@ -25,39 +34,50 @@ int ThreadPool::hardware_threads() {
   return n == 0 ? 1 : static_cast<int>(n);
 }
 
-void ThreadPool::run_share(int index) {
-  // Static split: thread i takes the i-th of num_threads_ near-equal grain-aligned ranges.
-  const size_t chunks = (job_n_ + job_grain_ - 1) / job_grain_;
-  const size_t per = chunks / num_threads_;
-  const size_t extra = chunks % num_threads_;
-  const size_t first = index * per + std::min<size_t>(index, extra);
-  const size_t count = per + (static_cast<size_t>(index) < extra ? 1 : 0);
-  if (count == 0) return;
-  const size_t begin = first * job_grain_;
-  const size_t end = std::min(job_n_, (first + count) * job_grain_);
-  if (begin < end) (*job_)(begin, end, index);
+void ThreadPool::run_chunks(uint32_t gen, int index) {
+  const auto* fn = job_.load(std::memory_order_acquire);
+  const size_t n = job_n_.load(std::memory_order_relaxed);
+  const size_t grain = job_grain_.load(std::memory_order_relaxed);
+  const size_t chunks = job_chunks_.load(std::memory_order_relaxed);
+  for (;;) {
+    uint64_t c = claim_.load(std::memory_order_acquire);
+    for (;;) {
+      if (static_cast<uint32_t>(c >> 32) != gen || static_cast<uint32_t>(c) >= chunks) return;
+      if (claim_.compare_exchange_weak(c, c + 1, std::memory_order_acq_rel)) break;
+    }
+    // The claim succeeded under generation `gen`, so the job fields read above belong to it
+    // (they change only after every chunk of this job is done).
+    const size_t chunk = static_cast<uint32_t>(c);
+    const size_t begin = chunk * grain;
+    (*fn)(begin, std::min(n, begin + grain), index);
+    chunks_done_.fetch_add(1, std::memory_order_acq_rel);
+  }
 }
 
 void ThreadPool::worker_loop(int index) {
-  uint64_t seen = 0;
+  uint32_t seen = 0;
   for (;;) {
-    // Spin a little: the next region usually follows within microseconds.
-    uint64_t gen = generation_.load(std::memory_order_acquire);
-    for (int spin = 0; gen == seen && spin < 20000; ++spin) {
-#if defined(__x86_64__)
-      __builtin_ia32_pause();
-#endif
+    uint32_t gen = generation_.load(std::memory_order_acquire);
+    // Spin a little (the next region usually follows within microseconds), then yield, then
+    // sleep.
+    for (int spin = 0; gen == seen && spin < 4000; ++spin) {
+      cpu_relax();
+      gen = generation_.load(std::memory_order_acquire);
+    }
+    for (int y = 0; gen == seen && y < 50; ++y) {
+      std::this_thread::yield();
       gen = generation_.load(std::memory_order_acquire);
     }
     if (gen == seen) {
       std::unique_lock<std::mutex> lock(mu_);
+      sleeping_.fetch_add(1);
       cv_.wait(lock, [&] { return generation_.load() != seen; });
+      sleeping_.fetch_sub(1);
       gen = generation_.load();
     }
     seen = gen;
     if (stop_.load()) return;
-    run_share(index);
-    pending_.fetch_sub(1, std::memory_order_acq_rel);
+    run_chunks(gen, index);
   }
 }
 
@@ -65,27 +85,33 @@ void ThreadPool::parallel_for(size_t n, size_t grain,
                               const std::function<void(size_t, size_t, int)>& fn) {
   if (n == 0) return;
   grain = std::max<size_t>(1, grain);
-  if (num_threads_ == 1 || n <= grain) {
-    fn(0, n, 0);
+  const size_t chunks = (n + grain - 1) / grain;
+  if (num_threads_ == 1 || chunks == 1) {
+    for (size_t b = 0; b < n; b += grain) fn(b, std::min(n, b + grain), 0);
     return;
   }
-  KVS_CHECK_MSG(pending_.load() == 0, "ThreadPool::parallel_for is not reentrant");
-  job_ = &fn;
-  job_n_ = n;
-  job_grain_ = grain;
-  pending_.store(num_threads_ - 1, std::memory_order_release);
-  {
+  KVS_CHECK_MSG(chunks < (size_t{1} << 32), "parallel_for: too many chunks");
+  const uint32_t gen = generation_.load(std::memory_order_relaxed) + 1;
+  job_.store(&fn, std::memory_order_relaxed);
+  job_n_.store(n, std::memory_order_relaxed);
+  job_grain_.store(grain, std::memory_order_relaxed);
+  job_chunks_.store(chunks, std::memory_order_relaxed);
+  chunks_done_.store(0, std::memory_order_relaxed);
+  claim_.store(uint64_t{gen} << 32, std::memory_order_release);
+  // seq_cst store/load pair with the worker's sleeping_++ / predicate check: one of the two
+  // sides always sees the other, so no wake-up is lost.
+  generation_.store(gen);
+  if (sleeping_.load() > 0) {
     std::lock_guard<std::mutex> lock(mu_);
-    generation_.fetch_add(1, std::memory_order_acq_rel);
+    cv_.notify_all();
   }
-  cv_.notify_all();
-  run_share(0);
-  while (pending_.load(std::memory_order_acquire) != 0) {
-#if defined(__x86_64__)
-    __builtin_ia32_pause();
-#endif
+  run_chunks(gen, 0);
+  for (int spin = 0; chunks_done_.load(std::memory_order_acquire) != chunks; ++spin) {
+    if (spin < 2000)
+      cpu_relax();
+    else
+      std::this_thread::yield();
   }
-  job_ = nullptr;
 }
 
 }  // namespace kvs

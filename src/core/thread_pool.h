@@ -1,12 +1,14 @@
 // ThreadPool: a fixed set of workers that run one parallel_for at a time. Work is split into
-// contiguous ranges (rows of a matmul, heads of attention); the calling thread takes part.
-// Workers spin briefly before sleeping, because an engine step issues hundreds of short
+// chunks of `grain` items that threads claim from a shared counter, so a worker the OS has
+// descheduled (a busy machine) delays nothing: the others, including the caller, take its
+// chunks. Workers spin briefly before sleeping, because an engine step issues hundreds of short
 // parallel regions and a futex wake per region would dominate small-model decode.
 #pragma once
 
 #include <atomic>
 #include <condition_variable>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <mutex>
 #include <thread>
@@ -24,8 +26,9 @@ class ThreadPool {
 
   [[nodiscard]] int num_threads() const { return num_threads_; }
 
-  // Calls fn(begin, end, thread_index) over disjoint ranges that cover [0, n), each range a
-  // multiple of `grain` (except the last). Returns when every range has run. Not reentrant.
+  // Calls fn(begin, end, thread_index) over disjoint ranges that cover [0, n), each range
+  // `grain` items (the last may be shorter). Returns when every range has run. Not reentrant.
+  // thread_index < num_threads() identifies the calling thread (for per-thread scratch).
   void parallel_for(size_t n, size_t grain, const std::function<void(size_t, size_t, int)>& fn);
 
   // Number of hardware threads (at least 1).
@@ -33,19 +36,24 @@ class ThreadPool {
 
  private:
   void worker_loop(int index);
-  void run_share(int index);
+  // Claims and runs chunks of job `gen` until none is left.
+  void run_chunks(uint32_t gen, int index);
 
   int num_threads_;
   std::vector<std::thread> workers_;
   std::mutex mu_;
   std::condition_variable cv_;
-  std::atomic<uint64_t> generation_{0};
-  std::atomic<int> pending_{0};
+  std::atomic<int> sleeping_{0};
   std::atomic<bool> stop_{false};
-  // The current job (valid while pending_ > 0).
-  const std::function<void(size_t, size_t, int)>* job_ = nullptr;
-  size_t job_n_ = 0;
-  size_t job_grain_ = 1;
+  // The current job. claim_ packs (generation << 32 | next chunk); a worker that wakes up late
+  // fails its claim because the generation moved on.
+  std::atomic<uint64_t> claim_{0};
+  std::atomic<uint32_t> generation_{0};
+  std::atomic<size_t> chunks_done_{0};
+  std::atomic<const std::function<void(size_t, size_t, int)>*> job_{nullptr};
+  std::atomic<size_t> job_n_{0};
+  std::atomic<size_t> job_grain_{1};
+  std::atomic<size_t> job_chunks_{0};
 };
 
 }  // namespace kvs
