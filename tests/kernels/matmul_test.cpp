@@ -125,6 +125,17 @@ TEST(Matmul, FloatTypesWithColsNotAMultipleOfTheVectorWidth) {
   }
 }
 
+TEST(Matmul, LongRowsCrossTheMinTermChunks) {
+  // The kernels collect min terms per chunk of 128/256 blocks; rows longer than that must carry
+  // the partial sums across chunk boundaries (257 and 264 blocks here).
+  std::mt19937 rng(12);
+  ThreadPool pool(1);
+  for (WeightType type : kAllTypes) {
+    const int64_t K = weight_type_info(type).block_elems >= 256 ? 264 * 32 : 257 * 32;
+    for (int64_t T : {1, 2, 5}) check_matmul(type, 9, K, T, pool, 1.0f, 1.0f, rng);
+  }
+}
+
 TEST(Matmul, ExtremeScales) {
   std::mt19937 rng(99);
   ThreadPool pool(2);
