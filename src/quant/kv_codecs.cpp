@@ -1,0 +1,204 @@
+#include "quant/kv_codecs.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "core/half.h"
+#include "quant/fp8.h"
+
+namespace kvs {
+namespace {
+
+constexpr float kF16Max = 65504.0f;
+
+void store_f16(uint8_t* p, float v) {
+  const uint16_t h = f32_to_f16(v);
+  std::memcpy(p, &h, 2);
+}
+
+// Largest finite |x| (NaN skipped, inf counts as the largest f32 so that scales saturate).
+float abs_max(const float* x, uint32_t n) {
+  float m = 0.0f;
+  for (uint32_t i = 0; i < n; ++i) {
+    const float a = std::fabs(x[i]);
+    if (a > m) m = std::isinf(a) ? 3.4028235e38f : a;  // NaN compares false: skipped
+  }
+  return m;
+}
+
+// The f16 scale actually stored for amax / qmax, and the f32 value it decodes to.
+float stored_scale(float amax, float qmax, uint8_t* p) {
+  const float s = std::min(amax / qmax, kF16Max);
+  store_f16(p, s);
+  return load_f16_scale(p);
+}
+
+// round(x / s) clamped to [-qmax, qmax]; NaN -> 0.
+int quantize_symmetric(float x, float s, int qmax) {
+  if (std::isnan(x) || s == 0.0f) return 0;
+  const float r = std::nearbyint(x / s);
+  if (!(r <= qmax)) return qmax;  // also +inf
+  if (r < -qmax) return -qmax;
+  return static_cast<int>(r);
+}
+
+// Levels -8..7 of one q4 group for scale d; returns the group's squared error.
+double q4_levels(const float* x, float d, uint8_t* n) {
+  double err = 0;
+  for (uint32_t i = 0; i < GroupQ4Traits::kGroup; ++i) {
+    int q = 0;
+    if (d != 0.0f && !std::isnan(x[i])) {
+      const float r = std::nearbyint(x[i] / d);
+      q = r >= 7.0f ? 7 : (r <= -8.0f ? -8 : static_cast<int>(r));
+    }
+    n[i] = static_cast<uint8_t>(q + 8);
+    const double xi = std::isnan(x[i]) ? 0.0 : std::clamp<double>(x[i], -3.4e38, 3.4e38);
+    const double e = xi - double(d) * q;
+    err += e * e;
+  }
+  return err;
+}
+
+void pack_q4(const uint8_t* n, uint8_t* dst) {
+  for (uint32_t j = 0; j < 16; ++j) dst[2 + j] = static_cast<uint8_t>(n[j] | (n[j + 16] << 4));
+}
+
+// Signed element of largest magnitude (NaN skipped, inf clamped to the largest f32).
+float signed_abs_max(const float* x, uint32_t n) {
+  float m = 0.0f, am = 0.0f;
+  for (uint32_t i = 0; i < n; ++i) {
+    const float a = std::fabs(x[i]);
+    if (a > am) {
+      am = std::isinf(a) ? 3.4028235e38f : a;
+      m = std::signbit(x[i]) ? -am : am;
+    }
+  }
+  return m;
+}
+
+}  // namespace
+
+float load_f16_scale(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return f16_to_f32(h);
+}
+
+void quantize_fp8_e4m3(const float* x, uint32_t n, uint8_t* dst) {
+  for (uint32_t i = 0; i < n; ++i) dst[i] = fp8_e4m3_from_f32(x[i]);
+}
+void quantize_fp8_e5m2(const float* x, uint32_t n, uint8_t* dst) {
+  for (uint32_t i = 0; i < n; ++i) dst[i] = fp8_e5m2_from_f32(x[i]);
+}
+void dequantize_fp8_e4m3(const uint8_t* src, uint32_t n, float* y) {
+  for (uint32_t i = 0; i < n; ++i) y[i] = fp8_e4m3_to_f32(src[i]);
+}
+void dequantize_fp8_e5m2(const uint8_t* src, uint32_t n, float* y) {
+  for (uint32_t i = 0; i < n; ++i) y[i] = fp8_e5m2_to_f32(src[i]);
+}
+
+void quantize_fp8_e4m3_dyn(const float* x, uint32_t n, uint8_t* dst) {
+  const float s = stored_scale(abs_max(x, n), Fp8DynTraits::kQMax, dst + n);
+  for (uint32_t i = 0; i < n; ++i) dst[i] = s == 0.0f ? 0 : fp8_e4m3_from_f32(x[i] / s);
+}
+void dequantize_fp8_e4m3_dyn(const uint8_t* src, uint32_t n, float* y) {
+  const float s = load_f16_scale(src + n);
+  for (uint32_t i = 0; i < n; ++i) y[i] = s * fp8_e4m3_to_f32(src[i]);
+}
+
+void quantize_int8(const float* x, uint32_t n, uint8_t* dst) {
+  const float s = stored_scale(abs_max(x, n), Int8Traits::kQMax, dst + n);
+  for (uint32_t i = 0; i < n; ++i)
+    dst[i] = static_cast<uint8_t>(static_cast<int8_t>(quantize_symmetric(x[i], s, 127)));
+}
+void dequantize_int8(const uint8_t* src, uint32_t n, float* y) {
+  const float s = load_f16_scale(src + n);
+  for (uint32_t i = 0; i < n; ++i) y[i] = s * static_cast<float>(static_cast<int8_t>(src[i]));
+}
+
+void quantize_q4_0(const float* x, uint32_t n, uint8_t* dst) {
+  constexpr uint32_t G = GroupQ4Traits::kGroup;
+  for (uint32_t g = 0; g < n / G; ++g, x += G, dst += GroupQ4Traits::kGroupBytes) {
+    const float m = signed_abs_max(x, G);
+    store_f16(dst, std::clamp(m / -8.0f, -kF16Max, kF16Max));
+    uint8_t lv[G];
+    q4_levels(x, load_f16_scale(dst), lv);
+    pack_q4(lv, dst);
+  }
+}
+
+void quantize_int4(const float* x, uint32_t n, uint8_t* dst) {
+  constexpr uint32_t G = GroupQ4Traits::kGroup;
+  // Candidates: the extreme element m lands on level c (d = m / c carries m's sign, so both
+  // signs are covered). c = -8 is q4_0's choice; |c| < 8 widens the far side, |c| > 8 clips m
+  // for finer steps. Each candidate is followed by one least-squares refit of d for its
+  // levels. The group keeps the (d, levels) of smallest squared error, so it is never worse
+  // than q4_0's choice (which is candidate c = -8).
+  static constexpr float kCandidates[] = {-8.0f, -9.0f,  -8.75f, -8.5f,  -8.25f, -7.75f,
+                                          -7.5f, -7.25f, -7.0f,  -6.75f, -6.5f};
+  for (uint32_t g = 0; g < n / G; ++g, x += G, dst += GroupQ4Traits::kGroupBytes) {
+    const float m = signed_abs_max(x, G);
+    double best = INFINITY;
+    uint8_t best_lv[G] = {};
+    uint8_t best_d[2] = {};
+    auto consider = [&](float d) {
+      uint8_t d16[2];
+      store_f16(d16, std::clamp(d, -kF16Max, kF16Max));
+      uint8_t lv[G];
+      const double err = q4_levels(x, load_f16_scale(d16), lv);
+      if (err < best) {
+        best = err;
+        std::memcpy(best_lv, lv, G);
+        std::memcpy(best_d, d16, 2);
+      }
+    };
+    for (float c : kCandidates) {
+      consider(m / c);
+      // Refit: d* = sum(x l) / sum(l^2) for the levels the candidate produced.
+      uint8_t d16[2];
+      store_f16(d16, std::clamp(m / c, -kF16Max, kF16Max));
+      uint8_t lv[G];
+      q4_levels(x, load_f16_scale(d16), lv);
+      double xl = 0, ll = 0;
+      for (uint32_t i = 0; i < G; ++i) {
+        const double l = int(lv[i]) - 8;
+        if (std::isfinite(x[i])) xl += double(x[i]) * l;
+        ll += l * l;
+      }
+      if (ll > 0 && std::isfinite(xl)) consider(static_cast<float>(xl / ll));
+    }
+    std::memcpy(dst, best_d, 2);
+    pack_q4(best_lv, dst);
+  }
+}
+
+void dequantize_q4(const uint8_t* src, uint32_t n, float* y) {
+  constexpr uint32_t G = GroupQ4Traits::kGroup;
+  for (uint32_t g = 0; g < n / G; ++g, src += GroupQ4Traits::kGroupBytes, y += G) {
+    const float d = load_f16_scale(src);
+    for (uint32_t j = 0; j < 16; ++j) {
+      y[j] = d * static_cast<float>((src[2 + j] & 0x0F) - 8);
+      y[j + 16] = d * static_cast<float>((src[2 + j] >> 4) - 8);
+    }
+  }
+}
+
+void quantize_q8_0(const float* x, uint32_t n, uint8_t* dst) {
+  constexpr uint32_t G = GroupQ8Traits::kGroup;
+  for (uint32_t g = 0; g < n / G; ++g, x += G, dst += GroupQ8Traits::kGroupBytes) {
+    const float d = stored_scale(abs_max(x, G), 127.0f, dst);
+    for (uint32_t i = 0; i < G; ++i)
+      dst[2 + i] = static_cast<uint8_t>(static_cast<int8_t>(quantize_symmetric(x[i], d, 127)));
+  }
+}
+
+void dequantize_q8_0(const uint8_t* src, uint32_t n, float* y) {
+  constexpr uint32_t G = GroupQ8Traits::kGroup;
+  for (uint32_t g = 0; g < n / G; ++g, src += GroupQ8Traits::kGroupBytes, y += G) {
+    const float d = load_f16_scale(src);
+    for (uint32_t i = 0; i < G; ++i) y[i] = d * static_cast<float>(static_cast<int8_t>(src[2 + i]));
+  }
+}
+
+}  // namespace kvs
