@@ -1,6 +1,8 @@
 // Weight matmul throughput for the SmolLM2-135M shapes. Counters: "GB/s" = weight bytes read per
-// second (the decode roofline: compare with the machine's measured memory bandwidth), "GFLOP/s" =
-// 2*N*K*T per second (the prefill roofline). Args: type, N, K, T, threads.
+// second (the decode roofline: compare with BM_MemoryRead, the machine's streaming read bandwidth
+// measured the same way), "GFLOP/s" = 2*N*K*T per second (the prefill roofline).
+// Args: type, N, K, T, threads. Single-thread runs are timed in CPU time (robust on a shared
+// machine), multi-thread runs in wall time.
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
@@ -95,13 +97,38 @@ void BM_MatmulReference(benchmark::State& state) {
 constexpr int64_t kQ41 = static_cast<int64_t>(WeightType::kQ4_1);
 constexpr int64_t kQ80 = static_cast<int64_t>(WeightType::kQ8_0);
 
+template <int64_t kThreads>
 void SmolLmShapes(benchmark::internal::Benchmark* b) {
   b->ArgNames({"type", "N", "K", "T", "threads"});
   const int64_t shapes[][3] = {
       {kQ41, 576, 576}, {kQ41, 1536, 576}, {kQ41, 576, 1536}, {kQ80, 49152, 576}};
   for (const auto& s : shapes)
-    for (int64_t T : {1, 4, 16, 64})
-      for (int64_t threads : {1, 2}) b->Args({s[0], s[1], s[2], T, threads});
+    for (int64_t T : {1, 4, 16, 64}) b->Args({s[0], s[1], s[2], T, kThreads});
+}
+
+// Streaming read of a 256 MiB buffer split over the pool (the decode bandwidth ceiling).
+void BM_MemoryRead(benchmark::State& state) {
+  const int threads = static_cast<int>(state.range(0));
+  const size_t n = size_t{256} << 20 >> 3;
+  std::vector<uint64_t> buf(n);
+  for (size_t i = 0; i < n; ++i) buf[i] = i;
+  std::vector<uint64_t> sums(static_cast<size_t>(threads) * 8);
+  ThreadPool& p = pool(threads);
+  for (auto _ : state) {
+    p.parallel_for(n / 8, 4096, [&](size_t begin, size_t end, int t) {
+      uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+      for (size_t i = begin * 8; i < end * 8; i += 8) {
+        s0 += buf[i] ^ buf[i + 4];
+        s1 += buf[i + 1] ^ buf[i + 5];
+        s2 += buf[i + 2] ^ buf[i + 6];
+        s3 += buf[i + 3] ^ buf[i + 7];
+      }
+      sums[static_cast<size_t>(t) * 8] += s0 + s1 + s2 + s3;
+    });
+    benchmark::DoNotOptimize(sums.data());
+  }
+  state.counters["GB/s"] = benchmark::Counter(static_cast<double>(n * 8) * 1e-9,
+                                              benchmark::Counter::kIsIterationInvariantRate);
 }
 
 void OtherTypes(benchmark::internal::Benchmark* b) {
@@ -118,8 +145,11 @@ void ReferenceShapes(benchmark::internal::Benchmark* b) {
   b->Args({kQ80, 49152, 576, 1, 1});
 }
 
-BENCHMARK(BM_Matmul)->Apply(SmolLmShapes)->UseRealTime();
-BENCHMARK(BM_Matmul)->Apply(OtherTypes)->UseRealTime();
+BENCHMARK(BM_Matmul)->Apply(SmolLmShapes<1>);
+BENCHMARK(BM_Matmul)->Apply(SmolLmShapes<2>)->UseRealTime();
+BENCHMARK(BM_Matmul)->Apply(OtherTypes);
+BENCHMARK(BM_MemoryRead)->Arg(1);
+BENCHMARK(BM_MemoryRead)->Arg(2)->UseRealTime();
 BENCHMARK(BM_MatmulReference)->Apply(ReferenceShapes)->Unit(benchmark::kMillisecond);
 
 }  // namespace
