@@ -161,6 +161,7 @@ void run_generate(GenerateFlags& f) {
                         {"kv_bytes_in_use", kv_in_use},
                         {"kv_pool_bytes", pool.pool_bytes},
                         {"kv_pool_blocks", pool.num_blocks},
+                        {"kv_pool_tokens", pool.num_tokens},
                         {"block_size", pool.block_size},
                         {"kv_cache_dtype_k", kv_dtype_name(config.k_dtype)},
                         {"kv_cache_dtype_v", kv_dtype_name(config.v_dtype)},

@@ -1,6 +1,7 @@
 // kvserve: the command-line entry point. Subcommands live in tools/cli_*.cpp.
 #include <cstdio>
 #include <iostream>
+#include <string>
 
 #include "tools/cli_commands.h"
 
@@ -21,6 +22,17 @@ int main(int argc, char** argv) {
   kvs::cli::add_generate_command(app);
   kvs::cli::add_perplexity_command(app);
   kvs::cli::add_plan_command(app);
+  std::string names;
+  bool known = false;
+  for (const CLI::App* sub : app.get_subcommands({})) {
+    names += (names.empty() ? "" : ", ") + sub->get_name();
+    if (argc > 1 && sub->get_name() == argv[1]) known = true;
+  }
+  if (argc > 1 && argv[1][0] != '-' && !known) {
+    std::fprintf(stderr, "kvserve: unknown subcommand '%s' (expected one of %s; see kvserve --help)\n",
+                 argv[1], names.c_str());
+    return 2;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
