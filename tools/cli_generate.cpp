@@ -162,6 +162,7 @@ void run_generate(GenerateFlags& f) {
                         {"kv_pool_bytes", pool.pool_bytes},
                         {"kv_pool_blocks", pool.num_blocks},
                         {"kv_pool_tokens", pool.num_tokens},
+                        {"weights_bytes", model->model->weight_bytes()},
                         {"block_size", pool.block_size},
                         {"kv_cache_dtype_k", kv_dtype_name(config.k_dtype)},
                         {"kv_cache_dtype_v", kv_dtype_name(config.v_dtype)},

@@ -177,6 +177,10 @@ struct ActTile {
   int64_t K, KB;
 };
 
+// Blocks per chunk of min terms (a multiple of 8: one k-quant super-block). Shared by the tile
+// and decode kernels so that they accumulate in the same order.
+constexpr int64_t kMinChunkBlocks = 256;
+
 // One unpacked 32-element weight block (int16 lanes wv, f32 scale dw) against activation block ab
 // of NT tokens: acc[t] += (wv . xq) * dw * dx. (Min terms are summed separately, see min_dot.)
 template <int NT>
@@ -311,12 +315,14 @@ HWY_INLINE void int_row_tile(const uint8_t* HWY_RESTRICT row, const ActTile& xa,
   const DF df;
   constexpr bool kMin = kType == WeightType::kQ4_1 || kType == WeightType::kQ4_K;
   constexpr bool kSuper = kType == WeightType::kQ4_K || kType == WeightType::kQ6_K;
-  // Independent accumulator chains per token: with few tokens a single FMA chain would be
-  // latency bound (4 cycles per block), so consecutive blocks go to A separate chains.
-  constexpr int A = NT >= 3 ? 1 : (NT == 2 ? 2 : 4);
+  // One accumulator chain per token, whatever NT is: a token's result must not depend on how
+  // many tokens share its step (batch invariance: N parallel sequences produce exactly the
+  // tokens of N separate runs, and chunked prefill the logits of a whole one). Decode (NT = 1)
+  // hides the FMA latency with several rows instead (int_rows_decode).
+  constexpr int A = 1;
   // Blocks are walked in chunks; the chunk's min values are collected in `mins` and dotted with
   // the block sums of x at the end of the chunk.
-  constexpr int64_t kChunk = 256;  // blocks, a multiple of 8 (one k-quant super-block)
+  constexpr int64_t kChunk = kMinChunkBlocks;
   HWY_ALIGN float mins[kChunk];
   hn::Vec<DF> acc[A][NT], macc[NT];
   float mtail[NT];
@@ -370,7 +376,8 @@ HWY_INLINE void int_rows_decode(const uint8_t* const* HWY_RESTRICT rows, const A
   const hn::CappedTag<float, 2> df2;
   const hn::Rebind<hwy::float16_t, decltype(df2)> dh2;
   constexpr bool kMin = kType == WeightType::kQ4_1;
-  constexpr int64_t kChunk = 128;
+  // Same chunking of the min terms as int_row_tile, so both paths sum in the same order.
+  constexpr int64_t kChunk = kMinChunkBlocks;
   HWY_ALIGN float mins[R][kChunk];
   hn::Vec<DF> acc[R], macc[R];
   float mtail[R];

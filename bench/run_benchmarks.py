@@ -1,0 +1,110 @@
+#!/usr/bin/env python3
+"""End-to-end speed of kvserve on the default model, next to llama.cpp on the same GGUF.
+
+Measures, with 1 and 2 threads: single-stream prefill and decode tokens/s, aggregate decode
+tokens/s for 1/4/16 parallel sequences, the machine's streaming read bandwidth (matmul_bench's
+BM_MemoryRead) and the fraction of it each decode figure reaches (bytes touched per token =
+weights read per step / tokens in the step + KV bytes read per token). Each figure is the best of
+--repeats runs; kvserve and llama.cpp runs alternate, so machine noise hits both alike.
+
+Usage: bench/run_benchmarks.py [--llama-bench PATH] [--repeats 3] > table.md
+llama.cpp is optional: build it outside the repository and pass --llama-bench.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+KVSERVE = os.path.join(ROOT, "build", "bin", "kvserve")
+MATMUL_BENCH = os.path.join(ROOT, "build", "bench", "matmul_bench")
+MODEL = os.path.join(os.environ.get("KVSERVE_MODEL_DIR", os.path.expanduser("~/.cache/kvserve/models")),
+                     "SmolLM2-135M-Instruct.Q4_1.gguf")
+
+
+def sh(cmd):
+    return subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+
+
+def bandwidth(threads):
+    out = json.loads(sh([MATMUL_BENCH, f"--benchmark_filter=BM_MemoryRead/{threads}$", "--benchmark_format=json",
+                         "--benchmark_repetitions=3"]))
+    return max(b["bytes_per_second"] for b in out["benchmarks"] if b.get("run_type") == "iteration")
+
+
+def prompt_of(n_words):
+    words = ("the quick brown fox jumps over a lazy dog while seven wizards quietly judge "
+             "boxing matches near the old river bank").split()
+    return " ".join(words[i % len(words)] for i in range(n_words))
+
+
+def kvserve(args, threads):
+    return json.loads(sh([KVSERVE, "generate", "-m", MODEL, "--json", "--ignore-eos", "-t", str(threads), *args]))
+
+
+def llama_bench(path, threads, p, n):
+    out = json.loads(sh([path, "-m", MODEL, "-t", str(threads), "-p", str(p), "-n", str(n), "-r", "3", "-o", "json"]))
+    res = {}
+    for r in out:
+        if r["n_prompt"] > 0:
+            res["prefill"] = r["avg_ts"]
+        else:
+            res["decode"] = r["avg_ts"]
+    return res
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--llama-bench")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--threads", default="1,2")
+    a = ap.parse_args()
+    lscpu = sh(["lscpu"])
+    cpu = next((l.split(":", 1)[1].strip() for l in lscpu.splitlines() if l.startswith("Model name")), "?")
+    prompt = prompt_of(380)  # ~512 tokens
+    rows = []
+    for t in [int(x) for x in a.threads.split(",")]:
+        bw = bandwidth(t)
+        best = {}
+        for _ in range(a.repeats):
+            single = kvserve(["-p", prompt, "-n", "128"], t)
+            best["prefill"] = max(best.get("prefill", 0), single["prefill_tokens_per_s"])
+            best["decode"] = max(best.get("decode", 0), single["decode_tokens_per_s"])
+            meta = single
+            for n in (1, 4, 16):
+                par = kvserve(["-p", "Once upon a time there was", "-n", "64", "--parallel", str(n)], t)
+                best[f"par{n}"] = max(best.get(f"par{n}", 0), par["decode_tokens_per_s"])
+            if a.llama_bench:
+                lb = llama_bench(a.llama_bench, t, 512, 128)
+                best["ll_prefill"] = max(best.get("ll_prefill", 0), lb["prefill"])
+                best["ll_decode"] = max(best.get("ll_decode", 0), lb["decode"])
+        w = meta["weights_bytes"]
+        kv = meta["kv_bytes_per_token"]
+        prompt_tokens = meta["prompt_tokens"]
+        # Decode at context ~prompt+64 reads the weights once and the sequence's KV once per token.
+        single_bytes = w + (prompt_tokens + 64) * kv
+        rows.append((t, bw, best, single_bytes, w, kv, prompt_tokens))
+    print(f"Machine: {cpu}, {os.cpu_count()} cores. Model: SmolLM2-135M-Instruct Q4_1 "
+          f"(weights read per step: {rows[0][4] / 1e6:.1f} MB; KV {rows[0][5]} B/token f16).\n")
+    print("| threads | read bandwidth | prefill tok/s (512) | decode tok/s | decode GB/s (% of bw) | "
+          "llama.cpp prefill | llama.cpp decode | decode vs llama.cpp | 1 seq | 4 seqs | 16 seqs |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for t, bw, b, sb, w, kv, pt in rows:
+        gbs = b["decode"] * sb / 1e9
+        ll_p = f"{b['ll_prefill']:.0f}" if "ll_prefill" in b else "-"
+        ll_d = f"{b['ll_decode']:.0f}" if "ll_decode" in b else "-"
+        ratio = f"{b['decode'] / b['ll_decode']:.2f}x" if "ll_decode" in b else "-"
+        par = []
+        for n in (1, 4, 16):
+            tps = b[f"par{n}"]
+            step_bytes = w + n * 40 * kv  # weights once per step + each sequence's KV (~40 tokens)
+            par.append(f"{tps:.0f} ({tps / n * step_bytes / bw * 100:.0f}%)")
+        print(f"| {t} | {bw / 1e9:.1f} GB/s | {b['prefill']:.0f} | {b['decode']:.0f} | {gbs:.1f} ({gbs * 1e9 / bw * 100:.0f}%) | "
+              f"{ll_p} | {ll_d} | {ratio} | {par[0]} | {par[1]} | {par[2]} |")
+    print("\nParallel columns: aggregate decode tokens/s (percentage: bytes touched per step / step time "
+          "as a fraction of read bandwidth).")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
