@@ -1,14 +1,28 @@
 #include "kernels/kv_vector.h"
 
 #include <cstring>
+#include <vector>
 
 #include "core/check.h"
 #include "core/half.h"
+#include "quant/kv_codecs.h"
 
 namespace kvs {
 
 bool kv_dtype_supported_by_kernels(KvDtype dtype) {
-  return dtype == KvDtype::kF32 || dtype == KvDtype::kF16 || dtype == KvDtype::kBF16;
+  switch (dtype) {
+    case KvDtype::kF32:
+    case KvDtype::kF16:
+    case KvDtype::kBF16:
+    case KvDtype::kFp8E4M3:
+    case KvDtype::kFp8E5M2:
+    case KvDtype::kFp8E4M3Dyn:
+    case KvDtype::kInt8:
+    case KvDtype::kInt4:
+    case KvDtype::kQ8_0:
+    case KvDtype::kQ4_0: return true;
+  }
+  return false;
 }
 
 void kv_vector_to_f32(KvDtype dtype, const uint8_t* src, uint32_t n, float* dst, uint32_t start) {
@@ -30,8 +44,28 @@ void kv_vector_to_f32(KvDtype dtype, const uint8_t* src, uint32_t n, float* dst,
         dst[i] = bf16_to_f32(h);
       }
       return;
+    default: break;
+  }
+  // Quantized formats: decode the whole vector (scales may be shared across [0, n)), keep
+  // [start, n). Only the scalar reference and kernel tails come here.
+  float whole[1024];
+  std::vector<float> big;
+  float* y = whole;
+  if (n > 1024) {
+    big.resize(n);
+    y = big.data();
+  }
+  switch (dtype) {
+    case KvDtype::kFp8E4M3: dequantize_fp8_e4m3(src, n, y); break;
+    case KvDtype::kFp8E5M2: dequantize_fp8_e5m2(src, n, y); break;
+    case KvDtype::kFp8E4M3Dyn: dequantize_fp8_e4m3_dyn(src, n, y); break;
+    case KvDtype::kInt8: dequantize_int8(src, n, y); break;
+    case KvDtype::kInt4:
+    case KvDtype::kQ4_0: dequantize_q4(src, n, y); break;
+    case KvDtype::kQ8_0: dequantize_q8_0(src, n, y); break;
     default: KVS_CHECK_MSG(false, "KV format not supported by the kernels");
   }
+  std::memcpy(dst + start, y + start, (n - start) * sizeof(float));
 }
 
 void kv_vector_from_f32(KvDtype dtype, const float* src, uint32_t n, uint8_t* dst) {
@@ -49,8 +83,15 @@ void kv_vector_from_f32(KvDtype dtype, const float* src, uint32_t n, uint8_t* ds
         std::memcpy(dst + 2 * i, &h, 2);
       }
       return;
-    default: KVS_CHECK_MSG(false, "KV format not supported by the kernels");
+    case KvDtype::kFp8E4M3: quantize_fp8_e4m3(src, n, dst); return;
+    case KvDtype::kFp8E5M2: quantize_fp8_e5m2(src, n, dst); return;
+    case KvDtype::kFp8E4M3Dyn: quantize_fp8_e4m3_dyn(src, n, dst); return;
+    case KvDtype::kInt8: quantize_int8(src, n, dst); return;
+    case KvDtype::kInt4: quantize_int4(src, n, dst); return;
+    case KvDtype::kQ4_0: quantize_q4_0(src, n, dst); return;
+    case KvDtype::kQ8_0: quantize_q8_0(src, n, dst); return;
   }
+  KVS_CHECK_MSG(false, "KV format not supported by the kernels");
 }
 
 }  // namespace kvs

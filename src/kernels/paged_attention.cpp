@@ -1,137 +1,496 @@
 #include "kernels/paged_attention.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
 
 #include "core/check.h"
 #include "kernels/kv_vector.h"
+#include "quant/kv_codecs.h"
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/paged_attention.cpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
 
+// After highway.h (per-target re-inclusion), hence its own include block.
+#include <hwy/contrib/math/math-inl.h>
+
 HWY_BEFORE_NAMESPACE();
 namespace kvs {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-// Loads head_dim elements of one K/V vector as f32 into dst (in registers, a vector at a time).
-static void load_vector_f32(KvDtype dtype, const uint8_t* src, uint32_t n, float* dst) {
-  const hn::ScalableTag<float> df;
-  const size_t L = hn::Lanes(df);
-  size_t i = 0;
-  switch (dtype) {
-    case KvDtype::kF32: std::memcpy(dst, src, n * sizeof(float)); return;
-    case KvDtype::kF16: {
-      const hn::Rebind<hwy::float16_t, decltype(df)> dh;
-      const auto* p = reinterpret_cast<const hwy::float16_t*>(src);
-      for (; i + L <= n; i += L) hn::StoreU(hn::PromoteTo(df, hn::LoadU(dh, p + i)), df, dst + i);
-      break;
-    }
-    default: break;
+using DF = hn::ScalableTag<float>;
+using VF = hn::Vec<DF>;
+
+// ---- Format readers ---------------------------------------------------------------------------
+// Each reader converts Lanes(df) consecutive elements of one stored K/V vector to f32 lanes in
+// registers, WITHOUT the vector's (or group's) scale; Scale() gives the factor that turns those
+// lanes into values. The kernel applies the scale once per vector (per group for grouped
+// formats) to the dot product or to the softmax weight, never per element.
+//
+// Ungrouped readers: Load(df, vec, i) for elements [i, i + L); Scale(vec, D).
+// Grouped readers (32 elements per group): Load(df, group, e) for elements [e, e + L) of the
+// group, e a multiple of L < 32 (needs L <= 16); Scale(group).
+
+struct ReadF32 {
+  static constexpr bool kGrouped = false;
+  static HWY_INLINE VF Load(DF df, const uint8_t* v, size_t i) {
+    return hn::LoadU(df, reinterpret_cast<const float*>(v) + i);
   }
-  if (i < n) kv_vector_to_f32(dtype, src, n, dst, static_cast<uint32_t>(i));
+  static HWY_INLINE float Scale(const uint8_t*, uint32_t) { return 1.0f; }
+};
+
+struct ReadF16 {
+  static constexpr bool kGrouped = false;
+  static HWY_INLINE VF Load(DF df, const uint8_t* v, size_t i) {
+    const hn::Rebind<hwy::float16_t, DF> dh;
+    return hn::PromoteTo(df, hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(v) + i));
+  }
+  static HWY_INLINE float Scale(const uint8_t*, uint32_t) { return 1.0f; }
+};
+
+struct ReadBF16 {
+  static constexpr bool kGrouped = false;
+  static HWY_INLINE VF Load(DF df, const uint8_t* v, size_t i) {
+    const hn::Rebind<hwy::bfloat16_t, DF> db;
+    return hn::PromoteTo(df, hn::LoadU(db, reinterpret_cast<const hwy::bfloat16_t*>(v) + i));
+  }
+  static HWY_INLINE float Scale(const uint8_t*, uint32_t) { return 1.0f; }
+};
+
+// fp8 bytes widened to f16 bit patterns, then converted by the f16 path (exact for every code,
+// subnormals included, with no f32 denormal ever formed).
+//   e5m2: the byte is the top half of an f16.
+//   e4m3: S.EEEE.MMM -> S.0EEEE.MMM0000000 is the f16 of value * 2^-8 (bias 15 vs 7), so the
+//         scale carries the 2^8.
+static HWY_INLINE VF Fp8BitsToF32(DF df, hn::Vec<hn::Rebind<uint16_t, DF>> bits) {
+  const hn::Rebind<hwy::float16_t, DF> dh;
+  return hn::PromoteTo(df, hn::BitCast(dh, bits));
+}
+static HWY_INLINE hn::Vec<hn::Rebind<uint16_t, DF>> LoadBytesAsU16(DF, const uint8_t* p) {
+  const hn::Rebind<uint16_t, DF> du16;
+  const hn::Rebind<uint8_t, DF> du8;
+  return hn::PromoteTo(du16, hn::LoadU(du8, p));
+}
+static HWY_INLINE VF LoadE4M3(DF df, const uint8_t* p) {
+  const hn::Rebind<uint16_t, DF> du16;
+  const auto b = LoadBytesAsU16(df, p);
+  const auto bits = hn::Or(hn::ShiftLeft<8>(hn::And(b, hn::Set(du16, 0x80))),
+                           hn::ShiftLeft<7>(hn::And(b, hn::Set(du16, 0x7F))));
+  return Fp8BitsToF32(df, bits);
+}
+constexpr float kE4M3Fix = 256.0f;
+
+struct ReadFp8E4M3 {
+  static constexpr bool kGrouped = false;
+  static HWY_INLINE VF Load(DF df, const uint8_t* v, size_t i) { return LoadE4M3(df, v + i); }
+  static HWY_INLINE float Scale(const uint8_t*, uint32_t) { return kE4M3Fix; }
+};
+
+struct ReadFp8E5M2 {
+  static constexpr bool kGrouped = false;
+  static HWY_INLINE VF Load(DF df, const uint8_t* v, size_t i) {
+    return Fp8BitsToF32(df, hn::ShiftLeft<8>(LoadBytesAsU16(df, v + i)));
+  }
+  static HWY_INLINE float Scale(const uint8_t*, uint32_t) { return 1.0f; }
+};
+
+struct ReadFp8E4M3Dyn {
+  static constexpr bool kGrouped = false;
+  static HWY_INLINE VF Load(DF df, const uint8_t* v, size_t i) { return LoadE4M3(df, v + i); }
+  static HWY_INLINE float Scale(const uint8_t* v, uint32_t D) {
+    return kE4M3Fix * load_f16_scale(v + D);
+  }
+};
+
+struct ReadInt8 {
+  static constexpr bool kGrouped = false;
+  static HWY_INLINE VF Load(DF df, const uint8_t* v, size_t i) {
+    const hn::Rebind<int32_t, DF> di32;
+    const hn::Rebind<int8_t, DF> di8;
+    return hn::ConvertTo(
+        df, hn::PromoteTo(di32, hn::LoadU(di8, reinterpret_cast<const int8_t*>(v) + i)));
+  }
+  static HWY_INLINE float Scale(const uint8_t* v, uint32_t D) { return load_f16_scale(v + D); }
+};
+
+struct ReadQ4 {  // int4 and q4_0
+  static constexpr bool kGrouped = true;
+  static constexpr uint32_t kGroupBytes = GroupQ4Traits::kGroupBytes;
+  static HWY_INLINE VF Load(DF df, const uint8_t* g, size_t e) {
+    const hn::Rebind<uint32_t, DF> du32;
+    const hn::Rebind<int32_t, DF> di32;
+    const hn::Rebind<uint8_t, DF> du8;
+    const auto w = hn::PromoteTo(du32, hn::LoadU(du8, g + 2 + (e & 15)));
+    const auto nib = e < 16 ? hn::And(w, hn::Set(du32, 0x0F)) : hn::ShiftRight<4>(w);
+    return hn::ConvertTo(df, hn::Sub(hn::BitCast(di32, nib), hn::Set(di32, 8)));
+  }
+  static HWY_INLINE float Scale(const uint8_t* g) { return load_f16_scale(g); }
+};
+
+struct ReadQ8 {  // q8_0
+  static constexpr bool kGrouped = true;
+  static constexpr uint32_t kGroupBytes = GroupQ8Traits::kGroupBytes;
+  static HWY_INLINE VF Load(DF df, const uint8_t* g, size_t e) {
+    const hn::Rebind<int32_t, DF> di32;
+    const hn::Rebind<int8_t, DF> di8;
+    return hn::ConvertTo(
+        df, hn::PromoteTo(di32, hn::LoadU(di8, reinterpret_cast<const int8_t*>(g + 2) + e)));
+  }
+  static HWY_INLINE float Scale(const uint8_t* g) { return load_f16_scale(g); }
+};
+
+// ---- One (token, kv head, key range, batch of NG query heads) ---------------------------------
+
+// What a range of keys contributes to NG query heads: unnormalised output (sum of
+// exp(s - m) v), the running max m and the sum of exp(s - m).
+struct Partial {
+  float* acc;  // [NG][D]
+  float* m;    // [NG]
+  float* l;    // [NG]
+};
+
+struct RangeArgs {
+  const PagedAttentionArgs* a;
+  int64_t t;
+  uint32_t kvh;
+  uint32_t head0;  // first query head of the batch
+  int32_t j0, j1;  // key positions [j0, j1)
+  float* scores;   // [NG][j1 - j0] scratch
+};
+
+// scores[g][j - j0] = scale * q_g . k_j, K converted in registers once for all NG heads.
+template <class R, int NG>
+static void ScoreKeys(const RangeArgs& r) {
+  const PagedAttentionArgs& a = *r.a;
+  const PagedKvLayout& kv = a.kv;
+  const DF df;
+  const size_t L = hn::Lanes(df);
+  const uint32_t D = kv.head_dim;
+  const uint32_t bs = kv.block_size;
+  const int32_t len = r.j1 - r.j0;
+  const float* q = a.q + (r.t * a.num_heads + r.head0) * D;
+  const uint32_t* table = a.block_table[r.t];
+  for (int32_t j = r.j0; j < r.j1;) {
+    const uint8_t* kb = kv.k_head(table[j / bs], a.layer, r.kvh);
+    const int32_t end = std::min<int32_t>(r.j1, (j / bs + 1) * bs);
+    for (; j < end; ++j) {
+      const uint8_t* k = kb + (j % bs) * kv.k_vector_bytes;
+      VF acc[NG];
+      for (int g = 0; g < NG; ++g) acc[g] = hn::Zero(df);
+      float s = 1.0f;
+      if constexpr (!R::kGrouped) {
+        for (size_t i = 0; i < D; i += L) {
+          const VF x = R::Load(df, k, i);
+          for (int g = 0; g < NG; ++g) acc[g] = hn::MulAdd(hn::LoadU(df, q + g * D + i), x, acc[g]);
+        }
+        s = R::Scale(k, D);
+      } else {
+        for (uint32_t e0 = 0; e0 < D; e0 += 32) {
+          const uint8_t* gp = k + (e0 / 32) * R::kGroupBytes;
+          VF part[NG];
+          for (int g = 0; g < NG; ++g) part[g] = hn::Zero(df);
+          for (size_t e = 0; e < 32; e += L) {
+            const VF x = R::Load(df, gp, e);
+            for (int g = 0; g < NG; ++g)
+              part[g] = hn::MulAdd(hn::LoadU(df, q + g * D + e0 + e), x, part[g]);
+          }
+          const VF gs = hn::Set(df, R::Scale(gp));
+          for (int g = 0; g < NG; ++g) acc[g] = hn::MulAdd(part[g], gs, acc[g]);
+        }
+      }
+      const float f = s * a.scale;
+      for (int g = 0; g < NG; ++g)
+        r.scores[g * len + (j - r.j0)] = hn::GetLane(hn::SumOfLanes(df, acc[g])) * f;
+    }
+  }
 }
 
-static float dot(const float* a, const float* b, uint32_t n) {
-  const hn::ScalableTag<float> df;
+// acc[g] += sum_j p[g][j] v_j, V converted in registers once for all NG heads.
+template <class R, int NG>
+static void AccumulateValues(const RangeArgs& r, float* out) {
+  const PagedAttentionArgs& a = *r.a;
+  const PagedKvLayout& kv = a.kv;
+  const DF df;
   const size_t L = hn::Lanes(df);
-  auto s0 = hn::Zero(df), s1 = hn::Zero(df);
-  size_t i = 0;
-  for (; i + 2 * L <= n; i += 2 * L) {
-    s0 = hn::MulAdd(hn::LoadU(df, a + i), hn::LoadU(df, b + i), s0);
-    s1 = hn::MulAdd(hn::LoadU(df, a + i + L), hn::LoadU(df, b + i + L), s1);
+  const uint32_t D = kv.head_dim;
+  const uint32_t bs = kv.block_size;
+  const int32_t len = r.j1 - r.j0;
+  const uint32_t* table = a.block_table[r.t];
+  for (int32_t j = r.j0; j < r.j1;) {
+    const uint8_t* vb = kv.v_head(table[j / bs], a.layer, r.kvh);
+    const int32_t end = std::min<int32_t>(r.j1, (j / bs + 1) * bs);
+    for (; j < end; ++j) {
+      const uint8_t* v = vb + (j % bs) * kv.v_vector_bytes;
+      const float* p = r.scores + (j - r.j0);
+      if constexpr (!R::kGrouped) {
+        const float s = R::Scale(v, D);
+        VF w[NG];
+        for (int g = 0; g < NG; ++g) w[g] = hn::Set(df, p[g * len] * s);
+        for (size_t i = 0; i < D; i += L) {
+          const VF x = R::Load(df, v, i);
+          for (int g = 0; g < NG; ++g) {
+            float* o = out + g * D + i;
+            hn::StoreU(hn::MulAdd(w[g], x, hn::LoadU(df, o)), df, o);
+          }
+        }
+      } else {
+        for (uint32_t e0 = 0; e0 < D; e0 += 32) {
+          const uint8_t* gp = v + (e0 / 32) * R::kGroupBytes;
+          const float s = R::Scale(gp);
+          VF w[NG];
+          for (int g = 0; g < NG; ++g) w[g] = hn::Set(df, p[g * len] * s);
+          for (size_t e = 0; e < 32; e += L) {
+            const VF x = R::Load(df, gp, e);
+            for (int g = 0; g < NG; ++g) {
+              float* o = out + g * D + e0 + e;
+              hn::StoreU(hn::MulAdd(w[g], x, hn::LoadU(df, o)), df, o);
+            }
+          }
+        }
+      }
+    }
   }
-  for (; i + L <= n; i += L) s0 = hn::MulAdd(hn::LoadU(df, a + i), hn::LoadU(df, b + i), s0);
-  float s = hn::GetLane(hn::SumOfLanes(df, hn::Add(s0, s1)));
-  for (; i < n; ++i) s += a[i] * b[i];
+}
+
+// Fallback for head dims the readers cannot tile (D % Lanes != 0, or a grouped format on a
+// target with more than 16 f32 lanes): scalar decode of each vector, plain loops.
+template <int NG>
+static void ScoreKeysScalar(const RangeArgs& r, float* buf) {
+  const PagedAttentionArgs& a = *r.a;
+  const PagedKvLayout& kv = a.kv;
+  const uint32_t D = kv.head_dim, bs = kv.block_size;
+  const int32_t len = r.j1 - r.j0;
+  const float* q = a.q + (r.t * a.num_heads + r.head0) * D;
+  for (int32_t j = r.j0; j < r.j1; ++j) {
+    kv_vector_to_f32(
+        kv.k_dtype,
+        kv.k_head(a.block_table[r.t][j / bs], a.layer, r.kvh) + (j % bs) * kv.k_vector_bytes, D,
+        buf, 0);
+    for (int g = 0; g < NG; ++g) {
+      float d = 0;
+      for (uint32_t i = 0; i < D; ++i) d += q[g * D + i] * buf[i];
+      r.scores[g * len + (j - r.j0)] = d * a.scale;
+    }
+  }
+}
+template <int NG>
+static void AccumulateValuesScalar(const RangeArgs& r, float* out, float* buf) {
+  const PagedAttentionArgs& a = *r.a;
+  const PagedKvLayout& kv = a.kv;
+  const uint32_t D = kv.head_dim, bs = kv.block_size;
+  const int32_t len = r.j1 - r.j0;
+  for (int32_t j = r.j0; j < r.j1; ++j) {
+    kv_vector_to_f32(
+        kv.v_dtype,
+        kv.v_head(a.block_table[r.t][j / bs], a.layer, r.kvh) + (j % bs) * kv.v_vector_bytes, D,
+        buf, 0);
+    for (int g = 0; g < NG; ++g)
+      for (uint32_t i = 0; i < D; ++i) out[g * D + i] += r.scores[g * len + (j - r.j0)] * buf[i];
+  }
+}
+
+static bool readers_fit(KvDtype dtype, uint32_t D) {
+  const DF df;
+  const size_t L = hn::Lanes(df);
+  if (D % L != 0) return false;
+  const uint32_t group = kv_dtype_info(dtype).group_elems;
+  return group == 0 || (L <= 16 && 32 % L == 0);
+}
+
+template <int NG>
+static void ScoreKeysFor(KvDtype dtype, const RangeArgs& r, float* buf) {
+  if (!readers_fit(dtype, r.a->kv.head_dim)) return ScoreKeysScalar<NG>(r, buf);
+  switch (dtype) {
+    case KvDtype::kF32: return ScoreKeys<ReadF32, NG>(r);
+    case KvDtype::kF16: return ScoreKeys<ReadF16, NG>(r);
+    case KvDtype::kBF16: return ScoreKeys<ReadBF16, NG>(r);
+    case KvDtype::kFp8E4M3: return ScoreKeys<ReadFp8E4M3, NG>(r);
+    case KvDtype::kFp8E5M2: return ScoreKeys<ReadFp8E5M2, NG>(r);
+    case KvDtype::kFp8E4M3Dyn: return ScoreKeys<ReadFp8E4M3Dyn, NG>(r);
+    case KvDtype::kInt8: return ScoreKeys<ReadInt8, NG>(r);
+    case KvDtype::kInt4:
+    case KvDtype::kQ4_0: return ScoreKeys<ReadQ4, NG>(r);
+    case KvDtype::kQ8_0: return ScoreKeys<ReadQ8, NG>(r);
+  }
+}
+
+template <int NG>
+static void AccumulateValuesFor(KvDtype dtype, const RangeArgs& r, float* out, float* buf) {
+  if (!readers_fit(dtype, r.a->kv.head_dim)) return AccumulateValuesScalar<NG>(r, out, buf);
+  switch (dtype) {
+    case KvDtype::kF32: return AccumulateValues<ReadF32, NG>(r, out);
+    case KvDtype::kF16: return AccumulateValues<ReadF16, NG>(r, out);
+    case KvDtype::kBF16: return AccumulateValues<ReadBF16, NG>(r, out);
+    case KvDtype::kFp8E4M3: return AccumulateValues<ReadFp8E4M3, NG>(r, out);
+    case KvDtype::kFp8E5M2: return AccumulateValues<ReadFp8E5M2, NG>(r, out);
+    case KvDtype::kFp8E4M3Dyn: return AccumulateValues<ReadFp8E4M3Dyn, NG>(r, out);
+    case KvDtype::kInt8: return AccumulateValues<ReadInt8, NG>(r, out);
+    case KvDtype::kInt4:
+    case KvDtype::kQ4_0: return AccumulateValues<ReadQ4, NG>(r, out);
+    case KvDtype::kQ8_0: return AccumulateValues<ReadQ8, NG>(r, out);
+  }
+}
+
+// In place: x[i] = exp(x[i] - m); returns the sum.
+static float ExpSubAndSum(float* x, int32_t n, float m) {
+  const DF df;
+  const size_t L = hn::Lanes(df);
+  const VF vm = hn::Set(df, m);
+  VF sum = hn::Zero(df);
+  int32_t i = 0;
+  for (; i + static_cast<int32_t>(L) <= n; i += L) {
+    const VF e = hn::Exp(df, hn::Sub(hn::LoadU(df, x + i), vm));
+    hn::StoreU(e, df, x + i);
+    sum = hn::Add(sum, e);
+  }
+  float s = hn::GetLane(hn::SumOfLanes(df, sum));
+  for (; i < n; ++i) s += (x[i] = std::exp(x[i] - m));
   return s;
 }
 
-// acc[0, n) += w * x[0, n)
-static void axpy(float w, const float* x, uint32_t n, float* acc) {
-  const hn::ScalableTag<float> df;
+static float MaxOf(const float* x, int32_t n) {
+  const DF df;
   const size_t L = hn::Lanes(df);
-  const auto vw = hn::Set(df, w);
-  size_t i = 0;
-  for (; i + L <= n; i += L)
-    hn::StoreU(hn::MulAdd(vw, hn::LoadU(df, x + i), hn::LoadU(df, acc + i)), df, acc + i);
-  for (; i < n; ++i) acc[i] += w * x[i];
+  VF m = hn::Set(df, -INFINITY);
+  int32_t i = 0;
+  for (; i + static_cast<int32_t>(L) <= n; i += L) m = hn::Max(m, hn::LoadU(df, x + i));
+  float r = hn::GetLane(hn::MaxOfLanes(df, m));
+  for (; i < n; ++i) r = std::max(r, x[i]);
+  return r;
 }
 
-static void scale_inplace(float w, uint32_t n, float* x) {
-  const hn::ScalableTag<float> df;
-  const size_t L = hn::Lanes(df);
-  const auto vw = hn::Set(df, w);
-  size_t i = 0;
-  for (; i + L <= n; i += L) hn::StoreU(hn::Mul(vw, hn::LoadU(df, x + i)), df, x + i);
-  for (; i < n; ++i) x[i] *= w;
+// One range of keys for NG query heads -> Partial (acc zeroed here).
+template <int NG>
+static void AttendRange(const RangeArgs& r, const Partial& out, float* buf) {
+  const PagedKvLayout& kv = r.a->kv;
+  const uint32_t D = kv.head_dim;
+  const int32_t len = r.j1 - r.j0;
+  std::memset(out.acc, 0, sizeof(float) * NG * D);
+  if (len <= 0) {
+    for (int g = 0; g < NG; ++g) {
+      out.m[g] = -INFINITY;
+      out.l[g] = 0.0f;
+    }
+    return;
+  }
+  ScoreKeysFor<NG>(kv.k_dtype, r, buf);
+  for (int g = 0; g < NG; ++g) {
+    float* sc = r.scores + g * len;
+    out.m[g] = MaxOf(sc, len);
+    out.l[g] = ExpSubAndSum(sc, len, out.m[g]);
+  }
+  AccumulateValuesFor<NG>(kv.v_dtype, r, out.acc, buf);
 }
 
-// One (token, kv head) pair: the `group` query heads that share this KV head.
+static void AttendRangeAnyNG(int ng, const RangeArgs& r, const Partial& out, float* buf) {
+  switch (ng) {
+    case 1: return AttendRange<1>(r, out, buf);
+    case 2: return AttendRange<2>(r, out, buf);
+    case 3: return AttendRange<3>(r, out, buf);
+    default: return AttendRange<4>(r, out, buf);
+  }
+}
+
 struct Scratch {
-  std::vector<float> scores;  // [group][context]
-  std::vector<float> vec;     // [head_dim]
+  std::vector<float> scores;  // [NG][range]
+  std::vector<float> buf;     // [head_dim] for the scalar fallback
+  std::vector<float> part;    // [NG][D + 2] when writing straight to the output
 };
 
-static void attend_one(const PagedAttentionArgs& a, int64_t t, uint32_t kvh, Scratch& s) {
+constexpr int kMaxNG = 4;           // query heads per pass over K/V (accumulators in registers)
+constexpr int32_t kMinSplit = 256;  // keys per split of a long context (decode parallelism)
+
+void PagedAttention(const PagedAttentionArgs& a, ThreadPool& pool) {
   const PagedKvLayout& kv = a.kv;
   const uint32_t D = kv.head_dim;
   const uint32_t group = a.num_heads / kv.kv_heads;
-  const int32_t n = a.context_len[t];
-  const uint32_t* table = a.block_table[t];
-  const float* q0 = a.q + (t * a.num_heads + kvh * group) * D;
-  float* o0 = a.out + (t * a.num_heads + kvh * group) * D;
-  if (s.scores.size() < static_cast<size_t>(group) * n) s.scores.resize(group * n);
-  if (s.vec.size() < D) s.vec.resize(D);
-  float* vec = s.vec.data();
-  // Pass 1: scores = q . k for every visible position, K read once for the whole group.
-  const uint32_t bs = kv.block_size;
-  for (int32_t base = 0; base < n; base += bs) {
-    const uint8_t* kb = kv.k_head(table[base / bs], a.layer, kvh);
-    const int32_t end = std::min<int32_t>(n, base + bs);
-    for (int32_t j = base; j < end; ++j) {
-      load_vector_f32(kv.k_dtype, kb + (j - base) * kv.k_vector_bytes, D, vec);
-      for (uint32_t g = 0; g < group; ++g) s.scores[g * n + j] = dot(q0 + g * D, vec, D) * a.scale;
-    }
-  }
-  // Softmax numerators per query head (normalised once, after accumulation).
-  float sums[64];
-  KVS_CHECK(group <= 64);
-  for (uint32_t g = 0; g < group; ++g) {
-    float* sc = s.scores.data() + g * n;
-    float m = sc[0];
-    for (int32_t j = 1; j < n; ++j) m = std::max(m, sc[j]);
-    float sum = 0;
-    for (int32_t j = 0; j < n; ++j) {
-      sc[j] = std::exp(sc[j] - m);
-      sum += sc[j];
-    }
-    sums[g] = sum;
-    std::memset(o0 + g * D, 0, D * sizeof(float));
-  }
-  // Pass 2: out = sum_j p_j v_j, V read once for the whole group.
-  for (int32_t base = 0; base < n; base += bs) {
-    const uint8_t* vb = kv.v_head(table[base / bs], a.layer, kvh);
-    const int32_t end = std::min<int32_t>(n, base + bs);
-    for (int32_t j = base; j < end; ++j) {
-      load_vector_f32(kv.v_dtype, vb + (j - base) * kv.v_vector_bytes, D, vec);
-      for (uint32_t g = 0; g < group; ++g) axpy(s.scores[g * n + j], vec, D, o0 + g * D);
-    }
-  }
-  for (uint32_t g = 0; g < group; ++g) scale_inplace(1.0f / sums[g], D, o0 + g * D);
-}
-
-void PagedAttention(const PagedAttentionArgs& a, ThreadPool& pool) {
-  const int64_t items = a.num_tokens * a.kv.kv_heads;
+  const int64_t pairs = a.num_tokens * kv.kv_heads;
+  if (pairs == 0) return;
+  // Split long contexts when there are too few (token, kv head) pairs to keep every thread
+  // busy (decode of few sequences): each split covers a key range and yields a Partial; the
+  // partials are merged with the usual max/sum rescaling.
+  int32_t max_ctx = 0;
+  for (int64_t t = 0; t < a.num_tokens; ++t) max_ctx = std::max(max_ctx, a.context_len[t]);
+  const int64_t want = 4 * int64_t{pool.num_threads()};
+  int32_t splits = 1;
+  if (pairs < want)
+    splits = static_cast<int32_t>(
+        std::clamp<int64_t>((want + pairs - 1) / pairs, 1, std::max(1, max_ctx / kMinSplit)));
+  const int64_t items = pairs * splits;
+  const size_t part_stride = size_t{group} * (D + 2);  // acc [group][D], m [group], l [group]
+  std::vector<float> partials;
+  if (splits > 1) partials.resize(static_cast<size_t>(items) * part_stride);
   pool.parallel_for(static_cast<size_t>(items), 1, [&](size_t begin, size_t end, int) {
-    thread_local Scratch scratch;
-    for (size_t i = begin; i < end; ++i)
-      attend_one(a, static_cast<int64_t>(i / a.kv.kv_heads),
-                 static_cast<uint32_t>(i % a.kv.kv_heads), scratch);
+    thread_local Scratch s;
+    if (s.buf.size() < D) s.buf.resize(D);
+    for (size_t it = begin; it < end; ++it) {
+      const int64_t pair = static_cast<int64_t>(it) / splits;
+      const int32_t split = static_cast<int32_t>(static_cast<int64_t>(it) % splits);
+      const int64_t t = pair / kv.kv_heads;
+      const uint32_t kvh = static_cast<uint32_t>(pair % kv.kv_heads);
+      const int32_t n = a.context_len[t];
+      const int32_t chunk = (n + splits - 1) / splits;
+      const int32_t j0 = std::min(n, split * chunk), j1 = std::min(n, j0 + chunk);
+      const size_t need = size_t(kMaxNG) * std::max(1, j1 - j0);
+      if (s.scores.size() < need) s.scores.resize(need);
+      float* base;
+      if (splits > 1) {
+        base = partials.data() + it * part_stride;
+      } else {
+        if (s.part.size() < part_stride) s.part.resize(part_stride);
+        base = s.part.data();
+      }
+      for (uint32_t g0 = 0; g0 < group; g0 += kMaxNG) {
+        const int ng = static_cast<int>(std::min<uint32_t>(kMaxNG, group - g0));
+        const RangeArgs r{.a = &a,
+                          .t = t,
+                          .kvh = kvh,
+                          .head0 = kvh * group + g0,
+                          .j0 = j0,
+                          .j1 = j1,
+                          .scores = s.scores.data()};
+        const Partial p{
+            .acc = base + g0 * D, .m = base + group * D + g0, .l = base + group * (D + 1) + g0};
+        AttendRangeAnyNG(ng, r, p, s.buf.data());
+      }
+      if (splits == 1) {
+        for (uint32_t g = 0; g < group; ++g) {
+          float* o = a.out + (t * a.num_heads + kvh * group + g) * D;
+          const float* acc = base + g * D;
+          const float inv = 1.0f / base[group * (D + 1) + g];
+          for (uint32_t i = 0; i < D; ++i) o[i] = acc[i] * inv;
+        }
+      }
+    }
   });
+  if (splits == 1) return;
+  // Merge: out = sum_s e^(m_s - M) acc_s / sum_s e^(m_s - M) l_s.
+  for (int64_t pair = 0; pair < pairs; ++pair) {
+    const int64_t t = pair / kv.kv_heads;
+    const uint32_t kvh = static_cast<uint32_t>(pair % kv.kv_heads);
+    for (uint32_t g = 0; g < group; ++g) {
+      float M = -INFINITY;
+      for (int32_t sp = 0; sp < splits; ++sp)
+        M = std::max(M, partials[(pair * splits + sp) * part_stride + group * D + g]);
+      float* o = a.out + (t * a.num_heads + kvh * group + g) * D;
+      std::memset(o, 0, D * sizeof(float));
+      float l = 0;
+      for (int32_t sp = 0; sp < splits; ++sp) {
+        const float* b = partials.data() + (pair * splits + sp) * part_stride;
+        const float ms = b[group * D + g];
+        if (ms == -INFINITY) continue;
+        const float w = std::exp(ms - M);
+        l += w * b[group * (D + 1) + g];
+        for (uint32_t i = 0; i < D; ++i) o[i] += w * b[g * D + i];
+      }
+      const float inv = 1.0f / l;
+      for (uint32_t i = 0; i < D; ++i) o[i] *= inv;
+    }
+  }
 }
 
 }  // namespace HWY_NAMESPACE
@@ -144,6 +503,8 @@ HWY_EXPORT(PagedAttention);
 
 void paged_attention(const PagedAttentionArgs& args, ThreadPool& pool) {
   KVS_CHECK(args.kv.kv_heads > 0 && args.num_heads % args.kv.kv_heads == 0);
+  KVS_CHECK(kv_dtype_supported_by_kernels(args.kv.k_dtype) &&
+            kv_dtype_supported_by_kernels(args.kv.v_dtype));
   HWY_DYNAMIC_DISPATCH(PagedAttention)(args, pool);
 }
 

@@ -6,7 +6,7 @@
 namespace kvs {
 namespace {
 
-constexpr std::array<KvDtypeInfo, 9> kTable = {{
+constexpr std::array<KvDtypeInfo, 10> kTable = {{
     {KvDtype::kF32, "f32", 0, 0, 32, 0, "none"},
     {KvDtype::kF16, "f16", 0, 0, 16, 0, "none"},
     {KvDtype::kBF16, "bf16", 0, 0, 16, 0, "none"},
@@ -16,6 +16,8 @@ constexpr std::array<KvDtypeInfo, 9> kTable = {{
     {KvDtype::kInt4, "int4", 32, 18, 0, 0, "one f16 scale per 32 elements"},
     {KvDtype::kQ8_0, "q8_0", 32, 34, 0, 0, "llama.cpp block: f16 scale + 32 x int8"},
     {KvDtype::kQ4_0, "q4_0", 32, 18, 0, 0, "llama.cpp block: f16 scale + 32 x 4 bit"},
+    {KvDtype::kFp8E4M3Dyn, "fp8_e4m3_dyn", 0, 0, 8, 2,
+     "one f16 scale per token per head (amax / 448)"},
 }};
 
 }  // namespace
@@ -36,6 +38,7 @@ Result<KvDtype> parse_kv_dtype(std::string_view name) {
   if (name == "float32" || name == "float" || name == "fp32") return KvDtype::kF32;
   if (name == "bfloat16") return KvDtype::kBF16;
   if (name == "fp8" || name == "fp8_e4m3fn") return KvDtype::kFp8E4M3;
+  if (name == "fp8_dyn") return KvDtype::kFp8E4M3Dyn;
   std::string all;
   for (const auto& info : kTable) {
     if (!all.empty()) all += ", ";

@@ -15,12 +15,13 @@ enum class KvDtype : uint8_t {
   kF32,
   kF16,
   kBF16,
-  kFp8E4M3,  // 1 byte/element, per-tensor scale (no per-token bytes)
-  kFp8E5M2,  // 1 byte/element, per-tensor scale
-  kInt8,     // 1 byte/element + one f16 scale per token per head
-  kInt4,     // 4 bits/element + one f16 scale per group of 32 elements
-  kQ8_0,     // llama.cpp block format: 32 elements in 34 bytes
-  kQ4_0,     // llama.cpp block format: 32 elements in 18 bytes
+  kFp8E4M3,     // 1 byte/element, per-tensor scale (no per-token bytes)
+  kFp8E5M2,     // 1 byte/element, per-tensor scale
+  kInt8,        // 1 byte/element + one f16 scale per token per head
+  kInt4,        // 4 bits/element + one f16 scale per group of 32 elements
+  kQ8_0,        // llama.cpp block format: 32 elements in 34 bytes
+  kQ4_0,        // llama.cpp block format: 32 elements in 18 bytes
+  kFp8E4M3Dyn,  // 1 byte/element + one f16 scale per token per head (amax / 448)
 };
 
 struct KvDtypeInfo {
@@ -36,7 +37,8 @@ struct KvDtypeInfo {
 [[nodiscard]] const KvDtypeInfo& kv_dtype_info(KvDtype dtype);
 [[nodiscard]] const char* kv_dtype_name(KvDtype dtype);
 // Accepts every name of kv_dtype_info plus the aliases "fp16", "float16", "float32",
-// "bfloat16", "fp8" (= fp8_e4m3). "auto" is resolved by the caller, not here.
+// "bfloat16", "fp8" (= fp8_e4m3), "fp8_dyn" (= fp8_e4m3_dyn). "auto" is resolved by the caller, not
+// here.
 [[nodiscard]] Result<KvDtype> parse_kv_dtype(std::string_view name);
 
 // Bytes to store one head vector of `dim` elements in `dtype`, scales included.

@@ -6,10 +6,15 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <numeric>
 #include <random>
+#include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
+#include "kernel_test_util.h"
 #include "kernels/kv_vector.h"
 #include "kernels/kv_write.h"
 
@@ -18,8 +23,14 @@ namespace {
 
 struct Case {
   uint32_t block_size;
-  KvDtype dtype;
+  KvDtype k_dtype;
+  KvDtype v_dtype;
 };
+
+std::string case_name(const ::testing::TestParamInfo<Case>& info) {
+  return std::string(kv_dtype_name(info.param.k_dtype)) + "_" + kv_dtype_name(info.param.v_dtype) +
+         "_bs" + std::to_string(info.param.block_size);
+}
 
 class PagedAttentionTest : public ::testing::TestWithParam<Case> {};
 
@@ -61,8 +72,8 @@ TEST_P(PagedAttentionTest, MatchesContiguousWithShuffledBlocks) {
                                          .layers = layers,
                                          .kv_heads = KVH,
                                          .head_dim = D,
-                                         .k_dtype = c.dtype,
-                                         .v_dtype = c.dtype});
+                                         .k_dtype = c.k_dtype,
+                                         .v_dtype = c.v_dtype});
   ASSERT_TRUE(storage.is_ok()) << storage.status().to_string();
   const PagedKvLayout& kv = storage->layout();
   // Physical blocks handed out in a shuffled order: logically adjacent blocks are not adjacent.
@@ -85,12 +96,13 @@ TEST_P(PagedAttentionTest, MatchesContiguousWithShuffledBlocks) {
       slots[j] = int64_t{tables[s][j / c.block_size]} * c.block_size + j % c.block_size;
     write_kv(kv, layer, lens[s], slots.data(), ks[s].data(), vs[s].data());
     // The contiguous oracle sees the values as the format stores them.
-    std::vector<uint8_t> buf(kv_vector_bytes(c.dtype, D));
-    for (auto* arr : {&ks[s], &vs[s]})
+    for (auto [arr, dtype] : {std::pair{&ks[s], c.k_dtype}, std::pair{&vs[s], c.v_dtype}}) {
+      std::vector<uint8_t> buf(kv_vector_bytes(dtype, D));
       for (size_t off = 0; off < arr->size(); off += D) {
-        kv_vector_from_f32(c.dtype, arr->data() + off, D, buf.data());
-        kv_vector_to_f32(c.dtype, buf.data(), D, arr->data() + off, 0);
+        kv_vector_from_f32(dtype, arr->data() + off, D, buf.data());
+        kv_vector_to_f32(dtype, buf.data(), D, arr->data() + off, 0);
       }
+    }
   }
   // Queries: for each sequence, its last 4 positions (a prefill chunk) — mixed in one batch.
   std::vector<int32_t> ctx;
@@ -115,24 +127,208 @@ TEST_P(PagedAttentionTest, MatchesContiguousWithShuffledBlocks) {
                           .out = out.data(),
                           .context_len = ctx.data(),
                           .block_table = tab.data()};
-  paged_attention(args, pool);
   args.out = ref.data();
   paged_attention_reference(args);
+  args.out = out.data();
   for (int64_t t = 0; t < T; ++t)
     contiguous_attention(q.data() + t * H * D, ks[owner[t]], vs[owner[t]], ctx[t], H, KVH, D,
                          0.125f, expect.data() + t * H * D);
-  for (size_t i = 0; i < out.size(); ++i) {
+  for (size_t i = 0; i < out.size(); ++i)
     ASSERT_NEAR(ref[i], expect[i], 1e-5) << "reference vs contiguous at " << i;
-    ASSERT_NEAR(out[i], expect[i], 2e-5 * (1 + std::abs(expect[i])))
-        << "kernel vs contiguous at " << i;
-  }
+  test::for_each_target([&] {
+    std::fill(out.begin(), out.end(), 0.0f);
+    paged_attention(args, pool);
+    for (size_t i = 0; i < out.size(); ++i)
+      ASSERT_NEAR(out[i], expect[i], 2e-5 * (1 + std::abs(expect[i])))
+          << "kernel vs contiguous at " << i;
+  });
 }
 
-INSTANTIATE_TEST_SUITE_P(BlockSizesAndFormats, PagedAttentionTest,
-                         ::testing::Values(Case{1, KvDtype::kF32}, Case{16, KvDtype::kF32},
-                                           Case{256, KvDtype::kF32}, Case{1, KvDtype::kF16},
-                                           Case{16, KvDtype::kF16}, Case{256, KvDtype::kF16},
-                                           Case{7, KvDtype::kBF16}, Case{16, KvDtype::kBF16}));
+constexpr KvDtype kAllFormats[] = {
+    KvDtype::kF32,        KvDtype::kF16,  KvDtype::kBF16, KvDtype::kFp8E4M3, KvDtype::kFp8E5M2,
+    KvDtype::kFp8E4M3Dyn, KvDtype::kInt8, KvDtype::kInt4, KvDtype::kQ8_0,    KvDtype::kQ4_0};
+
+std::vector<Case> all_cases() {
+  std::vector<Case> cases = {{1, KvDtype::kF32, KvDtype::kF32},
+                             {256, KvDtype::kF32, KvDtype::kF32},
+                             {1, KvDtype::kF16, KvDtype::kF16},
+                             {256, KvDtype::kF16, KvDtype::kF16},
+                             {7, KvDtype::kBF16, KvDtype::kBF16}};
+  // Every format as K and V at the engine's block size, a few odd block sizes, and every
+  // K/V combination of the formats people mix (a precise K with a coarse V, and back).
+  for (KvDtype d : kAllFormats) cases.push_back({16, d, d});
+  for (KvDtype d : {KvDtype::kFp8E4M3, KvDtype::kInt8, KvDtype::kInt4, KvDtype::kQ4_0})
+    cases.push_back({7, d, d});
+  for (KvDtype k : kAllFormats)
+    for (KvDtype v : kAllFormats)
+      if (k != v) cases.push_back({16, k, v});
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(BlockSizesAndFormats, PagedAttentionTest, ::testing::ValuesIn(all_cases()),
+                         case_name);
+
+// Quantized attention vs f32 attention on the same (unquantized) data: the format's error as
+// the model sees it. Bounds are on max |out - out_f32| for N(0, 1) q, K and V, scale 1/8
+// (scores of unit spread), 1 to 300 keys; each is about 2x the error measured on this data.
+// The worst case is the 1-key context, where the output is V itself: V's element error.
+struct FormatBound {
+  KvDtype k_dtype;
+  KvDtype v_dtype;
+  double max_abs_err;
+};
+
+class QuantizedVsF32Test : public ::testing::TestWithParam<FormatBound> {};
+
+TEST_P(QuantizedVsF32Test, WithinFormatBound) {
+  const FormatBound fb = GetParam();
+  const uint32_t H = 6, KVH = 2, D = 64, bs = 16;
+  const int n = 300;
+  std::mt19937 rng(99);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  const uint32_t nblocks = (n + bs - 1) / bs;
+  auto storage = KvBlockStorage::create({.num_blocks = nblocks,
+                                         .block_size = bs,
+                                         .layers = 1,
+                                         .kv_heads = KVH,
+                                         .head_dim = D,
+                                         .k_dtype = fb.k_dtype,
+                                         .v_dtype = fb.v_dtype});
+  ASSERT_TRUE(storage.is_ok());
+  std::vector<uint32_t> table(nblocks);
+  std::iota(table.begin(), table.end(), 0);
+  std::vector<float> k(size_t(n) * KVH * D), v(k.size());
+  for (auto& x : k) x = nd(rng);
+  for (auto& x : v) x = nd(rng);
+  std::vector<int64_t> slots(n);
+  std::iota(slots.begin(), slots.end(), 0);
+  write_kv(storage->layout(), 0, n, slots.data(), k.data(), v.data());
+  // Decode-like queries at a few context lengths.
+  const int ctxs[] = {1, 17, 160, 300};
+  const int T = 4;
+  std::vector<int32_t> ctx(ctxs, ctxs + T);
+  std::vector<const uint32_t*> tab(T, table.data());
+  std::vector<float> q(T * H * D), out(q.size()), expect(q.size());
+  for (auto& x : q) x = nd(rng);
+  ThreadPool pool(2);
+  paged_attention({.kv = storage->layout(),
+                   .layer = 0,
+                   .num_tokens = T,
+                   .num_heads = H,
+                   .scale = 0.125f,
+                   .q = q.data(),
+                   .out = out.data(),
+                   .context_len = ctx.data(),
+                   .block_table = tab.data()},
+                  pool);
+  double worst = 0;
+  for (int t = 0; t < T; ++t) {
+    contiguous_attention(q.data() + t * H * D, k, v, ctx[t], H, KVH, D, 0.125f,
+                         expect.data() + t * H * D);
+  }
+  for (size_t i = 0; i < out.size(); ++i) {
+    ASSERT_TRUE(std::isfinite(out[i]));
+    worst = std::max(worst, std::fabs(double(out[i]) - expect[i]));
+  }
+  EXPECT_LE(worst, fb.max_abs_err);
+  std::printf("[ %s/%s ] max |attention - f32 attention| = %.3g (bound %.3g)\n",
+              kv_dtype_name(fb.k_dtype), kv_dtype_name(fb.v_dtype), worst, fb.max_abs_err);
+}
+
+INSTANTIATE_TEST_SUITE_P(Formats, QuantizedVsF32Test,
+                         ::testing::Values(FormatBound{KvDtype::kF32, KvDtype::kF32, 1e-5},
+                                           FormatBound{KvDtype::kF16, KvDtype::kF16, 2e-3},
+                                           FormatBound{KvDtype::kBF16, KvDtype::kBF16, 1.5e-2},
+                                           FormatBound{KvDtype::kFp8E4M3, KvDtype::kFp8E4M3, 0.25},
+                                           FormatBound{KvDtype::kFp8E5M2, KvDtype::kFp8E5M2, 0.4},
+                                           FormatBound{KvDtype::kFp8E4M3Dyn, KvDtype::kFp8E4M3Dyn,
+                                                       0.25},
+                                           FormatBound{KvDtype::kInt8, KvDtype::kInt8, 0.03},
+                                           FormatBound{KvDtype::kQ8_0, KvDtype::kQ8_0, 0.03},
+                                           FormatBound{KvDtype::kInt4, KvDtype::kInt4, 0.4},
+                                           FormatBound{KvDtype::kQ4_0, KvDtype::kQ4_0, 0.4},
+                                           FormatBound{KvDtype::kInt8, KvDtype::kInt4, 0.4},
+                                           FormatBound{KvDtype::kFp8E4M3, KvDtype::kInt8, 0.05}),
+                         [](const ::testing::TestParamInfo<FormatBound>& info) {
+                           return std::string(kv_dtype_name(info.param.k_dtype)) + "_" +
+                                  kv_dtype_name(info.param.v_dtype);
+                         });
+
+// Kernel vs scalar reference on the same quantized data, on shapes that take the other code
+// paths: decode of one sequence with a long context (split into key ranges that are merged),
+// query-head groups larger than one register batch (5, 8), head dims 128 and 40 (40 is not a
+// multiple of the SIMD width: the scalar-decode fallback).
+struct Shape {
+  uint32_t heads, kv_heads, head_dim;
+  int tokens;  // decode tokens, each with its own long context
+  int context;
+};
+
+class PagedAttentionShapesTest : public ::testing::TestWithParam<std::tuple<KvDtype, Shape>> {};
+
+TEST_P(PagedAttentionShapesTest, MatchesReference) {
+  const auto [dtype, sh] = GetParam();
+  if (kv_dtype_info(dtype).group_elems != 0 && sh.head_dim % 32 != 0) GTEST_SKIP();
+  const uint32_t bs = 16;
+  const uint32_t nblocks = (sh.context + bs - 1) / bs;
+  auto storage = KvBlockStorage::create({.num_blocks = nblocks,
+                                         .block_size = bs,
+                                         .layers = 1,
+                                         .kv_heads = sh.kv_heads,
+                                         .head_dim = sh.head_dim,
+                                         .k_dtype = dtype,
+                                         .v_dtype = dtype});
+  ASSERT_TRUE(storage.is_ok());
+  std::mt19937 rng(5);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<uint32_t> table(nblocks);
+  std::iota(table.begin(), table.end(), 0);
+  std::shuffle(table.begin(), table.end(), rng);
+  std::vector<float> k(size_t(sh.context) * sh.kv_heads * sh.head_dim), v(k.size());
+  for (auto& x : k) x = nd(rng);
+  for (auto& x : v) x = nd(rng) * 3.0f;
+  std::vector<int64_t> slots(sh.context);
+  for (int j = 0; j < sh.context; ++j) slots[j] = int64_t{table[j / bs]} * bs + j % bs;
+  write_kv(storage->layout(), 0, sh.context, slots.data(), k.data(), v.data());
+  std::vector<int32_t> ctx(sh.tokens);
+  for (int t = 0; t < sh.tokens; ++t) ctx[t] = sh.context - 37 * t;
+  std::vector<const uint32_t*> tab(sh.tokens, table.data());
+  const size_t qn = size_t(sh.tokens) * sh.heads * sh.head_dim;
+  std::vector<float> q(qn), out(qn), ref(qn);
+  for (auto& x : q) x = nd(rng);
+  ThreadPool pool(4);
+  PagedAttentionArgs args{.kv = storage->layout(),
+                          .layer = 0,
+                          .num_tokens = sh.tokens,
+                          .num_heads = sh.heads,
+                          .scale = 0.3f / std::sqrt(float(sh.head_dim)) * 8,
+                          .q = q.data(),
+                          .out = out.data(),
+                          .context_len = ctx.data(),
+                          .block_table = tab.data()};
+  args.out = ref.data();
+  paged_attention_reference(args);
+  args.out = out.data();
+  test::for_each_target([&] {
+    std::fill(out.begin(), out.end(), 0.0f);
+    paged_attention(args, pool);
+    for (size_t i = 0; i < qn; ++i)
+      ASSERT_NEAR(out[i], ref[i], 2e-5 * (1 + std::abs(ref[i])))
+          << kv_dtype_name(dtype) << " " << i;
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    FormatsAndShapes, PagedAttentionShapesTest,
+    ::testing::Combine(::testing::ValuesIn(kAllFormats),
+                       ::testing::Values(Shape{10, 2, 128, 1, 3001}, Shape{8, 1, 64, 2, 1500},
+                                         Shape{9, 3, 64, 1, 4100}, Shape{4, 4, 40, 3, 300})),
+    [](const ::testing::TestParamInfo<std::tuple<KvDtype, Shape>>& info) {
+      const Shape& sh = std::get<1>(info.param);
+      return std::string(kv_dtype_name(std::get<0>(info.param))) + "_h" + std::to_string(sh.heads) +
+             "_kv" + std::to_string(sh.kv_heads) + "_d" + std::to_string(sh.head_dim) + "_t" +
+             std::to_string(sh.tokens);
+    });
 
 TEST(KvBlockStorageTest, BlockBytesFollowTheFormula) {
   auto st = KvBlockStorage::create({.num_blocks = 4,
