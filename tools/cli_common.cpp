@@ -14,12 +14,16 @@ void add_engine_flags(CLI::App* cmd, EngineFlags* f) {
       ->capture_default_str();
   cmd->add_option("--block-size", f->block_size, "tokens per KV block (1..256)")
       ->capture_default_str();
-  cmd->add_option("--kv-cache-dtype", f->kv_cache_dtype, "KV element format: f16, bf16 or f32")
+  cmd->add_option("--kv-cache-dtype", f->kv_cache_dtype,
+                  "KV element format: auto (= f16), f32, f16, bf16, fp8 (= fp8_e4m3, per-tensor "
+                  "scale 1.0, saturating), fp8_e5m2, fp8_e4m3_dyn (f16 scale per token and head), "
+                  "int8 (f16 scale per token and head), int4 (f16 scale per 32 elements), q8_0, "
+                  "q4_0 (llama.cpp blocks); see docs/kv-quantization.md")
       ->capture_default_str();
   cmd->add_option("--kv-cache-dtype-k", f->kv_cache_dtype_k,
-                  "K format (overrides --kv-cache-dtype)");
+                  "K format, same names (overrides --kv-cache-dtype)");
   cmd->add_option("--kv-cache-dtype-v", f->kv_cache_dtype_v,
-                  "V format (overrides --kv-cache-dtype)");
+                  "V format, same names (overrides --kv-cache-dtype)");
   cmd->add_option("-t,--threads", f->threads, "worker threads (default: all cores)");
   cmd->add_option("--max-num-batched-tokens", f->max_num_batched_tokens,
                   "token budget of one engine step (prefill chunk size)")
