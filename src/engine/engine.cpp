@@ -44,7 +44,9 @@ Engine::Engine(LlamaModel& model, const EngineConfig& config)
     : model_(model),
       config_(config),
       scheduler_(SchedulerConfig{.max_num_batched_tokens = config.max_num_batched_tokens,
-                                 .max_num_seqs = config.max_num_seqs}) {}
+                                 .max_num_seqs = config.max_num_seqs,
+                                 .preemption_mode = config.preemption_mode,
+                                 .swap_space_bytes = config.swap_space}) {}
 
 Result<std::unique_ptr<Engine>> Engine::create(LlamaModel& model, const EngineConfig& config) {
   if (!kv_dtype_supported_by_kernels(config.k_dtype) ||
@@ -74,6 +76,7 @@ Result<std::unique_ptr<Engine>> Engine::create(LlamaModel& model, const EngineCo
                                                .v_dtype = config.v_dtype}));
   KVS_CHECK(storage.block_bytes() == info.block_bytes);
   e->storage_ = std::make_unique<KvBlockStorage>(std::move(storage));
+  e->scheduler_.attach_storage(e->storage_.get());
   e->cache_ = std::make_unique<KvCacheManager>(
       KvCacheConfig{.num_blocks = info.num_blocks,
                     .block_size = config.block_size,
@@ -92,6 +95,8 @@ Result<SeqId> Engine::add_request(SequenceRequest req) {
     if (id < 0 || static_cast<uint32_t>(id) >= model_.spec().vocab_size)
       return invalid_argument("token id " + std::to_string(id) + " is outside the vocabulary");
   KVS_RETURN_IF_ERROR(req.sampling.validate());
+  if (req.n < 1 || req.n > 128)
+    return invalid_argument("n must be between 1 and 128, got " + std::to_string(req.n));
   const uint64_t total = req.prompt.size() + uint64_t{req.max_tokens};
   if (req.prompt.size() > max_model_len_)
     return invalid_argument("the prompt has " + std::to_string(req.prompt.size()) +
@@ -125,6 +130,53 @@ void Engine::finish(Sequence& s, FinishReason reason) {
   s.finished = Clock::now();
 }
 
+void Engine::fork_children(Sequence& parent) {
+  for (uint32_t i = 1; i <= parent.pending_forks; ++i) {
+    const SeqId id{next_id_++};
+    SequenceRequest req{.prompt = parent.tokens,
+                        .sampling = parent.sampling,
+                        .max_tokens = parent.max_tokens,
+                        .cache_salt = parent.cache_salt,
+                        .ignore_eos = parent.ignore_eos,
+                        .priority = parent.priority};
+    if (req.sampling.seed) req.sampling.seed = *req.sampling.seed + i;
+    auto child = std::make_unique<Sequence>(id, std::move(req));
+    const Status st = cache_->fork(parent.id, id);
+    KVS_CHECK_MSG(st.is_ok(), st.message().c_str());
+    child->prompt_len = parent.prompt_len;
+    child->num_computed = parent.num_computed;
+    child->cached_tokens = parent.cached_tokens;
+    child->order = parent.order;
+    child->parent = parent.id;
+    child->index = i;
+    child->arrival = parent.arrival;
+    child->first_scheduled = parent.first_scheduled;
+    child->status = SeqStatus::kRunning;
+    scheduler_.add_running(child.get());
+    forked_.push_back(child.get());
+    seqs_.emplace(id.value, std::move(child));
+  }
+  parent.pending_forks = 0;
+}
+
+void Engine::sample_into(Sequence& s, const float* logits, bool has_prefill,
+                         std::vector<StepOutput>* out) {
+  const int32_t vocab = static_cast<int32_t>(model_.spec().vocab_size);
+  const int32_t token = s.sampler.sample(logits, vocab);
+  s.tokens.push_back(token);
+  ++counters_.generated_tokens;
+  if (!has_prefill) ++counters_.decode_step_tokens;
+  if (s.num_generated() == 1) s.first_token = Clock::now();
+  FinishReason reason = FinishReason::kNone;
+  if (!s.ignore_eos &&
+      std::find(config_.eog_ids.begin(), config_.eog_ids.end(), token) != config_.eog_ids.end())
+    reason = FinishReason::kEos;
+  else if (s.num_generated() >= s.max_tokens)
+    reason = FinishReason::kLength;
+  if (reason != FinishReason::kNone) finish(s, reason);
+  out->push_back({.seq = s.id, .token = token, .finished = reason != FinishReason::kNone});
+}
+
 void Engine::abort(SeqId id) {
   auto it = seqs_.find(id.value);
   if (it == seqs_.end() || it->second->status == SeqStatus::kFinished) return;
@@ -144,6 +196,10 @@ std::vector<StepOutput> Engine::step() {
   copies_.clear();
   const std::vector<ScheduledChunk> plan = scheduler_.schedule(*cache_, &copies_);
   if (plan.empty()) return out;
+  // Copies first (their sources are intact until now), then swapped-in KV (its fresh blocks may
+  // be cached-free blocks a copy still reads), then the forward pass writes new KV.
+  for (const BlockCopy& c : copies_) storage_->copy_tokens(c.src.value, c.dst.value, c.num_tokens);
+  scheduler_.apply_swap_ins();
   chunks_.clear();
   bool has_prefill = false;
   for (const ScheduledChunk& c : plan) {
@@ -158,14 +214,14 @@ std::vector<StepOutput> Engine::step() {
          .last_logits = reaches_end});
   }
   const auto t0 = Clock::now();
-  std::span<const float> logits = runner_->run(*cache_, chunks_, copies_);
+  std::span<const float> logits = runner_->run(*cache_, chunks_, {});
   const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   counters_.forward_seconds += seconds;
   (has_prefill ? counters_.prefill_step_seconds : counters_.decode_step_seconds) += seconds;
   ++counters_.steps;
   counters_.peak_blocks_in_use =
       std::max(counters_.peak_blocks_in_use, cache_->stats().blocks_in_use);
-  const int32_t vocab = static_cast<int32_t>(model_.spec().vocab_size);
+  const size_t vocab = model_.spec().vocab_size;
   size_t row = 0;
   for (size_t i = 0; i < plan.size(); ++i) {
     Sequence& s = *plan[i].seq;
@@ -175,20 +231,14 @@ std::vector<StepOutput> Engine::step() {
           std::min(s.prompt_len, s.num_computed + plan[i].num_tokens) - s.num_computed;
     s.num_computed += plan[i].num_tokens;
     if (!chunks_[i].last_logits) continue;
-    const int32_t token = s.sampler.sample(logits.data() + row * vocab, vocab);
+    const float* row_logits = logits.data() + row * vocab;
     ++row;
-    s.tokens.push_back(token);
-    ++counters_.generated_tokens;
-    if (!has_prefill) ++counters_.decode_step_tokens;
-    if (s.num_generated() == 1) s.first_token = Clock::now();
-    FinishReason reason = FinishReason::kNone;
-    if (!s.ignore_eos &&
-        std::find(config_.eog_ids.begin(), config_.eog_ids.end(), token) != config_.eog_ids.end())
-      reason = FinishReason::kEos;
-    else if (s.num_generated() >= s.max_tokens)
-      reason = FinishReason::kLength;
-    if (reason != FinishReason::kNone) finish(s, reason);
-    out.push_back({.seq = s.id, .token = token, .finished = reason != FinishReason::kNone});
+    // n > 1: the prompt is prefilled and committed, so the children share all its blocks; each
+    // samples its first token from the same logits with its own seed.
+    if (s.pending_forks > 0 && s.num_generated() == 0) fork_children(s);
+    for (Sequence* c : forked_) sample_into(*c, row_logits, has_prefill, &out);
+    forked_.clear();
+    sample_into(s, row_logits, has_prefill, &out);
   }
   scheduler_.remove_finished();
   return out;

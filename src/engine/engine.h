@@ -29,7 +29,9 @@ struct EngineConfig {
   uint32_t max_num_batched_tokens = 512;
   uint32_t max_num_seqs = 64;
   bool enable_prefix_caching = true;
-  uint32_t max_model_len = 0;      // 0 = the model's trained context length
+  uint32_t max_model_len = 0;  // 0 = the model's trained context length
+  PreemptionMode preemption_mode = PreemptionMode::kRecompute;
+  uint64_t swap_space = 0;         // host bytes for swapped-out KV blocks (swap mode)
   uint64_t model_fingerprint = 0;  // mixed into prefix-cache keys
   std::vector<int32_t> eog_ids;    // tokens that end generation
 };
@@ -73,7 +75,9 @@ class Engine {
   static Result<std::unique_ptr<Engine>> create(LlamaModel& model, const EngineConfig& config);
 
   // Validates and queues a sequence: non-empty prompt of in-vocabulary ids, prompt + max_tokens
-  // within max_model_len and within the whole pool, valid sampling parameters.
+  // within max_model_len and within the whole pool, valid sampling parameters, 1 <= n <= 128.
+  // With n > 1 the returned id is sample 0; samples 1..n-1 are forked (copy-on-write) once the
+  // prompt is prefilled and appear in step() outputs with Sequence::parent == the returned id.
   Result<SeqId> add_request(SequenceRequest request);
   // Runs one step; returns the token each advancing sequence produced.
   std::vector<StepOutput> step();
@@ -88,6 +92,14 @@ class Engine {
   [[nodiscard]] const KvPoolInfo& pool_info() const { return pool_info_; }
   [[nodiscard]] const EngineCounters& counters() const { return counters_; }
   [[nodiscard]] uint64_t num_preemptions() const { return scheduler_.num_preemptions(); }
+  [[nodiscard]] uint64_t num_preemptions(PreemptionMode mode) const {
+    return scheduler_.num_preemptions(mode);
+  }
+  // Preemptions since the last call (request id = Sequence::parent or the id, mode, blocks).
+  [[nodiscard]] std::vector<PreemptionEvent> take_preemption_events() {
+    return scheduler_.take_preemption_events();
+  }
+  [[nodiscard]] const Scheduler& scheduler() const { return scheduler_; }
   [[nodiscard]] KvCacheManager& cache() { return *cache_; }
   [[nodiscard]] KvBlockStorage& storage() { return *storage_; }
   [[nodiscard]] ModelRunner& runner() { return *runner_; }
@@ -98,6 +110,9 @@ class Engine {
  private:
   Engine(LlamaModel& model, const EngineConfig& config);
   void finish(Sequence& s, FinishReason reason);
+  void fork_children(Sequence& parent);
+  void sample_into(Sequence& s, const float* logits, bool has_prefill,
+                   std::vector<StepOutput>* out);
 
   LlamaModel& model_;
   EngineConfig config_;
@@ -113,6 +128,7 @@ class Engine {
   EngineCounters counters_;
   std::vector<BlockCopy> copies_;
   std::vector<RunnerChunk> chunks_;
+  std::vector<Sequence*> forked_;
 };
 
 }  // namespace kvs

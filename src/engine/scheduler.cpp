@@ -1,43 +1,144 @@
 #include "engine/scheduler.h"
 
 #include <algorithm>
+#include <tuple>
 
 namespace kvs {
 
+const char* preemption_mode_name(PreemptionMode mode) {
+  return mode == PreemptionMode::kSwap ? "swap" : "recompute";
+}
+
+Result<PreemptionMode> parse_preemption_mode(const std::string& name) {
+  if (name == "recompute") return PreemptionMode::kRecompute;
+  if (name == "swap") return PreemptionMode::kSwap;
+  return invalid_argument("--preemption-mode must be recompute or swap, got '" + name + "'");
+}
+
+namespace {
+// Admission order: more important (lower number) first, then first come first served.
+bool admitted_before(const Sequence* a, const Sequence* b) {
+  return std::tie(a->priority, a->order, a->id.value) <
+         std::tie(b->priority, b->order, b->id.value);
+}
+}  // namespace
+
+void Scheduler::add(Sequence* seq) { enqueue_waiting(seq); }
+
+void Scheduler::enqueue_waiting(Sequence* seq) {
+  waiting_.insert(std::upper_bound(waiting_.begin(), waiting_.end(), seq, admitted_before), seq);
+}
+
 void Scheduler::remove_finished() {
   std::erase_if(running_, [](Sequence* s) { return s->status == SeqStatus::kFinished; });
-  std::erase_if(waiting_, [](Sequence* s) { return s->status == SeqStatus::kFinished; });
+  std::erase_if(waiting_, [this](Sequence* s) {
+    if (s->status != SeqStatus::kFinished) return false;
+    if (s->swapped) {
+      const auto it = swapped_.find(s->id);
+      if (it != swapped_.end()) {
+        swap_used_ -= it->second.bytes.size();
+        swapped_.erase(it);
+      }
+      s->swapped = false;
+    }
+    return true;
+  });
+}
+
+std::vector<PreemptionEvent> Scheduler::take_preemption_events() {
+  std::vector<PreemptionEvent> out;
+  out.swap(events_);
+  return out;
 }
 
 void Scheduler::preempt(KvCacheManager& cache, Sequence* victim) {
-  // Recompute preemption: the victim's full blocks stay in the prefix cache (cached-free), so
-  // its re-admission usually reuses most of them.
+  const std::span<const BlockId> blocks = cache.block_table(victim->id);
+  const uint32_t nb = static_cast<uint32_t>(blocks.size());
+  PreemptionMode mode = PreemptionMode::kRecompute;
+  if (config_.preemption_mode == PreemptionMode::kSwap && storage_ != nullptr &&
+      victim->num_computed > 0) {
+    const uint64_t bytes = uint64_t{nb} * storage_->block_bytes();
+    // Every running sequence has all its appended slots committed between steps, so the blocks
+    // hold exactly num_computed tokens of KV (no forward pass of this step has run yet).
+    if (swap_used_ + bytes <= config_.swap_space_bytes &&
+        cache.num_committed(victim->id) == victim->num_computed) {
+      SwapEntry e;
+      e.bytes.resize(bytes);
+      e.num_blocks = nb;
+      for (uint32_t i = 0; i < nb; ++i)
+        storage_->read_block(blocks[i].value, e.bytes.data() + i * storage_->block_bytes());
+      swap_used_ += bytes;
+      swapped_.emplace(victim->id, std::move(e));
+      mode = PreemptionMode::kSwap;
+    }
+  }
+  // Recompute: the victim's full blocks stay in the prefix cache (cached-free), so its
+  // re-admission usually reuses most of them.
   cache.free(victim->id);
-  victim->num_computed = 0;
-  victim->cached_tokens = 0;
+  if (mode == PreemptionMode::kSwap) {
+    victim->swapped = true;
+  } else {
+    victim->num_computed = 0;
+  }
   victim->status = SeqStatus::kWaiting;
   ++victim->num_preemptions;
-  ++num_preemptions_;
+  ++num_preemptions_[static_cast<int>(mode)];
+  events_.push_back({.seq = victim->id, .mode = mode, .blocks = nb});
   std::erase(running_, victim);
-  waiting_.push_front(victim);
+  enqueue_waiting(victim);
+}
+
+bool Scheduler::admit_swapped(KvCacheManager& cache, Sequence* s, uint32_t budget, uint32_t* n) {
+  const uint32_t bs = cache.block_size();
+  *n = std::min(budget, s->remaining());
+  const uint64_t tokens_after = uint64_t{s->num_computed} + *n;
+  const uint64_t need = (tokens_after + bs - 1) / bs;
+  if (need > cache.available_blocks(s->cache_salt)) return false;
+  const std::span<const int32_t> restored =
+      std::span<const int32_t>(s->tokens).first(s->num_computed);
+  if (!cache.admit_restored(s->id, restored, s->cache_salt).is_ok()) return false;
+  if (!cache.append_slots(s->id, *n, nullptr).is_ok()) {
+    cache.free(s->id);
+    return false;
+  }
+  auto it = swapped_.find(s->id);
+  KVS_CHECK_MSG(it != swapped_.end(), "swapped sequence without a swap copy");
+  PendingSwapIn p;
+  p.entry = std::move(it->second);
+  swapped_.erase(it);
+  const std::span<const BlockId> blocks = cache.block_table(s->id);
+  KVS_CHECK(blocks.size() >= p.entry.num_blocks);
+  p.blocks.assign(blocks.begin(), blocks.begin() + p.entry.num_blocks);
+  pending_swap_ins_.push_back(std::move(p));
+  s->swapped = false;
+  return true;
+}
+
+void Scheduler::apply_swap_ins() {
+  for (PendingSwapIn& p : pending_swap_ins_) {
+    KVS_CHECK(storage_ != nullptr);
+    for (size_t i = 0; i < p.blocks.size(); ++i)
+      storage_->write_block(p.blocks[i].value, p.entry.bytes.data() + i * storage_->block_bytes());
+    swap_used_ -= p.entry.bytes.size();
+  }
+  pending_swap_ins_.clear();
 }
 
 std::vector<ScheduledChunk> Scheduler::schedule(KvCacheManager& cache,
                                                 std::vector<BlockCopy>* copies) {
   std::vector<ScheduledChunk> out;
   uint32_t budget = config_.max_num_batched_tokens;
-  // Reserves n slots for s, preempting the newest not-yet-scheduled running sequences when the
-  // pool is full. Returns false when s itself had to go.
+  auto scheduled = [&](const Sequence* s) {
+    return std::any_of(out.begin(), out.end(), [&](const ScheduledChunk& c) { return c.seq == s; });
+  };
+  // Reserves n slots for s, preempting the least important (then newest) running sequence not
+  // yet scheduled this step while the pool is full. Returns false when s itself had to go.
   auto reserve = [&](Sequence* s, uint32_t n) {
     while (!cache.append_slots(s->id, n, copies).is_ok()) {
       Sequence* victim = nullptr;
-      for (auto it = running_.rbegin(); it != running_.rend(); ++it) {
-        const bool scheduled = std::any_of(out.begin(), out.end(),
-                                           [&](const ScheduledChunk& c) { return c.seq == *it; });
-        if (!scheduled) {
-          victim = *it;
-          break;
-        }
+      for (Sequence* r : running_) {
+        if (scheduled(r)) continue;
+        if (victim == nullptr || admitted_before(victim, r)) victim = r;
       }
       if (victim == nullptr) return false;
       preempt(cache, victim);
@@ -48,9 +149,9 @@ std::vector<ScheduledChunk> Scheduler::schedule(KvCacheManager& cache,
   // 1. Decodes first (one token each), oldest first.
   for (size_t i = 0; i < running_.size() && budget > 0; ++i) {
     Sequence* s = running_[i];
-    if (s->remaining() != 1) continue;
+    if (s->remaining() != 1 || scheduled(s)) continue;
     if (!reserve(s, 1)) {
-      --i;  // running_ shrank at or before i
+      i = static_cast<size_t>(-1);  // running_ changed: rescan (scheduled ones are skipped)
       continue;
     }
     out.push_back({s, 1});
@@ -59,29 +160,35 @@ std::vector<ScheduledChunk> Scheduler::schedule(KvCacheManager& cache,
   // 2. Prefill chunks of running sequences (chunked prefill).
   for (size_t i = 0; i < running_.size() && budget > 0; ++i) {
     Sequence* s = running_[i];
-    if (s->remaining() <= 1) continue;
+    if (s->remaining() <= 1 || scheduled(s)) continue;
     const uint32_t n = std::min(budget, s->remaining());
     if (!reserve(s, n)) {
-      --i;
+      i = static_cast<size_t>(-1);
       continue;
     }
     out.push_back({s, n});
     budget -= n;
   }
-  // 3. Admit waiting sequences (FCFS) while the budget, the sequence cap and the pool allow.
+  // 3. Admit waiting sequences in (priority, FCFS) order while the budget, the sequence cap and
+  // the pool allow; the head of the queue blocks the rest (no overtaking).
   while (!waiting_.empty() && budget > 0 && running_.size() < config_.max_num_seqs) {
     Sequence* s = waiting_.front();
-    const AdmitPlan plan = cache.plan_admit(s->tokens, s->cache_salt);
-    if (!plan.fits) break;
-    auto cached = cache.admit(s->id, s->tokens, s->cache_salt, copies);
-    if (!cached.is_ok()) break;
-    s->num_computed = *cached;
-    if (s->num_preemptions == 0) s->cached_tokens = *cached;
-    const uint32_t n = std::min(budget, s->remaining());
-    if (!cache.append_slots(s->id, n, copies).is_ok()) {
-      cache.free(s->id);
-      s->num_computed = 0;
-      break;
+    uint32_t n = 0;
+    if (s->swapped) {
+      if (!admit_swapped(cache, s, budget, &n)) break;
+    } else {
+      const AdmitPlan plan = cache.plan_admit(s->tokens, s->cache_salt);
+      if (!plan.fits) break;
+      auto cached = cache.admit(s->id, s->tokens, s->cache_salt, copies);
+      if (!cached.is_ok()) break;
+      s->num_computed = *cached;
+      if (s->num_preemptions == 0) s->cached_tokens = std::min(*cached, s->prompt_len);
+      n = std::min(budget, s->remaining());
+      if (!cache.append_slots(s->id, n, copies).is_ok()) {
+        cache.free(s->id);
+        s->num_computed = 0;
+        break;
+      }
     }
     waiting_.pop_front();
     s->status = SeqStatus::kRunning;

@@ -26,6 +26,12 @@ struct SequenceRequest {
   uint32_t max_tokens = 128;  // generated tokens at most
   std::string cache_salt;     // tenant namespace for prefix caching
   bool ignore_eos = false;
+  // Scheduling priority, vLLM semantics: a LOWER number is MORE important. Admission is FCFS
+  // within a priority; preemption victims are the least important, then the newest.
+  int32_t priority = 0;
+  // Samples of the prompt: after the prompt is prefilled, n - 1 children are forked (copy-on-
+  // write, sharing every prompt block); child i samples with seed + i.
+  uint32_t n = 1;
 };
 
 struct Sequence {
@@ -37,6 +43,13 @@ struct Sequence {
   uint32_t max_tokens = 0;
   std::string cache_salt;
   bool ignore_eos = false;
+  int32_t priority = 0;
+  uint64_t order = 0;          // FCFS position: the request's id (children share their parent's)
+  SeqId parent{0};             // the request's first sequence, for a forked child; else 0
+  uint32_t index = 0;          // sample index within the request (0 = the parent)
+  uint32_t pending_forks = 0;  // children still to fork once the prompt is prefilled
+  bool swapped = false;        // waiting with its KV in the host swap area
+  SamplingParams sampling;
   Sampler sampler;
   SeqStatus status = SeqStatus::kWaiting;
   FinishReason finish = FinishReason::kNone;
@@ -49,6 +62,10 @@ struct Sequence {
         max_tokens(req.max_tokens),
         cache_salt(std::move(req.cache_salt)),
         ignore_eos(req.ignore_eos),
+        priority(req.priority),
+        order(sid.value),
+        pending_forks(req.n > 1 ? req.n - 1 : 0),
+        sampling(req.sampling),
         sampler(req.sampling),
         arrival(Clock::now()) {}
 

@@ -291,6 +291,26 @@ Status KvCacheManager::fork(SeqId parent, SeqId child) {
   return Status::ok();
 }
 
+Status KvCacheManager::admit_restored(SeqId seq, std::span<const int32_t> tokens,
+                                      std::string_view cache_salt) {
+  if (tokens.empty()) return invalid_argument("admit_restored: no tokens");
+  if (seqs_.contains(seq)) return invalid_argument("admit_restored: sequence already exists");
+  const TenantId t = tenant_for(cache_salt);
+  const uint32_t need = ceil_div(tokens.size(), config_.block_size);
+  if (need > pool_.available_for(t)) {
+    return resource_exhausted("admit_restored: " + std::to_string(need) + " blocks needed, " +
+                              std::to_string(pool_.available_for(t)) + " available");
+  }
+  Sequence s(t, config_.block_size);
+  s.last_key = root_key(t);
+  seqs_.emplace(seq, std::move(s));
+  // A fresh table never needs a copy; the availability check above makes this succeed.
+  const Status st = append_slots(seq, static_cast<uint32_t>(tokens.size()), nullptr);
+  KVS_CHECK_MSG(st.is_ok(), "admit_restored: append_slots failed after the check");
+  commit_tokens(seq, tokens);
+  return Status::ok();
+}
+
 void KvCacheManager::free(SeqId seq) {
   const auto it = seqs_.find(seq);
   if (it == seqs_.end()) return;
@@ -377,6 +397,27 @@ KvCacheStats KvCacheManager::stats() const {
       st.allocated_slots == 0 ? 0 : static_cast<double>(st.unfilled_slots) / st.allocated_slots;
   st.num_sequences = static_cast<uint32_t>(seqs_.size());
   return st;
+}
+
+std::vector<BlockInfo> KvCacheManager::block_infos() const {
+  const uint32_t bs = config_.block_size;
+  std::vector<BlockInfo> out(config_.num_blocks);
+  for (uint32_t b = 0; b < config_.num_blocks; ++b) {
+    const BlockId id{b};
+    out[b].state = pool_.state(id);
+    out[b].refcount = pool_.refcount(id);
+    out[b].tenant = pool_.owner(id).value;
+    if (out[b].state == BlockState::kCachedFree) out[b].filled = bs;
+  }
+  for (const auto& [sid, s] : seqs_) {
+    const std::span<const BlockId> blocks = s.table.blocks();
+    for (uint32_t j = 0; j < blocks.size(); ++j) {
+      const uint32_t n = s.table.num_tokens();
+      const uint32_t in_block = std::min<uint32_t>(bs, n > j * bs ? n - j * bs : 0);
+      out[blocks[j].value].filled = std::max(out[blocks[j].value].filled, in_block);
+    }
+  }
+  return out;
 }
 
 std::vector<TenantStats> KvCacheManager::tenant_stats() const {

@@ -110,6 +110,14 @@ struct TenantStats {
   uint64_t blocks_evicted = 0;      // this tenant's cached blocks evicted
 };
 
+// One block of the pool as seen by /v1/kv and debugging tools.
+struct BlockInfo {
+  BlockState state = BlockState::kFree;
+  uint32_t refcount = 0;
+  uint32_t tenant = 0;  // index into tenant_stats() (meaningless for kFree)
+  uint32_t filled = 0;  // token slots holding KV: max over users; block_size when cached-free
+};
+
 // One row of a step: the sequence computes positions [first_pos, first_pos + num_tokens)
 // this step (slots already appended), attending to all positions < first_pos + num_tokens.
 struct StepSeq {
@@ -165,6 +173,13 @@ class KvCacheManager {
   // invalid_argument if the parent is unknown, the child exists, or the parent has appended
   // slots whose KV is not committed yet (their KV would be written for only one of the two).
   Status fork(SeqId parent, SeqId child);
+  // Re-admits a sequence whose KV the caller restores itself (swap-in): takes
+  // ceil(tokens.size() / block_size) fresh blocks (no prefix lookup), marks every slot appended
+  // and committed (full blocks become prefix-cache entries) and counts no prefix query. The caller
+  // must write the KV of all tokens into block_table(seq) before any forward pass reads them.
+  // resource_exhausted (nothing changed) when the blocks are not available; invalid_argument if
+  // seq exists or tokens is empty.
+  Status admit_restored(SeqId seq, std::span<const int32_t> tokens, std::string_view cache_salt);
   // Drops the sequence: its blocks are released last to first (tails evicted first) and go to
   // cached-free (if keyed) or free. Unknown seq: no-op.
   void free(SeqId seq);
@@ -183,6 +198,8 @@ class KvCacheManager {
   [[nodiscard]] BlockState block_state(BlockId b) const { return pool_.state(b); }
 
   [[nodiscard]] KvCacheStats stats() const;
+  // Every block's state, refcount, owner tenant and fill (O(blocks + table entries)).
+  [[nodiscard]] std::vector<BlockInfo> block_infos() const;
   [[nodiscard]] std::vector<TenantStats> tenant_stats() const;
   // Recounts everything (O(blocks + table entries)); an error names the broken invariant.
   [[nodiscard]] Status check_integrity() const;

@@ -1,0 +1,186 @@
+// Scheduler behaviour on the real default model: swap and recompute preemption keep greedy
+// outputs, priorities order admission and pick victims, n > 1 forks share the prompt's blocks.
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <vector>
+
+#include "engine/engine.h"
+#include "model/loaded_model.h"
+#include "model/model_paths.h"
+
+namespace kvs {
+namespace {
+
+LoadedModel* shared_model() {
+  static std::unique_ptr<LoadedModel> model = [] {
+    auto m = load_model(default_model_path());
+    return m.is_ok() ? std::make_unique<LoadedModel>(std::move(m).value()) : nullptr;
+  }();
+  return model.get();
+}
+
+#define REQUIRE_MODEL()                \
+  LoadedModel* model = shared_model(); \
+  if (model == nullptr) GTEST_SKIP() << "default model not found at " << default_model_path()
+
+std::unique_ptr<Engine> make_engine(LoadedModel& m, EngineConfig c) {
+  c.model_fingerprint = m.fingerprint;
+  c.eog_ids = m.eog_ids;
+  if (c.threads == 0) c.threads = 2;
+  auto e = Engine::create(*m.model, c);
+  EXPECT_TRUE(e.is_ok()) << e.status().to_string();
+  return std::move(e).value();
+}
+
+constexpr uint64_t kTokenBytes = 23040;  // SmolLM2-135M, f16
+
+const char* kPrompts[] = {
+    "The capital of France is",
+    "<|im_start|>user\nWrite a haiku about memory.<|im_end|>\n<|im_start|>assistant\n",
+    "def fibonacci(n):\n    ",
+    "Once upon a time, in a small village by the sea, there lived",
+};
+
+std::vector<std::vector<int32_t>> prompts_x(LoadedModel& m, int repeats) {
+  std::vector<std::vector<int32_t>> out;
+  for (int r = 0; r < repeats; ++r)
+    for (const char* p : kPrompts) out.push_back(m.tokenizer->encode(p, true, true));
+  return out;
+}
+
+// Runs every request to completion, checking the cache after each step.
+std::vector<std::vector<int32_t>> run_all(Engine& e, std::vector<SequenceRequest> reqs,
+                                          std::vector<SeqId>* ids_out = nullptr) {
+  std::vector<SeqId> ids;
+  for (auto& r : reqs) {
+    auto id = e.add_request(std::move(r));
+    EXPECT_TRUE(id.is_ok()) << id.status().to_string();
+    ids.push_back(*id);
+  }
+  while (e.has_unfinished()) {
+    (void)e.step();
+    const Status st = e.cache().check_integrity();
+    EXPECT_TRUE(st.is_ok()) << st.to_string();
+  }
+  std::vector<std::vector<int32_t>> out;
+  for (SeqId id : ids) {
+    const Sequence& s = e.sequence(id);
+    out.emplace_back(s.tokens.begin() + s.prompt_len, s.tokens.end());
+  }
+  if (ids_out) *ids_out = ids;
+  return out;
+}
+
+std::vector<SequenceRequest> greedy(const std::vector<std::vector<int32_t>>& prompts,
+                                    uint32_t max_tokens) {
+  std::vector<SequenceRequest> r;
+  for (const auto& p : prompts)
+    r.push_back({.prompt = p, .max_tokens = max_tokens, .ignore_eos = true});
+  return r;
+}
+
+TEST(SchedulerTest, SwapPreemptionKeepsOutputs) {
+  REQUIRE_MODEL();
+  const auto prompts = prompts_x(*model, 2);
+  auto roomy = make_engine(*model, {.kv_cache_memory = 64ull << 20});
+  const auto expect = run_all(*roomy, greedy(prompts, 24));
+  auto tight = make_engine(*model, {.kv_cache_memory = 8 * 16 * kTokenBytes,
+                                    .preemption_mode = PreemptionMode::kSwap,
+                                    .swap_space = 64ull << 20});
+  EXPECT_EQ(run_all(*tight, greedy(prompts, 24)), expect);
+  EXPECT_GT(tight->num_preemptions(PreemptionMode::kSwap), 0u);
+  EXPECT_EQ(tight->num_preemptions(PreemptionMode::kRecompute), 0u);
+  EXPECT_EQ(tight->cache().stats().blocks_in_use, 0u);
+  EXPECT_EQ(tight->scheduler().swap_used_bytes(), 0u);
+  const auto events = tight->take_preemption_events();
+  ASSERT_FALSE(events.empty());
+  EXPECT_GT(events[0].blocks, 0u);
+}
+
+TEST(SchedulerTest, FullSwapAreaFallsBackToRecompute) {
+  REQUIRE_MODEL();
+  const auto prompts = prompts_x(*model, 2);
+  auto roomy = make_engine(*model, {.kv_cache_memory = 64ull << 20});
+  const auto expect = run_all(*roomy, greedy(prompts, 24));
+  // Room for one block in the swap area: most victims must be recomputed.
+  auto tight = make_engine(*model, {.kv_cache_memory = 8 * 16 * kTokenBytes,
+                                    .preemption_mode = PreemptionMode::kSwap,
+                                    .swap_space = 16 * kTokenBytes});
+  EXPECT_EQ(run_all(*tight, greedy(prompts, 24)), expect);
+  EXPECT_GT(tight->num_preemptions(PreemptionMode::kRecompute), 0u);
+  EXPECT_EQ(tight->cache().stats().blocks_in_use, 0u);
+}
+
+TEST(SchedulerTest, PriorityOrdersAdmissionLowerNumberFirst) {
+  REQUIRE_MODEL();
+  const auto p = model->tokenizer->encode("Hello there, how are you?", true, true);
+  auto e = make_engine(*model, {.kv_cache_memory = 64ull << 20, .max_num_seqs = 1});
+  std::vector<SequenceRequest> reqs = greedy({p, p, p}, 4);
+  reqs[0].priority = 5;
+  reqs[1].priority = 0;
+  reqs[2].priority = 5;
+  std::vector<SeqId> ids;
+  (void)run_all(*e, std::move(reqs), &ids);
+  const auto when = [&](int i) { return e->sequence(ids[i]).first_scheduled; };
+  EXPECT_LT(when(1), when(0));  // more important first
+  EXPECT_LT(when(0), when(2));  // FCFS within a priority
+}
+
+TEST(SchedulerTest, VictimsAreTheLeastImportant) {
+  REQUIRE_MODEL();
+  const auto prompts = prompts_x(*model, 2);
+  auto roomy = make_engine(*model, {.kv_cache_memory = 64ull << 20});
+  const auto expect = run_all(*roomy, greedy(prompts, 24));
+  auto tight = make_engine(*model, {.kv_cache_memory = 8 * 16 * kTokenBytes});
+  auto reqs = greedy(prompts, 24);
+  reqs[0].priority = -1;  // the most important request is never a victim
+  std::vector<SeqId> ids;
+  EXPECT_EQ(run_all(*tight, std::move(reqs), &ids), expect);
+  EXPECT_GT(tight->num_preemptions(), 0u);
+  EXPECT_EQ(tight->sequence(ids[0]).num_preemptions, 0u);
+}
+
+TEST(SchedulerTest, ForkedSamplesShareThePromptAndMatchASingleRun) {
+  REQUIRE_MODEL();
+  std::string text = "<|im_start|>system\nYou are terse.<|im_end|>\n<|im_start|>user\n";
+  for (int i = 0; i < 6; ++i) text += "Count the apples in basket " + std::to_string(i) + ". ";
+  text += "<|im_end|>\n<|im_start|>assistant\n";
+  const auto p = model->tokenizer->encode(text, true, true);
+  auto single = make_engine(*model, {.kv_cache_memory = 64ull << 20});
+  const auto expect = run_all(*single, greedy({p}, 12))[0];
+  auto e = make_engine(*model, {.kv_cache_memory = 64ull << 20});
+  auto reqs = greedy({p}, 12);
+  reqs[0].n = 3;
+  auto parent = e->add_request(std::move(reqs[0]));
+  ASSERT_TRUE(parent.is_ok());
+  std::vector<SeqId> children;
+  bool checked_sharing = false;
+  while (e->has_unfinished()) {
+    for (const StepOutput& o : e->step()) {
+      const Sequence& s = e->sequence(o.seq);
+      if (s.parent == *parent && s.num_generated() == 1) children.push_back(o.seq);
+    }
+    if (!checked_sharing && children.size() == 2) {
+      // Every full prompt block is shared by all three samples.
+      const auto a = e->cache().block_table(*parent);
+      const auto b = e->cache().block_table(children[0]);
+      ASSERT_GE(a.size(), 2u);
+      EXPECT_EQ(a[0], b[0]);
+      EXPECT_EQ(e->cache().refcount(a[0]), 3u);
+      checked_sharing = true;
+    }
+    ASSERT_TRUE(e->cache().check_integrity().is_ok());
+  }
+  ASSERT_EQ(children.size(), 2u);
+  EXPECT_TRUE(checked_sharing);
+  for (SeqId id : {*parent, children[0], children[1]}) {
+    const Sequence& s = e->sequence(id);
+    EXPECT_EQ(std::vector<int32_t>(s.tokens.begin() + s.prompt_len, s.tokens.end()), expect);
+  }
+  EXPECT_EQ(e->sequence(children[1]).index, 2u);
+  EXPECT_EQ(e->cache().stats().blocks_in_use, 0u);
+}
+
+}  // namespace
+}  // namespace kvs
