@@ -17,5 +17,6 @@ struct CliExit {
 void add_generate_command(CLI::App& app);
 void add_perplexity_command(CLI::App& app);
 void add_plan_command(CLI::App& app);
+void add_serve_command(CLI::App& app);
 
 }  // namespace kvs::cli

@@ -1,0 +1,300 @@
+#include "server/engine_worker.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <future>
+
+namespace kvs {
+
+bool RequestChannel::wait(std::vector<ChoiceDelta>* out, std::chrono::milliseconds timeout) {
+  std::unique_lock lock(mu_);
+  cv_.wait_for(lock, timeout, [&] { return done_ || !deltas_.empty(); });
+  while (!deltas_.empty()) {
+    out->push_back(std::move(deltas_.front()));
+    deltas_.pop_front();
+  }
+  return done_;
+}
+
+Usage RequestChannel::usage() const {
+  std::lock_guard lock(mu_);
+  return usage_;
+}
+
+std::string RequestChannel::error() const {
+  std::lock_guard lock(mu_);
+  return error_;
+}
+
+void RequestChannel::push(ChoiceDelta d) {
+  {
+    std::lock_guard lock(mu_);
+    deltas_.push_back(std::move(d));
+  }
+  cv_.notify_all();
+}
+
+void RequestChannel::finish(const Usage& usage, std::string error) {
+  {
+    std::lock_guard lock(mu_);
+    usage_ = usage;
+    error_ = std::move(error);
+    done_ = true;
+  }
+  cv_.notify_all();
+}
+
+EngineWorker::EngineWorker(Engine& engine, const Tokenizer& tokenizer, ServerMetrics& metrics,
+                           const EngineWorkerConfig& config)
+    : engine_(engine), tokenizer_(tokenizer), metrics_(metrics), config_(config) {}
+
+EngineWorker::~EngineWorker() { stop(); }
+
+void EngineWorker::start() {
+  thread_ = std::thread([this] { loop(); });
+}
+
+void EngineWorker::stop() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+std::shared_ptr<RequestChannel> EngineWorker::submit(GenerationRequest request) {
+  if (in_flight_.fetch_add(1) >= config_.max_in_flight) {
+    in_flight_.fetch_sub(1);
+    return nullptr;
+  }
+  auto channel = std::make_shared<RequestChannel>();
+  {
+    std::lock_guard lock(mu_);
+    inbox_.push_back({channel, std::move(request), Clock::now()});
+  }
+  cv_.notify_all();
+  return channel;
+}
+
+void EngineWorker::cancel(const std::shared_ptr<RequestChannel>& channel) {
+  {
+    std::lock_guard lock(mu_);
+    cancels_.push_back(channel);
+  }
+  cv_.notify_all();
+}
+
+void EngineWorker::run_on_engine(const std::function<void(Engine&)>& fn) {
+  auto done = std::make_shared<std::promise<void>>();
+  std::future<void> f = done->get_future();
+  {
+    std::lock_guard lock(mu_);
+    if (stopping_) return;
+    tasks_.push_back([&fn, done](Engine& e) {
+      fn(e);
+      done->set_value();
+    });
+  }
+  cv_.notify_all();
+  f.wait();
+}
+
+void EngineWorker::loop() {
+  for (;;) {
+    std::vector<Incoming> in;
+    std::vector<std::shared_ptr<RequestChannel>> cancels;
+    std::vector<std::function<void(Engine&)>> tasks;
+    {
+      std::unique_lock lock(mu_);
+      cv_.wait(lock, [&] {
+        return stopping_ || !inbox_.empty() || !cancels_.empty() || !tasks_.empty() ||
+               engine_.has_unfinished();
+      });
+      in.swap(inbox_);
+      cancels.swap(cancels_);
+      tasks.swap(tasks_);
+      if (stopping_) {
+        for (auto& t : tasks) t(engine_);
+        for (auto& i : in) {
+          i.channel->finish({}, "the server is shutting down");
+          in_flight_.fetch_sub(1);
+        }
+        break;
+      }
+    }
+    for (Incoming& i : in) admit(std::move(i));
+    for (const auto& c : cancels) {
+      const auto it = by_channel_.find(c.get());
+      if (it != by_channel_.end()) abort_request(it->second);
+    }
+    for (auto& t : tasks) t(engine_);
+    if (!engine_.has_unfinished()) continue;
+    for (const StepOutput& o : engine_.step()) on_token(o);
+    for (const PreemptionEvent& ev : engine_.take_preemption_events()) {
+      if (!config_.log_preemptions) continue;
+      const Sequence& s = engine_.sequence(ev.seq);
+      const uint64_t rid = s.parent.value != 0 ? s.parent.value : s.id.value;
+      std::fprintf(stderr, "kvserve: preempted request %llu (sample %u) mode=%s blocks=%u\n",
+                   static_cast<unsigned long long>(rid), s.index, preemption_mode_name(ev.mode),
+                   ev.blocks);
+    }
+  }
+  std::vector<uint64_t> ids;
+  for (const auto& [id, a] : active_) ids.push_back(id);
+  for (uint64_t id : ids) abort_request(id);
+}
+
+void EngineWorker::admit(Incoming in) {
+  const uint32_t n = in.request.n;
+  const uint32_t prompt_tokens = static_cast<uint32_t>(in.request.prompt.size());
+  SequenceRequest req{.prompt = in.request.prompt,
+                      .sampling = in.request.sampling,
+                      .max_tokens = in.request.max_tokens,
+                      .cache_salt = in.request.cache_salt,
+                      .ignore_eos = in.request.ignore_eos,
+                      .priority = in.request.priority,
+                      .n = n};
+  Result<SeqId> id = engine_.add_request(std::move(req));
+  if (!id.is_ok()) {
+    in.channel->finish({}, id.status().message());
+    in_flight_.fetch_sub(1);
+    return;
+  }
+  auto a = std::make_unique<Active>();
+  a->channel = std::move(in.channel);
+  a->request = std::move(in.request);
+  a->request.prompt.clear();
+  a->arrival = in.arrival;
+  a->choices.resize(n);
+  a->choices[0].seq = *id;
+  a->prompt_tokens = prompt_tokens;
+  by_channel_[a->channel.get()] = id->value;
+  active_.emplace(id->value, std::move(a));
+}
+
+void EngineWorker::emit(Active& a, uint32_t index, bool final_piece, const char* reason) {
+  Choice& c = a.choices[index];
+  size_t safe = c.text.size();
+  if (!final_piece) {
+    // Hold back a tail that could still become a stop string.
+    for (const std::string& stop : a.request.stop) {
+      const size_t max_len = std::min(stop.size() - 1, c.text.size() - c.emitted);
+      for (size_t len = max_len; len > 0; --len) {
+        if (c.text.compare(c.text.size() - len, len, stop, 0, len) == 0) {
+          safe = std::min(safe, c.text.size() - len);
+          break;
+        }
+      }
+    }
+  }
+  if (safe > c.emitted || reason != nullptr) {
+    a.channel->push({.index = index,
+                     .text = c.text.substr(c.emitted, safe - c.emitted),
+                     .finish_reason = reason});
+    c.emitted = safe;
+  }
+}
+
+void EngineWorker::on_token(const StepOutput& o) {
+  const Sequence& s = engine_.sequence(o.seq);
+  const uint64_t rid = s.parent.value != 0 ? s.parent.value : s.id.value;
+  const auto it = active_.find(rid);
+  if (it == active_.end()) return;
+  Active& a = *it->second;
+  if (s.index >= a.choices.size()) return;
+  Choice& c = a.choices[s.index];
+  if (c.done) return;
+  if (!c.started) {
+    c.started = true;
+    c.seq = s.id;
+    c.decoder = std::make_unique<Utf8StreamDecoder>(tokenizer_, /*skip_special=*/true);
+  }
+  const auto now = Clock::now();
+  if (!a.first_token_seen) {
+    a.first_token_seen = true;
+    a.cached_tokens = s.cached_tokens;
+    metrics_.observe_ttft(std::chrono::duration<double>(now - a.arrival).count(), a.prompt_tokens);
+  } else if (c.generated > 0) {
+    metrics_.observe_inter_token(std::chrono::duration<double>(now - c.last_token).count());
+  }
+  c.last_token = now;
+  c.generated = s.num_generated();
+  c.total_tokens = static_cast<uint32_t>(s.tokens.size());
+  const bool eos = o.finished && s.finish == FinishReason::kEos;
+  if (!eos) c.text += c.decoder->push(o.token);
+  if (o.finished) c.text += c.decoder->flush();
+  const char* reason = nullptr;
+  if (o.finished) reason = s.finish == FinishReason::kLength ? "length" : "stop";
+  bool stopped = false;
+  if (!a.request.stop.empty()) {
+    size_t cut = std::string::npos;
+    for (const std::string& stop : a.request.stop) {
+      const size_t pos = c.text.find(stop, c.emitted);
+      if (pos != std::string::npos) cut = std::min(cut, pos);
+    }
+    if (cut != std::string::npos) {
+      c.text.resize(cut);
+      reason = "stop";
+      stopped = !o.finished;
+    }
+  }
+  if (reason == nullptr) {
+    emit(a, s.index, false, nullptr);
+    return;
+  }
+  if (stopped) engine_.abort(s.id);
+  complete_choice(a, s.index, reason);
+  if (a.num_done == a.choices.size()) close(rid, {});
+}
+
+void EngineWorker::complete_choice(Active& a, uint32_t index, const char* reason) {
+  Choice& c = a.choices[index];
+  emit(a, index, true, reason);
+  c.done = true;
+  ++a.num_done;
+  a.last_reason = reason;
+}
+
+void EngineWorker::close(uint64_t rid, const std::string& error) {
+  const auto it = active_.find(rid);
+  if (it == active_.end()) return;
+  Active& a = *it->second;
+  Usage u{.prompt_tokens = a.prompt_tokens, .completion_tokens = 0, .cached_tokens = 0};
+  u.cached_tokens = a.cached_tokens;
+  std::vector<double> fractions;
+  const double max_len = std::max<uint32_t>(1, engine_.max_model_len());
+  for (const Choice& c : a.choices) {
+    u.completion_tokens += c.generated;
+    if (c.started) fractions.push_back(c.total_tokens / max_len);
+  }
+  if (error.empty()) {
+    metrics_.observe_finished(a.request.route,
+                              std::chrono::duration<double>(Clock::now() - a.arrival).count(),
+                              u.prompt_tokens, u.cached_tokens, u.completion_tokens, fractions,
+                              a.last_reason.empty() ? "stop" : a.last_reason);
+  } else {
+    metrics_.observe_finished(
+        a.request.route, std::chrono::duration<double>(Clock::now() - a.arrival).count(),
+        u.prompt_tokens, u.cached_tokens, u.completion_tokens, fractions, "abort");
+  }
+  a.channel->finish(u, error);
+  for (const Choice& c : a.choices) {
+    if (c.seq.value == 0) continue;
+    engine_.abort(c.seq);  // no-op when finished
+    engine_.release(c.seq);
+  }
+  by_channel_.erase(a.channel.get());
+  active_.erase(it);
+  in_flight_.fetch_sub(1);
+}
+
+void EngineWorker::abort_request(uint64_t rid) {
+  const auto it = active_.find(rid);
+  if (it == active_.end()) return;
+  for (const Choice& c : it->second->choices)
+    if (c.seq.value != 0) engine_.abort(c.seq);
+  close(rid, "the request was cancelled");
+}
+
+}  // namespace kvs

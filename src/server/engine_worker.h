@@ -1,0 +1,159 @@
+// EngineWorker: runs the single-threaded Engine on its own thread and connects it to the HTTP
+// handler threads.
+//
+//   handler threads --submit()/cancel()/run_on_engine()--> mutex-guarded inbox --> engine thread
+//   engine thread --text deltas, finish, usage--> RequestChannel (one per request) --> handler
+//
+// The engine thread loops: take the inbox (new requests, cancellations, tasks such as a
+// /metrics snapshot), run one engine step, turn tokens into text per sample (UTF-8 safe), apply
+// stop strings (the match and what follows are cut and the sample is aborted, finish_reason
+// "stop"), and push the deltas to the request's channel. Admission control: at most
+// max_in_flight requests are accepted (running + queued); submit() refuses the rest, so memory
+// never grows without bound.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/engine.h"
+#include "model/tokenizer.h"
+#include "server/metrics.h"
+
+namespace kvs {
+
+struct GenerationRequest {
+  std::vector<int32_t> prompt;
+  SamplingParams sampling;
+  uint32_t max_tokens = 16;
+  std::string cache_salt;
+  int32_t priority = 0;
+  uint32_t n = 1;
+  std::vector<std::string> stop;
+  bool ignore_eos = false;
+  std::string route;  // for per-route metrics
+};
+
+struct ChoiceDelta {
+  uint32_t index = 0;
+  std::string text;
+  const char* finish_reason = nullptr;  // "stop" / "length" once the sample is done
+};
+
+struct Usage {
+  uint32_t prompt_tokens = 0;
+  uint32_t completion_tokens = 0;
+  uint32_t cached_tokens = 0;
+};
+
+// The engine thread writes, one handler thread reads.
+class RequestChannel {
+ public:
+  // Waits up to `timeout` for deltas; moves them into *out. Returns true once the request is
+  // done and every delta has been taken.
+  bool wait(std::vector<ChoiceDelta>* out, std::chrono::milliseconds timeout);
+  [[nodiscard]] Usage usage() const;
+  [[nodiscard]] std::string error() const;
+
+  // Engine side.
+  void push(ChoiceDelta d);
+  void finish(const Usage& usage, std::string error = {});
+
+ private:
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<ChoiceDelta> deltas_;
+  bool done_ = false;
+  Usage usage_;
+  std::string error_;
+};
+
+struct EngineWorkerConfig {
+  uint32_t max_in_flight = 64;  // running + queued requests accepted at once
+  bool log_preemptions = true;  // one stderr line per preemption
+};
+
+class EngineWorker {
+ public:
+  EngineWorker(Engine& engine, const Tokenizer& tokenizer, ServerMetrics& metrics,
+               const EngineWorkerConfig& config);
+  ~EngineWorker();
+  EngineWorker(const EngineWorker&) = delete;
+  EngineWorker& operator=(const EngineWorker&) = delete;
+
+  void start();
+  void stop();
+
+  // Queues a request (already validated). nullptr when max_in_flight requests are in flight.
+  std::shared_ptr<RequestChannel> submit(GenerationRequest request);
+  // Aborts a request (client gone): its sequences stop and their blocks are freed.
+  void cancel(const std::shared_ptr<RequestChannel>& channel);
+  // Runs fn on the engine thread between steps and waits for it (snapshots for /metrics, /v1/kv).
+  void run_on_engine(const std::function<void(Engine&)>& fn);
+
+  [[nodiscard]] uint32_t in_flight() const { return in_flight_.load(); }
+
+ private:
+  struct Choice {
+    SeqId seq{0};
+    bool started = false;
+    bool done = false;
+    std::unique_ptr<Utf8StreamDecoder> decoder;
+    std::string text;    // decoded so far (after stop-string cuts)
+    size_t emitted = 0;  // bytes of text already pushed
+    uint32_t generated = 0;
+    uint32_t total_tokens = 0;
+    Clock::time_point last_token;
+  };
+  struct Active {
+    std::shared_ptr<RequestChannel> channel;
+    GenerationRequest request;
+    Clock::time_point arrival;
+    bool first_token_seen = false;
+    std::vector<Choice> choices;
+    uint32_t num_done = 0;
+    uint32_t prompt_tokens = 0;
+    uint32_t cached_tokens = 0;
+    std::string last_reason;
+  };
+  struct Incoming {
+    std::shared_ptr<RequestChannel> channel;
+    GenerationRequest request;
+    Clock::time_point arrival;
+  };
+
+  void loop();
+  void admit(Incoming in);
+  void on_token(const StepOutput& o);
+  void emit(Active& a, uint32_t index, bool final_piece, const char* reason);
+  void complete_choice(Active& a, uint32_t index, const char* reason);
+  void close(uint64_t request_id, const std::string& error);
+  void abort_request(uint64_t request_id);
+
+  Engine& engine_;
+  const Tokenizer& tokenizer_;
+  ServerMetrics& metrics_;
+  EngineWorkerConfig config_;
+  std::thread thread_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stopping_ = false;
+  std::vector<Incoming> inbox_;
+  std::vector<std::shared_ptr<RequestChannel>> cancels_;
+  std::vector<std::function<void(Engine&)>> tasks_;
+  std::atomic<uint32_t> in_flight_{0};
+  // Engine thread only.
+  std::unordered_map<uint64_t, std::unique_ptr<Active>> active_;  // by request (first seq) id
+  std::unordered_map<const RequestChannel*, uint64_t> by_channel_;
+};
+
+}  // namespace kvs

@@ -1,0 +1,222 @@
+#include "server/metrics.h"
+
+#include <cinttypes>
+#include <cmath>
+#include <cstdio>
+
+namespace kvs {
+
+namespace {
+
+std::string num(double v) {
+  if (std::isinf(v)) return v > 0 ? "+Inf" : "-Inf";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.9g", v);
+  return buf;
+}
+
+std::string num(uint64_t v) { return std::to_string(v); }
+
+void header(std::string* out, const std::string& name, const char* type, const char* help) {
+  *out += "# HELP " + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
+}
+
+void sample(std::string* out, const std::string& name, const std::string& labels,
+            const std::string& value) {
+  *out += name;
+  if (!labels.empty()) *out += "{" + labels + "}";
+  *out += " " + value + "\n";
+}
+
+template <typename T>
+void metric(std::string* out, const std::string& name, const char* type, const char* help,
+            T value) {
+  header(out, name, type, help);
+  sample(out, name, "", num(value));
+}
+
+std::string escape_label(const std::string& s) {
+  std::string o;
+  for (char c : s) {
+    if (c == '\\' || c == '"') o += '\\';
+    if (c == '\n') {
+      o += "\\n";
+      continue;
+    }
+    o += c;
+  }
+  return o;
+}
+
+}  // namespace
+
+void Histogram::observe(double v) {
+  size_t i = 0;
+  while (i < bounds_.size() && v > bounds_[i]) ++i;
+  ++counts_[i];
+  sum_ += v;
+  ++count_;
+}
+
+void Histogram::render(const std::string& name, const std::string& labels, std::string* out) const {
+  const std::string sep = labels.empty() ? "" : ",";
+  uint64_t cum = 0;
+  for (size_t i = 0; i <= bounds_.size(); ++i) {
+    cum += counts_[i];
+    const double le = i < bounds_.size() ? bounds_[i] : INFINITY;
+    sample(out, name + "_bucket", labels + sep + "le=\"" + num(le) + "\"", num(cum));
+  }
+  sample(out, name + "_sum", labels, num(sum_));
+  sample(out, name + "_count", labels, num(count_));
+}
+
+std::string tenant_label(const std::string& salt) {
+  if (salt.empty()) return "none";
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : salt) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016" PRIx64, h);
+  return std::string(buf, 12);
+}
+
+namespace {
+const std::vector<double> kTtftBounds = {0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1,
+                                         2.5,  5,     10,   20,  40,   80};
+const char* const kPromptBucketNames[] = {"1-127", "128-511", "512-2047", "2048+"};
+}  // namespace
+
+ServerMetrics::ServerMetrics()
+    : ttft_{Histogram(kTtftBounds), Histogram(kTtftBounds), Histogram(kTtftBounds),
+            Histogram(kTtftBounds)},
+      itl_({0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5}),
+      e2e_({0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 40, 80, 160}),
+      length_fraction_({0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 0.75, 1}) {}
+
+const char* ServerMetrics::prompt_bucket(uint32_t n) {
+  return kPromptBucketNames[n < 128 ? 0 : n < 512 ? 1 : n < 2048 ? 2 : 3];
+}
+
+void ServerMetrics::observe_ttft(double seconds, uint32_t prompt_tokens) {
+  std::lock_guard lock(mu_);
+  const uint32_t n = prompt_tokens;
+  ttft_[n < 128 ? 0 : n < 512 ? 1 : n < 2048 ? 2 : 3].observe(seconds);
+}
+
+void ServerMetrics::observe_inter_token(double seconds) {
+  std::lock_guard lock(mu_);
+  itl_.observe(seconds);
+}
+
+void ServerMetrics::observe_finished(const std::string& route, double e2e, uint32_t prompt,
+                                     uint32_t cached, uint32_t generated,
+                                     const std::vector<double>& fractions,
+                                     const std::string& reason) {
+  std::lock_guard lock(mu_);
+  e2e_.observe(e2e);
+  prompt_tokens_ += prompt;
+  generation_tokens_ += generated;
+  RouteCounters& r = routes_[route];
+  r.query_tokens += prompt;
+  r.hit_tokens += cached;
+  for (double f : fractions) length_fraction_.observe(f);
+  ++finished_[reason];
+}
+
+void ServerMetrics::count_http(const std::string& route, int status) {
+  std::lock_guard lock(mu_);
+  ++http_[{route, status}];
+}
+
+std::string ServerMetrics::render(const EngineSnapshot& s) const {
+  std::lock_guard lock(mu_);
+  std::string o;
+  o.reserve(16384);
+  metric(&o, "kvserve_num_requests_running", "gauge", "Sequences running in the engine.",
+         s.running);
+  metric(&o, "kvserve_num_requests_waiting", "gauge",
+         "Sequences waiting for admission (including swapped ones).", s.waiting);
+  metric(&o, "kvserve_num_requests_swapped", "gauge",
+         "Sequences waiting with their KV in the host swap area.", s.swapped);
+  metric(&o, "kvserve_kv_cache_usage_ratio", "gauge",
+         "Fraction of KV blocks in use by sequences (0..1).", s.usage);
+  header(&o, "kvserve_kv_blocks", "gauge", "KV blocks by state.");
+  sample(&o, "kvserve_kv_blocks", "state=\"free\"", num(s.blocks_free));
+  sample(&o, "kvserve_kv_blocks", "state=\"cached_free\"", num(s.blocks_cached_free));
+  sample(&o, "kvserve_kv_blocks", "state=\"in_use\"", num(s.blocks_in_use));
+  metric(&o, "kvserve_kv_blocks_capacity", "gauge", "KV blocks in the pool.", s.blocks_total);
+  metric(&o, "kvserve_kv_pool_bytes", "gauge", "Bytes of the KV pool.", s.pool_bytes);
+  metric(&o, "kvserve_kv_block_bytes", "gauge", "Bytes of one KV block.", s.block_bytes);
+  metric(&o, "kvserve_kv_fragmentation_ratio", "gauge",
+         "Allocated KV slots no sequence has filled, over allocated slots (0..1).",
+         s.fragmentation);
+  metric(&o, "kvserve_kv_evictions_total", "counter", "Cached-free blocks evicted for reuse.",
+         s.evictions);
+  metric(&o, "kvserve_swap_used_bytes", "gauge", "Bytes of the host swap area in use.",
+         s.swap_used_bytes);
+  metric(&o, "kvserve_swap_space_bytes", "gauge", "Bytes of the host swap area (--swap-space).",
+         s.swap_space_bytes);
+  metric(&o, "kvserve_prefix_cache_queries_tokens_total", "counter",
+         "Prompt tokens looked up in the prefix cache.", s.prefix_query_tokens);
+  metric(&o, "kvserve_prefix_cache_hits_tokens_total", "counter",
+         "Prompt tokens served from the prefix cache.", s.prefix_hit_tokens);
+  header(&o, "kvserve_tenant_prefix_cache_queries_tokens_total", "counter",
+         "Prompt tokens looked up, per tenant (label: short hash of cache_salt).");
+  for (const auto& t : s.tenants)
+    sample(&o, "kvserve_tenant_prefix_cache_queries_tokens_total", "tenant=\"" + t.label + "\"",
+           num(t.query_tokens));
+  header(&o, "kvserve_tenant_prefix_cache_hits_tokens_total", "counter",
+         "Prompt tokens served from the prefix cache, per tenant.");
+  for (const auto& t : s.tenants)
+    sample(&o, "kvserve_tenant_prefix_cache_hits_tokens_total", "tenant=\"" + t.label + "\"",
+           num(t.hit_tokens));
+  header(&o, "kvserve_tenant_kv_blocks", "gauge",
+         "KV blocks held (in use or cached-free) per tenant.");
+  for (const auto& t : s.tenants)
+    sample(&o, "kvserve_tenant_kv_blocks", "tenant=\"" + t.label + "\"", num(t.blocks_held));
+  header(&o, "kvserve_route_prefix_cache_queries_tokens_total", "counter",
+         "Prompt tokens of finished requests, per route.");
+  for (const auto& [route, r] : routes_)
+    sample(&o, "kvserve_route_prefix_cache_queries_tokens_total",
+           "route=\"" + escape_label(route) + "\"", num(r.query_tokens));
+  header(&o, "kvserve_route_prefix_cache_hits_tokens_total", "counter",
+         "Cached prompt tokens of finished requests, per route.");
+  for (const auto& [route, r] : routes_)
+    sample(&o, "kvserve_route_prefix_cache_hits_tokens_total",
+           "route=\"" + escape_label(route) + "\"", num(r.hit_tokens));
+  header(&o, "kvserve_preemptions_total", "counter", "Preemptions, by mode.");
+  sample(&o, "kvserve_preemptions_total", "mode=\"recompute\"", num(s.preemptions_recompute));
+  sample(&o, "kvserve_preemptions_total", "mode=\"swap\"", num(s.preemptions_swap));
+  metric(&o, "kvserve_prompt_tokens_total", "counter", "Prompt tokens of finished requests.",
+         prompt_tokens_);
+  metric(&o, "kvserve_generation_tokens_total", "counter",
+         "Generated tokens of finished requests (all samples).", generation_tokens_);
+  header(&o, "kvserve_request_finished_total", "counter", "Finished requests by reason.");
+  for (const auto& [reason, n] : finished_)
+    sample(&o, "kvserve_request_finished_total", "finish_reason=\"" + reason + "\"", num(n));
+  header(&o, "kvserve_http_requests_total", "counter", "HTTP responses by route and status.");
+  for (const auto& [key, n] : http_)
+    sample(
+        &o, "kvserve_http_requests_total",
+        "route=\"" + escape_label(key.first) + "\",status=\"" + std::to_string(key.second) + "\"",
+        num(n));
+  header(&o, "kvserve_time_to_first_token_seconds", "histogram",
+         "Arrival to first token, by prompt length in tokens.");
+  for (int i = 0; i < kPromptBuckets; ++i)
+    ttft_[i].render("kvserve_time_to_first_token_seconds",
+                    std::string("prompt_tokens=\"") + kPromptBucketNames[i] + "\"", &o);
+  header(&o, "kvserve_inter_token_latency_seconds", "histogram",
+         "Time between consecutive tokens of a sample.");
+  itl_.render("kvserve_inter_token_latency_seconds", "", &o);
+  header(&o, "kvserve_e2e_request_latency_seconds", "histogram",
+         "Arrival to the last token of a request.");
+  e2e_.render("kvserve_e2e_request_latency_seconds", "", &o);
+  header(&o, "kvserve_request_max_model_len_fraction", "histogram",
+         "Tokens of a finished sample (prompt + generated) over --max-model-len.");
+  length_fraction_.render("kvserve_request_max_model_len_fraction", "", &o);
+  return o;
+}
+
+}  // namespace kvs

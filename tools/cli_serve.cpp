@@ -1,0 +1,151 @@
+// kvserve serve: the OpenAI-compatible HTTP server. Prints the capacity report (weights, KV
+// bytes per token with the formula's numbers, pool, maximum concurrency at --max-model-len) and
+// refuses to start when one request of --max-model-len tokens cannot fit.
+#include <pthread.h>
+
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <thread>
+
+#include "core/byte_size.h"
+#include "server/openai_server.h"
+#include "tools/cli_commands.h"
+#include "tools/cli_common.h"
+
+namespace kvs::cli {
+namespace {
+
+struct ServeFlags {
+  EngineFlags engine;
+  std::string swap_space = "0";
+  std::string preemption_mode = "recompute";
+  uint32_t max_queued_requests = 256;
+  std::string host = "127.0.0.1";
+  int port = 8000;
+  std::string api_key;
+  std::string served_model_name;
+  std::string max_body = "8MiB";
+  bool quiet_preemptions = false;
+};
+
+std::string commas(uint64_t v) {
+  std::string s = std::to_string(v);
+  for (int i = static_cast<int>(s.size()) - 3; i > 0; i -= 3) s.insert(static_cast<size_t>(i), ",");
+  return s;
+}
+
+void run_serve(ServeFlags& f) {
+  auto model = load_model_or_fail(f.engine);
+  EngineConfig config = engine_config_or_fail(f.engine, *model);
+  auto swap = parse_byte_size(f.swap_space);
+  if (!swap.is_ok()) fail("--swap-space: " + swap.status().message());
+  config.swap_space = *swap;
+  auto mode = parse_preemption_mode(f.preemption_mode);
+  if (!mode.is_ok()) fail(mode.status().message());
+  config.preemption_mode = *mode;
+  if (config.preemption_mode == PreemptionMode::kSwap && config.swap_space == 0)
+    fail("--preemption-mode swap needs --swap-space > 0 (e.g. --swap-space 1GiB)");
+  auto body = parse_byte_size(f.max_body);
+  if (!body.is_ok()) fail("--max-body: " + body.status().message());
+  if (f.port < 0 || f.port > 65535) fail("--port must be between 0 and 65535");
+
+  const ModelSpec& spec = model->spec;
+  const uint32_t max_len = config.max_model_len ? config.max_model_len : spec.context_length;
+  auto pool =
+      size_kv_pool(spec, config.kv_cache_memory, config.block_size, config.k_dtype, config.v_dtype);
+  if (!pool.is_ok()) fail(pool.status().message());
+  const KvPoolInfo& p = *pool;
+  const uint64_t blocks_per_seq = (uint64_t{max_len} + p.block_size - 1) / p.block_size;
+  std::fprintf(stderr,
+               "kvserve serve: %s\n"
+               "  weights              %s (%s B)\n"
+               "  KV bytes per token   layers x 2 x kv_heads x head_dim x bytes = %s (%s)\n"
+               "  KV pool              %s = %s B in %u blocks of %u tokens = %s tokens\n"
+               "  max model len        %u tokens (%llu blocks)\n"
+               "  maximum concurrency at --max-model-len %u: %.2f requests (%llu fully "
+               "reserved)\n",
+               model->path.c_str(), format_bytes_binary(model->model->weight_bytes()).c_str(),
+               commas(model->model->weight_bytes()).c_str(), p.token_bytes.formula.c_str(),
+               kv_dtype_name(config.k_dtype), format_bytes_binary(p.pool_bytes).c_str(),
+               commas(p.pool_bytes).c_str(), p.num_blocks, p.block_size,
+               commas(p.num_tokens).c_str(), max_len,
+               static_cast<unsigned long long>(blocks_per_seq), max_len,
+               static_cast<double>(p.num_tokens) / max_len,
+               static_cast<unsigned long long>(p.num_blocks / blocks_per_seq));
+  if (p.num_blocks < blocks_per_seq) {
+    const uint64_t need = blocks_per_seq * p.block_bytes;
+    fail("one request of --max-model-len " + std::to_string(max_len) + " tokens needs " +
+         std::to_string(blocks_per_seq) + " blocks (" + commas(need) + " B) but the pool has " +
+         std::to_string(p.num_blocks) + ": raise --kv-cache-memory by " +
+         commas(need - p.pool_bytes) + " B to at least " + format_bytes_binary(need) + " (" +
+         commas(need) + " B), or lower --max-model-len to " + std::to_string(p.num_tokens));
+  }
+  if (config.max_model_len == 0) config.max_model_len = max_len;
+  auto engine = create_engine_or_fail(*model, config);
+
+  ServerConfig sc{.host = f.host,
+                  .port = f.port,
+                  .api_key = f.api_key,
+                  .served_model_name = f.served_model_name,
+                  .max_queued_requests = f.max_queued_requests,
+                  .max_body_bytes = *body,
+                  .log_preemptions = !f.quiet_preemptions};
+  if (sc.served_model_name.empty())
+    sc.served_model_name = std::filesystem::path(model->path).stem().string();
+
+  // SIGINT/SIGTERM go to one waiting thread that stops the server (no work in a signal handler).
+  sigset_t sigs;
+  sigemptyset(&sigs);
+  sigaddset(&sigs, SIGINT);
+  sigaddset(&sigs, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+  std::signal(SIGPIPE, SIG_IGN);
+
+  OpenAiServer server(*engine, *model, sc);
+  const Status bound = server.bind();
+  if (!bound.is_ok()) fail(bound.message());
+  std::fprintf(stderr, "kvserve serve: model '%s', listening on http://%s:%d\n",
+               sc.served_model_name.c_str(), sc.host.c_str(), server.bound_port());
+  std::thread waiter([&] {
+    int sig = 0;
+    sigwait(&sigs, &sig);
+    std::fprintf(stderr, "kvserve serve: signal %d, stopping\n", sig);
+    server.stop();
+  });
+  waiter.detach();
+  server.serve();
+}
+
+}  // namespace
+
+void add_serve_command(CLI::App& app) {
+  auto flags = std::make_shared<ServeFlags>();
+  CLI::App* cmd = app.add_subcommand(
+      "serve", "OpenAI-compatible HTTP server (continuous batching, prefix caching, /metrics)");
+  add_engine_flags(cmd, &flags->engine);
+  cmd->add_option("--swap-space", flags->swap_space,
+                  "host bytes for swapped-out KV blocks (--preemption-mode swap), e.g. 1GiB")
+      ->capture_default_str();
+  cmd->add_option("--preemption-mode", flags->preemption_mode,
+                  "what a preempted request loses: recompute (its KV is recomputed) or swap "
+                  "(its KV is copied to host memory and back)")
+      ->capture_default_str();
+  cmd->add_option("--max-queued-requests", flags->max_queued_requests,
+                  "requests waiting beyond --max-num-seqs before 429")
+      ->capture_default_str();
+  cmd->add_option("--host", flags->host, "address to bind")->capture_default_str();
+  cmd->add_option("--port", flags->port, "port (0 = any free port)")->capture_default_str();
+  cmd->add_option("--api-key", flags->api_key,
+                  "require 'Authorization: Bearer KEY' on /v1/* routes");
+  cmd->add_option("--served-model-name", flags->served_model_name,
+                  "model name of the API (default: the GGUF file's stem)");
+  cmd->add_option("--max-body", flags->max_body, "largest request body (413 beyond)")
+      ->capture_default_str();
+  cmd->add_flag("--quiet-preemptions", flags->quiet_preemptions,
+                "do not log each preemption on stderr");
+  cmd->callback([flags] { run_serve(*flags); });
+}
+
+}  // namespace kvs::cli
