@@ -196,10 +196,9 @@ std::vector<StepOutput> Engine::step() {
   copies_.clear();
   const std::vector<ScheduledChunk> plan = scheduler_.schedule(*cache_, &copies_);
   if (plan.empty()) return out;
-  // Copies first (their sources are intact until now), then swapped-in KV (its fresh blocks may
-  // be cached-free blocks a copy still reads), then the forward pass writes new KV.
-  for (const BlockCopy& c : copies_) storage_->copy_tokens(c.src.value, c.dst.value, c.num_tokens);
-  scheduler_.apply_swap_ins();
+  // Block copies and swapped-in KV, in the order the scheduler queued them; then the forward
+  // pass writes the step's new KV.
+  scheduler_.apply_copies_and_swap_ins(copies_);
   chunks_.clear();
   bool has_prefill = false;
   for (const ScheduledChunk& c : plan) {

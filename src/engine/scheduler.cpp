@@ -88,7 +88,8 @@ void Scheduler::preempt(KvCacheManager& cache, Sequence* victim) {
   enqueue_waiting(victim);
 }
 
-bool Scheduler::admit_swapped(KvCacheManager& cache, Sequence* s, uint32_t budget, uint32_t* n) {
+bool Scheduler::admit_swapped(KvCacheManager& cache, Sequence* s, uint32_t budget, uint32_t* n,
+                              size_t copies_before) {
   const uint32_t bs = cache.block_size();
   *n = std::min(budget, s->remaining());
   const uint64_t tokens_after = uint64_t{s->num_computed} + *n;
@@ -104,6 +105,7 @@ bool Scheduler::admit_swapped(KvCacheManager& cache, Sequence* s, uint32_t budge
   auto it = swapped_.find(s->id);
   KVS_CHECK_MSG(it != swapped_.end(), "swapped sequence without a swap copy");
   PendingSwapIn p;
+  p.copies_before = copies_before;
   p.entry = std::move(it->second);
   swapped_.erase(it);
   const std::span<const BlockId> blocks = cache.block_table(s->id);
@@ -114,13 +116,22 @@ bool Scheduler::admit_swapped(KvCacheManager& cache, Sequence* s, uint32_t budge
   return true;
 }
 
-void Scheduler::apply_swap_ins() {
+void Scheduler::apply_copies_and_swap_ins(std::span<const BlockCopy> copies) {
+  size_t done = 0;
+  auto copy_until = [&](size_t end) {
+    for (; done < end; ++done) {
+      const BlockCopy& c = copies[done];
+      storage_->copy_tokens(c.src.value, c.dst.value, c.num_tokens);
+    }
+  };
+  KVS_CHECK(storage_ != nullptr || (copies.empty() && pending_swap_ins_.empty()));
   for (PendingSwapIn& p : pending_swap_ins_) {
-    KVS_CHECK(storage_ != nullptr);
+    copy_until(p.copies_before);
     for (size_t i = 0; i < p.blocks.size(); ++i)
       storage_->write_block(p.blocks[i].value, p.entry.bytes.data() + i * storage_->block_bytes());
     swap_used_ -= p.entry.bytes.size();
   }
+  copy_until(copies.size());
   pending_swap_ins_.clear();
 }
 
@@ -175,7 +186,7 @@ std::vector<ScheduledChunk> Scheduler::schedule(KvCacheManager& cache,
     Sequence* s = waiting_.front();
     uint32_t n = 0;
     if (s->swapped) {
-      if (!admit_swapped(cache, s, budget, &n)) break;
+      if (!admit_swapped(cache, s, budget, &n, copies->size())) break;
     } else {
       const AdmitPlan plan = cache.plan_admit(s->tokens, s->cache_salt);
       if (!plan.fits) break;

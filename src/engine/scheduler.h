@@ -77,11 +77,15 @@ class Scheduler {
 
   // Plans the next step. Admits waiting sequences into the cache (manager.admit or, for a
   // swapped one, manager.admit_restored) and reserves the slots of every scheduled chunk
-  // (manager.append_slots), collecting block copies the runner must perform first. Swap-ins
-  // are queued: call apply_swap_ins() after the copies and before the forward pass.
+  // (manager.append_slots), collecting block copies that must be performed before the forward
+  // pass. Swap-ins are queued between those copies: call apply_copies_and_swap_ins().
   std::vector<ScheduledChunk> schedule(KvCacheManager& cache, std::vector<BlockCopy>* copies);
-  // Writes the KV of sequences swapped in by the last schedule() into their new blocks.
-  void apply_swap_ins();
+  // Performs `copies` (the list schedule() filled) and writes the KV of the sequences swapped
+  // in, in the order schedule() queued them: a copy queued before a swap-in may read a
+  // cached-free block that the swap-in's allocation recycled (so it must run first), and a copy
+  // queued after it may read a swapped-in block that became a prefix-cache entry (so it must
+  // run after the write).
+  void apply_copies_and_swap_ins(std::span<const BlockCopy> copies);
 
   [[nodiscard]] uint64_t num_preemptions() const {
     return num_preemptions_[0] + num_preemptions_[1];
@@ -100,11 +104,13 @@ class Scheduler {
   struct PendingSwapIn {
     SwapEntry entry;
     std::vector<BlockId> blocks;
+    size_t copies_before = 0;  // copies queued before this swap-in
   };
 
   void preempt(KvCacheManager& cache, Sequence* victim);
   void enqueue_waiting(Sequence* seq);
-  bool admit_swapped(KvCacheManager& cache, Sequence* s, uint32_t budget, uint32_t* n);
+  bool admit_swapped(KvCacheManager& cache, Sequence* s, uint32_t budget, uint32_t* n,
+                     size_t copies_before);
 
   SchedulerConfig config_;
   KvBlockStorage* storage_ = nullptr;

@@ -98,6 +98,28 @@ TEST(SchedulerTest, SwapPreemptionKeepsOutputs) {
   EXPECT_GT(events[0].blocks, 0u);
 }
 
+// Prompts that share their first tokens: admissions copy partial prefix blocks, possibly from
+// blocks a swap-in has just restored (the copy must see the restored KV) or recycled.
+TEST(SchedulerTest, SwapWithSharedPrefixesKeepsOutputs) {
+  REQUIRE_MODEL();
+  std::vector<std::vector<int32_t>> prompts;
+  for (int i = 0; i < 16; ++i)
+    prompts.push_back(model->tokenizer->encode("Story " + std::to_string(i) +
+                                                   ": once upon a time, in a village number " +
+                                                   std::to_string(i) + " by the sea, there lived a",
+                                               true, true));
+  auto roomy = make_engine(*model, {.kv_cache_memory = 64ull << 20});
+  const auto expect = run_all(*roomy, greedy(prompts, 16));
+  for (PreemptionMode mode : {PreemptionMode::kSwap, PreemptionMode::kRecompute}) {
+    auto tight = make_engine(*model, {.kv_cache_memory = 12 * 16 * kTokenBytes,
+                                      .preemption_mode = mode,
+                                      .swap_space = 64ull << 20});
+    EXPECT_EQ(run_all(*tight, greedy(prompts, 16)), expect) << preemption_mode_name(mode);
+    EXPECT_GT(tight->num_preemptions(mode), 0u);
+    EXPECT_EQ(tight->cache().stats().blocks_in_use, 0u);
+  }
+}
+
 TEST(SchedulerTest, FullSwapAreaFallsBackToRecompute) {
   REQUIRE_MODEL();
   const auto prompts = prompts_x(*model, 2);
