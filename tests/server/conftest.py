@@ -1,0 +1,131 @@
+"""Fixtures of the kvserve end-to-end tests: start `kvserve serve` on a free loopback port.
+
+The binary comes from $KVSERVE_BIN (CTest sets it); the model is the default one
+(scripts/fetch-model). Every server binds 127.0.0.1 with --port 0 and reports its port on stderr.
+"""
+import os
+import re
+import subprocess
+import threading
+import time
+
+import pytest
+import requests
+
+API_KEY = "test-key"
+MODEL_NAME = "smol"
+
+
+def kvserve_bin():
+    path = os.environ.get("KVSERVE_BIN")
+    if not path:
+        here = os.path.dirname(os.path.abspath(__file__))
+        path = os.path.join(here, "..", "..", "build", "bin", "kvserve")
+    return os.path.abspath(path)
+
+
+def default_model():
+    d = os.environ.get("KVSERVE_MODEL_DIR", os.path.expanduser("~/.cache/kvserve/models"))
+    return os.path.join(d, "SmolLM2-135M-Instruct.Q4_1.gguf")
+
+
+class Server:
+    def __init__(self, *args):
+        cmd = [kvserve_bin(), "serve", "--host", "127.0.0.1", "--port", "0", "-t", "2",
+               "--served-model-name", MODEL_NAME, "--api-key", API_KEY, *args]
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                     text=True)
+        self.log = []
+        self.port = None
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            line = self.proc.stderr.readline()
+            if not line:
+                break
+            self.log.append(line)
+            m = re.search(r"listening on http://127\.0\.0\.1:(\d+)", line)
+            if m:
+                self.port = int(m.group(1))
+                break
+        if self.port is None:
+            self.proc.kill()
+            raise RuntimeError("kvserve serve did not start:\n" + "".join(self.log))
+        # Keep draining stderr (preemption logs) so the pipe never fills.
+        threading.Thread(target=self._drain, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.port}"
+
+    def _drain(self):
+        for line in self.proc.stderr:
+            self.log.append(line)
+
+    def headers(self):
+        return {"Authorization": f"Bearer {API_KEY}"}
+
+    def get(self, path, headers=None, **kw):
+        h = self.headers() if headers is None else headers
+        return requests.get(self.url + path, headers=h, timeout=30, **kw)
+
+    def post(self, path, body=None, data=None, headers=None, **kw):
+        h = self.headers()
+        if headers is not None:
+            h = headers
+        if data is not None:
+            return requests.post(self.url + path, data=data, headers=h, timeout=60, **kw)
+        return requests.post(self.url + path, json=body, headers=h, timeout=60, **kw)
+
+    def client(self):
+        import openai
+        return openai.OpenAI(base_url=self.url + "/v1", api_key=API_KEY, max_retries=0,
+                             timeout=120)
+
+    def kv_summary(self):
+        return self.get("/v1/kv").json()["summary"]
+
+    def wait_idle(self, timeout=20):
+        """Waits until no block is in use; returns the /v1/kv summary."""
+        deadline = time.time() + timeout
+        s = self.kv_summary()
+        while s["in_use"] != 0 and time.time() < deadline:
+            time.sleep(0.1)
+            s = self.kv_summary()
+        return s
+
+    def stop(self):
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def require_model():
+    if not os.path.exists(kvserve_bin()):
+        pytest.skip(f"kvserve binary not found at {kvserve_bin()}")
+    if not os.path.exists(default_model()):
+        pytest.skip(f"default model not found at {default_model()} (run scripts/fetch-model)")
+
+
+@pytest.fixture(scope="session")
+def server():
+    """The main server: ample KV pool, prefix caching on, small body limit."""
+    require_model()
+    s = Server("--kv-cache-memory", "256MiB", "--max-model-len", "1024", "--max-body", "64KiB")
+    yield s
+    s.stop()
+
+
+@pytest.fixture
+def start_server():
+    """Starts extra servers with their own flags; stops them at the end of the test."""
+    require_model()
+    started = []
+
+    def start(*args):
+        s = Server(*args)
+        started.append(s)
+        return s
+
+    yield start
+    for s in started:
+        s.stop()
