@@ -43,9 +43,10 @@ int quantize_symmetric(float x, float s, int qmax) {
   return static_cast<int>(r);
 }
 
-// Levels -8..7 of one q4 group for scale d; returns the group's squared error.
-double q4_levels(const float* x, float d, uint8_t* n) {
-  double err = 0;
+// Levels -8..7 of one q4 group for scale d; returns the group's squared error and sets
+// *max_err to the largest element error.
+double q4_levels(const float* x, float d, uint8_t* n, double* max_err = nullptr) {
+  double err = 0, worst = 0;
   for (uint32_t i = 0; i < GroupQ4Traits::kGroup; ++i) {
     int q = 0;
     if (d != 0.0f && !std::isnan(x[i])) {
@@ -56,7 +57,9 @@ double q4_levels(const float* x, float d, uint8_t* n) {
     const double xi = std::isnan(x[i]) ? 0.0 : std::clamp<double>(x[i], -3.4e38, 3.4e38);
     const double e = xi - double(d) * q;
     err += e * e;
+    worst = std::max(worst, std::fabs(e));
   }
+  if (max_err) *max_err = worst;
   return err;
 }
 
@@ -133,8 +136,9 @@ void quantize_int4(const float* x, uint32_t n, uint8_t* dst) {
   // Candidates: the extreme element m lands on level c (d = m / c carries m's sign, so both
   // signs are covered). c = -8 is q4_0's choice; |c| < 8 widens the far side, |c| > 8 clips m
   // for finer steps. Each candidate is followed by one least-squares refit of d for its
-  // levels. The group keeps the (d, levels) of smallest squared error, so it is never worse
-  // than q4_0's choice (which is candidate c = -8).
+  // levels. The group keeps the (d, levels) of smallest squared error among those whose
+  // largest element error is <= amax / 4, so it is never worse than q4_0's choice (candidate
+  // c = -8, tried first, whose largest error is amax / 8).
   static constexpr float kCandidates[] = {-8.0f, -9.0f,  -8.75f, -8.5f,  -8.25f, -7.75f,
                                           -7.5f, -7.25f, -7.0f,  -6.75f, -6.5f};
   for (uint32_t g = 0; g < n / G; ++g, x += G, dst += GroupQ4Traits::kGroupBytes) {
@@ -142,12 +146,16 @@ void quantize_int4(const float* x, uint32_t n, uint8_t* dst) {
     double best = INFINITY;
     uint8_t best_lv[G] = {};
     uint8_t best_d[2] = {};
+    uint8_t lv[G];
+    // Quantizes with d (as stored in f16), keeps it if best and no element is off by more
+    // than amax / 4 (c = -8 always qualifies); leaves the levels in lv.
+    const double limit = std::fabs(double(m)) / 4;
     auto consider = [&](float d) {
       uint8_t d16[2];
       store_f16(d16, std::clamp(d, -kF16Max, kF16Max));
-      uint8_t lv[G];
-      const double err = q4_levels(x, load_f16_scale(d16), lv);
-      if (err < best) {
+      double worst;
+      const double err = q4_levels(x, load_f16_scale(d16), lv, &worst);
+      if (err < best && (worst <= limit || best == INFINITY)) {
         best = err;
         std::memcpy(best_lv, lv, G);
         std::memcpy(best_d, d16, 2);
@@ -156,10 +164,6 @@ void quantize_int4(const float* x, uint32_t n, uint8_t* dst) {
     for (float c : kCandidates) {
       consider(m / c);
       // Refit: d* = sum(x l) / sum(l^2) for the levels the candidate produced.
-      uint8_t d16[2];
-      store_f16(d16, std::clamp(m / c, -kF16Max, kF16Max));
-      uint8_t lv[G];
-      q4_levels(x, load_f16_scale(d16), lv);
       double xl = 0, ll = 0;
       for (uint32_t i = 0; i < G; ++i) {
         const double l = int(lv[i]) - 8;
