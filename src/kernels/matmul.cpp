@@ -93,24 +93,25 @@ HWY_INLINE void quantize_act_row(const float* HWY_RESTRICT x, int64_t K, int16_t
   for (int64_t b = 0; b < K / 32; ++b) {
     const float* xb = x + b * 32;
     auto vmax = hn::Zero(df);
-    auto vsum = hn::Zero(df);
     HWY_UNROLL(8)
-    for (size_t i = 0; i < 32; i += kNf) {
-      const auto v = hn::LoadU(df, xb + i);
-      vmax = hn::Max(vmax, hn::Abs(v));
-      vsum = hn::Add(vsum, v);
-    }
+    for (size_t i = 0; i < 32; i += kNf) vmax = hn::Max(vmax, hn::Abs(hn::LoadU(df, xb + i)));
     const float amax = hn::GetLane(hn::MaxOfLanes(df, vmax));
     const float d = amax / 127.0f;
     const float id = d > 0.0f ? 1.0f / d : 0.0f;
     dq[b] = d;
-    sq[b] = hn::GetLane(hn::SumOfLanes(df, vsum));
     const auto vid = hn::Set(df, id);
+    auto qsum = hn::Zero(df);
     HWY_UNROLL(8)
     for (size_t i = 0; i < 32; i += kNf) {
       const auto qi = hn::NearestInt(hn::Mul(hn::LoadU(df, xb + i), vid));
+      qsum = hn::Add(qsum, hn::ConvertTo(df, qi));
       hn::StoreU(hn::DemoteTo(d16h, qi), d16h, q + b * 32 + i);
     }
+    // The min term uses the sum of the *quantized* block (d * sum q), not the exact sum: with
+    // Q4_1/Q4_K weights w = d*q + m the activation rounding errors of the d*q part and of the m
+    // part then cancel as they do in sum(w * x_quantized). With the exact sum the errors of the
+    // large positive d*q part stood alone: 1.3% relative error instead of 0.3% on SmolLM2.
+    sq[b] = d * hn::GetLane(hn::SumOfLanes(df, qsum));
   }
 }
 
@@ -169,7 +170,7 @@ constexpr size_t kBlockBytes = kType == WeightType::kQ8_0 ? 34
                                                           : (kType == WeightType::kQ4_0 ? 18 : 20);
 
 // The quantized activation of a tile of tokens: token t's block b is q[t*K + 32b ..], with scale
-// d[t*KB + b] and exact sum s[t*KB + b].
+// d[t*KB + b] and s[t*KB + b] = d * (sum of the rounded block).
 struct ActTile {
   const int16_t* q;
   const float* d;

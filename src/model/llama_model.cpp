@@ -105,6 +105,15 @@ void LlamaModel::ensure_workspace(int64_t T, int64_t nl) {
   grow(ws_.last, 2 * nl * E);
 }
 
+void LlamaModel::mm(const WeightMatrix& w, const float* x, int64_t T, float* y,
+                    ThreadPool& pool) const {
+  if (reference_matmul_) {
+    matmul_reference(w, x, T, y);
+  } else {
+    matmul(w, x, T, y, pool);
+  }
+}
+
 void LlamaModel::forward(const ForwardBatch& b, const PagedKvLayout& kv, ThreadPool& pool,
                          float* logits) {
   const int64_t T = b.num_tokens;
@@ -137,21 +146,21 @@ void LlamaModel::forward(const ForwardBatch& b, const PagedKvLayout& kv, ThreadP
   for (uint32_t l = 0; l < spec_.n_layers; ++l) {
     const LlamaLayerWeights& w = layers_[l];
     rms_norm_rows(x, w.attn_norm, T, E, spec_.norm_eps, ws_.xn.data());
-    matmul(w.wq, ws_.xn.data(), T, ws_.q.data(), pool);
-    matmul(w.wk, ws_.xn.data(), T, ws_.k.data(), pool);
-    matmul(w.wv, ws_.xn.data(), T, ws_.v.data(), pool);
+    mm(w.wq, ws_.xn.data(), T, ws_.q.data(), pool);
+    mm(w.wk, ws_.xn.data(), T, ws_.k.data(), pool);
+    mm(w.wv, ws_.xn.data(), T, ws_.v.data(), pool);
     rope_inplace(ws_.q.data(), T, H, b.positions, rope);
     rope_inplace(ws_.k.data(), T, KVH, b.positions, rope);
     write_kv(kv, l, T, b.slot_mapping, ws_.k.data(), ws_.v.data());
     attn.layer = l;
     paged_attention(attn, pool);
-    matmul(w.wo, ws_.att.data(), T, ws_.tmp.data(), pool);
+    mm(w.wo, ws_.att.data(), T, ws_.tmp.data(), pool);
     add_inplace(x, ws_.tmp.data(), T * E);
     rms_norm_rows(x, w.ffn_norm, T, E, spec_.norm_eps, ws_.xn.data());
-    matmul(w.w_gate, ws_.xn.data(), T, ws_.gate.data(), pool);
-    matmul(w.w_up, ws_.xn.data(), T, ws_.up.data(), pool);
+    mm(w.w_gate, ws_.xn.data(), T, ws_.gate.data(), pool);
+    mm(w.w_up, ws_.xn.data(), T, ws_.up.data(), pool);
     silu_mul(ws_.gate.data(), ws_.up.data(), T * F, ws_.gate.data());
-    matmul(w.w_down, ws_.gate.data(), T, ws_.tmp.data(), pool);
+    mm(w.w_down, ws_.gate.data(), T, ws_.tmp.data(), pool);
     add_inplace(x, ws_.tmp.data(), T * E);
   }
   if (b.num_logits == 0) return;
@@ -163,7 +172,7 @@ void LlamaModel::forward(const ForwardBatch& b, const PagedKvLayout& kv, ThreadP
     std::copy(x + row * E, x + (row + 1) * E, sel + i * E);
   }
   rms_norm_rows(sel, output_norm_, b.num_logits, E, spec_.norm_eps, seln);
-  matmul(output_, seln, b.num_logits, logits, pool);
+  mm(output_, seln, b.num_logits, logits, pool);
 }
 
 }  // namespace kvs

@@ -36,6 +36,11 @@ class LlamaModel {
   // Bytes of all weight tensors the forward pass reads.
   [[nodiscard]] uint64_t weight_bytes() const { return weight_bytes_; }
 
+  // Test hook: use the scalar reference matmul (exact float arithmetic, no activation
+  // quantization) instead of the fast kernels, to check the forward pass itself against an
+  // independent implementation to a tight bound.
+  void set_reference_matmul(bool on) { reference_matmul_ = on; }
+
   // Runs the batch: writes each token's K/V into its slot of `kv`, attends through the block
   // tables, and stores logits for batch.logits_rows into logits ([num_logits][vocab_size]).
   void forward(const ForwardBatch& batch, const PagedKvLayout& kv, ThreadPool& pool, float* logits);
@@ -45,6 +50,7 @@ class LlamaModel {
     std::vector<float> x, xn, q, k, v, att, tmp, gate, up, last;
   };
   void ensure_workspace(int64_t tokens, int64_t logits);
+  void mm(const WeightMatrix& w, const float* x, int64_t T, float* y, ThreadPool& pool) const;
 
   ModelSpec spec_;
   WeightMatrix embedding_{};
@@ -52,6 +58,7 @@ class LlamaModel {
   const float* output_norm_ = nullptr;
   std::vector<LlamaLayerWeights> layers_;
   uint64_t weight_bytes_ = 0;
+  bool reference_matmul_ = false;
   Workspace ws_;
 };
 

@@ -20,22 +20,15 @@ bool uses_int_path(WeightType t) {
 }
 
 // Per-output error bound of matmul() (see kernels/matmul.h): f32 rounding for every type plus,
-// for the integer path, the activation quantization term sum_b amax_b * sum_{k in b} |w'_k| / 254
-// where w' is the weight without the Q4_1 / Q4_K min (that term uses the exact sum of x).
+// for the integer path, the activation quantization term sum_b amax_b * sum_{k in b} |w_k| / 254
+// (the whole weight: the min term uses the quantized block sum, see kernels/matmul.h).
 std::vector<double> error_bounds(const WeightMatrix& w, const float* x, int64_t T) {
   const int64_t K = w.cols, N = w.rows;
   std::vector<double> bound(static_cast<size_t>(T * N));
-  std::vector<float> row(K), row_nomin(K);
-  std::vector<uint8_t> raw(w.row_bytes);
+  std::vector<float> row(K);
   for (int64_t n = 0; n < N; ++n) {
     const auto* src = static_cast<const uint8_t*>(w.data) + n * w.row_bytes;
     dequantize_row_reference(w.type, src, row.data(), K);
-    std::memcpy(raw.data(), src, w.row_bytes);
-    if (w.type == WeightType::kQ4_1)
-      for (uint64_t b = 0; b < w.row_bytes; b += 20) raw[b + 2] = raw[b + 3] = 0;  // m = 0
-    if (w.type == WeightType::kQ4_K)
-      for (uint64_t b = 0; b < w.row_bytes; b += 144) raw[b + 2] = raw[b + 3] = 0;  // dmin = 0
-    dequantize_row_reference(w.type, raw.data(), row_nomin.data(), K);
     for (int64_t t = 0; t < T; ++t) {
       const float* xt = x + t * K;
       double abs_dot = 0, quant = 0;
@@ -44,7 +37,7 @@ std::vector<double> error_bounds(const WeightMatrix& w, const float* x, int64_t 
         for (int64_t k = b; k < std::min(b + 32, K); ++k) {
           abs_dot += std::fabs(static_cast<double>(row[k]) * xt[k]);
           amax = std::max(amax, static_cast<double>(std::fabs(xt[k])));
-          wsum += std::fabs(row_nomin[k]);
+          wsum += std::fabs(row[k]);
         }
         quant += amax * wsum / 254.0;
       }

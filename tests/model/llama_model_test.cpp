@@ -4,7 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <numeric>
@@ -48,69 +50,129 @@ std::unique_ptr<Harness> open_default(KvDtype dtype, uint32_t block_size, uint32
       std::move(file).value(), *spec, std::move(model).value(), std::move(storage).value()});
 }
 
-// Runs `ids` as one prefill through a shuffled block table; returns logits for every position.
-std::vector<float> prefill_all(Harness& h, const std::vector<int32_t>& ids, uint32_t block_size) {
-  const int64_t T = static_cast<int64_t>(ids.size());
-  const uint32_t nb = static_cast<uint32_t>((T + block_size - 1) / block_size);
-  std::vector<uint32_t> table(nb);
-  // Reverse order: logical block i lives in physical block nb - 1 - i.
-  for (uint32_t i = 0; i < nb; ++i) table[i] = nb - 1 - i;
-  std::vector<int32_t> pos(T), ctx(T), rows(T);
-  std::vector<int64_t> slots(T);
-  std::vector<const uint32_t*> tabs(T, table.data());
-  for (int64_t t = 0; t < T; ++t) {
-    pos[t] = static_cast<int32_t>(t);
-    ctx[t] = static_cast<int32_t>(t + 1);
-    rows[t] = static_cast<int32_t>(t);
-    slots[t] = int64_t{table[t / block_size]} * block_size + t % block_size;
+// Logical block i of the test sequence lives in physical block 63 - i (a reversed, non-contiguous
+// layout); the harness's pool has 64 blocks.
+uint32_t physical_block(uint32_t logical) { return 63 - logical; }
+
+// Runs tokens [start, start + n) of `ids` as one chunk; returns logits for each of them.
+std::vector<float> run_chunk(Harness& h, const std::vector<int32_t>& ids, int64_t start, int64_t n,
+                             uint32_t block_size) {
+  std::vector<uint32_t> table(64);
+  for (uint32_t i = 0; i < 64; ++i) table[i] = physical_block(i);
+  std::vector<int32_t> pos(n), ctx(n), rows(n);
+  std::vector<int64_t> slots(n);
+  std::vector<const uint32_t*> tabs(n, table.data());
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t t = start + i;
+    pos[i] = static_cast<int32_t>(t);
+    ctx[i] = static_cast<int32_t>(t + 1);
+    rows[i] = static_cast<int32_t>(i);
+    slots[i] = int64_t{table[t / block_size]} * block_size + t % block_size;
   }
-  std::vector<float> logits(T * h.spec.vocab_size);
-  ForwardBatch b{.num_tokens = T,
-                 .tokens = ids.data(),
+  std::vector<float> logits(n * h.spec.vocab_size);
+  ForwardBatch b{.num_tokens = n,
+                 .tokens = ids.data() + start,
                  .positions = pos.data(),
                  .slot_mapping = slots.data(),
                  .context_len = ctx.data(),
                  .block_table = tabs.data(),
-                 .num_logits = T,
+                 .num_logits = n,
                  .logits_rows = rows.data()};
   h.model.forward(b, h.storage.layout(), h.pool, logits.data());
   return logits;
 }
 
-TEST(LlamaModelTest, LogitsMatchIndependentNumpyImplementation) {
-  auto h = open_default(KvDtype::kF32, 16, 64);
-  if (!h) GTEST_SKIP() << "default model not found at " << default_model_path();
-  const nlohmann::json g = load_golden();
+std::vector<float> prefill_all(Harness& h, const std::vector<int32_t>& ids, uint32_t block_size) {
+  return run_chunk(h, ids, 0, static_cast<int64_t>(ids.size()), block_size);
+}
+
+// Greedy continuation of `ids` by `steps` tokens: one prefill, then one decode step per token.
+std::vector<int32_t> greedy(Harness& h, std::vector<int32_t> ids, int steps) {
+  const int64_t V = h.spec.vocab_size;
+  std::vector<float> logits = prefill_all(h, ids, 16);
+  std::vector<float> last(logits.end() - V, logits.end());
+  std::vector<int32_t> out;
+  for (int s = 0; s < steps; ++s) {
+    const int32_t next =
+        static_cast<int32_t>(std::max_element(last.begin(), last.end()) - last.begin());
+    out.push_back(next);
+    ids.push_back(next);
+    last = run_chunk(h, ids, static_cast<int64_t>(ids.size()) - 1, 1, 16);
+  }
+  return out;
+}
+
+struct GoldenStats {
+  double max_diff = 0, sum_sq = 0;
+  int64_t count = 0, argmax_agree = 0, positions = 0;
+  int64_t clear_positions = 0, clear_agree = 0;  // golden top-1 ahead of top-2 by > 0.5
+};
+
+GoldenStats compare_with_golden(Harness& h, const nlohmann::json& g) {
   const std::vector<int> probe = g["probe_ids"].get<std::vector<int>>();
-  double worst = 0;
+  GoldenStats st;
   for (const auto& c : g["cases"]) {
     const std::vector<int32_t> ids = c["ids"].get<std::vector<int32_t>>();
-    const std::vector<float> logits = prefill_all(*h, ids, 16);
-    const int64_t V = h->spec.vocab_size;
+    const std::vector<float> logits = prefill_all(h, ids, 16);
+    const int64_t V = h.spec.vocab_size;
     for (size_t t = 0; t < ids.size(); ++t) {
       const auto& pos = c["positions"][t];
       const float* row = logits.data() + t * V;
-      // Same argmax, and the golden top-20 and 64 probe logits within the bound.
-      const int top = static_cast<int>(std::max_element(row, row + V) - row);
       const auto top_ids = pos["top_ids"].get<std::vector<int>>();
       const auto top_logits = pos["top_logits"].get<std::vector<double>>();
-      // Ties within the error bound may swap the argmax; require it to be a near-top token.
-      EXPECT_LE(top_logits[0] - row[top_ids[0]], 0.35)
-          << c["name"] << " pos " << t << " argmax " << top;
-      for (size_t i = 0; i < top_ids.size(); ++i) {
-        const double d = std::abs(row[top_ids[i]] - top_logits[i]);
-        worst = std::max(worst, d);
-        EXPECT_LT(d, 0.35) << c["name"] << " pos " << t << " token " << top_ids[i];
-      }
       const auto probe_logits = pos["probe_logits"].get<std::vector<double>>();
-      for (size_t i = 0; i < probe.size(); ++i) {
-        const double d = std::abs(row[probe[i]] - probe_logits[i]);
-        worst = std::max(worst, d);
-        EXPECT_LT(d, 0.35) << c["name"] << " pos " << t << " probe " << probe[i];
+      ++st.positions;
+      const bool agree = (std::max_element(row, row + V) - row) == top_ids[0];
+      st.argmax_agree += agree;
+      if (top_logits[0] - top_logits[1] > 0.5) {
+        ++st.clear_positions;
+        st.clear_agree += agree;
       }
+      auto add = [&](int id, double golden) {
+        const double d = std::abs(row[id] - golden);
+        st.max_diff = std::max(st.max_diff, d);
+        st.sum_sq += d * d;
+        ++st.count;
+      };
+      for (size_t i = 0; i < top_ids.size(); ++i) add(top_ids[i], top_logits[i]);
+      for (size_t i = 0; i < probe.size(); ++i) add(probe[i], probe_logits[i]);
     }
   }
-  std::printf("worst |logit - golden| = %.4f\n", worst);
+  std::printf("max |logit - golden| = %.4f, rms = %.4f, argmax agrees at %lld/%lld positions\n",
+              st.max_diff, std::sqrt(st.sum_sq / st.count), static_cast<long long>(st.argmax_agree),
+              static_cast<long long>(st.positions));
+  return st;
+}
+
+// Exact arithmetic (reference matmul): the forward pass itself (embedding, RMSNorm, RoPE layout,
+// GQA over the paged cache with f32 K/V, SwiGLU, tied output) must reproduce the independent
+// float64 implementation to float32 rounding, and its greedy continuations token for token.
+TEST(LlamaModelTest, ReferenceKernelsMatchIndependentNumpyImplementation) {
+  auto h = open_default(KvDtype::kF32, 16, 64);
+  if (!h) GTEST_SKIP() << "default model not found at " << default_model_path();
+  h->model.set_reference_matmul(true);
+  const nlohmann::json g = load_golden();
+  const GoldenStats st = compare_with_golden(*h, g);
+  EXPECT_LT(st.max_diff, 0.02);
+  EXPECT_EQ(st.argmax_agree, st.positions);
+  for (const auto& c : g["cases"])
+    EXPECT_EQ(greedy(*h, c["ids"].get<std::vector<int32_t>>(), 16),
+              c["greedy"].get<std::vector<int32_t>>())
+        << c["name"];
+}
+
+// The fast kernels quantize activations to int8 per 32 elements (llama.cpp's approach; see
+// kernels/matmul.h for the per-product bound), which perturbs logits by a few tenths. Bound the
+// drift statistically and require the same argmax wherever the golden top-1 is clear.
+TEST(LlamaModelTest, FastKernelsStayCloseToIndependentImplementation) {
+  auto h = open_default(KvDtype::kF16, 16, 64);
+  if (!h) GTEST_SKIP() << "default model not found at " << default_model_path();
+  const nlohmann::json g = load_golden();
+  const GoldenStats st = compare_with_golden(*h, g);
+  // Measured: rms 0.24, max 1.19, argmax 35/38 (the 3 misses are near-ties).
+  EXPECT_LT(std::sqrt(st.sum_sq / st.count), 0.35);
+  EXPECT_LT(st.max_diff, 1.6);
+  EXPECT_EQ(st.clear_agree, st.clear_positions);
 }
 
 TEST(LlamaModelTest, BlockSizesGiveTheSameLogits) {
