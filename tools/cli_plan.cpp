@@ -171,8 +171,10 @@ void add_plan_command(CLI::App& app) {
                   "KV format for K and V: auto (the model's dtype), f32, f16, bf16, fp8 "
                   "(fp8_e4m3), fp8_e5m2, int8, int4, q8_0, q4_0")
       ->capture_default_str();
-  cmd->add_option("--k-dtype,--kv-cache-dtype-k", flags->k_dtype, "K format (overrides --kv-dtype)");
-  cmd->add_option("--v-dtype,--kv-cache-dtype-v", flags->v_dtype, "V format (overrides --kv-dtype)");
+  cmd->add_option("--k-dtype,--kv-cache-dtype-k", flags->k_dtype,
+                  "K format (overrides --kv-dtype)");
+  cmd->add_option("--v-dtype,--kv-cache-dtype-v", flags->v_dtype,
+                  "V format (overrides --kv-dtype)");
   cmd->add_option("--tp", flags->tp, "tensor-parallel GPUs")->capture_default_str();
   cmd->add_option("--gpu", flags->gpu, "GPU preset (--list-gpus); default H100-80GB");
   cmd->add_option("--memory", flags->memory, "memory per GPU instead of a preset: 80GB, 75GiB");

@@ -30,7 +30,8 @@ int main(int argc, char** argv) {
     if (argc > 1 && sub->get_name() == argv[1]) known = true;
   }
   if (argc > 1 && argv[1][0] != '-' && !known) {
-    std::fprintf(stderr, "kvserve: unknown subcommand '%s' (expected one of %s; see kvserve --help)\n",
+    std::fprintf(stderr,
+                 "kvserve: unknown subcommand '%s' (expected one of %s; see kvserve --help)\n",
                  argv[1], names.c_str());
     return 2;
   }
