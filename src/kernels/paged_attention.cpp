@@ -11,6 +11,7 @@
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/paged_attention.cpp"
+#include <hwy/cache_control.h>
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
 
@@ -34,6 +35,23 @@ using VF = hn::Vec<DF>;
 // Ungrouped readers: Load(df, vec, i) for elements [i, i + L); Scale(vec, D).
 // Grouped readers (32 elements per group): Load(df, group, e) for elements [e, e + L) of the
 // group, e a multiple of L < 32 (needs L <= 16); Scale(group).
+
+// Complete unrolling of the loops over query heads and chunks, so that the accumulator arrays
+// live in registers (GCC -O2 would otherwise keep them on the stack).
+#define KVS_UNROLL _Pragma("GCC unroll 16")
+
+// Prefetches the `bytes` of one (block, head) region of K or V: the blocks of a sequence are
+// scattered over the pool, so the hardware prefetcher cannot see the next one coming.
+static HWY_INLINE void PrefetchRegion(const uint8_t* p, uint64_t bytes) {
+  for (uint64_t o = 0; o < bytes; o += 64) hwy::Prefetch(p + o);
+}
+
+// One f16 scale as f32, converted by the hardware where it can (F16C), not bit by bit.
+static HWY_INLINE float F16At(const uint8_t* p) {
+  const hn::CappedTag<float, 1> d1;
+  const hn::Rebind<hwy::float16_t, decltype(d1)> dh1;
+  return hn::GetLane(hn::PromoteTo(d1, hn::LoadU(dh1, reinterpret_cast<const hwy::float16_t*>(p))));
+}
 
 struct ReadF32 {
   static constexpr bool kGrouped = false;
@@ -101,9 +119,7 @@ struct ReadFp8E5M2 {
 struct ReadFp8E4M3Dyn {
   static constexpr bool kGrouped = false;
   static HWY_INLINE VF Load(DF df, const uint8_t* v, size_t i) { return LoadE4M3(df, v + i); }
-  static HWY_INLINE float Scale(const uint8_t* v, uint32_t D) {
-    return kE4M3Fix * load_f16_scale(v + D);
-  }
+  static HWY_INLINE float Scale(const uint8_t* v, uint32_t D) { return kE4M3Fix * F16At(v + D); }
 };
 
 struct ReadInt8 {
@@ -114,7 +130,7 @@ struct ReadInt8 {
     return hn::ConvertTo(
         df, hn::PromoteTo(di32, hn::LoadU(di8, reinterpret_cast<const int8_t*>(v) + i)));
   }
-  static HWY_INLINE float Scale(const uint8_t* v, uint32_t D) { return load_f16_scale(v + D); }
+  static HWY_INLINE float Scale(const uint8_t* v, uint32_t D) { return F16At(v + D); }
 };
 
 struct ReadQ4 {  // int4 and q4_0
@@ -128,7 +144,7 @@ struct ReadQ4 {  // int4 and q4_0
     const auto nib = e < 16 ? hn::And(w, hn::Set(du32, 0x0F)) : hn::ShiftRight<4>(w);
     return hn::ConvertTo(df, hn::Sub(hn::BitCast(di32, nib), hn::Set(di32, 8)));
   }
-  static HWY_INLINE float Scale(const uint8_t* g) { return load_f16_scale(g); }
+  static HWY_INLINE float Scale(const uint8_t* g) { return F16At(g); }
 };
 
 struct ReadQ8 {  // q8_0
@@ -140,7 +156,7 @@ struct ReadQ8 {  // q8_0
     return hn::ConvertTo(
         df, hn::PromoteTo(di32, hn::LoadU(di8, reinterpret_cast<const int8_t*>(g + 2) + e)));
   }
-  static HWY_INLINE float Scale(const uint8_t* g) { return load_f16_scale(g); }
+  static HWY_INLINE float Scale(const uint8_t* g) { return F16At(g); }
 };
 
 // ---- One (token, kv head, key range, batch of NG query heads) ---------------------------------
@@ -177,14 +193,19 @@ static void ScoreKeys(const RangeArgs& r) {
   for (int32_t j = r.j0; j < r.j1;) {
     const uint8_t* kb = kv.k_head(table[j / bs], a.layer, r.kvh);
     const int32_t end = std::min<int32_t>(r.j1, (j / bs + 1) * bs);
+    if (end < r.j1)
+      PrefetchRegion(kv.k_head(table[j / bs + 1], a.layer, r.kvh),
+                     uint64_t{bs} * kv.k_vector_bytes);
     for (; j < end; ++j) {
       const uint8_t* k = kb + (j % bs) * kv.k_vector_bytes;
       VF acc[NG];
+      KVS_UNROLL
       for (int g = 0; g < NG; ++g) acc[g] = hn::Zero(df);
       float s = 1.0f;
       if constexpr (!R::kGrouped) {
         for (size_t i = 0; i < D; i += L) {
           const VF x = R::Load(df, k, i);
+          KVS_UNROLL
           for (int g = 0; g < NG; ++g) acc[g] = hn::MulAdd(hn::LoadU(df, q + g * D + i), x, acc[g]);
         }
         s = R::Scale(k, D);
@@ -192,26 +213,34 @@ static void ScoreKeys(const RangeArgs& r) {
         for (uint32_t e0 = 0; e0 < D; e0 += 32) {
           const uint8_t* gp = k + (e0 / 32) * R::kGroupBytes;
           VF part[NG];
+          KVS_UNROLL
           for (int g = 0; g < NG; ++g) part[g] = hn::Zero(df);
+          KVS_UNROLL
           for (size_t e = 0; e < 32; e += L) {
             const VF x = R::Load(df, gp, e);
+            KVS_UNROLL
             for (int g = 0; g < NG; ++g)
               part[g] = hn::MulAdd(hn::LoadU(df, q + g * D + e0 + e), x, part[g]);
           }
           const VF gs = hn::Set(df, R::Scale(gp));
+          KVS_UNROLL
           for (int g = 0; g < NG; ++g) acc[g] = hn::MulAdd(part[g], gs, acc[g]);
         }
       }
       const float f = s * a.scale;
+      KVS_UNROLL
       for (int g = 0; g < NG; ++g)
         r.scores[g * len + (j - r.j0)] = hn::GetLane(hn::SumOfLanes(df, acc[g])) * f;
     }
   }
 }
 
-// acc[g] += sum_j p[g][j] v_j, V converted in registers once for all NG heads.
-template <class R, int NG>
-static void AccumulateValues(const RangeArgs& r, float* out) {
+// acc[g] += sum_j p[g][j] v_j for the NC chunks of L elements starting at chunk c0, over keys
+// [k0, k1) of the range: V converted in registers once for all NG heads, the NG x NC
+// accumulators held in registers across the keys.
+template <class R, int NG, int NC>
+static HWY_INLINE void AccumulateTile(const RangeArgs& r, float* out, size_t c0, int32_t k0,
+                                      int32_t k1) {
   const PagedAttentionArgs& a = *r.a;
   const PagedKvLayout& kv = a.kv;
   const DF df;
@@ -220,38 +249,73 @@ static void AccumulateValues(const RangeArgs& r, float* out) {
   const uint32_t bs = kv.block_size;
   const int32_t len = r.j1 - r.j0;
   const uint32_t* table = a.block_table[r.t];
-  for (int32_t j = r.j0; j < r.j1;) {
+  VF acc[NG][NC];
+  KVS_UNROLL
+  for (int g = 0; g < NG; ++g) KVS_UNROLL
+  for (int c = 0; c < NC; ++c) acc[g][c] = hn::LoadU(df, out + g * D + (c0 + c) * L);
+  for (int32_t j = k0; j < k1;) {
     const uint8_t* vb = kv.v_head(table[j / bs], a.layer, r.kvh);
-    const int32_t end = std::min<int32_t>(r.j1, (j / bs + 1) * bs);
+    const int32_t end = std::min<int32_t>(k1, (j / bs + 1) * bs);
+    if (end < r.j1)
+      PrefetchRegion(kv.v_head(table[j / bs + 1], a.layer, r.kvh),
+                     uint64_t{bs} * kv.v_vector_bytes);
     for (; j < end; ++j) {
       const uint8_t* v = vb + (j % bs) * kv.v_vector_bytes;
       const float* p = r.scores + (j - r.j0);
+      VF w[NG];
       if constexpr (!R::kGrouped) {
         const float s = R::Scale(v, D);
-        VF w[NG];
+        KVS_UNROLL
         for (int g = 0; g < NG; ++g) w[g] = hn::Set(df, p[g * len] * s);
-        for (size_t i = 0; i < D; i += L) {
-          const VF x = R::Load(df, v, i);
-          for (int g = 0; g < NG; ++g) {
-            float* o = out + g * D + i;
-            hn::StoreU(hn::MulAdd(w[g], x, hn::LoadU(df, o)), df, o);
-          }
+        KVS_UNROLL
+        for (int c = 0; c < NC; ++c) {
+          const VF x = R::Load(df, v, (c0 + c) * L);
+          KVS_UNROLL
+          for (int g = 0; g < NG; ++g) acc[g][c] = hn::MulAdd(w[g], x, acc[g][c]);
         }
       } else {
-        for (uint32_t e0 = 0; e0 < D; e0 += 32) {
-          const uint8_t* gp = v + (e0 / 32) * R::kGroupBytes;
-          const float s = R::Scale(gp);
-          VF w[NG];
-          for (int g = 0; g < NG; ++g) w[g] = hn::Set(df, p[g * len] * s);
-          for (size_t e = 0; e < 32; e += L) {
-            const VF x = R::Load(df, gp, e);
-            for (int g = 0; g < NG; ++g) {
-              float* o = out + g * D + e0 + e;
-              hn::StoreU(hn::MulAdd(w[g], x, hn::LoadU(df, o)), df, o);
-            }
-          }
+        KVS_UNROLL
+        for (int g = 0; g < NG; ++g) w[g] = hn::Set(df, p[g * len]);
+        KVS_UNROLL
+        for (int c = 0; c < NC; ++c) {
+          const size_t e = (c0 + c) * L;
+          const uint8_t* gp = v + (e / 32) * R::kGroupBytes;
+          const VF x = hn::Mul(R::Load(df, gp, e % 32), hn::Set(df, R::Scale(gp)));
+          KVS_UNROLL
+          for (int g = 0; g < NG; ++g) acc[g][c] = hn::MulAdd(w[g], x, acc[g][c]);
         }
       }
+    }
+  }
+  KVS_UNROLL
+  for (int g = 0; g < NG; ++g) KVS_UNROLL
+  for (int c = 0; c < NC; ++c) hn::StoreU(acc[g][c], df, out + g * D + (c0 + c) * L);
+}
+
+// Accumulator registers available for the V pass (the rest hold weights and converted V).
+#if HWY_TARGET <= HWY_AVX3
+constexpr int kAccRegs = 16;  // of 32
+#else
+constexpr int kAccRegs = 8;  // of 16
+#endif
+
+template <class R, int NG>
+static void AccumulateValues(const RangeArgs& r, float* out) {
+  const DF df;
+  const size_t L = hn::Lanes(df);
+  const size_t chunks = r.a->kv.head_dim / L;
+  constexpr int kMaxNC = std::max(1, std::min(4, kAccRegs / NG));
+  // Key tiles small enough that a tile's V stays in L1 while each chunk tile passes over it.
+  constexpr int32_t kKeyTile = 128;
+  for (int32_t k0 = r.j0; k0 < r.j1; k0 += kKeyTile) {
+    const int32_t k1 = std::min(r.j1, k0 + kKeyTile);
+    size_t c0 = 0;
+    for (; c0 + kMaxNC <= chunks; c0 += kMaxNC) AccumulateTile<R, NG, kMaxNC>(r, out, c0, k0, k1);
+    switch (chunks - c0) {
+      case 0: break;
+      case 1: AccumulateTile<R, NG, 1>(r, out, c0, k0, k1); break;
+      case 2: AccumulateTile<R, NG, std::min(2, kMaxNC)>(r, out, c0, k0, k1); break;
+      default: AccumulateTile<R, NG, std::min(3, kMaxNC)>(r, out, c0, k0, k1); break;
     }
   }
 }

@@ -1,0 +1,256 @@
+// Decode attention over one sequence, per KV format: the attention kernel alone, reading a
+// context of 1K-32K tokens through its block table, over every layer of the default model's
+// shape (SmolLM2-135M: 30 layers, 9 query heads, 3 KV heads, head dim 64) — one decode step.
+// Reported as KV bytes read per second and as a fraction of the machine's read bandwidth,
+// measured here by a STREAM-like sum over a 1 GiB buffer with the same threads.
+//
+//   build/bench/attention_bench [--contexts 1024,4096,16384,32768] [--formats f16,int8,...]
+//                               [--threads N] [--min-seconds S] [--markdown]
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/thread_pool.h"
+#include "kernels/kv_vector.h"
+#include "kernels/kv_write.h"
+#include "kernels/paged_attention.h"
+#include "kvcache/kv_block_storage.h"
+#include "kvcache/kv_format.h"
+#include "kvcache/kv_geometry.h"
+
+namespace kvs {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> out;
+  size_t p = 0;
+  while (p <= s.size()) {
+    const size_t q = std::min(s.find(',', p), s.size());
+    if (q > p) out.push_back(s.substr(p, q - p));
+    p = q + 1;
+  }
+  return out;
+}
+
+// Read bandwidth: every thread sums its slice of a 1 GiB buffer (4 independent 64-bit
+// accumulators so the loop is load-bound). Best of `reps` passes, bytes / second.
+double measure_read_bandwidth(ThreadPool& pool, int reps) {
+  const size_t bytes = size_t{1} << 30;
+  const size_t words = bytes / sizeof(uint64_t);
+  auto* buf = static_cast<uint64_t*>(std::aligned_alloc(64, bytes));
+  pool.parallel_for(words, words / 64, [&](size_t b, size_t e, int) {
+    for (size_t i = b; i < e; ++i) buf[i] = i * 0x9E3779B97F4A7C15ull;
+  });
+  const size_t grain = words / static_cast<size_t>(pool.num_threads());
+  std::vector<uint64_t> sink(pool.num_threads() * 8);
+  double best = 0;
+  for (int r = 0; r < reps; ++r) {
+    const auto t0 = Clock::now();
+    pool.parallel_for(words, grain, [&](size_t b, size_t e, int th) {
+      uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+      size_t i = b;
+      for (; i + 4 <= e; i += 4) {
+        s0 += buf[i];
+        s1 += buf[i + 1];
+        s2 += buf[i + 2];
+        s3 += buf[i + 3];
+      }
+      for (; i < e; ++i) s0 += buf[i];
+      sink[th * 8] += s0 + s1 + s2 + s3;
+    });
+    best = std::max(best, double(bytes) / seconds_since(t0));
+  }
+  std::free(buf);
+  if (std::accumulate(sink.begin(), sink.end(), uint64_t{0}) == 42) std::puts("");
+  return best;
+}
+
+struct Model {
+  uint32_t layers = 30, heads = 9, kv_heads = 3, head_dim = 64, block_size = 16;
+};
+
+struct Result {
+  double step_seconds;  // one decode step: attention of every layer (median wall time)
+  double cpu_seconds;   // CPU time of all threads per step (mean): robust on a busy machine
+  double kv_bytes;      // KV bytes read by that step
+};
+
+double process_cpu_seconds() {
+  timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+}
+
+Result run(const Model& m, KvDtype dtype, int ctx, ThreadPool& pool, double min_seconds) {
+  const uint32_t nblocks = (ctx + m.block_size - 1) / m.block_size;
+  auto storage = KvBlockStorage::create({.num_blocks = nblocks,
+                                         .block_size = m.block_size,
+                                         .layers = m.layers,
+                                         .kv_heads = m.kv_heads,
+                                         .head_dim = m.head_dim,
+                                         .k_dtype = dtype,
+                                         .v_dtype = dtype});
+  if (!storage.is_ok()) {
+    std::fprintf(stderr, "%s\n", storage.status().to_string().c_str());
+    std::exit(1);
+  }
+  const PagedKvLayout& kv = storage->layout();
+  // Fill: a few hundred distinct quantized vectors (quantizing every slot of a 32K context
+  // would dominate the run), copied to every slot of every layer and head.
+  std::mt19937 rng(1);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  const int distinct = 256;
+  const uint64_t vb = kv.k_vector_bytes;
+  std::vector<uint8_t> pool_bytes(distinct * vb);
+  std::vector<float> x(m.head_dim);
+  for (int i = 0; i < distinct; ++i) {
+    for (auto& v : x) v = nd(rng);
+    kv_vector_from_f32(dtype, x.data(), m.head_dim, pool_bytes.data() + i * vb);
+  }
+  // Blocks in a shuffled physical order, as a long-running pool would hand them out.
+  std::vector<uint32_t> table(nblocks);
+  std::iota(table.begin(), table.end(), 0);
+  std::shuffle(table.begin(), table.end(), rng);
+  for (uint32_t b = 0; b < nblocks; ++b)
+    for (uint32_t l = 0; l < m.layers; ++l)
+      for (uint32_t h = 0; h < m.kv_heads; ++h)
+        for (uint32_t s = 0; s < m.block_size; ++s) {
+          std::memcpy(kv.k_head(b, l, h) + s * vb, pool_bytes.data() + (rng() % distinct) * vb, vb);
+          std::memcpy(kv.v_head(b, l, h) + s * vb, pool_bytes.data() + (rng() % distinct) * vb, vb);
+        }
+  std::vector<float> q(m.heads * m.head_dim), out(q.size());
+  for (auto& v : q) v = nd(rng);
+  const int32_t context_len = ctx;
+  const uint32_t* tab = table.data();
+  PagedAttentionArgs args{.kv = kv,
+                          .num_tokens = 1,
+                          .num_heads = m.heads,
+                          .scale = 1.0f / 8,
+                          .q = q.data(),
+                          .out = out.data(),
+                          .context_len = &context_len,
+                          .block_table = &tab};
+  auto step = [&] {
+    for (uint32_t l = 0; l < m.layers; ++l) {
+      args.layer = l;
+      paged_attention(args, pool);
+    }
+  };
+  step();  // warm-up
+  std::vector<double> times;
+  const auto t0 = Clock::now();
+  const double cpu0 = process_cpu_seconds();
+  while (times.size() < 5 || seconds_since(t0) < min_seconds) {
+    const auto t = Clock::now();
+    step();
+    times.push_back(seconds_since(t));
+  }
+  const double cpu = (process_cpu_seconds() - cpu0) / double(times.size());
+  std::sort(times.begin(), times.end());
+  const KvTokenBytes tb = kv_token_bytes({.layers = m.layers,
+                                          .kv_heads = m.kv_heads,
+                                          .head_dim_k = m.head_dim,
+                                          .head_dim_v = m.head_dim,
+                                          .k_dtype = dtype,
+                                          .v_dtype = dtype});
+  return {times[times.size() / 2], cpu, double(tb.bytes_per_token) * ctx};
+}
+
+int main_impl(int argc, char** argv) {
+  std::vector<int> contexts = {1024, 4096, 16384, 32768};
+  std::vector<std::string> formats = {"f32",          "f16",  "bf16", "fp8_e4m3", "fp8_e5m2",
+                                      "fp8_e4m3_dyn", "int8", "q8_0", "int4",     "q4_0"};
+  int threads = ThreadPool::hardware_threads();
+  double min_seconds = 1.0;
+  bool markdown = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "%s needs a value\n", a.c_str());
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    if (a == "--contexts") {
+      contexts.clear();
+      for (const auto& s : split(next())) contexts.push_back(std::atoi(s.c_str()));
+    } else if (a == "--formats") {
+      formats = split(next());
+    } else if (a == "--threads") {
+      threads = std::atoi(next().c_str());
+    } else if (a == "--min-seconds") {
+      min_seconds = std::atof(next().c_str());
+    } else if (a == "--markdown") {
+      markdown = true;
+    } else {
+      std::fprintf(stderr, "unknown argument %s\n", a.c_str());
+      return 2;
+    }
+  }
+  ThreadPool pool(threads);
+  const double bw = measure_read_bandwidth(pool, 5);
+  std::printf("measured read bandwidth (%d threads, sum over 1 GiB): %.2f GB/s\n", threads,
+              bw / 1e9);
+  const Model m;
+  std::printf(
+      "decode attention, one sequence, %u layers x %u heads (%u KV heads) x head dim %u, block "
+      "size %u\n\n",
+      m.layers, m.heads, m.kv_heads, m.head_dim, m.block_size);
+  if (markdown)
+    std::printf(
+        "| format | context | KV bytes read | ms / step | KV GB/s | of bandwidth | vs f16 | CPU ms "
+        "/ "
+        "step |\n"
+        "|---|---:|---:|---:|---:|---:|---:|---:|\n");
+  else
+    std::printf("%-14s %8s %12s %10s %9s %8s %7s %10s\n", "format", "context", "KV MB read",
+                "ms/step", "KV GB/s", "of bw", "vs f16", "CPU ms");
+  for (int ctx : contexts) {
+    double f16_time = 0;
+    std::vector<std::pair<std::string, Result>> rows;
+    for (const auto& name : formats) {
+      auto d = parse_kv_dtype(name);
+      if (!d.is_ok()) {
+        std::fprintf(stderr, "%s\n", d.status().message().c_str());
+        return 2;
+      }
+      const Result r = run(m, *d, ctx, pool, min_seconds);
+      if (*d == KvDtype::kF16) f16_time = r.step_seconds;
+      rows.push_back({name, r});
+    }
+    for (const auto& [name, r] : rows) {
+      const double gbs = r.kv_bytes / r.step_seconds / 1e9;
+      const std::string vs =
+          f16_time > 0 ? std::to_string(f16_time / r.step_seconds).substr(0, 4) + "x" : "-";
+      if (markdown)
+        std::printf("| %s | %d | %.1f MB | %.3f | %.2f | %.0f%% | %s | %.3f |\n", name.c_str(), ctx,
+                    r.kv_bytes / 1e6, r.step_seconds * 1e3, gbs, 100 * gbs * 1e9 / bw, vs.c_str(),
+                    r.cpu_seconds * 1e3);
+      else
+        std::printf("%-14s %8d %12.1f %10.3f %9.2f %7.0f%% %7s %10.3f\n", name.c_str(), ctx,
+                    r.kv_bytes / 1e6, r.step_seconds * 1e3, gbs, 100 * gbs * 1e9 / bw, vs.c_str(),
+                    r.cpu_seconds * 1e3);
+      std::fflush(stdout);
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace kvs
+
+int main(int argc, char** argv) { return kvs::main_impl(argc, argv); }
