@@ -130,7 +130,15 @@ void EngineWorker::loop() {
     }
     for (auto& t : tasks) t(engine_);
     if (!engine_.has_unfinished()) continue;
-    for (const StepOutput& o : engine_.step()) on_token(o);
+    const std::vector<StepOutput> outputs = engine_.step();
+    for (const StepOutput& o : outputs) on_token(o);
+    if (outputs.empty() && engine_.scheduler().num_running() == 0) {
+      // Nothing could be scheduled (e.g. a tenant quota): wait for new input, never spin.
+      std::unique_lock lock(mu_);
+      cv_.wait_for(lock, std::chrono::milliseconds(5), [&] {
+        return stopping_ || !inbox_.empty() || !cancels_.empty() || !tasks_.empty();
+      });
+    }
     for (const PreemptionEvent& ev : engine_.take_preemption_events()) {
       if (!config_.log_preemptions) continue;
       const Sequence& s = engine_.sequence(ev.seq);

@@ -129,3 +129,15 @@ def test_full_queue_is_429_with_retry_after(start_server):
             break
         time.sleep(0.1)
     assert r.status_code == 200
+
+
+def test_refuses_to_start_when_one_request_cannot_fit():
+    from conftest import kvserve_bin, require_model
+    import subprocess
+    require_model()
+    r = subprocess.run([kvserve_bin(), "serve", "--port", "0", "--kv-cache-memory", "4MiB",
+                        "--max-model-len", "1024"], capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0
+    assert "maximum concurrency at --max-model-len 1024" in r.stderr
+    assert "raise --kv-cache-memory by" in r.stderr
+    assert "lower --max-model-len to" in r.stderr

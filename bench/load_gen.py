@@ -1,0 +1,227 @@
+#!/usr/bin/env python3
+"""Load generator for `kvserve serve` (standard library only).
+
+Starts a server with the given flags (or uses --url), then for each concurrency level runs C
+client threads, each sending --requests-per-client streaming chat requests back to back, and
+reports requests/s, output tokens/s, time to first token and inter-token latency (p50/p99).
+
+Workloads:
+  shared  every request carries the same ~1,000-token system prompt, then a short unique
+          question (the prefix cache can serve the system prompt);
+  unique  every request starts with its own random text of the same length (nothing to share).
+
+Example:
+  python3 bench/load_gen.py --kvserve build/bin/kvserve --workload shared \\
+      --concurrency 1,8,32,64 --server-args "--kv-cache-memory 1GiB -t 2"
+(bench/serve_bench.sh runs the whole matrix of docs/benchmarks.md.)
+Output: one markdown table row per level (and --json FILE for the raw numbers).
+"""
+import argparse
+import http.client
+import json
+import random
+import re
+import shlex
+import statistics
+import subprocess
+import sys
+import threading
+import time
+
+WORDS = ("memory cache block token request queue engine server model batch prefix "
+         "latency budget stream decode prefill sequence tenant page pool").split()
+
+
+def shared_system_prompt(n_sentences=37):
+    rules = [f"Rule {i}: when the user asks about topic {i}, answer in one short sentence and "
+             f"mention rule {i}." for i in range(n_sentences)]
+    return "You are the support assistant of a library. " + " ".join(rules)
+
+
+def unique_prefix(rng, n_words=60):
+    return " ".join(rng.choice(WORDS) + str(rng.randint(0, 999)) for _ in range(n_words))
+
+
+def percentile(values, p):
+    if not values:
+        return float("nan")
+    v = sorted(values)
+    k = (len(v) - 1) * p / 100
+    lo, hi = int(k), min(int(k) + 1, len(v) - 1)
+    return v[lo] + (v[hi] - v[lo]) * (k - lo)
+
+
+class Server:
+    def __init__(self, binary, args):
+        cmd = [binary, "serve", "--host", "127.0.0.1", "--port", "0", "--quiet-preemptions",
+               *args]
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                     text=True)
+        self.port = None
+        self.report = []
+        for line in self.proc.stderr:
+            self.report.append(line.rstrip())
+            m = re.search(r"listening on http://127\.0\.0\.1:(\d+)", line)
+            if m:
+                self.port = int(m.group(1))
+                break
+        if self.port is None:
+            raise SystemExit("server did not start:\n" + "\n".join(self.report))
+        threading.Thread(target=lambda: [None for _ in self.proc.stderr], daemon=True).start()
+
+    def stop(self):
+        self.proc.terminate()
+        self.proc.wait(timeout=30)
+
+
+def one_request(host, port, body, api_key):
+    """Streams one chat completion; returns (ttft, [inter-token gaps], completion tokens)."""
+    conn = http.client.HTTPConnection(host, port, timeout=600)
+    headers = {"Content-Type": "application/json"}
+    if api_key:
+        headers["Authorization"] = "Bearer " + api_key
+    t0 = time.perf_counter()
+    conn.request("POST", "/v1/chat/completions", json.dumps(body), headers)
+    resp = conn.getresponse()
+    if resp.status != 200:
+        raise RuntimeError(f"HTTP {resp.status}: {resp.read()[:200]!r}")
+    ttft, first, last, gaps, tokens, cached = None, None, None, [], 0, 0
+    while True:
+        line = resp.readline()
+        if not line:
+            break
+        line = line.strip()
+        if not line.startswith(b"data: "):
+            continue
+        data = line[6:]
+        if data == b"[DONE]":
+            break
+        chunk = json.loads(data)
+        if chunk.get("usage"):
+            tokens = chunk["usage"]["completion_tokens"]
+            cached = chunk["usage"]["prompt_tokens_details"]["cached_tokens"]
+        for c in chunk.get("choices", []):
+            if c.get("delta", {}).get("content"):
+                now = time.perf_counter()
+                if ttft is None:
+                    ttft = now - t0
+                    first = now
+                else:
+                    gaps.append(now - last)
+                last = now
+    conn.close()
+    # Decode rate of this stream: tokens after the first over the time they took.
+    rate = (len(gaps) / (last - first)) if gaps and last > first else None
+    return ttft, gaps, tokens, cached, rate
+
+
+def preemptions(host, port, api_key):
+    """kvserve_preemptions_total summed over modes (from /metrics)."""
+    conn = http.client.HTTPConnection(host, port, timeout=60)
+    conn.request("GET", "/metrics", headers={"Authorization": "Bearer " + api_key})
+    text = conn.getresponse().read().decode()
+    conn.close()
+    return sum(float(line.split()[-1]) for line in text.splitlines()
+               if line.startswith("kvserve_preemptions_total{"))
+
+
+def run_level(host, port, workload, concurrency, per_client, max_tokens, api_key, seed):
+    rng = random.Random(seed)
+    system = shared_system_prompt()
+    bodies = []
+    for i in range(concurrency * per_client):
+        question = f"Question {seed}-{i}: what does rule {rng.randint(0, 74)} say?"
+        if workload == "shared":
+            msgs = [{"role": "system", "content": system}, {"role": "user", "content": question}]
+        else:
+            msgs = [{"role": "system", "content": unique_prefix(rng)},
+                    {"role": "user", "content": question}]
+        bodies.append({"messages": msgs, "max_tokens": max_tokens, "temperature": 0,
+                       "ignore_eos": True, "stream": True,
+                       "stream_options": {"include_usage": True}})
+    results, errors = [], []
+    lock = threading.Lock()
+
+    def client(k):
+        for j in range(per_client):
+            try:
+                r = one_request(host, port, bodies[k * per_client + j], api_key)
+                with lock:
+                    results.append(r)
+            except Exception as e:  # noqa: BLE001 - report, keep going
+                with lock:
+                    errors.append(str(e))
+
+    preempted_before = preemptions(host, port, api_key)
+    t0 = time.perf_counter()
+    threads = [threading.Thread(target=client, args=(k,)) for k in range(concurrency)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    wall = time.perf_counter() - t0
+    preempted = preemptions(host, port, api_key) - preempted_before
+    ttfts = [r[0] for r in results if r[0] is not None]
+    gaps = [g for r in results for g in r[1]]
+    tokens = sum(r[2] for r in results)
+    rates = [r[4] for r in results if r[4]]
+    return {"workload": workload, "concurrency": concurrency, "requests": len(results),
+            "errors": len(errors), "wall_s": wall, "requests_per_s": len(results) / wall,
+            "output_tokens_per_s": tokens / wall,
+            # Aggregate decode throughput: C streams at the mean per-stream decode rate.
+            "decode_tokens_per_s": concurrency * statistics.mean(rates) if rates else 0,
+            "ttft_p50_ms": percentile(ttfts, 50) * 1e3, "ttft_p99_ms": percentile(ttfts, 99) * 1e3,
+            "itl_p50_ms": percentile(gaps, 50) * 1e3, "itl_p99_ms": percentile(gaps, 99) * 1e3,
+            "preemptions": preempted,
+            "cached_tokens_mean": statistics.mean([r[3] for r in results]) if results else 0}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--kvserve", help="kvserve binary: start a server with --server-args")
+    ap.add_argument("--server-args", default="", help="flags for kvserve serve")
+    ap.add_argument("--url", help="use a running server instead, e.g. http://127.0.0.1:8000")
+    ap.add_argument("--api-key", default="")
+    ap.add_argument("--workload", choices=["shared", "unique"], default="shared")
+    ap.add_argument("--concurrency", default="1,8,32,64")
+    ap.add_argument("--min-requests", type=int, default=8,
+                    help="requests per level at least (clients send ceil(this / C) each)")
+    ap.add_argument("--max-tokens", type=int, default=32)
+    ap.add_argument("--label", default="", help="first column of the table rows")
+    ap.add_argument("--json", help="append the raw results (JSON lines) to this file")
+    args = ap.parse_args()
+    server = None
+    if args.url:
+        m = re.match(r"http://([^:/]+):(\d+)", args.url)
+        host, port = m.group(1), int(m.group(2))
+    else:
+        server = Server(args.kvserve, shlex.split(args.server_args))
+        host, port = "127.0.0.1", server.port
+    try:
+        # Warm-up (not measured; for the shared workload it also fills the prefix cache, as a
+        # long-running server's would be).
+        run_level(host, port, args.workload, 1, 1, 4, args.api_key, seed=999)
+        for c in [int(x) for x in args.concurrency.split(",")]:
+            per_client = max(1, -(-args.min_requests // c))
+            r = run_level(host, port, args.workload, c, per_client, args.max_tokens,
+                          args.api_key, seed=c)
+            r["label"] = args.label
+            print(f"| {args.label} | {args.workload} | {c} | {r['requests']} | "
+                  f"{r['requests_per_s']:.2f} | {r['output_tokens_per_s']:.1f} | "
+                  f"{r['decode_tokens_per_s']:.1f} | "
+                  f"{r['ttft_p50_ms']:.0f} | {r['ttft_p99_ms']:.0f} | {r['itl_p50_ms']:.1f} | "
+                  f"{r['itl_p99_ms']:.1f} | {r['cached_tokens_mean']:.0f} | "
+                  f"{r['preemptions']:.0f} | {r['errors']} |",
+                  flush=True)
+            if args.json:
+                with open(args.json, "a") as f:
+                    f.write(json.dumps(r) + "\n")
+    finally:
+        if server:
+            server.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
