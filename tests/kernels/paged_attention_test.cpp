@@ -330,6 +330,62 @@ INSTANTIATE_TEST_SUITE_P(
              std::to_string(sh.tokens);
     });
 
+// A block carries its scales: after a copy-on-write copy of its tokens, or a swap out to host
+// memory and back into another block, attention reads exactly the same values in every format.
+class BlockSelfContainedTest : public ::testing::TestWithParam<KvDtype> {};
+
+TEST_P(BlockSelfContainedTest, CopyAndSwapKeepAttention) {
+  const KvDtype d = GetParam();
+  const uint32_t H = 4, KVH = 2, D = 64, bs = 16, n = 11;
+  auto st = KvBlockStorage::create({.num_blocks = 3,
+                                    .block_size = bs,
+                                    .layers = 2,
+                                    .kv_heads = KVH,
+                                    .head_dim = D,
+                                    .k_dtype = d,
+                                    .v_dtype = d});
+  ASSERT_TRUE(st.is_ok());
+  std::mt19937 rng(17);
+  std::normal_distribution<float> nd(0.0f, 2.0f);
+  std::vector<float> k(n * KVH * D), v(k.size()), q(H * D);
+  for (auto* a : {&k, &v, &q})
+    for (auto& x : *a) x = nd(rng);
+  std::vector<int64_t> slots(n);
+  std::iota(slots.begin(), slots.end(), 0);  // block 0
+  for (uint32_t layer = 0; layer < 2; ++layer)
+    write_kv(st->layout(), layer, n, slots.data(), k.data(), v.data());
+  st->copy_tokens(0, 1, n);  // copy-on-write
+  std::vector<uint8_t> host(st->block_bytes());
+  st->read_block(0, host.data());   // swap out ...
+  st->write_block(2, host.data());  // ... and back in elsewhere
+  ThreadPool pool(2);
+  std::vector<std::vector<float>> outs;
+  for (uint32_t b = 0; b < 3; ++b) {
+    const uint32_t table[1] = {b};
+    const uint32_t* tab = table;
+    const int32_t ctx = n;
+    std::vector<float> out(H * D);
+    paged_attention({.kv = st->layout(),
+                     .layer = 1,
+                     .num_tokens = 1,
+                     .num_heads = H,
+                     .scale = 0.125f,
+                     .q = q.data(),
+                     .out = out.data(),
+                     .context_len = &ctx,
+                     .block_table = &tab},
+                    pool);
+    outs.push_back(out);
+  }
+  EXPECT_EQ(outs[1], outs[0]);
+  EXPECT_EQ(outs[2], outs[0]);
+}
+
+INSTANTIATE_TEST_SUITE_P(AllFormats, BlockSelfContainedTest, ::testing::ValuesIn(kAllFormats),
+                         [](const ::testing::TestParamInfo<KvDtype>& info) {
+                           return std::string(kv_dtype_name(info.param));
+                         });
+
 TEST(KvBlockStorageTest, BlockBytesFollowTheFormula) {
   auto st = KvBlockStorage::create({.num_blocks = 4,
                                     .block_size = 16,

@@ -1,0 +1,152 @@
+// Every KV cache format through the engine on the real default model: prefix reuse, parallel
+// sequences and preemption under a tight pool never change greedy output within a format (a
+// cached prefix written in int8 is reused as int8, byte for byte), and the format is part of
+// the prefix key.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/engine.h"
+#include "kvcache/block_hash.h"
+#include "model/loaded_model.h"
+#include "model/model_paths.h"
+
+namespace kvs {
+namespace {
+
+LoadedModel* shared_model() {
+  static std::unique_ptr<LoadedModel> model = [] {
+    auto m = load_model(default_model_path());
+    return m.is_ok() ? std::make_unique<LoadedModel>(std::move(m).value()) : nullptr;
+  }();
+  return model.get();
+}
+
+#define REQUIRE_MODEL()                \
+  LoadedModel* model = shared_model(); \
+  if (model == nullptr) GTEST_SKIP() << "default model not found at " << default_model_path()
+
+struct Formats {
+  KvDtype k, v;
+};
+
+std::string name_of(const ::testing::TestParamInfo<Formats>& info) {
+  return std::string(kv_dtype_name(info.param.k)) + "_" + kv_dtype_name(info.param.v);
+}
+
+class EngineKvFormatTest : public ::testing::TestWithParam<Formats> {
+ protected:
+  std::unique_ptr<Engine> make(LoadedModel& m, EngineConfig c) {
+    c.k_dtype = GetParam().k;
+    c.v_dtype = GetParam().v;
+    c.model_fingerprint = m.fingerprint;
+    c.eog_ids = m.eog_ids;
+    c.threads = 2;
+    auto e = Engine::create(*m.model, c);
+    EXPECT_TRUE(e.is_ok()) << e.status().to_string();
+    return std::move(e).value();
+  }
+};
+
+std::vector<std::vector<int32_t>> run_all(Engine& e,
+                                          const std::vector<std::vector<int32_t>>& prompts,
+                                          uint32_t max_tokens,
+                                          std::vector<uint32_t>* cached = nullptr) {
+  std::vector<SeqId> ids;
+  for (const auto& p : prompts) {
+    auto id = e.add_request({.prompt = p,
+                             .sampling = {},
+                             .max_tokens = max_tokens,
+                             .cache_salt = "",
+                             .ignore_eos = true});
+    EXPECT_TRUE(id.is_ok()) << id.status().to_string();
+    ids.push_back(*id);
+  }
+  while (e.has_unfinished()) {
+    (void)e.step();
+    EXPECT_TRUE(e.cache().check_integrity().is_ok());
+  }
+  std::vector<std::vector<int32_t>> out;
+  for (SeqId id : ids) {
+    const Sequence& s = e.sequence(id);
+    out.emplace_back(s.tokens.begin() + s.prompt_len, s.tokens.end());
+    if (cached) cached->push_back(s.cached_tokens);
+    e.release(id);
+  }
+  return out;
+}
+
+std::vector<int32_t> long_prompt(LoadedModel& m) {
+  std::string p = "<|im_start|>system\nYou are a careful assistant. ";
+  for (int i = 0; i < 8; ++i)
+    p += "Always answer briefly and cite the rule number " + std::to_string(i) + ". ";
+  p += "<|im_end|>\n<|im_start|>user\nWhat is two plus two?<|im_end|>\n<|im_start|>assistant\n";
+  return m.tokenizer->encode(p, true, true);
+}
+
+TEST_P(EngineKvFormatTest, PrefixReuseKeepsOutput) {
+  REQUIRE_MODEL();
+  const auto p = long_prompt(*model);
+  auto off = make(*model, {.kv_cache_memory = 32ull << 20, .enable_prefix_caching = false});
+  const auto expect = run_all(*off, {p}, 6);
+  auto on = make(*model, {.kv_cache_memory = 32ull << 20});
+  std::vector<uint32_t> cached;
+  const auto first = run_all(*on, {p}, 6, &cached);
+  const auto second = run_all(*on, {p}, 6, &cached);
+  EXPECT_EQ(first[0], expect[0]);
+  EXPECT_EQ(second[0], expect[0]);
+  EXPECT_EQ(cached[0], 0u);
+  EXPECT_EQ(cached[1], (p.size() - 1) / 16 * 16);
+}
+
+TEST_P(EngineKvFormatTest, ParallelAndPreemptedSequencesKeepOutput) {
+  REQUIRE_MODEL();
+  std::vector<std::vector<int32_t>> prompts;
+  for (const char* t : {"The capital of France is", "def fibonacci(n):\n    ",
+                        "Once upon a time, in a small village by the sea, there lived"})
+    for (int r = 0; r < 2; ++r) prompts.push_back(model->tokenizer->encode(t, true, true));
+  // One at a time: the reference for this format.
+  std::vector<std::vector<int32_t>> expect;
+  {
+    auto e = make(*model, {.kv_cache_memory = 32ull << 20, .enable_prefix_caching = false});
+    for (const auto& p : prompts) expect.push_back(run_all(*e, {p}, 16)[0]);
+  }
+  // All at once, in a pool of 5 blocks of 16 tokens: sequences are preempted and recomputed,
+  // identical prompts share their cached blocks.
+  auto probe = make(*model, {.kv_cache_memory = 32ull << 20});
+  const uint64_t block = probe->pool_info().block_bytes;
+  auto tight = make(*model, {.kv_cache_memory = 5 * block});
+  ASSERT_EQ(tight->pool_info().num_blocks, 5u);
+  EXPECT_EQ(run_all(*tight, prompts, 16), expect);
+  EXPECT_GT(tight->num_preemptions(), 0u);
+  EXPECT_EQ(tight->cache().stats().blocks_in_use, 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Formats, EngineKvFormatTest,
+                         ::testing::Values(Formats{KvDtype::kBF16, KvDtype::kBF16},
+                                           Formats{KvDtype::kFp8E4M3, KvDtype::kFp8E4M3},
+                                           Formats{KvDtype::kFp8E5M2, KvDtype::kFp8E5M2},
+                                           Formats{KvDtype::kFp8E4M3Dyn, KvDtype::kFp8E4M3Dyn},
+                                           Formats{KvDtype::kInt8, KvDtype::kInt8},
+                                           Formats{KvDtype::kInt4, KvDtype::kInt4},
+                                           Formats{KvDtype::kQ8_0, KvDtype::kQ8_0},
+                                           Formats{KvDtype::kQ4_0, KvDtype::kQ4_0},
+                                           Formats{KvDtype::kInt8, KvDtype::kInt4}),
+                         name_of);
+
+TEST(KvFormatPrefixKeyTest, FormatIsPartOfThePrefixKey) {
+  const KvDtype all[] = {KvDtype::kF32,     KvDtype::kF16,        KvDtype::kBF16, KvDtype::kFp8E4M3,
+                         KvDtype::kFp8E5M2, KvDtype::kFp8E4M3Dyn, KvDtype::kInt8, KvDtype::kInt4,
+                         KvDtype::kQ8_0,    KvDtype::kQ4_0};
+  std::vector<uint64_t> keys;
+  for (KvDtype k : all)
+    for (KvDtype v : all) keys.push_back(extra_keys_hash(1234, k, v));
+  std::sort(keys.begin(), keys.end());
+  EXPECT_EQ(std::unique(keys.begin(), keys.end()), keys.end());
+}
+
+}  // namespace
+}  // namespace kvs
