@@ -1,0 +1,227 @@
+#!/usr/bin/env python3
+"""Quality, capacity and speed of every KV cache format on the default model -> markdown.
+
+For each format (and the useful K/V combinations):
+  * perplexity on tests/data/kjv_genesis_exodus.txt (public domain, ~90K tokens), windows of
+    512 tokens, the second half of each scored (`kvserve perplexity --json`), and its change
+    vs f32;
+  * KV bytes per token (kv_geometry's formula, scales included) and the tokens that fit in a
+    fixed KV budget (whole blocks of --block-size tokens, as the engine allocates them);
+  * decode tokens/s at 1K, 4K and 16K context (`kvserve generate --json`, a prompt of that
+    many tokens of the same text, then --decode-tokens greedy tokens);
+  * optionally llama.cpp's KV formats on the same GGUF and text (`llama-perplexity -ctk/-ctv`,
+    built outside the repository): pass --llama-perplexity PATH.
+and, if --attention-bench is given, appends build/bench/attention_bench's table (decode
+attention alone vs the machine's measured read bandwidth).
+
+Results of each run are cached as JSON in --results (rerun = only the missing runs), so the
+table can be built up over several sessions and re-rendered with --render-only.
+
+Usage:
+  bench/kv_quantization.py [--kvserve build/bin/kvserve] [--windows 40 | --windows 0 (all)]
+      [--contexts 1024,4096,16384] [--llama-perplexity /path/llama-perplexity]
+      [--attention-bench build/bench/attention_bench] [--results DIR] [--out docs/kv-quantization.md]
+"""
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TEXT = os.path.join(ROOT, "tests", "data", "kjv_genesis_exodus.txt")
+MODEL = os.path.join(os.environ.get("KVSERVE_MODEL_DIR", os.path.expanduser("~/.cache/kvserve/models")),
+                     "SmolLM2-135M-Instruct.Q4_1.gguf")
+
+# (K, V): every format with K = V, then mixed K/V combinations people ask for.
+FORMATS = [("f32", "f32"), ("f16", "f16"), ("bf16", "bf16"), ("fp8_e4m3", "fp8_e4m3"),
+           ("fp8_e5m2", "fp8_e5m2"), ("fp8_e4m3_dyn", "fp8_e4m3_dyn"), ("int8", "int8"),
+           ("q8_0", "q8_0"), ("int4", "int4"), ("q4_0", "q4_0"), ("int8", "int4"),
+           ("f16", "int4"), ("f16", "int8"), ("q8_0", "q4_0")]
+SPEED_FORMATS = [("f16", "f16"), ("bf16", "bf16"), ("fp8_e4m3", "fp8_e4m3"),
+                 ("fp8_e4m3_dyn", "fp8_e4m3_dyn"), ("int8", "int8"), ("q8_0", "q8_0"),
+                 ("int4", "int4"), ("int8", "int4")]
+LLAMA_FORMATS = [("f16", "f16"), ("q8_0", "q8_0"), ("q4_0", "q4_0"), ("q8_0", "q4_0")]
+
+
+def run_json(cmd):
+    out = subprocess.run(cmd, capture_output=True, text=True)
+    if out.returncode != 0:
+        sys.stderr.write(out.stderr)
+        raise SystemExit(f"failed: {' '.join(cmd)}")
+    return json.loads(out.stdout)
+
+
+def cached(results, name, fn):
+    path = os.path.join(results, name + ".json")
+    if os.path.exists(path):
+        with open(path) as f:
+            return json.load(f)
+    t0 = time.time()
+    r = fn()
+    if r is None:
+        return None
+    sys.stderr.write(f"{name}: {time.time() - t0:.0f} s\n")
+    with open(path, "w") as f:
+        json.dump(r, f)
+    return r
+
+
+def perplexity(a, k, v):
+    cmd = [a.kvserve, "perplexity", "-f", TEXT, "--ctx", "512", "--kv-cache-dtype-k", k,
+           "--kv-cache-dtype-v", v, "--json"]
+    if a.windows:
+        cmd += ["--max-windows", str(a.windows)]
+    if a.threads:
+        cmd += ["-t", str(a.threads)]
+    return run_json(cmd)
+
+
+def llama_perplexity(a, k, v):
+    cmd = [a.llama_perplexity, "-m", MODEL, "-f", TEXT, "-c", "512", "-b", "512", "-fa",
+           "-ctk", k, "-ctv", v]
+    if a.windows:
+        cmd += ["--chunks", str(a.windows)]
+    if a.threads:
+        cmd += ["-t", str(a.threads)]
+    env = dict(os.environ, LD_LIBRARY_PATH=os.path.dirname(a.llama_perplexity))
+    out = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    m = re.search(r"Final estimate: PPL = ([0-9.]+)", out.stdout + out.stderr)
+    if not m:
+        sys.stderr.write(out.stderr[-2000:])
+        return None
+    chunks = re.findall(r"\[(\d+)\][0-9.]+", out.stdout + out.stderr)
+    return {"perplexity": float(m.group(1)), "chunks": int(chunks[-1]) if chunks else 0}
+
+
+def prompt_of_tokens(n):
+    # ~3.9 characters per token for this text and tokenizer; generate reports the exact count.
+    with open(TEXT) as f:
+        text = f.read()
+    return text[: int(n * 3.9)]
+
+
+def decode_speed(a, k, v, ctx):
+    cmd = [a.kvserve, "generate", "-p", prompt_of_tokens(ctx - a.decode_tokens), "-n",
+           str(a.decode_tokens), "--ignore-eos", "--temp", "0", "--json", "--kv-cache-dtype-k", k,
+           "--kv-cache-dtype-v", v, "--max-model-len", str(ctx + 1024), "--kv-cache-memory", "2GiB"]
+    if a.threads:
+        cmd += ["-t", str(a.threads)]
+    j = run_json(cmd)
+    j.pop("runs", None)
+    j.pop("text", None)
+    return j
+
+
+def fmt_name(k, v):
+    return k if k == v else f"{k} / {v}"
+
+
+def render(a, ppl, llama, speed, attention):
+    budget = a.budget_gib * (1 << 30)
+    lines = []
+    w = lines.append
+    f32 = ppl.get(("f32", "f32"))
+    base = f32["perplexity"] if f32 else None
+    scored = f32["scored_tokens"] if f32 else 0
+    text_tokens = f32["text_tokens"] if f32 else 0
+    f16 = ppl.get(("f16", "f16"))
+    w("| K / V format | perplexity | vs f32 | vs f16 | KV bytes / token | tokens in %g GiB | %s |"
+      % (a.budget_gib, " | ".join(f"decode tok/s @{c // 1024}K" for c in a.contexts)))
+    w("|---|---:|---:|---:|---:|---:|" + "---:|" * len(a.contexts))
+    for k, v in FORMATS:
+        r = ppl.get((k, v))
+        if not r:
+            continue
+        bpt = r["kv_bytes_per_token"]
+        block = a.block_size * bpt
+        tokens = int(budget // block) * a.block_size
+        delta = f"{100 * (r['perplexity'] / base - 1):+.2f}%" if base else "-"
+        d16 = f"{100 * (r['perplexity'] / f16['perplexity'] - 1):+.2f}%" if f16 else "-"
+        sp = []
+        for c in a.contexts:
+            s = speed.get((k, v, c))
+            sp.append(f"{s['decode_tokens_per_s']:.1f}" if s else "-")
+        w(f"| {fmt_name(k, v)} | {r['perplexity']:.4f} | {delta} | {d16} | {bpt:,} | {tokens:,} | "
+          + " | ".join(sp) + " |")
+    if llama:
+        lf16 = llama.get(("f16", "f16"))
+        w("")
+        w("llama.cpp (`llama-perplexity -c 512 -b 512 -fa -ctk K -ctv V`, same GGUF and text, "
+          "same windows; its change is vs its own f16 KV, the closest it has to an f32 baseline):")
+        w("")
+        w("| llama.cpp K / V | perplexity | vs llama.cpp f16 | KV bytes / token |")
+        w("|---|---:|---:|---:|")
+        bytes_of = {"f16": 23040 // 2, "q8_0": 12240 // 2, "q4_0": 6480 // 2}
+        for k, v in LLAMA_FORMATS:
+            r = llama.get((k, v))
+            if not r:
+                continue
+            d = f"{100 * (r['perplexity'] / lf16['perplexity'] - 1):+.2f}%" if lf16 else "-"
+            w(f"| {fmt_name(k, v)} | {r['perplexity']:.4f} | {d} | {bytes_of[k] + bytes_of[v]:,} |")
+    return "\n".join(lines), scored, text_tokens
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--kvserve", default=os.path.join(ROOT, "build", "bin", "kvserve"))
+    p.add_argument("--windows", type=int, default=40, help="windows of 512 tokens (0 = the whole text)")
+    p.add_argument("--contexts", default="1024,4096,16384")
+    p.add_argument("--decode-tokens", type=int, default=64)
+    p.add_argument("--threads", type=int, default=0)
+    p.add_argument("--budget-gib", type=float, default=1.0)
+    p.add_argument("--block-size", type=int, default=16)
+    p.add_argument("--llama-perplexity", default="")
+    p.add_argument("--attention-bench", default="")
+    p.add_argument("--skip-speed", action="store_true")
+    p.add_argument("--skip-perplexity", action="store_true")
+    p.add_argument("--speed-formats", default=",".join(f"{k}/{v}" for k, v in SPEED_FORMATS),
+                   help="K/V pairs for the decode runs, e.g. f16/f16,int8/int8")
+    p.add_argument("--render-only", action="store_true", help="only use cached results")
+    p.add_argument("--results", default="/tmp/kvserve-kv-quantization")
+    p.add_argument("--out", default="-", help="markdown table file (default: stdout)")
+    a = p.parse_args()
+    a.contexts = [int(c) for c in a.contexts.split(",") if c]
+    os.makedirs(a.results, exist_ok=True)
+    get = (lambda name, fn: cached(a.results, name, (lambda: None) if a.render_only else fn))
+    tag = f"w{a.windows}"
+    ppl = {}
+    for k, v in FORMATS:
+        r = get(f"ppl_{tag}_{k}_{v}", (lambda: None) if a.skip_perplexity else (lambda: perplexity(a, k, v)))
+        if r:
+            ppl[(k, v)] = r
+    llama = {}
+    if a.llama_perplexity or a.render_only:
+        for k, v in LLAMA_FORMATS:
+            r = get(f"llama_{tag}_{k}_{v}", lambda: llama_perplexity(a, k, v))
+            if r:
+                llama[(k, v)] = r
+    speed = {}
+    speed_formats = [tuple(kv.split("/")) for kv in a.speed_formats.split(",") if kv]
+    if not a.skip_speed:
+        for c in a.contexts:
+            for k, v in speed_formats:
+                r = get(f"decode_{c}_{k}_{v}", lambda: decode_speed(a, k, v, c))
+                if r:
+                    speed[(k, v, c)] = r
+    table, scored, text_tokens = render(a, ppl, llama, speed, None)
+    which = (f"the first {a.windows} windows ({text_tokens:,} tokens)" if a.windows else
+             f"all {text_tokens:,} tokens")
+    out = [table, "",
+           f"Perplexity over {scored:,} scored tokens: {which} of tests/data/kjv_genesis_exodus.txt "
+           "(about 91K tokens in all), in windows of 512 tokens whose second half is scored."]
+    if a.attention_bench:
+        res = subprocess.run([a.attention_bench, "--markdown"], capture_output=True, text=True, check=True)
+        out += ["", "```", "attention_bench --markdown", "```", "", res.stdout]
+    text = "\n".join(out) + "\n"
+    if a.out == "-":
+        sys.stdout.write(text)
+    else:
+        with open(a.out, "w") as f:
+            f.write(text)
+
+
+if __name__ == "__main__":
+    main()
