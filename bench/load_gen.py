@@ -99,7 +99,7 @@ def one_request(host, port, body, api_key):
         chunk = json.loads(data)
         if chunk.get("usage"):
             tokens = chunk["usage"]["completion_tokens"]
-            cached = chunk["usage"]["prompt_tokens_details"]["cached_tokens"]
+            cached = (chunk["usage"].get("prompt_tokens_details") or {}).get("cached_tokens", 0)
         for c in chunk.get("choices", []):
             if c.get("delta", {}).get("content"):
                 now = time.perf_counter()
@@ -110,9 +110,7 @@ def one_request(host, port, body, api_key):
                     gaps.append(now - last)
                 last = now
     conn.close()
-    # Decode rate of this stream: tokens after the first over the time they took.
-    rate = (len(gaps) / (last - first)) if gaps and last > first else None
-    return ttft, gaps, tokens, cached, rate
+    return ttft, gaps, tokens, cached, first, last
 
 
 def preemptions(host, port, api_key):
@@ -164,12 +162,15 @@ def run_level(host, port, workload, concurrency, per_client, max_tokens, api_key
     ttfts = [r[0] for r in results if r[0] is not None]
     gaps = [g for r in results for g in r[1]]
     tokens = sum(r[2] for r in results)
-    rates = [r[4] for r in results if r[4]]
+    # Aggregate decode throughput: tokens after each stream's first, over the span from the
+    # earliest first token to the latest last token (prefill stalls inside it count).
+    spans = [r for r in results if r[4] is not None and r[1]]
+    decode_tps = (sum(len(r[1]) for r in spans) /
+                  (max(r[5] for r in spans) - min(r[4] for r in spans))) if spans else 0
     return {"workload": workload, "concurrency": concurrency, "requests": len(results),
             "errors": len(errors), "wall_s": wall, "requests_per_s": len(results) / wall,
             "output_tokens_per_s": tokens / wall,
-            # Aggregate decode throughput: C streams at the mean per-stream decode rate.
-            "decode_tokens_per_s": concurrency * statistics.mean(rates) if rates else 0,
+            "decode_tokens_per_s": decode_tps,
             "ttft_p50_ms": percentile(ttfts, 50) * 1e3, "ttft_p99_ms": percentile(ttfts, 99) * 1e3,
             "itl_p50_ms": percentile(gaps, 50) * 1e3, "itl_p99_ms": percentile(gaps, 99) * 1e3,
             "preemptions": preempted,

@@ -7,7 +7,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bin="${KVSERVE_BIN:-build/bin/kvserve}"
 out="${OUT:-/tmp/serve_bench.jsonl}"
-threads="${THREADS:-2}"
+# On a small machine leave a core to the HTTP threads and the load generator (the
+# workers of -t spin briefly between kernels).
+threads="${THREADS:-1}"
 common="-t $threads --max-model-len 2048 --max-num-seqs 64"
 lg() { python3 bench/load_gen.py --kvserve "$bin" --max-tokens 32 --json "$out" "$@"; }
 echo "| config | workload | clients | requests | req/s | output tok/s | decode tok/s | TTFT p50 ms | TTFT p99 ms | ITL p50 ms | ITL p99 ms | cached tokens/req | preemptions | errors |"

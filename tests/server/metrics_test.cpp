@@ -1,0 +1,82 @@
+// The Prometheus rendering of ServerMetrics: cumulative buckets, _total counters, labels, and
+// tenant labels that never reveal the salt.
+#include "server/metrics.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+namespace kvs {
+namespace {
+
+bool has_line(const std::string& text, const std::string& line) {
+  return text.find("\n" + line + "\n") != std::string::npos || text.rfind(line + "\n", 0) == 0;
+}
+
+TEST(ServerMetrics, HistogramBucketsAreCumulative) {
+  Histogram h({1, 2, 5});
+  for (double v : {0.5, 1.0, 1.5, 3.0, 10.0}) h.observe(v);
+  std::string out;
+  h.render("x_seconds", "route=\"/a\"", &out);
+  EXPECT_TRUE(has_line(out, "x_seconds_bucket{route=\"/a\",le=\"1\"} 2")) << out;
+  EXPECT_TRUE(has_line(out, "x_seconds_bucket{route=\"/a\",le=\"2\"} 3")) << out;
+  EXPECT_TRUE(has_line(out, "x_seconds_bucket{route=\"/a\",le=\"5\"} 4")) << out;
+  EXPECT_TRUE(has_line(out, "x_seconds_bucket{route=\"/a\",le=\"+Inf\"} 5")) << out;
+  EXPECT_TRUE(has_line(out, "x_seconds_sum{route=\"/a\"} 16")) << out;
+  EXPECT_TRUE(has_line(out, "x_seconds_count{route=\"/a\"} 5")) << out;
+}
+
+TEST(ServerMetrics, TenantLabelIsAShortHashNeverTheSalt) {
+  const std::string a = tenant_label("customer-a-secret");
+  EXPECT_EQ(a.size(), 12u);
+  EXPECT_EQ(a.find("customer"), std::string::npos);
+  EXPECT_EQ(a, tenant_label("customer-a-secret"));
+  EXPECT_NE(a, tenant_label("customer-b-secret"));
+  EXPECT_EQ(tenant_label(""), "none");
+}
+
+TEST(ServerMetrics, RendersObservationsWithBaseUnitsAndTotals) {
+  ServerMetrics m;
+  m.observe_ttft(0.2, 50);
+  m.observe_ttft(3.0, 1000);
+  m.observe_inter_token(0.01);
+  m.observe_finished("/v1/completions", 1.5, 50, 32, 7, {0.25}, "length");
+  m.count_http("/v1/completions", 200);
+  EngineSnapshot snap;
+  snap.blocks_total = 10;
+  snap.blocks_free = 6;
+  snap.blocks_cached_free = 3;
+  snap.blocks_in_use = 1;
+  snap.preemptions_swap = 2;
+  snap.tenants.push_back({.label = tenant_label("t"), .query_tokens = 50, .hit_tokens = 32});
+  const std::string text = m.render(snap);
+  EXPECT_TRUE(has_line(text, "kvserve_prompt_tokens_total 50"));
+  EXPECT_TRUE(has_line(text, "kvserve_generation_tokens_total 7"));
+  EXPECT_TRUE(has_line(text, "kvserve_kv_blocks{state=\"cached_free\"} 3"));
+  EXPECT_TRUE(has_line(text, "kvserve_preemptions_total{mode=\"swap\"} 2"));
+  EXPECT_TRUE(has_line(text, "kvserve_preemptions_total{mode=\"recompute\"} 0"));
+  EXPECT_TRUE(
+      has_line(text, "kvserve_route_prefix_cache_hits_tokens_total{route=\"/v1/completions\"} 32"));
+  EXPECT_TRUE(
+      has_line(text, "kvserve_time_to_first_token_seconds_count{prompt_tokens=\"512-2047\"} 1"));
+  EXPECT_TRUE(
+      has_line(text, "kvserve_time_to_first_token_seconds_count{prompt_tokens=\"1-127\"} 1"));
+  EXPECT_TRUE(has_line(text, "kvserve_request_finished_total{finish_reason=\"length\"} 1"));
+  EXPECT_TRUE(
+      has_line(text, "kvserve_http_requests_total{route=\"/v1/completions\",status=\"200\"} 1"));
+  // Every counter's name ends in _total.
+  size_t pos = 0;
+  while ((pos = text.find("# TYPE ", pos)) != std::string::npos) {
+    const size_t end = text.find('\n', pos);
+    const std::string line = text.substr(pos, end - pos);
+    if (line.ends_with(" counter")) {
+      const std::string name = line.substr(7, line.size() - 7 - 8);
+      EXPECT_TRUE(name.ends_with("_total")) << name;
+    }
+    EXPECT_EQ(line.find("kvserve_"), 7u) << line;
+    pos = end;
+  }
+}
+
+}  // namespace
+}  // namespace kvs
