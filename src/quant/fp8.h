@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 
 namespace kvs {
 
@@ -50,24 +51,28 @@ template <class F>
 
 template <class F>
 [[nodiscard]] inline uint8_t fp8_encode(float x) {
-  if (std::isnan(x)) return 0;
-  const uint8_t sign = std::signbit(x) ? 0x80 : 0x00;
-  const float a = std::fabs(x);
-  if (a >= F::kMax) return sign | F::kMaxCode;
-  if (a == 0.0f) return sign;
-  int e2;
-  std::frexp(a, &e2);  // a = f * 2^e2, f in [0.5, 1): floor(log2 a) = e2 - 1
-  const int e = std::max(e2 - 1, F::kMinNormalExp);
-  // Quantum of the binade (or of the subnormal range): 2^(e - M). q counts quanta, rounded to
-  // nearest even; for normals q is in [2^M, 2^(M+1)], and q == 2^(M+1) carries into the next
-  // exponent by plain addition below (as does a subnormal rounding up to the smallest normal).
-  const float q = std::nearbyint(std::ldexp(a, F::kMant - e));
-  const int qi = static_cast<int>(q);
-  int code;
-  if (e2 - 1 < F::kMinNormalExp)
-    code = qi;  // subnormal (or rounds up to the smallest normal, code 1 << M)
-  else
-    code = ((e + F::kBias) << F::kMant) + (qi - (1 << F::kMant));
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  const uint8_t sign = static_cast<uint8_t>((u >> 24) & 0x80);
+  u &= 0x7FFFFFFFu;
+  if (u > 0x7F800000u) return 0;  // NaN
+  float a;
+  std::memcpy(&a, &u, 4);
+  if (a >= F::kMax) return sign | F::kMaxCode;  // also +-inf
+  constexpr int kShift = 23 - F::kMant;
+  if (a < std::ldexp(1.0f, F::kMinNormalExp)) {
+    // Subnormal range (f32 denormals included): count quanta of 2^(emin - M), rounded to
+    // nearest even by the 1.5 * 2^23 trick (a / quantum < 2^(M+1) here, so it is exact). A
+    // result of 2^M is the smallest normal, whose code is also 2^M.
+    const float q = (a * std::ldexp(1.0f, F::kMant - F::kMinNormalExp) + 12582912.0f) - 12582912.0f;
+    return sign | static_cast<uint8_t>(q);
+  }
+  // Normal: round the f32 mantissa to M bits, nearest even; a carry into the exponent is the
+  // right result. Then rebias the exponent.
+  u += ((1u << (kShift - 1)) - 1) + ((u >> kShift) & 1u);
+  const int e = static_cast<int>(u >> 23) - 127;
+  int code =
+      ((e + F::kBias) << F::kMant) | static_cast<int>((u >> kShift) & ((1u << F::kMant) - 1));
   if (code > F::kMaxCode) code = F::kMaxCode;
   return static_cast<uint8_t>(sign | code);
 }

@@ -34,33 +34,38 @@ float stored_scale(float amax, float qmax, uint8_t* p) {
   return load_f16_scale(p);
 }
 
-// round(x / s) clamped to [-qmax, qmax]; NaN -> 0.
-int quantize_symmetric(float x, float s, int qmax) {
-  if (std::isnan(x) || s == 0.0f) return 0;
-  const float r = std::nearbyint(x / s);
-  if (!(r <= qmax)) return qmax;  // also +inf
-  if (r < -qmax) return -qmax;
-  return static_cast<int>(r);
+// Round to nearest even for |v| <= 2^22 without a libm call (adding 1.5 * 2^23 leaves no
+// fraction bits; the FPU's default rounding mode is nearest even).
+inline float round_even(float v) { return (v + 12582912.0f) - 12582912.0f; }
+
+// round(x * inv) clamped to [-qmax, qmax] (inv = 1 / s); NaN -> 0, +-inf -> +-qmax.
+inline int quantize_symmetric(float x, float inv, int qmax) {
+  const float v = x * inv;
+  if (!(v == v)) return 0;  // NaN (also 0 * inf)
+  return static_cast<int>(round_even(std::clamp(v, -float(qmax), float(qmax))));
 }
 
-// Levels -8..7 of one q4 group for scale d; returns the group's squared error and sets
-// *max_err to the largest element error.
-double q4_levels(const float* x, float d, uint8_t* n, double* max_err = nullptr) {
-  double err = 0, worst = 0;
+// Levels -8..7 of one q4 group for scale d (x already finite); returns the group's squared
+// error and sets *max_err to the largest element error.
+double q4_levels(const float* x, float d, uint8_t* n, float* max_err = nullptr) {
+  const float inv = d != 0.0f ? 1.0f / d : 0.0f;
+  double err = 0;
+  float worst = 0;
   for (uint32_t i = 0; i < GroupQ4Traits::kGroup; ++i) {
-    int q = 0;
-    if (d != 0.0f && !std::isnan(x[i])) {
-      const float r = std::nearbyint(x[i] / d);
-      q = r >= 7.0f ? 7 : (r <= -8.0f ? -8 : static_cast<int>(r));
-    }
-    n[i] = static_cast<uint8_t>(q + 8);
-    const double xi = std::isnan(x[i]) ? 0.0 : std::clamp<double>(x[i], -3.4e38, 3.4e38);
-    const double e = xi - double(d) * q;
-    err += e * e;
+    const float q = round_even(std::clamp(x[i] * inv, -8.0f, 7.0f));
+    n[i] = static_cast<uint8_t>(static_cast<int>(q) + 8);
+    const float e = x[i] - d * q;
+    err += double(e) * e;
     worst = std::max(worst, std::fabs(e));
   }
   if (max_err) *max_err = worst;
   return err;
+}
+
+// x with NaN -> 0 and +-inf -> +-largest finite (the quantizers' contract).
+void sanitize(const float* x, uint32_t n, float* y) {
+  for (uint32_t i = 0; i < n; ++i)
+    y[i] = std::isnan(x[i]) ? 0.0f : std::clamp(x[i], -3.4028235e38f, 3.4028235e38f);
 }
 
 void pack_q4(const uint8_t* n, uint8_t* dst) {
@@ -103,7 +108,8 @@ void dequantize_fp8_e5m2(const uint8_t* src, uint32_t n, float* y) {
 
 void quantize_fp8_e4m3_dyn(const float* x, uint32_t n, uint8_t* dst) {
   const float s = stored_scale(abs_max(x, n), Fp8DynTraits::kQMax, dst + n);
-  for (uint32_t i = 0; i < n; ++i) dst[i] = s == 0.0f ? 0 : fp8_e4m3_from_f32(x[i] / s);
+  const float inv = s == 0.0f ? 0.0f : 1.0f / s;
+  for (uint32_t i = 0; i < n; ++i) dst[i] = s == 0.0f ? 0 : fp8_e4m3_from_f32(x[i] * inv);
 }
 void dequantize_fp8_e4m3_dyn(const uint8_t* src, uint32_t n, float* y) {
   const float s = load_f16_scale(src + n);
@@ -112,17 +118,20 @@ void dequantize_fp8_e4m3_dyn(const uint8_t* src, uint32_t n, float* y) {
 
 void quantize_int8(const float* x, uint32_t n, uint8_t* dst) {
   const float s = stored_scale(abs_max(x, n), Int8Traits::kQMax, dst + n);
+  const float inv = s == 0.0f ? 0.0f : 1.0f / s;
   for (uint32_t i = 0; i < n; ++i)
-    dst[i] = static_cast<uint8_t>(static_cast<int8_t>(quantize_symmetric(x[i], s, 127)));
+    dst[i] = static_cast<uint8_t>(static_cast<int8_t>(quantize_symmetric(x[i], inv, 127)));
 }
 void dequantize_int8(const uint8_t* src, uint32_t n, float* y) {
   const float s = load_f16_scale(src + n);
   for (uint32_t i = 0; i < n; ++i) y[i] = s * static_cast<float>(static_cast<int8_t>(src[i]));
 }
 
-void quantize_q4_0(const float* x, uint32_t n, uint8_t* dst) {
+void quantize_q4_0(const float* xs, uint32_t n, uint8_t* dst) {
   constexpr uint32_t G = GroupQ4Traits::kGroup;
-  for (uint32_t g = 0; g < n / G; ++g, x += G, dst += GroupQ4Traits::kGroupBytes) {
+  float x[G];
+  for (uint32_t g = 0; g < n / G; ++g, xs += G, dst += GroupQ4Traits::kGroupBytes) {
+    sanitize(xs, G, x);
     const float m = signed_abs_max(x, G);
     store_f16(dst, std::clamp(m / -8.0f, -kF16Max, kF16Max));
     uint8_t lv[G];
@@ -131,7 +140,7 @@ void quantize_q4_0(const float* x, uint32_t n, uint8_t* dst) {
   }
 }
 
-void quantize_int4(const float* x, uint32_t n, uint8_t* dst) {
+void quantize_int4(const float* xs, uint32_t n, uint8_t* dst) {
   constexpr uint32_t G = GroupQ4Traits::kGroup;
   // Candidates: the extreme element m lands on level c (d = m / c carries m's sign, so both
   // signs are covered). c = -8 is q4_0's choice; |c| < 8 widens the far side, |c| > 8 clips m
@@ -141,21 +150,25 @@ void quantize_int4(const float* x, uint32_t n, uint8_t* dst) {
   // c = -8, tried first, whose largest error is amax / 8).
   static constexpr float kCandidates[] = {-8.0f, -9.0f,  -8.75f, -8.5f,  -8.25f, -7.75f,
                                           -7.5f, -7.25f, -7.0f,  -6.75f, -6.5f};
-  for (uint32_t g = 0; g < n / G; ++g, x += G, dst += GroupQ4Traits::kGroupBytes) {
+  float x[G];
+  for (uint32_t g = 0; g < n / G; ++g, xs += G, dst += GroupQ4Traits::kGroupBytes) {
+    sanitize(xs, G, x);
     const float m = signed_abs_max(x, G);
     double best = INFINITY;
+    bool have = false;
     uint8_t best_lv[G] = {};
     uint8_t best_d[2] = {};
     uint8_t lv[G];
     // Quantizes with d (as stored in f16), keeps it if best and no element is off by more
     // than amax / 4 (c = -8 always qualifies); leaves the levels in lv.
-    const double limit = std::fabs(double(m)) / 4;
+    const float limit = std::fabs(m) / 4;
     auto consider = [&](float d) {
       uint8_t d16[2];
       store_f16(d16, std::clamp(d, -kF16Max, kF16Max));
-      double worst;
+      float worst;
       const double err = q4_levels(x, load_f16_scale(d16), lv, &worst);
-      if (err < best && (worst <= limit || best == INFINITY)) {
+      if (!have || (err < best && worst <= limit)) {
+        have = true;
         best = err;
         std::memcpy(best_lv, lv, G);
         std::memcpy(best_d, d16, 2);
@@ -167,7 +180,7 @@ void quantize_int4(const float* x, uint32_t n, uint8_t* dst) {
       double xl = 0, ll = 0;
       for (uint32_t i = 0; i < G; ++i) {
         const double l = int(lv[i]) - 8;
-        if (std::isfinite(x[i])) xl += double(x[i]) * l;
+        xl += double(x[i]) * l;
         ll += l * l;
       }
       if (ll > 0 && std::isfinite(xl)) consider(static_cast<float>(xl / ll));
@@ -192,8 +205,9 @@ void quantize_q8_0(const float* x, uint32_t n, uint8_t* dst) {
   constexpr uint32_t G = GroupQ8Traits::kGroup;
   for (uint32_t g = 0; g < n / G; ++g, x += G, dst += GroupQ8Traits::kGroupBytes) {
     const float d = stored_scale(abs_max(x, G), 127.0f, dst);
+    const float inv = d == 0.0f ? 0.0f : 1.0f / d;
     for (uint32_t i = 0; i < G; ++i)
-      dst[2 + i] = static_cast<uint8_t>(static_cast<int8_t>(quantize_symmetric(x[i], d, 127)));
+      dst[2 + i] = static_cast<uint8_t>(static_cast<int8_t>(quantize_symmetric(x[i], inv, 127)));
   }
 }
 
