@@ -162,11 +162,21 @@ def run_level(host, port, workload, concurrency, per_client, max_tokens, api_key
     ttfts = [r[0] for r in results if r[0] is not None]
     gaps = [g for r in results for g in r[1]]
     tokens = sum(r[2] for r in results)
-    # Aggregate decode throughput: tokens after each stream's first, over the span from the
-    # earliest first token to the latest last token (prefill stalls inside it count).
-    spans = [r for r in results if r[4] is not None and r[1]]
-    decode_tps = (sum(len(r[1]) for r in spans) /
-                  (max(r[5] for r in spans) - min(r[4] for r in spans))) if spans else 0
+    # Aggregate decode throughput: tokens after each stream's first token, over the union of
+    # the streams' [first token, last token] intervals (time in which some stream decoded;
+    # prefill steps interleaved with decodes count, idle gaps between requests do not).
+    spans = sorted((r[4], r[5]) for r in results if r[4] is not None and r[1])
+    busy, cur_start, cur_end = 0.0, None, None
+    for a, b in spans:
+        if cur_end is None or a > cur_end:
+            if cur_end is not None:
+                busy += cur_end - cur_start
+            cur_start, cur_end = a, b
+        else:
+            cur_end = max(cur_end, b)
+    if cur_end is not None:
+        busy += cur_end - cur_start
+    decode_tps = sum(len(r[1]) for r in results) / busy if busy > 0 else 0
     return {"workload": workload, "concurrency": concurrency, "requests": len(results),
             "errors": len(errors), "wall_s": wall, "requests_per_s": len(results) / wall,
             "output_tokens_per_s": tokens / wall,
