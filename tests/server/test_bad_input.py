@@ -113,7 +113,10 @@ def test_full_queue_is_429_with_retry_after(start_server):
                      "--max-num-seqs", "1", "--max-queued-requests", "1")
     socks = [open_stream(s), open_stream(s)]
     read_some(socks[0], 2)  # the first is running; the second waits in the queue
-    time.sleep(0.2)
+    deadline = time.time() + 20
+    while "kvserve_num_requests_waiting 1" not in s.get("/metrics").text:
+        assert time.time() < deadline, "the second request never reached the queue"
+        time.sleep(0.05)
     r = s.post("/v1/completions", {"prompt": "Hello", "max_tokens": 2})
     err = error_of(r, 429)
     assert err["code"] == "rate_limit_exceeded"
@@ -141,3 +144,34 @@ def test_refuses_to_start_when_one_request_cannot_fit():
     assert "maximum concurrency at --max-model-len 1024" in r.stderr
     assert "raise --kv-cache-memory by" in r.stderr
     assert "lower --max-model-len to" in r.stderr
+
+
+def test_priority_lower_number_is_served_first(start_server):
+    import threading
+    s = start_server("--kv-cache-memory", "64MiB", "--max-model-len", "1024",
+                     "--max-num-seqs", "1")
+    blocker = open_stream(s, max_tokens=300)
+    read_some(blocker, 2)  # running; the next two wait
+    done = []
+
+    def send(name, priority):
+        r = s.post("/v1/completions", {"prompt": "Hello", "max_tokens": 2,
+                                       "priority": priority})
+        assert r.status_code == 200
+        done.append(name)
+
+    low = threading.Thread(target=send, args=("low", 10))
+    low.start()
+    deadline = time.time() + 20
+    while "kvserve_num_requests_waiting 1" not in s.get("/metrics").text:
+        assert time.time() < deadline
+        time.sleep(0.02)
+    high = threading.Thread(target=send, args=("high", -5))  # arrives later, more important
+    high.start()
+    while "kvserve_num_requests_waiting 2" not in s.get("/metrics").text:
+        assert time.time() < deadline
+        time.sleep(0.02)
+    blocker.close()  # frees the only slot
+    low.join(60)
+    high.join(60)
+    assert done == ["high", "low"]
