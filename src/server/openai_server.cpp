@@ -26,6 +26,12 @@ struct ApiError {
   std::string code;
 };
 
+// Serializes without ever throwing: invalid UTF-8 (e.g. echoed from a bad request body in a
+// parse error message) becomes U+FFFD.
+std::string to_text(const json& j) {
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
 json error_body(const ApiError& e) {
   json err = {{"message", e.message},
               {"type", e.type},
@@ -116,13 +122,13 @@ struct OpenAiServer::Impl {
 
   void reply_error(httplib::Response& res, const std::string& route, const ApiError& e) {
     res.status = e.status;
-    res.set_content(error_body(e).dump(), "application/json");
+    res.set_content(to_text(error_body(e)), "application/json");
     metrics.count_http(route, e.status);
   }
 
   void reply_json(httplib::Response& res, const std::string& route, const json& body) {
     res.status = 200;
-    res.set_content(body.dump(), "application/json");
+    res.set_content(to_text(body), "application/json");
     metrics.count_http(route, 200);
   }
 
@@ -420,7 +426,7 @@ struct OpenAiServer::Impl {
             } else {
               c["text"] = d.text;
             }
-            if (!write("data: " + chunk(*st, json::array({c})).dump() + "\n\n")) return false;
+            if (!write("data: " + to_text(chunk(*st, json::array({c}))) + "\n\n")) return false;
           }
           if (!done) {
             // A comment line now and then: a client that went away makes the write fail.
@@ -431,11 +437,11 @@ struct OpenAiServer::Impl {
           st->finished = true;
           if (!st->channel->error().empty()) {
             ApiError e{.status = 400, .message = st->channel->error()};
-            write("data: " + error_body(e).dump() + "\n\n");
+            write("data: " + to_text(error_body(e)) + "\n\n");
           } else if (st->include_usage) {
             json last = chunk(*st, json::array());
             last["usage"] = usage_json(st->channel->usage());
-            if (!write("data: " + last.dump() + "\n\n")) return false;
+            if (!write("data: " + to_text(last) + "\n\n")) return false;
           }
           write("data: [DONE]\n\n");
           sink.done();
@@ -550,21 +556,22 @@ struct OpenAiServer::Impl {
       } else {
         e.message = "HTTP error " + std::to_string(res.status);
       }
-      res.set_content(error_body(e).dump(), "application/json");
+      res.set_content(to_text(error_body(e)), "application/json");
     });
-    http.set_exception_handler([](const httplib::Request&, httplib::Response& res,
-                                  std::exception_ptr ep) {
-      std::string what = "internal error";
-      try {
-        if (ep) std::rethrow_exception(ep);
-      } catch (const std::exception& ex) {
-        what = ex.what();
-      } catch (...) {
-      }
-      res.status = 500;
-      res.set_content(error_body({.status = 500, .message = what, .type = "internal_error"}).dump(),
-                      "application/json");
-    });
+    http.set_exception_handler(
+        [](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+          std::string what = "internal error";
+          try {
+            if (ep) std::rethrow_exception(ep);
+          } catch (const std::exception& ex) {
+            what = ex.what();
+          } catch (...) {
+          }
+          res.status = 500;
+          res.set_content(
+              to_text(error_body({.status = 500, .message = what, .type = "internal_error"})),
+              "application/json");
+        });
   }
 };
 

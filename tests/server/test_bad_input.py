@@ -175,3 +175,8 @@ def test_priority_lower_number_is_served_first(start_server):
     low.join(60)
     high.join(60)
     assert done == ["high", "low"]
+
+
+def test_invalid_utf8_body_is_a_400(server):
+    error_of(server.post("/v1/completions", data=b'{"prompt": "\xff\xfe", "max_tokens": 2}'), 400)
+    error_of(server.post("/v1/completions", data=b'\xff{'), 400)
