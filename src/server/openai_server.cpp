@@ -219,8 +219,11 @@ struct OpenAiServer::Impl {
       } else {
         return bad("stop", "'stop' must be a string or an array of at most 16 strings");
       }
-      for (const std::string& x : g.stop)
+      for (const std::string& x : g.stop) {
         if (x.empty()) return bad("stop", "stop strings must not be empty");
+        // The engine thread matches them against every sample's text: keep that cheap.
+        if (x.size() > 256) return bad("stop", "stop strings must be at most 256 bytes");
+      }
     }
     // The prompt.
     const Tokenizer& tok = *model.tokenizer;

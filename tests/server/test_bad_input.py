@@ -48,7 +48,7 @@ def test_max_tokens_beyond_what_fits(server):
 def test_invalid_sampling_values(server):
     for extra in ({"temperature": -1}, {"temperature": 3}, {"top_p": 0}, {"top_p": 1.5},
                   {"top_k": -5}, {"n": 0}, {"n": 1000}, {"seed": "x"}, {"stop": 5},
-                  {"stop": [""]}, {"stream": "yes"}, {"priority": 1.5},
+                  {"stop": [""]}, {"stop": "x" * 300}, {"stream": "yes"}, {"priority": 1.5},
                   {"cache_salt": 3}):
         error_of(server.post("/v1/completions", {"prompt": "Hello", "max_tokens": 2, **extra}),
                  400)
