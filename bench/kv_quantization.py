@@ -15,7 +15,8 @@ and, if --attention-bench is given, appends build/bench/attention_bench's table 
 attention alone vs the machine's measured read bandwidth).
 
 Results of each run are cached as JSON in --results (rerun = only the missing runs), so the
-table can be built up over several sessions and re-rendered with --render-only.
+table can be built up over several sessions and re-rendered with --render-only. With --out FILE
+the tables replace the part of FILE between the BEGIN/END markers; the rest is kept.
 
 Usage:
   bench/kv_quantization.py [--kvserve build/bin/kvserve] [--windows 40 | --windows 0 (all)]
@@ -43,7 +44,7 @@ FORMATS = [("f32", "f32"), ("f16", "f16"), ("bf16", "bf16"), ("fp8_e4m3", "fp8_e
 SPEED_FORMATS = [("f16", "f16"), ("bf16", "bf16"), ("fp8_e4m3", "fp8_e4m3"),
                  ("fp8_e4m3_dyn", "fp8_e4m3_dyn"), ("int8", "int8"), ("q8_0", "q8_0"),
                  ("int4", "int4"), ("int8", "int4")]
-LLAMA_FORMATS = [("f16", "f16"), ("q8_0", "q8_0"), ("q4_0", "q4_0"), ("q8_0", "q4_0")]
+LLAMA_FORMATS = [("f32", "f32"), ("f16", "f16"), ("q8_0", "q8_0"), ("q4_0", "q4_0"), ("q8_0", "q4_0")]
 
 
 def run_json(cmd):
@@ -147,20 +148,53 @@ def render(a, ppl, llama, speed, attention):
         w(f"| {fmt_name(k, v)} | {r['perplexity']:.4f} | {delta} | {d16} | {bpt:,} | {tokens:,} | "
           + " | ".join(sp) + " |")
     if llama:
-        lf16 = llama.get(("f16", "f16"))
+        lf32, lf16 = llama.get(("f32", "f32")), llama.get(("f16", "f16"))
         w("")
-        w("llama.cpp (`llama-perplexity -c 512 -b 512 -fa -ctk K -ctv V`, same GGUF and text, "
-          "same windows; its change is vs its own f16 KV, the closest it has to an f32 baseline):")
+        w("llama.cpp (`llama-perplexity -c 512 -b 512 -fa -ctk K -ctv V --chunks N`, same GGUF, "
+          "text and windows; its changes are vs its own f32 / f16 KV cache):")
         w("")
-        w("| llama.cpp K / V | perplexity | vs llama.cpp f16 | KV bytes / token |")
-        w("|---|---:|---:|---:|")
-        bytes_of = {"f16": 23040 // 2, "q8_0": 12240 // 2, "q4_0": 6480 // 2}
+        w("| llama.cpp K / V | perplexity | vs llama.cpp f32 | vs llama.cpp f16 | KV bytes / token |")
+        w("|---|---:|---:|---:|---:|")
+        bytes_of = {"f32": 46080 // 2, "f16": 23040 // 2, "q8_0": 12240 // 2, "q4_0": 6480 // 2}
         for k, v in LLAMA_FORMATS:
             r = llama.get((k, v))
             if not r:
                 continue
+            d32 = f"{100 * (r['perplexity'] / lf32['perplexity'] - 1):+.2f}%" if lf32 else "-"
             d = f"{100 * (r['perplexity'] / lf16['perplexity'] - 1):+.2f}%" if lf16 else "-"
-            w(f"| {fmt_name(k, v)} | {r['perplexity']:.4f} | {d} | {bytes_of[k] + bytes_of[v]:,} |")
+            w(f"| {fmt_name(k, v)} | {r['perplexity']:.4f} | {d32} | {d} | {bytes_of[k] + bytes_of[v]:,} |")
+    # The issue's quality targets, checked on these numbers.
+    def change(r, ref):
+        return 100 * (r["perplexity"] / ref["perplexity"] - 1) if r and ref else None
+    checks = []
+    for k, limit in (("int8", 0.5), ("fp8_e4m3", 2.0), ("int4", 5.0)):
+        c = change(ppl.get((k, k)), f32)
+        if c is not None:
+            checks.append(f"- {k}: {c:+.2f}% vs f32 (target <= +{limit}%): "
+                          + ("met" if c <= limit else "NOT met"))
+    # Against llama.cpp: each engine's change vs its own f32 KV cache (f16 if llama.cpp's f32
+    # run is missing), since the two engines' baselines differ slightly.
+    lbase = llama.get(("f32", "f32")) or llama.get(("f16", "f16"))
+    obase = f32 if llama.get(("f32", "f32")) else f16
+    bname = "f32" if llama.get(("f32", "f32")) else "f16"
+    if lbase and obase:
+        f16, lf16 = obase, lbase
+        for ours, theirs in (("int8", "q8_0"), ("fp8_e4m3", "q8_0"), ("int4", "q4_0"),
+                             ("q4_0", "q4_0"), ("q8_0", "q8_0")):
+            c, t = change(ppl.get((ours, ours)), f16), change(llama.get((theirs, theirs)), lf16)
+            if c is not None and t is not None:
+                checks.append(f"- {ours} {c:+.2f}% vs kvserve {bname}, llama.cpp {theirs} {t:+.2f}% vs "
+                              f"llama.cpp {bname}: " + ("no worse" if c <= t + 0.05 else "WORSE"))
+        mixed, lmixed = ppl.get(("int8", "int4")), llama.get(("q8_0", "q4_0"))
+        c, t = change(mixed, f16), change(lmixed, lf16)
+        if c is not None and t is not None:
+            checks.append(f"- int8 / int4 {c:+.2f}% vs kvserve {bname}, llama.cpp q8_0 / q4_0 {t:+.2f}%: "
+                          + ("no worse" if c <= t + 0.05 else "WORSE"))
+    if checks:
+        w("")
+        w("Targets:")
+        w("")
+        lines.extend(checks)
     return "\n".join(lines), scored, text_tokens
 
 
@@ -177,6 +211,8 @@ def main():
     p.add_argument("--attention-bench", default="")
     p.add_argument("--skip-speed", action="store_true")
     p.add_argument("--skip-perplexity", action="store_true")
+    p.add_argument("--formats", default="",
+                   help="K/V pairs for the perplexity runs, in this order (default: all)")
     p.add_argument("--speed-formats", default=",".join(f"{k}/{v}" for k, v in SPEED_FORMATS),
                    help="K/V pairs for the decode runs, e.g. f16/f16,int8/int8")
     p.add_argument("--render-only", action="store_true", help="only use cached results")
@@ -188,7 +224,8 @@ def main():
     get = (lambda name, fn: cached(a.results, name, (lambda: None) if a.render_only else fn))
     tag = f"w{a.windows}"
     ppl = {}
-    for k, v in FORMATS:
+    run_first = [tuple(kv.split("/")) for kv in a.formats.split(",") if kv]
+    for k, v in run_first + [f for f in FORMATS if f not in run_first]:
         r = get(f"ppl_{tag}_{k}_{v}", (lambda: None) if a.skip_perplexity else (lambda: perplexity(a, k, v)))
         if r:
             ppl[(k, v)] = r
@@ -218,9 +255,19 @@ def main():
     text = "\n".join(out) + "\n"
     if a.out == "-":
         sys.stdout.write(text)
-    else:
-        with open(a.out, "w") as f:
-            f.write(text)
+        return
+    # The generated part sits between markers; the hand-written analysis around it is kept.
+    begin, end = "<!-- BEGIN generated by bench/kv_quantization.py -->", "<!-- END generated -->"
+    doc = f"# KV cache quantization\n\n{begin}\n{end}\n"
+    if os.path.exists(a.out):
+        with open(a.out) as f:
+            doc = f.read()
+    if begin not in doc or end not in doc:
+        doc += f"\n{begin}\n{end}\n"
+    head, rest = doc.split(begin, 1)
+    tail = rest.split(end, 1)[1]
+    with open(a.out, "w") as f:
+        f.write(f"{head}{begin}\n{text}{end}{tail}")
 
 
 if __name__ == "__main__":
