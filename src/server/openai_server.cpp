@@ -206,6 +206,7 @@ struct OpenAiServer::Impl {
     if (j.contains("cache_salt") && !j["cache_salt"].is_null()) {
       if (!j["cache_salt"].is_string()) return bad("cache_salt", "'cache_salt' must be a string");
       g.cache_salt = j["cache_salt"].get<std::string>();
+      if (g.cache_salt.size() > 256) return bad("cache_salt", "'cache_salt' is at most 256 bytes");
     }
     if (j.contains("stop") && !j["stop"].is_null()) {
       const json& s = j["stop"];

@@ -49,7 +49,7 @@ def test_invalid_sampling_values(server):
     for extra in ({"temperature": -1}, {"temperature": 3}, {"top_p": 0}, {"top_p": 1.5},
                   {"top_k": -5}, {"n": 0}, {"n": 1000}, {"seed": "x"}, {"stop": 5},
                   {"stop": [""]}, {"stop": "x" * 300}, {"stream": "yes"}, {"priority": 1.5},
-                  {"cache_salt": 3}):
+                  {"cache_salt": 3}, {"cache_salt": "s" * 300}):
         error_of(server.post("/v1/completions", {"prompt": "Hello", "max_tokens": 2, **extra}),
                  400)
     error_of(server.post("/v1/chat/completions", {"messages": []}), 400)
