@@ -39,8 +39,9 @@ MODEL = os.path.join(os.environ.get("KVSERVE_MODEL_DIR", os.path.expanduser("~/.
 # (K, V): every format with K = V, then mixed K/V combinations people ask for.
 FORMATS = [("f32", "f32"), ("f16", "f16"), ("bf16", "bf16"), ("fp8_e4m3", "fp8_e4m3"),
            ("fp8_e5m2", "fp8_e5m2"), ("fp8_e4m3_dyn", "fp8_e4m3_dyn"), ("int8", "int8"),
-           ("q8_0", "q8_0"), ("int4", "int4"), ("q4_0", "q4_0"), ("int8", "int4"),
-           ("f16", "int4"), ("f16", "int8"), ("q8_0", "q4_0")]
+           ("q8_0", "q8_0"), ("int4", "int4"), ("int4_had", "int4_had"), ("q4_0", "q4_0"),
+           ("int8", "int4"), ("int8", "int4_had"), ("f16", "int4"), ("f16", "int8"),
+           ("q8_0", "q4_0")]
 SPEED_FORMATS = [("f16", "f16"), ("bf16", "bf16"), ("fp8_e4m3", "fp8_e4m3"),
                  ("fp8_e4m3_dyn", "fp8_e4m3_dyn"), ("int8", "int8"), ("q8_0", "q8_0"),
                  ("int4", "int4"), ("int8", "int4")]
@@ -167,7 +168,7 @@ def render(a, ppl, llama, speed, attention):
     def change(r, ref):
         return 100 * (r["perplexity"] / ref["perplexity"] - 1) if r and ref else None
     checks = []
-    for k, limit in (("int8", 0.5), ("fp8_e4m3", 2.0), ("int4", 5.0)):
+    for k, limit in (("int8", 0.5), ("fp8_e4m3", 2.0), ("int4", 5.0), ("int4_had", 5.0)):
         c = change(ppl.get((k, k)), f32)
         if c is not None:
             checks.append(f"- {k}: {c:+.2f}% vs f32 (target <= +{limit}%): "
@@ -180,7 +181,7 @@ def render(a, ppl, llama, speed, attention):
     if lbase and obase:
         f16, lf16 = obase, lbase
         for ours, theirs in (("int8", "q8_0"), ("fp8_e4m3", "q8_0"), ("int4", "q4_0"),
-                             ("q4_0", "q4_0"), ("q8_0", "q8_0")):
+                             ("int4_had", "q4_0"), ("q4_0", "q4_0"), ("q8_0", "q8_0")):
             c, t = change(ppl.get((ours, ours)), f16), change(llama.get((theirs, theirs)), lf16)
             if c is not None and t is not None:
                 checks.append(f"- {ours} {c:+.2f}% vs kvserve {bname}, llama.cpp {theirs} {t:+.2f}% vs "

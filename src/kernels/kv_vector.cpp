@@ -5,6 +5,7 @@
 
 #include "core/check.h"
 #include "core/half.h"
+#include "quant/hadamard.h"
 #include "quant/kv_codecs.h"
 
 namespace kvs {
@@ -20,7 +21,8 @@ bool kv_dtype_supported_by_kernels(KvDtype dtype) {
     case KvDtype::kInt8:
     case KvDtype::kInt4:
     case KvDtype::kQ8_0:
-    case KvDtype::kQ4_0: return true;
+    case KvDtype::kQ4_0:
+    case KvDtype::kInt4Had: return true;
   }
   return false;
 }
@@ -63,6 +65,10 @@ void kv_vector_to_f32(KvDtype dtype, const uint8_t* src, uint32_t n, float* dst,
     case KvDtype::kInt4:
     case KvDtype::kQ4_0: dequantize_q4(src, n, y); break;
     case KvDtype::kQ8_0: dequantize_q8_0(src, n, y); break;
+    case KvDtype::kInt4Had:
+      dequantize_q4(src, n, y);
+      hadamard_inplace(y, n);
+      break;
     default: KVS_CHECK_MSG(false, "KV format not supported by the kernels");
   }
   std::memcpy(dst + start, y + start, (n - start) * sizeof(float));
@@ -90,6 +96,19 @@ void kv_vector_from_f32(KvDtype dtype, const float* src, uint32_t n, uint8_t* ds
     case KvDtype::kInt4: quantize_int4(src, n, dst); return;
     case KvDtype::kQ4_0: quantize_q4_0(src, n, dst); return;
     case KvDtype::kQ8_0: quantize_q8_0(src, n, dst); return;
+    case KvDtype::kInt4Had: {
+      float local[1024];
+      std::vector<float> big;
+      float* r = local;
+      if (n > 1024) {
+        big.resize(n);
+        r = big.data();
+      }
+      std::memcpy(r, src, n * sizeof(float));
+      hadamard_inplace(r, n);
+      quantize_int4(r, n, dst);
+      return;
+    }
   }
   KVS_CHECK_MSG(false, "KV format not supported by the kernels");
 }

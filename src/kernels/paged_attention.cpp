@@ -7,6 +7,7 @@
 
 #include "core/check.h"
 #include "kernels/kv_vector.h"
+#include "quant/hadamard.h"
 #include "quant/kv_codecs.h"
 
 #undef HWY_TARGET_INCLUDE
@@ -175,6 +176,7 @@ struct RangeArgs {
   uint32_t kvh;
   uint32_t head0;  // first query head of the batch
   int32_t j0, j1;  // key positions [j0, j1)
+  const float* q;  // [NG][head_dim] queries of the batch (rotated for a rotated K format)
   float* scores;   // [NG][j1 - j0] scratch
 };
 
@@ -259,7 +261,7 @@ static void ScoreKeys(const RangeArgs& r) {
   const uint32_t D = kv.head_dim;
   const uint32_t bs = kv.block_size;
   const int32_t len = r.j1 - r.j0;
-  const float* q = a.q + (r.t * a.num_heads + r.head0) * D;
+  const float* q = r.q;
   const uint32_t* table = a.block_table[r.t];
   for (int32_t j = r.j0; j < r.j1;) {
     const uint8_t* kb = kv.k_head(table[j / bs], a.layer, r.kvh);
@@ -432,7 +434,8 @@ static void ScoreKeysFor(KvDtype dtype, const RangeArgs& r, float* buf) {
     case KvDtype::kFp8E4M3Dyn: return ScoreKeys<ReadFp8E4M3Dyn, NG>(r);
     case KvDtype::kInt8: return ScoreKeys<ReadInt8, NG>(r);
     case KvDtype::kInt4:
-    case KvDtype::kQ4_0: return ScoreKeys<ReadQ4, NG>(r);
+    case KvDtype::kQ4_0:
+    case KvDtype::kInt4Had: return ScoreKeys<ReadQ4, NG>(r);
     case KvDtype::kQ8_0: return ScoreKeys<ReadQ8, NG>(r);
   }
 }
@@ -449,7 +452,8 @@ static void AccumulateValuesFor(KvDtype dtype, const RangeArgs& r, float* out, f
     case KvDtype::kFp8E4M3Dyn: return AccumulateValues<ReadFp8E4M3Dyn, NG>(r, out);
     case KvDtype::kInt8: return AccumulateValues<ReadInt8, NG>(r, out);
     case KvDtype::kInt4:
-    case KvDtype::kQ4_0: return AccumulateValues<ReadQ4, NG>(r, out);
+    case KvDtype::kQ4_0:
+    case KvDtype::kInt4Had: return AccumulateValues<ReadQ4, NG>(r, out);
     case KvDtype::kQ8_0: return AccumulateValues<ReadQ8, NG>(r, out);
   }
 }
@@ -518,6 +522,7 @@ struct Scratch {
   std::vector<float> scores;  // [NG][range]
   std::vector<float> buf;     // [head_dim] for the scalar fallback
   std::vector<float> part;    // [NG][D + 2] when writing straight to the output
+  std::vector<float> qrot;    // [group][D]: the group's queries rotated (rotated K formats)
 };
 
 constexpr int kMaxNG = 4;           // query heads per pass over K/V (accumulators in registers)
@@ -540,6 +545,10 @@ void PagedAttention(const PagedAttentionArgs& a, ThreadPool& pool) {
     splits = static_cast<int32_t>(
         std::clamp<int64_t>((want + pairs - 1) / pairs, 1, std::max(1, max_ctx / kMinSplit)));
   const int64_t items = pairs * splits;
+  // Rotated formats are read in the rotated space (q rotated, output rotated back) when the
+  // readers handle them; the scalar fallback decodes to the original space instead.
+  const bool k_rotated = kv_dtype_rotated(kv.k_dtype) && readers_fit(kv.k_dtype, D);
+  const bool v_rotated = kv_dtype_rotated(kv.v_dtype) && readers_fit(kv.v_dtype, D);
   const size_t part_stride = size_t{group} * (D + 2);  // acc [group][D], m [group], l [group]
   std::vector<float> partials;
   if (splits > 1) partials.resize(static_cast<size_t>(items) * part_stride);
@@ -563,6 +572,13 @@ void PagedAttention(const PagedAttentionArgs& a, ThreadPool& pool) {
         if (s.part.size() < part_stride) s.part.resize(part_stride);
         base = s.part.data();
       }
+      const float* q = a.q + (t * a.num_heads + kvh * group) * D;
+      if (k_rotated) {  // H q for all heads of the group, once per item
+        if (s.qrot.size() < size_t{group} * D) s.qrot.resize(size_t{group} * D);
+        std::memcpy(s.qrot.data(), q, sizeof(float) * group * D);
+        for (uint32_t g = 0; g < group; ++g) hadamard_inplace(s.qrot.data() + g * D, D);
+        q = s.qrot.data();
+      }
       for (uint32_t g0 = 0; g0 < group; g0 += kMaxNG) {
         const int ng = static_cast<int>(std::min<uint32_t>(kMaxNG, group - g0));
         const RangeArgs r{.a = &a,
@@ -571,6 +587,7 @@ void PagedAttention(const PagedAttentionArgs& a, ThreadPool& pool) {
                           .head0 = kvh * group + g0,
                           .j0 = j0,
                           .j1 = j1,
+                          .q = q + g0 * D,
                           .scores = s.scores.data()};
         const Partial p{
             .acc = base + g0 * D, .m = base + group * D + g0, .l = base + group * (D + 1) + g0};
@@ -582,6 +599,7 @@ void PagedAttention(const PagedAttentionArgs& a, ThreadPool& pool) {
           const float* acc = base + g * D;
           const float inv = 1.0f / base[group * (D + 1) + g];
           for (uint32_t i = 0; i < D; ++i) o[i] = acc[i] * inv;
+          if (v_rotated) hadamard_inplace(o, D);  // H (sum p H v) = sum p v
         }
       }
     }
@@ -608,6 +626,7 @@ void PagedAttention(const PagedAttentionArgs& a, ThreadPool& pool) {
       }
       const float inv = 1.0f / l;
       for (uint32_t i = 0; i < D; ++i) o[i] *= inv;
+      if (v_rotated) hadamard_inplace(o, D);
     }
   }
 }

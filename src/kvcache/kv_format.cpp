@@ -6,7 +6,7 @@
 namespace kvs {
 namespace {
 
-constexpr std::array<KvDtypeInfo, 10> kTable = {{
+constexpr std::array<KvDtypeInfo, 11> kTable = {{
     {KvDtype::kF32, "f32", 0, 0, 32, 0, "none"},
     {KvDtype::kF16, "f16", 0, 0, 16, 0, "none"},
     {KvDtype::kBF16, "bf16", 0, 0, 16, 0, "none"},
@@ -18,6 +18,8 @@ constexpr std::array<KvDtypeInfo, 10> kTable = {{
     {KvDtype::kQ4_0, "q4_0", 32, 18, 0, 0, "llama.cpp block: f16 scale + 32 x 4 bit"},
     {KvDtype::kFp8E4M3Dyn, "fp8_e4m3_dyn", 0, 0, 8, 2,
      "one f16 scale per token per head (amax / 448)"},
+    {KvDtype::kInt4Had, "int4_had", 32, 18, 0, 0,
+     "one f16 scale per 32 elements of the Hadamard-rotated vector"},
 }};
 
 }  // namespace
@@ -64,6 +66,10 @@ Result<uint64_t> kv_vector_bytes_checked(KvDtype dtype, uint64_t dim) {
     return invalid_argument(std::string("KV format ") + info.name +
                             " needs a head dimension that is a multiple of " +
                             std::to_string(info.group_elems) + ", got " + std::to_string(dim));
+  if (kv_dtype_rotated(dtype) && (dim & (dim - 1)) != 0)
+    return invalid_argument(std::string("KV format ") + info.name +
+                            " needs a head dimension that is a power of two, got " +
+                            std::to_string(dim));
   return kv_vector_bytes(dtype, dim);
 }
 

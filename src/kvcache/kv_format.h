@@ -22,7 +22,14 @@ enum class KvDtype : uint8_t {
   kQ8_0,        // llama.cpp block format: 32 elements in 34 bytes
   kQ4_0,        // llama.cpp block format: 32 elements in 18 bytes
   kFp8E4M3Dyn,  // 1 byte/element + one f16 scale per token per head (amax / 448)
+  kInt4Had,     // int4 of the head vector rotated by a normalized Hadamard transform
+                // (head dim a power of two): 18 bytes per 32 elements, like int4
 };
+
+// Formats that store H x (H the normalized Walsh-Hadamard matrix, its own inverse) instead of x:
+// q . k = (H q) . (H k), and sum p (H v) = H (sum p v), so attention rotates q once and the
+// output once instead of every stored vector.
+[[nodiscard]] inline bool kv_dtype_rotated(KvDtype dtype) { return dtype == KvDtype::kInt4Had; }
 
 struct KvDtypeInfo {
   KvDtype dtype;

@@ -134,7 +134,8 @@ INSTANTIATE_TEST_SUITE_P(Formats, EngineKvFormatTest,
                                            Formats{KvDtype::kInt4, KvDtype::kInt4},
                                            Formats{KvDtype::kQ8_0, KvDtype::kQ8_0},
                                            Formats{KvDtype::kQ4_0, KvDtype::kQ4_0},
-                                           Formats{KvDtype::kInt8, KvDtype::kInt4}),
+                                           Formats{KvDtype::kInt8, KvDtype::kInt4},
+                                           Formats{KvDtype::kInt4Had, KvDtype::kInt4Had}),
                          name_of);
 
 TEST(KvFormatPrefixKeyTest, FormatIsPartOfThePrefixKey) {

@@ -144,9 +144,10 @@ TEST_P(PagedAttentionTest, MatchesContiguousWithShuffledBlocks) {
   });
 }
 
-constexpr KvDtype kAllFormats[] = {
-    KvDtype::kF32,        KvDtype::kF16,  KvDtype::kBF16, KvDtype::kFp8E4M3, KvDtype::kFp8E5M2,
-    KvDtype::kFp8E4M3Dyn, KvDtype::kInt8, KvDtype::kInt4, KvDtype::kQ8_0,    KvDtype::kQ4_0};
+constexpr KvDtype kAllFormats[] = {KvDtype::kF32,     KvDtype::kF16,     KvDtype::kBF16,
+                                   KvDtype::kFp8E4M3, KvDtype::kFp8E5M2, KvDtype::kFp8E4M3Dyn,
+                                   KvDtype::kInt8,    KvDtype::kInt4,    KvDtype::kQ8_0,
+                                   KvDtype::kQ4_0,    KvDtype::kInt4Had};
 
 std::vector<Case> all_cases() {
   std::vector<Case> cases = {{1, KvDtype::kF32, KvDtype::kF32},
@@ -157,7 +158,8 @@ std::vector<Case> all_cases() {
   // Every format as K and V at the engine's block size, a few odd block sizes, and every
   // K/V combination of the formats people mix (a precise K with a coarse V, and back).
   for (KvDtype d : kAllFormats) cases.push_back({16, d, d});
-  for (KvDtype d : {KvDtype::kFp8E4M3, KvDtype::kInt8, KvDtype::kInt4, KvDtype::kQ4_0})
+  for (KvDtype d :
+       {KvDtype::kFp8E4M3, KvDtype::kInt8, KvDtype::kInt4, KvDtype::kQ4_0, KvDtype::kInt4Had})
     cases.push_back({7, d, d});
   for (KvDtype k : kAllFormats)
     for (KvDtype v : kAllFormats)
@@ -247,7 +249,9 @@ INSTANTIATE_TEST_SUITE_P(Formats, QuantizedVsF32Test,
                                            FormatBound{KvDtype::kQ8_0, KvDtype::kQ8_0, 0.03},
                                            FormatBound{KvDtype::kInt4, KvDtype::kInt4, 0.4},
                                            FormatBound{KvDtype::kQ4_0, KvDtype::kQ4_0, 0.4},
+                                           FormatBound{KvDtype::kInt4Had, KvDtype::kInt4Had, 0.4},
                                            FormatBound{KvDtype::kInt8, KvDtype::kInt4, 0.4},
+                                           FormatBound{KvDtype::kInt8, KvDtype::kInt4Had, 0.4},
                                            FormatBound{KvDtype::kFp8E4M3, KvDtype::kInt8, 0.05}),
                          [](const ::testing::TestParamInfo<FormatBound>& info) {
                            return std::string(kv_dtype_name(info.param.k_dtype)) + "_" +

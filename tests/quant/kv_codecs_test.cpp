@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "quant/fp8.h"
+#include "quant/hadamard.h"
 
 namespace kvs {
 namespace {
@@ -308,6 +309,30 @@ TEST(KvCodecsTest, Fp8DynUsesTheFullRange) {
   dequantize_fp8_e4m3_dyn(q.data(), 64, y.data());
   EXPECT_NEAR(y[7], -0.25f, 0.25f * 1e-3);
   EXPECT_NEAR(y[0], 0.001f, 0.001f / 16);  // per-tensor scale 1.0 would give 2^-10 steps here
+}
+
+TEST(HadamardTest, OrthonormalAndItsOwnInverse) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  for (uint32_t n : {1u, 2u, 32u, 64u, 128u, 256u}) {
+    std::vector<float> x(n), y;
+    for (auto& v : x) v = nd(rng);
+    x[0] = 40.0f;  // an outlier channel is spread over all of them
+    y = x;
+    hadamard_inplace(y.data(), n);
+    double nx = 0, ny = 0, ymax = 0;
+    for (uint32_t i = 0; i < n; ++i) {
+      nx += double(x[i]) * x[i];
+      ny += double(y[i]) * y[i];
+      ymax = std::max(ymax, double(std::fabs(y[i])));
+    }
+    EXPECT_NEAR(ny, nx, 1e-4 * nx);
+    if (n >= 64) {
+      EXPECT_LT(ymax, 40.0 / 4);
+    }
+    hadamard_inplace(y.data(), n);
+    for (uint32_t i = 0; i < n; ++i) EXPECT_NEAR(y[i], x[i], 1e-4) << n << " " << i;
+  }
 }
 
 }  // namespace
