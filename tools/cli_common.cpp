@@ -17,8 +17,9 @@ void add_engine_flags(CLI::App* cmd, EngineFlags* f) {
   cmd->add_option("--kv-cache-dtype", f->kv_cache_dtype,
                   "KV element format: auto (= f16), f32, f16, bf16, fp8 (= fp8_e4m3, per-tensor "
                   "scale 1.0, saturating), fp8_e5m2, fp8_e4m3_dyn (f16 scale per token and head), "
-                  "int8 (f16 scale per token and head), int4 (f16 scale per 32 elements), q8_0, "
-                  "q4_0 (llama.cpp blocks); see docs/kv-quantization.md")
+                  "int8 (f16 scale per token and head), int4 (f16 scale per 32 elements), int4_had "
+                  "(int4 after a Hadamard rotation), q8_0, q4_0 (llama.cpp blocks); see "
+                  "docs/kv-quantization.md")
       ->capture_default_str();
   cmd->add_option("--kv-cache-dtype-k", f->kv_cache_dtype_k,
                   "K format, same names (overrides --kv-cache-dtype)");
