@@ -37,6 +37,14 @@ std::string commas(uint64_t v) {
 }
 
 void run_serve(ServeFlags& f) {
+  // SIGINT/SIGTERM go to one waiting thread that stops the server (no work in a signal
+  // handler). Blocked before any thread starts (the engine's workers inherit the mask).
+  sigset_t sigs;
+  sigemptyset(&sigs);
+  sigaddset(&sigs, SIGINT);
+  sigaddset(&sigs, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+  std::signal(SIGPIPE, SIG_IGN);
   auto model = load_model_or_fail(f.engine);
   EngineConfig config = engine_config_or_fail(f.engine, *model);
   auto swap = parse_byte_size(f.swap_space);
@@ -94,14 +102,6 @@ void run_serve(ServeFlags& f) {
                   .log_preemptions = !f.quiet_preemptions};
   if (sc.served_model_name.empty())
     sc.served_model_name = std::filesystem::path(model->path).stem().string();
-
-  // SIGINT/SIGTERM go to one waiting thread that stops the server (no work in a signal handler).
-  sigset_t sigs;
-  sigemptyset(&sigs);
-  sigaddset(&sigs, SIGINT);
-  sigaddset(&sigs, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
-  std::signal(SIGPIPE, SIG_IGN);
 
   OpenAiServer server(*engine, *model, sc);
   const Status bound = server.bind();
