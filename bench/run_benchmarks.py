@@ -28,9 +28,9 @@ def sh(cmd):
 
 
 def bandwidth(threads):
-    out = json.loads(sh([MATMUL_BENCH, f"--benchmark_filter=BM_MemoryRead/{threads}$", "--benchmark_format=json",
+    out = json.loads(sh([MATMUL_BENCH, f"--benchmark_filter=BM_MemoryRead/{threads}", "--benchmark_format=json",
                          "--benchmark_repetitions=3"]))
-    return max(b["bytes_per_second"] for b in out["benchmarks"] if b.get("run_type") == "iteration")
+    return max(b["GB/s"] for b in out["benchmarks"] if b.get("run_type") == "iteration") * 1e9
 
 
 def prompt_of(n_words):

@@ -282,12 +282,38 @@ static void ScoreKeys(const RangeArgs& r) {
                   r.scores + g * len + (j - r.j0));
       }
     }
-    for (; j < end; ++j) {
-      VF acc[NG];
-      const float f = KeyDot<R, NG>(df, kb + (j % bs) * kv.k_vector_bytes, q, D, acc) * a.scale;
-      KVS_UNROLL
-      for (int g = 0; g < NG; ++g)
-        r.scores[g * len + (j - r.j0)] = hn::GetLane(hn::SumOfLanes(df, acc[g])) * f;
+    if constexpr (kReduce4) {
+      // The last 1-3 keys of the block go through the same Reduce4 tree (padded with zeros),
+      // so a key's score never depends on where block boundaries fall (block size invariance).
+      if (j < end) {
+        VF acc[4][NG];
+        HWY_ALIGN float f[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        const int rest = end - j;
+        for (int u = 0; u < 4; ++u) {
+          if (u < rest) {
+            f[u] =
+                KeyDot<R, NG>(df, kb + ((j + u) % bs) * kv.k_vector_bytes, q, D, acc[u]) * a.scale;
+          } else {
+            KVS_UNROLL
+            for (int g = 0; g < NG; ++g) acc[u][g] = hn::Zero(df);
+          }
+        }
+        KVS_UNROLL
+        for (int g = 0; g < NG; ++g) {
+          HWY_ALIGN float out4[4];
+          Reduce4(df, acc[0][g], acc[1][g], acc[2][g], acc[3][g], f, out4);
+          for (int u = 0; u < rest; ++u) r.scores[g * len + (j + u - r.j0)] = out4[u];
+        }
+        j = end;
+      }
+    } else {
+      for (; j < end; ++j) {
+        VF acc[NG];
+        const float f = KeyDot<R, NG>(df, kb + (j % bs) * kv.k_vector_bytes, q, D, acc) * a.scale;
+        KVS_UNROLL
+        for (int g = 0; g < NG; ++g)
+          r.scores[g * len + (j - r.j0)] = hn::GetLane(hn::SumOfLanes(df, acc[g])) * f;
+      }
     }
   }
 }
@@ -525,49 +551,62 @@ struct Scratch {
   std::vector<float> qrot;    // [group][D]: the group's queries rotated (rotated K formats)
 };
 
-constexpr int kMaxNG = 4;           // query heads per pass over K/V (accumulators in registers)
-constexpr int32_t kMinSplit = 256;  // keys per split of a long context (decode parallelism)
+constexpr int kMaxNG = 4;  // query heads per pass over K/V (accumulators in registers)
+// A token's context is always cut into segments of kSegment keys, attended separately and merged
+// in order with the usual max/sum rescaling. The cut depends only on the token's own context
+// length, never on the batch or the thread count, so a token's output is the same bit for bit
+// whether it runs alone, in a batch, in a prefill chunk of any size, or on any number of threads
+// (the engine's "N parallel sequences = N separate runs" and chunking invariance rest on it).
+// Segments are also the unit of parallelism, which keeps every thread busy in decode.
+constexpr int32_t kSegment = 256;
 
 void PagedAttention(const PagedAttentionArgs& a, ThreadPool& pool) {
   const PagedKvLayout& kv = a.kv;
   const uint32_t D = kv.head_dim;
   const uint32_t group = a.num_heads / kv.kv_heads;
-  const int64_t pairs = a.num_tokens * kv.kv_heads;
-  if (pairs == 0) return;
-  // Split long contexts when there are too few (token, kv head) pairs to keep every thread
-  // busy (decode of few sequences): each split covers a key range and yields a Partial; the
-  // partials are merged with the usual max/sum rescaling.
-  int32_t max_ctx = 0;
-  for (int64_t t = 0; t < a.num_tokens; ++t) max_ctx = std::max(max_ctx, a.context_len[t]);
-  const int64_t want = 4 * int64_t{pool.num_threads()};
-  int32_t splits = 1;
-  if (pairs < want)
-    splits = static_cast<int32_t>(
-        std::clamp<int64_t>((want + pairs - 1) / pairs, 1, std::max(1, max_ctx / kMinSplit)));
-  const int64_t items = pairs * splits;
+  const int64_t T = a.num_tokens;
+  if (T == 0 || kv.kv_heads == 0) return;
+  // first_item[t]: index of token t's first (kv head, segment) item; segments(t) per kv head.
+  thread_local std::vector<int64_t> first_item;
+  first_item.resize(static_cast<size_t>(T) + 1);
+  first_item[0] = 0;
+  bool any_split = false;
+  auto segments = [&](int64_t t) {
+    return std::max<int32_t>(1, (a.context_len[t] + kSegment - 1) / kSegment);
+  };
+  for (int64_t t = 0; t < T; ++t) {
+    const int32_t ns = segments(t);
+    any_split |= ns > 1;
+    first_item[t + 1] = first_item[t] + int64_t{kv.kv_heads} * ns;
+  }
+  const int64_t items = first_item[T];
   // Rotated formats are read in the rotated space (q rotated, output rotated back) when the
   // readers handle them; the scalar fallback decodes to the original space instead.
   const bool k_rotated = kv_dtype_rotated(kv.k_dtype) && readers_fit(kv.k_dtype, D);
   const bool v_rotated = kv_dtype_rotated(kv.v_dtype) && readers_fit(kv.v_dtype, D);
   const size_t part_stride = size_t{group} * (D + 2);  // acc [group][D], m [group], l [group]
-  std::vector<float> partials;
-  if (splits > 1) partials.resize(static_cast<size_t>(items) * part_stride);
+  thread_local std::vector<float> partials;
+  if (any_split && partials.size() < static_cast<size_t>(items) * part_stride)
+    partials.resize(static_cast<size_t>(items) * part_stride);
+  float* const partials_data = partials.data();
+  const int64_t* const first = first_item.data();
   pool.parallel_for(static_cast<size_t>(items), 1, [&](size_t begin, size_t end, int) {
     thread_local Scratch s;
     if (s.buf.size() < D) s.buf.resize(D);
     for (size_t it = begin; it < end; ++it) {
-      const int64_t pair = static_cast<int64_t>(it) / splits;
-      const int32_t split = static_cast<int32_t>(static_cast<int64_t>(it) % splits);
-      const int64_t t = pair / kv.kv_heads;
-      const uint32_t kvh = static_cast<uint32_t>(pair % kv.kv_heads);
+      const int64_t t =
+          std::upper_bound(first, first + T + 1, static_cast<int64_t>(it)) - first - 1;
+      const int32_t ns = segments(t);
+      const int64_t local = static_cast<int64_t>(it) - first[t];
+      const uint32_t kvh = static_cast<uint32_t>(local / ns);
+      const int32_t seg = static_cast<int32_t>(local % ns);
       const int32_t n = a.context_len[t];
-      const int32_t chunk = (n + splits - 1) / splits;
-      const int32_t j0 = std::min(n, split * chunk), j1 = std::min(n, j0 + chunk);
+      const int32_t j0 = std::min(n, seg * kSegment), j1 = std::min(n, j0 + kSegment);
       const size_t need = size_t(kMaxNG) * std::max(1, j1 - j0);
       if (s.scores.size() < need) s.scores.resize(need);
       float* base;
-      if (splits > 1) {
-        base = partials.data() + it * part_stride;
+      if (ns > 1) {
+        base = partials_data + it * part_stride;
       } else {
         if (s.part.size() < part_stride) s.part.resize(part_stride);
         base = s.part.data();
@@ -593,7 +632,7 @@ void PagedAttention(const PagedAttentionArgs& a, ThreadPool& pool) {
             .acc = base + g0 * D, .m = base + group * D + g0, .l = base + group * (D + 1) + g0};
         AttendRangeAnyNG(ng, r, p, s.buf.data());
       }
-      if (splits == 1) {
+      if (ns == 1) {
         for (uint32_t g = 0; g < group; ++g) {
           float* o = a.out + (t * a.num_heads + kvh * group + g) * D;
           const float* acc = base + g * D;
@@ -604,29 +643,33 @@ void PagedAttention(const PagedAttentionArgs& a, ThreadPool& pool) {
       }
     }
   });
-  if (splits == 1) return;
-  // Merge: out = sum_s e^(m_s - M) acc_s / sum_s e^(m_s - M) l_s.
-  for (int64_t pair = 0; pair < pairs; ++pair) {
-    const int64_t t = pair / kv.kv_heads;
-    const uint32_t kvh = static_cast<uint32_t>(pair % kv.kv_heads);
-    for (uint32_t g = 0; g < group; ++g) {
-      float M = -INFINITY;
-      for (int32_t sp = 0; sp < splits; ++sp)
-        M = std::max(M, partials[(pair * splits + sp) * part_stride + group * D + g]);
-      float* o = a.out + (t * a.num_heads + kvh * group + g) * D;
-      std::memset(o, 0, D * sizeof(float));
-      float l = 0;
-      for (int32_t sp = 0; sp < splits; ++sp) {
-        const float* b = partials.data() + (pair * splits + sp) * part_stride;
-        const float ms = b[group * D + g];
-        if (ms == -INFINITY) continue;
-        const float w = std::exp(ms - M);
-        l += w * b[group * (D + 1) + g];
-        for (uint32_t i = 0; i < D; ++i) o[i] += w * b[g * D + i];
+  if (!any_split) return;
+  // Merge the segments of split tokens, in segment order:
+  // out = sum_s e^(m_s - M) acc_s / sum_s e^(m_s - M) l_s.
+  for (int64_t t = 0; t < T; ++t) {
+    const int32_t ns = segments(t);
+    if (ns == 1) continue;
+    for (uint32_t kvh = 0; kvh < kv.kv_heads; ++kvh) {
+      const float* parts = partials_data + (first[t] + int64_t{kvh} * ns) * part_stride;
+      for (uint32_t g = 0; g < group; ++g) {
+        float M = -INFINITY;
+        for (int32_t sp = 0; sp < ns; ++sp)
+          M = std::max(M, parts[sp * part_stride + group * D + g]);
+        float* o = a.out + (t * a.num_heads + kvh * group + g) * D;
+        std::memset(o, 0, D * sizeof(float));
+        float l = 0;
+        for (int32_t sp = 0; sp < ns; ++sp) {
+          const float* b = parts + sp * part_stride;
+          const float ms = b[group * D + g];
+          if (ms == -INFINITY) continue;
+          const float w = std::exp(ms - M);
+          l += w * b[group * (D + 1) + g];
+          for (uint32_t i = 0; i < D; ++i) o[i] += w * b[g * D + i];
+        }
+        const float inv = 1.0f / l;
+        for (uint32_t i = 0; i < D; ++i) o[i] *= inv;
+        if (v_rotated) hadamard_inplace(o, D);
       }
-      const float inv = 1.0f / l;
-      for (uint32_t i = 0; i < D; ++i) o[i] *= inv;
-      if (v_rotated) hadamard_inplace(o, D);
     }
   }
 }
