@@ -1,6 +1,7 @@
 // Engine-level behaviour on the real default model: batching, block sizes, prefix caching and
 // preemption never change greedy output; the pool is sized by kv_geometry.
 #include "engine/engine.h"
+#include "engine/engine_test_util.h"
 
 #include <gtest/gtest.h>
 
@@ -15,26 +16,7 @@
 namespace kvs {
 namespace {
 
-LoadedModel* shared_model() {
-  static std::unique_ptr<LoadedModel> model = [] {
-    auto m = load_model(default_model_path());
-    return m.is_ok() ? std::make_unique<LoadedModel>(std::move(m).value()) : nullptr;
-  }();
-  return model.get();
-}
-
-#define REQUIRE_MODEL()                \
-  LoadedModel* model = shared_model(); \
-  if (model == nullptr) GTEST_SKIP() << "default model not found at " << default_model_path()
-
-std::unique_ptr<Engine> make_engine(LoadedModel& m, EngineConfig c) {
-  c.model_fingerprint = m.fingerprint;
-  c.eog_ids = m.eog_ids;
-  if (c.threads == 0) c.threads = 2;
-  auto e = Engine::create(*m.model, c);
-  EXPECT_TRUE(e.is_ok()) << e.status().to_string();
-  return std::move(e).value();
-}
+using test::make_engine;
 
 std::vector<int32_t> tokens_of(LoadedModel& m, const std::string& text) {
   return m.tokenizer->encode(text, true, true);

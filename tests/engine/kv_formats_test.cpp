@@ -10,24 +10,13 @@
 #include <vector>
 
 #include "engine/engine.h"
+#include "engine/engine_test_util.h"
 #include "kvcache/block_hash.h"
 #include "model/loaded_model.h"
 #include "model/model_paths.h"
 
 namespace kvs {
 namespace {
-
-LoadedModel* shared_model() {
-  static std::unique_ptr<LoadedModel> model = [] {
-    auto m = load_model(default_model_path());
-    return m.is_ok() ? std::make_unique<LoadedModel>(std::move(m).value()) : nullptr;
-  }();
-  return model.get();
-}
-
-#define REQUIRE_MODEL()                \
-  LoadedModel* model = shared_model(); \
-  if (model == nullptr) GTEST_SKIP() << "default model not found at " << default_model_path()
 
 struct Formats {
   KvDtype k, v;

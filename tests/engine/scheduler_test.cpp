@@ -6,32 +6,14 @@
 #include <vector>
 
 #include "engine/engine.h"
+#include "engine/engine_test_util.h"
 #include "model/loaded_model.h"
 #include "model/model_paths.h"
 
 namespace kvs {
 namespace {
 
-LoadedModel* shared_model() {
-  static std::unique_ptr<LoadedModel> model = [] {
-    auto m = load_model(default_model_path());
-    return m.is_ok() ? std::make_unique<LoadedModel>(std::move(m).value()) : nullptr;
-  }();
-  return model.get();
-}
-
-#define REQUIRE_MODEL()                \
-  LoadedModel* model = shared_model(); \
-  if (model == nullptr) GTEST_SKIP() << "default model not found at " << default_model_path()
-
-std::unique_ptr<Engine> make_engine(LoadedModel& m, EngineConfig c) {
-  c.model_fingerprint = m.fingerprint;
-  c.eog_ids = m.eog_ids;
-  if (c.threads == 0) c.threads = 2;
-  auto e = Engine::create(*m.model, c);
-  EXPECT_TRUE(e.is_ok()) << e.status().to_string();
-  return std::move(e).value();
-}
+using test::make_engine;
 
 constexpr uint64_t kTokenBytes = 23040;  // SmolLM2-135M, f16
 

@@ -111,7 +111,9 @@ def test_disconnect_mid_stream_frees_blocks(server):
 def test_full_queue_is_429_with_retry_after(start_server):
     s = start_server("--kv-cache-memory", "64MiB", "--max-model-len", "1024",
                      "--max-num-seqs", "1", "--max-queued-requests", "1")
-    socks = [open_stream(s), open_stream(s)]
+    # Long streams (1,000 tokens) so that the first is still running while we look for the
+    # second in the queue, even on a fast, idle machine.
+    socks = [open_stream(s, max_tokens=1000), open_stream(s, max_tokens=1000)]
     read_some(socks[0], 2)  # the first is running; the second waits in the queue
     deadline = time.time() + 20
     while "kvserve_num_requests_waiting 1" not in s.get("/metrics").text:
