@@ -17,39 +17,8 @@ namespace kvs {
 namespace {
 
 using test::make_engine;
-
-std::vector<int32_t> tokens_of(LoadedModel& m, const std::string& text) {
-  return m.tokenizer->encode(text, true, true);
-}
-
-// Runs the prompts to completion (greedy) and returns each one's generated tokens.
-std::vector<std::vector<int32_t>> run_all(Engine& e,
-                                          const std::vector<std::vector<int32_t>>& prompts,
-                                          uint32_t max_tokens,
-                                          std::vector<uint32_t>* cached = nullptr) {
-  std::vector<SeqId> ids;
-  for (const auto& p : prompts) {
-    auto id = e.add_request({.prompt = p,
-                             .sampling = {},
-                             .max_tokens = max_tokens,
-                             .cache_salt = "",
-                             .ignore_eos = true});
-    EXPECT_TRUE(id.is_ok()) << id.status().to_string();
-    ids.push_back(*id);
-  }
-  while (e.has_unfinished()) {
-    (void)e.step();
-    EXPECT_TRUE(e.cache().check_integrity().is_ok());
-  }
-  std::vector<std::vector<int32_t>> out;
-  for (SeqId id : ids) {
-    const Sequence& s = e.sequence(id);
-    out.emplace_back(s.tokens.begin() + s.prompt_len, s.tokens.end());
-    if (cached) cached->push_back(s.cached_tokens);
-    e.release(id);
-  }
-  return out;
-}
+using test::run_all;
+using test::tokens_of;
 
 const char* kPrompts[] = {
     "The capital of France is",

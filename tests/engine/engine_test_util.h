@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "engine/engine.h"
 #include "model/loaded_model.h"
@@ -30,6 +32,40 @@ inline std::unique_ptr<Engine> make_engine(LoadedModel& m, EngineConfig c) {
   auto e = Engine::create(*m.model, c);
   EXPECT_TRUE(e.is_ok()) << e.status().to_string();
   return std::move(e).value();
+}
+
+inline std::vector<int32_t> tokens_of(LoadedModel& m, const std::string& text) {
+  return m.tokenizer->encode(text, true, true);
+}
+
+// Runs the prompts to completion (greedy, EOS ignored), checking the cache's integrity after
+// every step, and returns each one's generated tokens (and, if asked, its cached token count).
+inline std::vector<std::vector<int32_t>> run_all(Engine& e,
+                                                 const std::vector<std::vector<int32_t>>& prompts,
+                                                 uint32_t max_tokens,
+                                                 std::vector<uint32_t>* cached = nullptr) {
+  std::vector<SeqId> ids;
+  for (const auto& p : prompts) {
+    auto id = e.add_request({.prompt = p,
+                             .sampling = {},
+                             .max_tokens = max_tokens,
+                             .cache_salt = "",
+                             .ignore_eos = true});
+    EXPECT_TRUE(id.is_ok()) << id.status().to_string();
+    ids.push_back(*id);
+  }
+  while (e.has_unfinished()) {
+    (void)e.step();
+    EXPECT_TRUE(e.cache().check_integrity().is_ok());
+  }
+  std::vector<std::vector<int32_t>> out;
+  for (SeqId id : ids) {
+    const Sequence& s = e.sequence(id);
+    out.emplace_back(s.tokens.begin() + s.prompt_len, s.tokens.end());
+    if (cached) cached->push_back(s.cached_tokens);
+    e.release(id);
+  }
+  return out;
 }
 
 }  // namespace kvs::test

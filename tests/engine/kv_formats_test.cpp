@@ -18,6 +18,8 @@
 namespace kvs {
 namespace {
 
+using test::run_all;
+
 struct Formats {
   KvDtype k, v;
 };
@@ -39,34 +41,6 @@ class EngineKvFormatTest : public ::testing::TestWithParam<Formats> {
     return std::move(e).value();
   }
 };
-
-std::vector<std::vector<int32_t>> run_all(Engine& e,
-                                          const std::vector<std::vector<int32_t>>& prompts,
-                                          uint32_t max_tokens,
-                                          std::vector<uint32_t>* cached = nullptr) {
-  std::vector<SeqId> ids;
-  for (const auto& p : prompts) {
-    auto id = e.add_request({.prompt = p,
-                             .sampling = {},
-                             .max_tokens = max_tokens,
-                             .cache_salt = "",
-                             .ignore_eos = true});
-    EXPECT_TRUE(id.is_ok()) << id.status().to_string();
-    ids.push_back(*id);
-  }
-  while (e.has_unfinished()) {
-    (void)e.step();
-    EXPECT_TRUE(e.cache().check_integrity().is_ok());
-  }
-  std::vector<std::vector<int32_t>> out;
-  for (SeqId id : ids) {
-    const Sequence& s = e.sequence(id);
-    out.emplace_back(s.tokens.begin() + s.prompt_len, s.tokens.end());
-    if (cached) cached->push_back(s.cached_tokens);
-    e.release(id);
-  }
-  return out;
-}
 
 std::vector<int32_t> long_prompt(LoadedModel& m) {
   std::string p = "<|im_start|>system\nYou are a careful assistant. ";
