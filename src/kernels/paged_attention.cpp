@@ -19,23 +19,14 @@
 // After highway.h (per-target re-inclusion), hence its own include block.
 #include <hwy/contrib/math/math-inl.h>
 
+#include "kernels/kv_readers-inl.h"
+
 HWY_BEFORE_NAMESPACE();
 namespace kvs {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-using DF = hn::ScalableTag<float>;
-using VF = hn::Vec<DF>;
-
-// ---- Format readers ---------------------------------------------------------------------------
-// Each reader converts Lanes(df) consecutive elements of one stored K/V vector to f32 lanes in
-// registers, WITHOUT the vector's (or group's) scale; Scale() gives the factor that turns those
-// lanes into values. The kernel applies the scale once per vector (per group for grouped
-// formats) to the dot product or to the softmax weight, never per element.
-//
-// Ungrouped readers: Load(df, vec, i) for elements [i, i + L); Scale(vec, D).
-// Grouped readers (32 elements per group): Load(df, group, e) for elements [e, e + L) of the
-// group, e a multiple of L < 32 (needs L <= 16); Scale(group).
+// DF, VF and the format readers (Read*) come from kernels/kv_readers-inl.h.
 
 // Complete unrolling of the loops over query heads and chunks, so that the accumulator arrays
 // live in registers (GCC -O2 would otherwise keep them on the stack).
@@ -47,117 +38,30 @@ static HWY_INLINE void PrefetchRegion(const uint8_t* p, uint64_t bytes) {
   for (uint64_t o = 0; o < bytes; o += 64) hwy::Prefetch(p + o);
 }
 
-// One f16 scale as f32, converted by the hardware where it can (F16C), not bit by bit.
-static HWY_INLINE float F16At(const uint8_t* p) {
-  const hn::CappedTag<float, 1> d1;
-  const hn::Rebind<hwy::float16_t, decltype(d1)> dh1;
-  return hn::GetLane(hn::PromoteTo(d1, hn::LoadU(dh1, reinterpret_cast<const hwy::float16_t*>(p))));
-}
-
-struct ReadF32 {
-  static constexpr bool kGrouped = false;
-  static HWY_INLINE VF Load(DF df, const uint8_t* v, size_t i) {
-    return hn::LoadU(df, reinterpret_cast<const float*>(v) + i);
+// Regions to prefetch a few lines at a time, spread over a block's keys.
+struct PrefetchCursor {
+  const uint8_t* p[2] = {nullptr, nullptr};
+  uint64_t left[2] = {0, 0};  // bytes
+  int n = 0;
+  void Add(const uint8_t* region, uint64_t bytes) {
+    p[n] = region;
+    left[n++] = bytes;
   }
-  static HWY_INLINE float Scale(const uint8_t*, uint32_t) { return 1.0f; }
-};
-
-struct ReadF16 {
-  static constexpr bool kGrouped = false;
-  static HWY_INLINE VF Load(DF df, const uint8_t* v, size_t i) {
-    const hn::Rebind<hwy::float16_t, DF> dh;
-    return hn::PromoteTo(df, hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(v) + i));
+  // Lines per call for the whole to go out in `steps` calls.
+  uint32_t LinesPer(int32_t steps) const {
+    const uint64_t lines = (left[0] + 63) / 64 + (left[1] + 63) / 64;
+    return static_cast<uint32_t>((lines + std::max(1, steps) - 1) / std::max(1, steps));
   }
-  static HWY_INLINE float Scale(const uint8_t*, uint32_t) { return 1.0f; }
-};
-
-struct ReadBF16 {
-  static constexpr bool kGrouped = false;
-  static HWY_INLINE VF Load(DF df, const uint8_t* v, size_t i) {
-    const hn::Rebind<hwy::bfloat16_t, DF> db;
-    return hn::PromoteTo(df, hn::LoadU(db, reinterpret_cast<const hwy::bfloat16_t*>(v) + i));
+  HWY_INLINE void Issue(uint32_t lines) {
+    for (int i = 0; i < n && lines > 0; ++i) {
+      while (left[i] > 0 && lines > 0) {
+        hwy::Prefetch(p[i]);
+        p[i] += 64;
+        left[i] = left[i] > 64 ? left[i] - 64 : 0;
+        --lines;
+      }
+    }
   }
-  static HWY_INLINE float Scale(const uint8_t*, uint32_t) { return 1.0f; }
-};
-
-// fp8 bytes widened to f16 bit patterns, then converted by the f16 path (exact for every code,
-// subnormals included, with no f32 denormal ever formed).
-//   e5m2: the byte is the top half of an f16.
-//   e4m3: S.EEEE.MMM -> S.0EEEE.MMM0000000 is the f16 of value * 2^-8 (bias 15 vs 7), so the
-//         scale carries the 2^8.
-static HWY_INLINE VF Fp8BitsToF32(DF df, hn::Vec<hn::Rebind<uint16_t, DF>> bits) {
-  const hn::Rebind<hwy::float16_t, DF> dh;
-  return hn::PromoteTo(df, hn::BitCast(dh, bits));
-}
-static HWY_INLINE hn::Vec<hn::Rebind<uint16_t, DF>> LoadBytesAsU16(DF, const uint8_t* p) {
-  const hn::Rebind<uint16_t, DF> du16;
-  const hn::Rebind<uint8_t, DF> du8;
-  return hn::PromoteTo(du16, hn::LoadU(du8, p));
-}
-static HWY_INLINE VF LoadE4M3(DF df, const uint8_t* p) {
-  const hn::Rebind<uint16_t, DF> du16;
-  const auto b = LoadBytesAsU16(df, p);
-  const auto bits = hn::Or(hn::ShiftLeft<8>(hn::And(b, hn::Set(du16, 0x80))),
-                           hn::ShiftLeft<7>(hn::And(b, hn::Set(du16, 0x7F))));
-  return Fp8BitsToF32(df, bits);
-}
-constexpr float kE4M3Fix = 256.0f;
-
-struct ReadFp8E4M3 {
-  static constexpr bool kGrouped = false;
-  static HWY_INLINE VF Load(DF df, const uint8_t* v, size_t i) { return LoadE4M3(df, v + i); }
-  static HWY_INLINE float Scale(const uint8_t*, uint32_t) { return kE4M3Fix; }
-};
-
-struct ReadFp8E5M2 {
-  static constexpr bool kGrouped = false;
-  static HWY_INLINE VF Load(DF df, const uint8_t* v, size_t i) {
-    return Fp8BitsToF32(df, hn::ShiftLeft<8>(LoadBytesAsU16(df, v + i)));
-  }
-  static HWY_INLINE float Scale(const uint8_t*, uint32_t) { return 1.0f; }
-};
-
-struct ReadFp8E4M3Dyn {
-  static constexpr bool kGrouped = false;
-  static HWY_INLINE VF Load(DF df, const uint8_t* v, size_t i) { return LoadE4M3(df, v + i); }
-  static HWY_INLINE float Scale(const uint8_t* v, uint32_t D) { return kE4M3Fix * F16At(v + D); }
-};
-
-struct ReadInt8 {
-  static constexpr bool kGrouped = false;
-  static HWY_INLINE VF Load(DF df, const uint8_t* v, size_t i) {
-    const hn::Rebind<int32_t, DF> di32;
-    const hn::Rebind<int8_t, DF> di8;
-    return hn::ConvertTo(
-        df, hn::PromoteTo(di32, hn::LoadU(di8, reinterpret_cast<const int8_t*>(v) + i)));
-  }
-  static HWY_INLINE float Scale(const uint8_t* v, uint32_t D) { return F16At(v + D); }
-};
-
-struct ReadQ4 {  // int4 and q4_0
-  static constexpr bool kGrouped = true;
-  static constexpr uint32_t kGroupBytes = GroupQ4Traits::kGroupBytes;
-  static HWY_INLINE VF Load(DF df, const uint8_t* g, size_t e) {
-    const hn::Rebind<uint32_t, DF> du32;
-    const hn::Rebind<int32_t, DF> di32;
-    const hn::Rebind<uint8_t, DF> du8;
-    const auto w = hn::PromoteTo(du32, hn::LoadU(du8, g + 2 + (e & 15)));
-    const auto nib = e < 16 ? hn::And(w, hn::Set(du32, 0x0F)) : hn::ShiftRight<4>(w);
-    return hn::ConvertTo(df, hn::Sub(hn::BitCast(di32, nib), hn::Set(di32, 8)));
-  }
-  static HWY_INLINE float Scale(const uint8_t* g) { return F16At(g); }
-};
-
-struct ReadQ8 {  // q8_0
-  static constexpr bool kGrouped = true;
-  static constexpr uint32_t kGroupBytes = GroupQ8Traits::kGroupBytes;
-  static HWY_INLINE VF Load(DF df, const uint8_t* g, size_t e) {
-    const hn::Rebind<int32_t, DF> di32;
-    const hn::Rebind<int8_t, DF> di8;
-    return hn::ConvertTo(
-        df, hn::PromoteTo(di32, hn::LoadU(di8, reinterpret_cast<const int8_t*>(g + 2) + e)));
-  }
-  static HWY_INLINE float Scale(const uint8_t* g) { return F16At(g); }
 };
 
 // ---- One (token, kv head, key range, batch of NG query heads) ---------------------------------
@@ -174,28 +78,30 @@ struct RangeArgs {
   const PagedAttentionArgs* a;
   int64_t t;
   uint32_t kvh;
-  uint32_t head0;  // first query head of the batch
-  int32_t j0, j1;  // key positions [j0, j1)
-  const float* q;  // [NG][head_dim] queries of the batch (rotated for a rotated K format)
-  float* scores;   // [NG][j1 - j0] scratch
+  uint32_t head0;     // first query head of the batch
+  int32_t j0, j1;     // key positions [j0, j1)
+  const float* q;     // [NG][head_dim] queries of the batch (rotated for a rotated K format)
+  float* scores;      // [NG][j1 - j0] scratch
+  float* key_scales;  // [j1 - j0] scratch
 };
 
-// acc[g] = q_g . k lane-wise partial sums (unscaled) for one key; returns the key's scale (1
-// for grouped formats, whose group scales are applied inside). K is converted once for all NG
+// acc[g] = q_g . k lane-wise partial sums for one key, without the scale of an ungrouped
+// format (grouped formats apply their group scales inside). K is converted once for all NG
 // query heads.
 template <class R, int NG>
-static HWY_INLINE float KeyDot(DF df, const uint8_t* k, const float* q, uint32_t D, VF* acc) {
+static HWY_INLINE void KeyDot(DF df, const uint8_t* k, const float* q, uint32_t D, VF* acc) {
   const size_t L = hn::Lanes(df);
   KVS_UNROLL
   for (int g = 0; g < NG; ++g) acc[g] = hn::Zero(df);
   if constexpr (!R::kGrouped) {
+    KVS_UNROLL
     for (size_t i = 0; i < D; i += L) {
       const VF x = R::Load(df, k, i);
       KVS_UNROLL
       for (int g = 0; g < NG; ++g) acc[g] = hn::MulAdd(hn::LoadU(df, q + g * D + i), x, acc[g]);
     }
-    return R::Scale(k, D);
   } else {
+    KVS_UNROLL
     for (uint32_t e0 = 0; e0 < D; e0 += 32) {
       const uint8_t* gp = k + (e0 / 32) * R::kGroupBytes;
       VF part[NG];
@@ -212,7 +118,6 @@ static HWY_INLINE float KeyDot(DF df, const uint8_t* k, const float* q, uint32_t
       KVS_UNROLL
       for (int g = 0; g < NG; ++g) acc[g] = hn::MulAdd(part[g], gs, acc[g]);
     }
-    return 1.0f;
   }
 }
 
@@ -252,30 +157,51 @@ static HWY_INLINE void Reduce4(DF df, VF a0, VF a1, VF a2, VF a3, const float* f
 }
 
 // scores[g][j - j0] = scale * q_g . k_j for the range's keys, four keys at a time where the
-// target allows.
-template <class R, int NG>
+// target allows. The factor of each sum is the same for all keys where the format's scale is
+// constant; formats with a scale per vector collect (vector scale x scale) per key in
+// r.key_scales and multiply the score rows by it after the pass, with vectors (a factor per
+// key inside the four-key loop would be written and re-read through memory, stalling on
+// store forwarding). Either way each score is sum x (vector scale x scale), the same float.
+template <class R, int NG, uint32_t kD>
 static void ScoreKeys(const RangeArgs& r) {
   const PagedAttentionArgs& a = *r.a;
   const PagedKvLayout& kv = a.kv;
   const DF df;
-  const uint32_t D = kv.head_dim;
+  const uint32_t D = kD != 0 ? kD : kv.head_dim;
   const uint32_t bs = kv.block_size;
   const int32_t len = r.j1 - r.j0;
   const float* q = r.q;
   const uint32_t* table = a.block_table[r.t];
+  constexpr bool kPerKey = HasVectorScale<R>();
+  const float fixed = kPerKey ? 1.0f : ConstantFactor<R>() * a.scale;
+  HWY_ALIGN const float f[4] = {fixed, fixed, fixed, fixed};
+  float* const ks = r.key_scales;
   for (int32_t j = r.j0; j < r.j1;) {
-    const uint8_t* kb = kv.k_head(table[j / bs], a.layer, r.kvh);
-    const int32_t end = std::min<int32_t>(r.j1, (j / bs + 1) * bs);
-    if (end < r.j1)
-      PrefetchRegion(kv.k_head(table[j / bs + 1], a.layer, r.kvh),
-                     uint64_t{bs} * kv.k_vector_bytes);
+    const int32_t b = j / bs;  // once per block; keys within it are addressed from its start
+    const int32_t end = std::min<int32_t>(r.j1, (b + 1) * bs);
+    const int32_t first = b * static_cast<int32_t>(bs);  // key j is at kb + (j - first) * bytes
+    const uint8_t* kb = kv.k_head(table[b], a.layer, r.kvh);
+    // K two blocks ahead (one block's arithmetic is too short to hide a miss), and this
+    // block's V, which the value pass reads right after the scores. The lines are requested a
+    // few per four keys rather than all at once: a burst fills the core's miss buffers and
+    // stalls the arithmetic until memory answers.
+    if (j == r.j0 && (b + 1) * static_cast<int32_t>(bs) < r.j1)
+      PrefetchRegion(kv.k_head(table[b + 1], a.layer, r.kvh), uint64_t{bs} * kv.k_vector_bytes);
+    PrefetchCursor pf;
+    if ((b + 2) * static_cast<int32_t>(bs) < r.j1)
+      pf.Add(kv.k_head(table[b + 2], a.layer, r.kvh), uint64_t{bs} * kv.k_vector_bytes);
+    pf.Add(kv.v_head(table[b], a.layer, r.kvh), uint64_t{bs} * kv.v_vector_bytes);
+    const uint32_t lines_per_step = pf.LinesPer((end - j + 3) / 4);
     if constexpr (kReduce4) {
       for (; j + 4 <= end; j += 4) {
+        pf.Issue(lines_per_step);
         VF acc[4][NG];
-        HWY_ALIGN float f[4];
         KVS_UNROLL
-        for (int u = 0; u < 4; ++u)
-          f[u] = KeyDot<R, NG>(df, kb + ((j + u) % bs) * kv.k_vector_bytes, q, D, acc[u]) * a.scale;
+        for (int u = 0; u < 4; ++u) {
+          const uint8_t* k = kb + int64_t{j + u - first} * kv.k_vector_bytes;
+          KeyDot<R, NG>(df, k, q, D, acc[u]);
+          if constexpr (kPerKey) ks[j + u - r.j0] = R::Scale(k, D) * a.scale;
+        }
         KVS_UNROLL
         for (int g = 0; g < NG; ++g)
           Reduce4(df, acc[0][g], acc[1][g], acc[2][g], acc[3][g], f,
@@ -286,13 +212,14 @@ static void ScoreKeys(const RangeArgs& r) {
       // The last 1-3 keys of the block go through the same Reduce4 tree (padded with zeros),
       // so a key's score never depends on where block boundaries fall (block size invariance).
       if (j < end) {
+        pf.Issue(lines_per_step);
         VF acc[4][NG];
-        HWY_ALIGN float f[4] = {0.0f, 0.0f, 0.0f, 0.0f};
         const int rest = end - j;
         for (int u = 0; u < 4; ++u) {
           if (u < rest) {
-            f[u] =
-                KeyDot<R, NG>(df, kb + ((j + u) % bs) * kv.k_vector_bytes, q, D, acc[u]) * a.scale;
+            const uint8_t* k = kb + int64_t{j + u - first} * kv.k_vector_bytes;
+            KeyDot<R, NG>(df, k, q, D, acc[u]);
+            if constexpr (kPerKey) ks[j + u - r.j0] = R::Scale(k, D) * a.scale;
           } else {
             KVS_UNROLL
             for (int g = 0; g < NG; ++g) acc[u][g] = hn::Zero(df);
@@ -307,15 +234,36 @@ static void ScoreKeys(const RangeArgs& r) {
         j = end;
       }
     } else {
+      pf.Issue(~0u);
       for (; j < end; ++j) {
         VF acc[NG];
-        const float f = KeyDot<R, NG>(df, kb + (j % bs) * kv.k_vector_bytes, q, D, acc) * a.scale;
+        const uint8_t* k = kb + int64_t{j - first} * kv.k_vector_bytes;
+        KeyDot<R, NG>(df, k, q, D, acc);
+        const float fk = KeyScale<R>(k, D) * a.scale;
         KVS_UNROLL
         for (int g = 0; g < NG; ++g)
-          r.scores[g * len + (j - r.j0)] = hn::GetLane(hn::SumOfLanes(df, acc[g])) * f;
+          r.scores[g * len + (j - r.j0)] = hn::GetLane(hn::SumOfLanes(df, acc[g])) * fk;
       }
     }
   }
+  if constexpr (kPerKey && kReduce4) {
+    const size_t L = hn::Lanes(df);
+    for (int g = 0; g < NG; ++g) {
+      float* row = r.scores + g * len;
+      int32_t i = 0;
+      for (; i + static_cast<int32_t>(L) <= len; i += L)
+        hn::StoreU(hn::Mul(hn::LoadU(df, row + i), hn::LoadU(df, ks + i)), df, row + i);
+      for (; i < len; ++i) row[i] *= ks[i];
+    }
+  }
+}
+
+// The common head dim 64 gets its own instantiation: with D known, the loops over a vector's
+// chunks unroll completely.
+template <class R, int NG>
+static void ScoreKeysD(const RangeArgs& r) {
+  if (r.a->kv.head_dim == 64) return ScoreKeys<R, NG, 64>(r);
+  return ScoreKeys<R, NG, 0>(r);
 }
 
 // acc[g] += sum_j p[g][j] v_j for the NC chunks of L elements starting at chunk c0, over keys
@@ -337,19 +285,18 @@ static HWY_INLINE void AccumulateTile(const RangeArgs& r, float* out, size_t c0,
   for (int g = 0; g < NG; ++g) KVS_UNROLL
   for (int c = 0; c < NC; ++c) acc[g][c] = hn::LoadU(df, out + g * D + (c0 + c) * L);
   for (int32_t j = k0; j < k1;) {
-    const uint8_t* vb = kv.v_head(table[j / bs], a.layer, r.kvh);
-    const int32_t end = std::min<int32_t>(k1, (j / bs + 1) * bs);
-    if (end < r.j1)
-      PrefetchRegion(kv.v_head(table[j / bs + 1], a.layer, r.kvh),
-                     uint64_t{bs} * kv.v_vector_bytes);
+    const int32_t b = j / bs;
+    const int32_t end = std::min<int32_t>(k1, (b + 1) * bs);
+    const int32_t first = b * static_cast<int32_t>(bs);
+    const uint8_t* vb = kv.v_head(table[b], a.layer, r.kvh);
     for (; j < end; ++j) {
-      const uint8_t* v = vb + (j % bs) * kv.v_vector_bytes;
+      const uint8_t* v = vb + int64_t{j - first} * kv.v_vector_bytes;
       const float* p = r.scores + (j - r.j0);
       VF w[NG];
       if constexpr (!R::kGrouped) {
-        const float s = R::Scale(v, D);
+        // The vector's scale is already in p (ScaleWeights).
         KVS_UNROLL
-        for (int g = 0; g < NG; ++g) w[g] = hn::Set(df, p[g * len] * s);
+        for (int g = 0; g < NG; ++g) w[g] = hn::Set(df, p[g * len]);
         KVS_UNROLL
         for (int c = 0; c < NC; ++c) {
           const VF x = R::Load(df, v, (c0 + c) * L);
@@ -382,11 +329,37 @@ constexpr int kAccRegs = 16;  // of 32
 constexpr int kAccRegs = 8;  // of 16
 #endif
 
+// p[g][j] *= scale of v_j, for ungrouped formats whose vectors carry a scale (or a constant
+// factor): once per key here instead of once per key and head inside the tile loop, which
+// then broadcasts the weight straight from memory. The products are the same floats.
+template <class R, int NG>
+static void ScaleWeights(const RangeArgs& r) {
+  const PagedAttentionArgs& a = *r.a;
+  const PagedKvLayout& kv = a.kv;
+  const uint32_t D = kv.head_dim, bs = kv.block_size;
+  const int32_t len = r.j1 - r.j0;
+  const uint32_t* table = a.block_table[r.t];
+  for (int32_t j = r.j0; j < r.j1;) {
+    const int32_t b = j / bs;
+    const int32_t end = std::min<int32_t>(r.j1, (b + 1) * bs);
+    const int32_t first = b * static_cast<int32_t>(bs);
+    const uint8_t* vb = kv.v_head(table[b], a.layer, r.kvh);
+    for (; j < end; ++j) {
+      const float s = R::Scale(vb + int64_t{j - first} * kv.v_vector_bytes, D);
+      KVS_UNROLL
+      for (int g = 0; g < NG; ++g) r.scores[g * len + (j - r.j0)] *= s;
+    }
+  }
+}
+
 template <class R, int NG>
 static void AccumulateValues(const RangeArgs& r, float* out) {
   const DF df;
   const size_t L = hn::Lanes(df);
   const size_t chunks = r.a->kv.head_dim / L;
+  if constexpr (!R::kGrouped) {
+    if constexpr (R::kVectorScale || R::kFactor != 1.0f) ScaleWeights<R, NG>(r);
+  }
   constexpr int kMaxNC = std::max(1, std::min(4, kAccRegs / NG));
   // Key tiles small enough that a tile's V stays in L1 while each chunk tile passes over it.
   constexpr int32_t kKeyTile = 128;
@@ -452,17 +425,17 @@ template <int NG>
 static void ScoreKeysFor(KvDtype dtype, const RangeArgs& r, float* buf) {
   if (!readers_fit(dtype, r.a->kv.head_dim)) return ScoreKeysScalar<NG>(r, buf);
   switch (dtype) {
-    case KvDtype::kF32: return ScoreKeys<ReadF32, NG>(r);
-    case KvDtype::kF16: return ScoreKeys<ReadF16, NG>(r);
-    case KvDtype::kBF16: return ScoreKeys<ReadBF16, NG>(r);
-    case KvDtype::kFp8E4M3: return ScoreKeys<ReadFp8E4M3, NG>(r);
-    case KvDtype::kFp8E5M2: return ScoreKeys<ReadFp8E5M2, NG>(r);
-    case KvDtype::kFp8E4M3Dyn: return ScoreKeys<ReadFp8E4M3Dyn, NG>(r);
-    case KvDtype::kInt8: return ScoreKeys<ReadInt8, NG>(r);
+    case KvDtype::kF32: return ScoreKeysD<ReadF32, NG>(r);
+    case KvDtype::kF16: return ScoreKeysD<ReadF16, NG>(r);
+    case KvDtype::kBF16: return ScoreKeysD<ReadBF16, NG>(r);
+    case KvDtype::kFp8E4M3: return ScoreKeysD<ReadFp8E4M3, NG>(r);
+    case KvDtype::kFp8E5M2: return ScoreKeysD<ReadFp8E5M2, NG>(r);
+    case KvDtype::kFp8E4M3Dyn: return ScoreKeysD<ReadFp8E4M3Dyn, NG>(r);
+    case KvDtype::kInt8: return ScoreKeysD<ReadInt8, NG>(r);
     case KvDtype::kInt4:
     case KvDtype::kQ4_0:
-    case KvDtype::kInt4Had: return ScoreKeys<ReadQ4, NG>(r);
-    case KvDtype::kQ8_0: return ScoreKeys<ReadQ8, NG>(r);
+    case KvDtype::kInt4Had: return ScoreKeysD<ReadQ4, NG>(r);
+    case KvDtype::kQ8_0: return ScoreKeysD<ReadQ8, NG>(r);
   }
 }
 
@@ -545,10 +518,11 @@ static void AttendRangeAnyNG(int ng, const RangeArgs& r, const Partial& out, flo
 }
 
 struct Scratch {
-  std::vector<float> scores;  // [NG][range]
-  std::vector<float> buf;     // [head_dim] for the scalar fallback
-  std::vector<float> part;    // [NG][D + 2] when writing straight to the output
-  std::vector<float> qrot;    // [group][D]: the group's queries rotated (rotated K formats)
+  std::vector<float> scores;      // [NG][range]
+  std::vector<float> key_scales;  // [range]
+  std::vector<float> buf;         // [head_dim] for the scalar fallback
+  std::vector<float> part;        // [NG][D + 2] when writing straight to the output
+  std::vector<float> qrot;        // [group][D]: the group's queries rotated (rotated K formats)
 };
 
 constexpr int kMaxNG = 4;  // query heads per pass over K/V (accumulators in registers)
@@ -598,12 +572,16 @@ void PagedAttention(const PagedAttentionArgs& a, ThreadPool& pool) {
           std::upper_bound(first, first + T + 1, static_cast<int64_t>(it)) - first - 1;
       const int32_t ns = segments(t);
       const int64_t local = static_cast<int64_t>(it) - first[t];
-      const uint32_t kvh = static_cast<uint32_t>(local / ns);
-      const int32_t seg = static_cast<int32_t>(local % ns);
+      // Segment-major: the kv heads of one segment are neighbours in memory (kv_block_storage
+      // keeps a block's heads of one layer together) and follow each other here, so the
+      // hardware prefetcher runs on from one head's region into the next.
+      const uint32_t kvh = static_cast<uint32_t>(local % kv.kv_heads);
+      const int32_t seg = static_cast<int32_t>(local / kv.kv_heads);
       const int32_t n = a.context_len[t];
       const int32_t j0 = std::min(n, seg * kSegment), j1 = std::min(n, j0 + kSegment);
       const size_t need = size_t(kMaxNG) * std::max(1, j1 - j0);
       if (s.scores.size() < need) s.scores.resize(need);
+      if (s.key_scales.size() < size_t(std::max(1, j1 - j0))) s.key_scales.resize(j1 - j0);
       float* base;
       if (ns > 1) {
         base = partials_data + it * part_stride;
@@ -627,7 +605,8 @@ void PagedAttention(const PagedAttentionArgs& a, ThreadPool& pool) {
                           .j0 = j0,
                           .j1 = j1,
                           .q = q + g0 * D,
-                          .scores = s.scores.data()};
+                          .scores = s.scores.data(),
+                          .key_scales = s.key_scales.data()};
         const Partial p{
             .acc = base + g0 * D, .m = base + group * D + g0, .l = base + group * (D + 1) + g0};
         AttendRangeAnyNG(ng, r, p, s.buf.data());
@@ -650,16 +629,16 @@ void PagedAttention(const PagedAttentionArgs& a, ThreadPool& pool) {
     const int32_t ns = segments(t);
     if (ns == 1) continue;
     for (uint32_t kvh = 0; kvh < kv.kv_heads; ++kvh) {
-      const float* parts = partials_data + (first[t] + int64_t{kvh} * ns) * part_stride;
+      const float* parts = partials_data + (first[t] + kvh) * part_stride;
       for (uint32_t g = 0; g < group; ++g) {
         float M = -INFINITY;
-        for (int32_t sp = 0; sp < ns; ++sp)
-          M = std::max(M, parts[sp * part_stride + group * D + g]);
+        const size_t seg_stride = size_t{kv.kv_heads} * part_stride;  // segment-major items
+        for (int32_t sp = 0; sp < ns; ++sp) M = std::max(M, parts[sp * seg_stride + group * D + g]);
         float* o = a.out + (t * a.num_heads + kvh * group + g) * D;
         std::memset(o, 0, D * sizeof(float));
         float l = 0;
         for (int32_t sp = 0; sp < ns; ++sp) {
-          const float* b = parts + sp * part_stride;
+          const float* b = parts + sp * seg_stride;
           const float ms = b[group * D + g];
           if (ms == -INFINITY) continue;
           const float w = std::exp(ms - M);

@@ -1,0 +1,200 @@
+// Format readers for the attention kernel: each KV cache format's stored bytes widened to f32
+// lanes in registers (Highway, one copy per SIMD target). Included by paged_attention.cpp
+// after hwy/highway.h, once per target.
+
+// Per-target include guard (Highway's convention for -inl headers).
+#if defined(KVS_KERNELS_KV_READERS_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef KVS_KERNELS_KV_READERS_INL_H_
+#undef KVS_KERNELS_KV_READERS_INL_H_
+#else
+#define KVS_KERNELS_KV_READERS_INL_H_
+#endif
+
+#include <cstdint>
+
+#include <hwy/highway.h>
+
+#include "quant/kv_codecs.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace kvs {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+using DF = hn::ScalableTag<float>;
+using VF = hn::Vec<DF>;
+
+// ---- Format readers ---------------------------------------------------------------------------
+// Each reader converts Lanes(df) consecutive elements of one stored K/V vector to f32 lanes in
+// registers, WITHOUT the vector's (or group's) scale; Scale() gives the factor that turns those
+// lanes into values. The kernel applies the scale once per vector (per group for grouped
+// formats) to the dot product or to the softmax weight, never per element.
+//
+// Ungrouped readers: Load(df, vec, i) for elements [i, i + L); Scale(vec, D) = kFactor (a
+// constant of the format) times, where kVectorScale, the f16 scale stored after the vector.
+// Grouped readers (32 elements per group): Load(df, group, e) for elements [e, e + L) of the
+// group, e a multiple of L < 32 (needs L <= 16); Scale(group).
+
+// One f16 scale as f32, converted by the hardware where it can (F16C), not bit by bit.
+static HWY_INLINE float F16At(const uint8_t* p) {
+  const hn::CappedTag<float, 1> d1;
+  const hn::Rebind<hwy::float16_t, decltype(d1)> dh1;
+  return hn::GetLane(hn::PromoteTo(d1, hn::LoadU(dh1, reinterpret_cast<const hwy::float16_t*>(p))));
+}
+
+struct ReadF32 {
+  static constexpr bool kGrouped = false;
+  static constexpr float kFactor = 1.0f;
+  static constexpr bool kVectorScale = false;
+  static HWY_INLINE VF Load(DF df, const uint8_t* v, size_t i) {
+    return hn::LoadU(df, reinterpret_cast<const float*>(v) + i);
+  }
+  static HWY_INLINE float Scale(const uint8_t*, uint32_t) { return 1.0f; }
+};
+
+struct ReadF16 {
+  static constexpr bool kGrouped = false;
+  static constexpr float kFactor = 1.0f;
+  static constexpr bool kVectorScale = false;
+  static HWY_INLINE VF Load(DF df, const uint8_t* v, size_t i) {
+    const hn::Rebind<hwy::float16_t, DF> dh;
+    return hn::PromoteTo(df, hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(v) + i));
+  }
+  static HWY_INLINE float Scale(const uint8_t*, uint32_t) { return 1.0f; }
+};
+
+struct ReadBF16 {
+  static constexpr bool kGrouped = false;
+  static constexpr float kFactor = 1.0f;
+  static constexpr bool kVectorScale = false;
+  static HWY_INLINE VF Load(DF df, const uint8_t* v, size_t i) {
+    const hn::Rebind<hwy::bfloat16_t, DF> db;
+    return hn::PromoteTo(df, hn::LoadU(db, reinterpret_cast<const hwy::bfloat16_t*>(v) + i));
+  }
+  static HWY_INLINE float Scale(const uint8_t*, uint32_t) { return 1.0f; }
+};
+
+// fp8 bytes widened to f16 bit patterns, then converted by the f16 path (exact for every code,
+// subnormals included, with no f32 denormal ever formed).
+//   e5m2: the byte is the top half of an f16.
+//   e4m3: S.EEEE.MMM -> S.0EEEE.MMM0000000 is the f16 of value * 2^-8 (bias 15 vs 7), so the
+//         scale carries the 2^8.
+static HWY_INLINE VF Fp8BitsToF32(DF df, hn::Vec<hn::Rebind<uint16_t, DF>> bits) {
+  const hn::Rebind<hwy::float16_t, DF> dh;
+  return hn::PromoteTo(df, hn::BitCast(dh, bits));
+}
+static HWY_INLINE hn::Vec<hn::Rebind<uint16_t, DF>> LoadBytesAsU16(DF, const uint8_t* p) {
+  const hn::Rebind<uint16_t, DF> du16;
+  const hn::Rebind<uint8_t, DF> du8;
+  return hn::PromoteTo(du16, hn::LoadU(du8, p));
+}
+// Sign-extending the byte puts its sign in bits 15..8; shifted left by 7, bit 15 is the sign,
+// bits 13..7 are EEEE.MMM and bit 14 (a second copy of the sign) is cleared: three operations
+// per vector instead of two masks, two shifts and an or.
+static HWY_INLINE VF LoadE4M3(DF df, const uint8_t* p) {
+  const hn::Rebind<int16_t, DF> di16;
+  const hn::Rebind<uint16_t, DF> du16;
+  const hn::Rebind<int8_t, DF> di8;
+  const auto s = hn::PromoteTo(di16, hn::LoadU(di8, reinterpret_cast<const int8_t*>(p)));
+  const auto bits = hn::And(hn::BitCast(du16, hn::ShiftLeft<7>(s)), hn::Set(du16, 0xBF80));
+  return Fp8BitsToF32(df, bits);
+}
+constexpr float kE4M3Fix = 256.0f;
+
+struct ReadFp8E4M3 {
+  static constexpr bool kGrouped = false;
+  static constexpr float kFactor = kE4M3Fix;
+  static constexpr bool kVectorScale = false;
+  static HWY_INLINE VF Load(DF df, const uint8_t* v, size_t i) { return LoadE4M3(df, v + i); }
+  static HWY_INLINE float Scale(const uint8_t*, uint32_t) { return kE4M3Fix; }
+};
+
+struct ReadFp8E5M2 {
+  static constexpr bool kGrouped = false;
+  static constexpr float kFactor = 1.0f;
+  static constexpr bool kVectorScale = false;
+  static HWY_INLINE VF Load(DF df, const uint8_t* v, size_t i) {
+    return Fp8BitsToF32(df, hn::ShiftLeft<8>(LoadBytesAsU16(df, v + i)));
+  }
+  static HWY_INLINE float Scale(const uint8_t*, uint32_t) { return 1.0f; }
+};
+
+struct ReadFp8E4M3Dyn {
+  static constexpr bool kGrouped = false;
+  static constexpr float kFactor = kE4M3Fix;
+  static constexpr bool kVectorScale = true;
+  static HWY_INLINE VF Load(DF df, const uint8_t* v, size_t i) { return LoadE4M3(df, v + i); }
+  static HWY_INLINE float Scale(const uint8_t* v, uint32_t D) { return kE4M3Fix * F16At(v + D); }
+};
+
+struct ReadInt8 {
+  static constexpr bool kGrouped = false;
+  static constexpr float kFactor = 1.0f;
+  static constexpr bool kVectorScale = true;
+  static HWY_INLINE VF Load(DF df, const uint8_t* v, size_t i) {
+    const hn::Rebind<int32_t, DF> di32;
+    const hn::Rebind<int8_t, DF> di8;
+    return hn::ConvertTo(
+        df, hn::PromoteTo(di32, hn::LoadU(di8, reinterpret_cast<const int8_t*>(v) + i)));
+  }
+  static HWY_INLINE float Scale(const uint8_t* v, uint32_t D) { return F16At(v + D); }
+};
+
+struct ReadQ4 {  // int4 and q4_0
+  static constexpr bool kGrouped = true;
+  static constexpr uint32_t kGroupBytes = GroupQ4Traits::kGroupBytes;
+  static HWY_INLINE VF Load(DF df, const uint8_t* g, size_t e) {
+    const hn::Rebind<uint32_t, DF> du32;
+    const hn::Rebind<int32_t, DF> di32;
+    const hn::Rebind<uint8_t, DF> du8;
+    const auto w = hn::PromoteTo(du32, hn::LoadU(du8, g + 2 + (e & 15)));
+    const auto nib = e < 16 ? hn::And(w, hn::Set(du32, 0x0F)) : hn::ShiftRight<4>(w);
+    return hn::ConvertTo(df, hn::Sub(hn::BitCast(di32, nib), hn::Set(di32, 8)));
+  }
+  static HWY_INLINE float Scale(const uint8_t* g) { return F16At(g); }
+};
+
+struct ReadQ8 {  // q8_0
+  static constexpr bool kGrouped = true;
+  static constexpr uint32_t kGroupBytes = GroupQ8Traits::kGroupBytes;
+  static HWY_INLINE VF Load(DF df, const uint8_t* g, size_t e) {
+    const hn::Rebind<int32_t, DF> di32;
+    const hn::Rebind<int8_t, DF> di8;
+    return hn::ConvertTo(
+        df, hn::PromoteTo(di32, hn::LoadU(di8, reinterpret_cast<const int8_t*>(g + 2) + e)));
+  }
+  static HWY_INLINE float Scale(const uint8_t* g) { return F16At(g); }
+};
+
+// The factor of a reader that is the same for every key (grouped formats: 1).
+template <class R>
+constexpr float ConstantFactor() {
+  if constexpr (R::kGrouped) {
+    return 1.0f;
+  } else {
+    return R::kFactor;
+  }
+}
+template <class R>
+constexpr bool HasVectorScale() {
+  if constexpr (R::kGrouped) {
+    return false;
+  } else {
+    return R::kVectorScale;
+  }
+}
+// The whole scale of key vector k (grouped formats: 1, their scales are inside KeyDot).
+template <class R>
+static HWY_INLINE float KeyScale(const uint8_t* k, uint32_t D) {
+  if constexpr (R::kGrouped) {
+    return 1.0f;
+  } else {
+    return R::Scale(k, D);
+  }
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace kvs
+HWY_AFTER_NAMESPACE();
+
+#endif  // KVS_KERNELS_KV_READERS_INL_H_
