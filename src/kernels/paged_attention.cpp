@@ -85,39 +85,48 @@ struct RangeArgs {
   float* key_scales;  // [j1 - j0] scratch
 };
 
+// One chunk of L elements of an ungrouped key (i) or one 32-element group of a grouped key
+// (e0), for all NG query heads: the bodies of KeyDot's loop.
+template <class R, int NG>
+static HWY_INLINE void KeyChunk(DF df, const uint8_t* k, const float* q, uint32_t D, size_t i,
+                                VF* acc) {
+  if constexpr (!R::kGrouped) {
+    const VF x = R::Load(df, k, i);
+    KVS_UNROLL
+    for (int g = 0; g < NG; ++g) acc[g] = hn::MulAdd(hn::LoadU(df, q + g * D + i), x, acc[g]);
+  } else {
+    const size_t L = hn::Lanes(df);
+    const uint8_t* gp = k + (i / 32) * R::kGroupBytes;
+    VF part[NG];
+    KVS_UNROLL
+    for (int g = 0; g < NG; ++g) part[g] = hn::Zero(df);
+    KVS_UNROLL
+    for (size_t e = 0; e < 32; e += L) {
+      const VF x = R::Load(df, gp, e);
+      KVS_UNROLL
+      for (int g = 0; g < NG; ++g)
+        part[g] = hn::MulAdd(hn::LoadU(df, q + g * D + i + e), x, part[g]);
+    }
+    const VF gs = hn::Set(df, R::Scale(gp));
+    KVS_UNROLL
+    for (int g = 0; g < NG; ++g) acc[g] = hn::MulAdd(part[g], gs, acc[g]);
+  }
+}
+
 // acc[g] = q_g . k lane-wise partial sums for one key, without the scale of an ungrouped
 // format (grouped formats apply their group scales inside). K is converted once for all NG
-// query heads.
-template <class R, int NG>
+// query heads. With the head dim known at compile time (kD) the loop unrolls completely; a
+// runtime head dim keeps a plain loop (unrolling it would multiply the code of every format).
+template <class R, int NG, uint32_t kD>
 static HWY_INLINE void KeyDot(DF df, const uint8_t* k, const float* q, uint32_t D, VF* acc) {
-  const size_t L = hn::Lanes(df);
+  const size_t step = R::kGrouped ? 32 : hn::Lanes(df);
   KVS_UNROLL
   for (int g = 0; g < NG; ++g) acc[g] = hn::Zero(df);
-  if constexpr (!R::kGrouped) {
+  if constexpr (kD != 0) {
     KVS_UNROLL
-    for (size_t i = 0; i < D; i += L) {
-      const VF x = R::Load(df, k, i);
-      KVS_UNROLL
-      for (int g = 0; g < NG; ++g) acc[g] = hn::MulAdd(hn::LoadU(df, q + g * D + i), x, acc[g]);
-    }
+    for (size_t i = 0; i < kD; i += step) KeyChunk<R, NG>(df, k, q, kD, i, acc);
   } else {
-    KVS_UNROLL
-    for (uint32_t e0 = 0; e0 < D; e0 += 32) {
-      const uint8_t* gp = k + (e0 / 32) * R::kGroupBytes;
-      VF part[NG];
-      KVS_UNROLL
-      for (int g = 0; g < NG; ++g) part[g] = hn::Zero(df);
-      KVS_UNROLL
-      for (size_t e = 0; e < 32; e += L) {
-        const VF x = R::Load(df, gp, e);
-        KVS_UNROLL
-        for (int g = 0; g < NG; ++g)
-          part[g] = hn::MulAdd(hn::LoadU(df, q + g * D + e0 + e), x, part[g]);
-      }
-      const VF gs = hn::Set(df, R::Scale(gp));
-      KVS_UNROLL
-      for (int g = 0; g < NG; ++g) acc[g] = hn::MulAdd(part[g], gs, acc[g]);
-    }
+    for (size_t i = 0; i < D; i += step) KeyChunk<R, NG>(df, k, q, D, i, acc);
   }
 }
 
@@ -199,7 +208,7 @@ static void ScoreKeys(const RangeArgs& r) {
         KVS_UNROLL
         for (int u = 0; u < 4; ++u) {
           const uint8_t* k = kb + int64_t{j + u - first} * kv.k_vector_bytes;
-          KeyDot<R, NG>(df, k, q, D, acc[u]);
+          KeyDot<R, NG, kD>(df, k, q, D, acc[u]);
           if constexpr (kPerKey) ks[j + u - r.j0] = R::Scale(k, D) * a.scale;
         }
         KVS_UNROLL
@@ -218,7 +227,7 @@ static void ScoreKeys(const RangeArgs& r) {
         for (int u = 0; u < 4; ++u) {
           if (u < rest) {
             const uint8_t* k = kb + int64_t{j + u - first} * kv.k_vector_bytes;
-            KeyDot<R, NG>(df, k, q, D, acc[u]);
+            KeyDot<R, NG, kD>(df, k, q, D, acc[u]);
             if constexpr (kPerKey) ks[j + u - r.j0] = R::Scale(k, D) * a.scale;
           } else {
             KVS_UNROLL
@@ -238,7 +247,7 @@ static void ScoreKeys(const RangeArgs& r) {
       for (; j < end; ++j) {
         VF acc[NG];
         const uint8_t* k = kb + int64_t{j - first} * kv.k_vector_bytes;
-        KeyDot<R, NG>(df, k, q, D, acc);
+        KeyDot<R, NG, kD>(df, k, q, D, acc);
         const float fk = KeyScale<R>(k, D) * a.scale;
         KVS_UNROLL
         for (int g = 0; g < NG; ++g)
