@@ -269,9 +269,10 @@ def main():
     table, scored, text_tokens = render(a, ppl, llama, speed, None)
     which = (f"the first {a.windows} windows ({text_tokens:,} tokens)" if a.windows else
              f"all {text_tokens:,} tokens")
+    whole = "" if not a.windows else " (about 91K tokens in all)"
     out = [table, "",
-           f"Perplexity over {scored:,} scored tokens: {which} of tests/data/kjv_genesis_exodus.txt "
-           "(about 91K tokens in all), in windows of 512 tokens whose second half is scored."]
+           f"Perplexity over {scored:,} scored tokens: {which} of tests/data/kjv_genesis_exodus.txt"
+           f"{whole}, in windows of 512 tokens whose second half is scored."]
     if a.attention_bench:
         res = subprocess.run([a.attention_bench, "--markdown"], capture_output=True, text=True, check=True)
         out += ["", "```", "attention_bench --markdown", "```", "", res.stdout]
