@@ -42,36 +42,42 @@ static HWY_INLINE float F16At(const uint8_t* p) {
   return hn::GetLane(hn::PromoteTo(d1, hn::LoadU(dh1, reinterpret_cast<const hwy::float16_t*>(p))));
 }
 
-struct ReadF32 {
+// What every ungrouped reader shares: a constant factor of the format (kFactor) and, where
+// kVectorScale, the f16 scale stored right after the vector's D elements. Scale() is derived
+// from the two, so a reader only says which it has.
+template <bool kHasVectorScale, int kFactorTimes = 1>
+struct Ungrouped {
   static constexpr bool kGrouped = false;
-  static constexpr float kFactor = 1.0f;
-  static constexpr bool kVectorScale = false;
+  static constexpr float kFactor = static_cast<float>(kFactorTimes);
+  static constexpr bool kVectorScale = kHasVectorScale;
+  static HWY_INLINE float Scale(const uint8_t* v, uint32_t D) {
+    if constexpr (kHasVectorScale) {
+      return kFactor * F16At(v + D);
+    } else {
+      (void)v, (void)D;
+      return kFactor;
+    }
+  }
+};
+
+struct ReadF32 : Ungrouped<false> {
   static HWY_INLINE VF Load(DF df, const uint8_t* v, size_t i) {
     return hn::LoadU(df, reinterpret_cast<const float*>(v) + i);
   }
-  static HWY_INLINE float Scale(const uint8_t*, uint32_t) { return 1.0f; }
 };
 
-struct ReadF16 {
-  static constexpr bool kGrouped = false;
-  static constexpr float kFactor = 1.0f;
-  static constexpr bool kVectorScale = false;
+struct ReadF16 : Ungrouped<false> {
   static HWY_INLINE VF Load(DF df, const uint8_t* v, size_t i) {
     const hn::Rebind<hwy::float16_t, DF> dh;
     return hn::PromoteTo(df, hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(v) + i));
   }
-  static HWY_INLINE float Scale(const uint8_t*, uint32_t) { return 1.0f; }
 };
 
-struct ReadBF16 {
-  static constexpr bool kGrouped = false;
-  static constexpr float kFactor = 1.0f;
-  static constexpr bool kVectorScale = false;
+struct ReadBF16 : Ungrouped<false> {
   static HWY_INLINE VF Load(DF df, const uint8_t* v, size_t i) {
     const hn::Rebind<hwy::bfloat16_t, DF> db;
     return hn::PromoteTo(df, hn::LoadU(db, reinterpret_cast<const hwy::bfloat16_t*>(v) + i));
   }
-  static HWY_INLINE float Scale(const uint8_t*, uint32_t) { return 1.0f; }
 };
 
 // fp8 bytes widened to f16 bit patterns, then converted by the f16 path (exact for every code,
@@ -101,43 +107,27 @@ static HWY_INLINE VF LoadE4M3(DF df, const uint8_t* p) {
 }
 constexpr float kE4M3Fix = 256.0f;
 
-struct ReadFp8E4M3 {
-  static constexpr bool kGrouped = false;
-  static constexpr float kFactor = kE4M3Fix;
-  static constexpr bool kVectorScale = false;
+struct ReadFp8E4M3 : Ungrouped<false, static_cast<int>(kE4M3Fix)> {
   static HWY_INLINE VF Load(DF df, const uint8_t* v, size_t i) { return LoadE4M3(df, v + i); }
-  static HWY_INLINE float Scale(const uint8_t*, uint32_t) { return kE4M3Fix; }
 };
 
-struct ReadFp8E5M2 {
-  static constexpr bool kGrouped = false;
-  static constexpr float kFactor = 1.0f;
-  static constexpr bool kVectorScale = false;
+struct ReadFp8E5M2 : Ungrouped<false> {
   static HWY_INLINE VF Load(DF df, const uint8_t* v, size_t i) {
     return Fp8BitsToF32(df, hn::ShiftLeft<8>(LoadBytesAsU16(df, v + i)));
   }
-  static HWY_INLINE float Scale(const uint8_t*, uint32_t) { return 1.0f; }
 };
 
-struct ReadFp8E4M3Dyn {
-  static constexpr bool kGrouped = false;
-  static constexpr float kFactor = kE4M3Fix;
-  static constexpr bool kVectorScale = true;
+struct ReadFp8E4M3Dyn : Ungrouped<true, static_cast<int>(kE4M3Fix)> {
   static HWY_INLINE VF Load(DF df, const uint8_t* v, size_t i) { return LoadE4M3(df, v + i); }
-  static HWY_INLINE float Scale(const uint8_t* v, uint32_t D) { return kE4M3Fix * F16At(v + D); }
 };
 
-struct ReadInt8 {
-  static constexpr bool kGrouped = false;
-  static constexpr float kFactor = 1.0f;
-  static constexpr bool kVectorScale = true;
+struct ReadInt8 : Ungrouped<true> {
   static HWY_INLINE VF Load(DF df, const uint8_t* v, size_t i) {
     const hn::Rebind<int32_t, DF> di32;
     const hn::Rebind<int8_t, DF> di8;
     return hn::ConvertTo(
         df, hn::PromoteTo(di32, hn::LoadU(di8, reinterpret_cast<const int8_t*>(v) + i)));
   }
-  static HWY_INLINE float Scale(const uint8_t* v, uint32_t D) { return F16At(v + D); }
 };
 
 struct ReadQ4 {  // int4 and q4_0
