@@ -35,20 +35,21 @@ int ThreadPool::hardware_threads() {
 }
 
 void ThreadPool::run_chunks(uint32_t gen, int index) {
-  const auto* fn = job_.load(std::memory_order_acquire);
-  const size_t n = job_n_.load(std::memory_order_relaxed);
-  const size_t grain = job_grain_.load(std::memory_order_relaxed);
-  const size_t chunks = job_chunks_.load(std::memory_order_relaxed);
   for (;;) {
     uint64_t c = claim_.load(std::memory_order_acquire);
     for (;;) {
-      if (static_cast<uint32_t>(c >> 32) != gen || static_cast<uint32_t>(c) >= chunks) return;
+      if (static_cast<uint32_t>(c >> 32) != gen) return;
+      const uint64_t limit = limit_.load(std::memory_order_acquire);
+      if (static_cast<uint32_t>(limit >> 32) != gen ||
+          static_cast<uint32_t>(c) >= static_cast<uint32_t>(limit))
+        return;
       if (claim_.compare_exchange_weak(c, c + 1, std::memory_order_acq_rel)) break;
     }
-    // The claim succeeded under generation `gen`, so the job fields read above belong to it
-    // (they change only after every chunk of this job is done).
-    const size_t chunk = static_cast<uint32_t>(c);
-    const size_t begin = chunk * grain;
+    // A chunk of job `gen` is ours and unfinished, so its fields are stable until we count it.
+    const auto* fn = job_.load(std::memory_order_acquire);
+    const size_t n = job_n_.load(std::memory_order_relaxed);
+    const size_t grain = job_grain_.load(std::memory_order_relaxed);
+    const size_t begin = static_cast<uint32_t>(c) * grain;
     (*fn)(begin, std::min(n, begin + grain), index);
     chunks_done_.fetch_add(1, std::memory_order_acq_rel);
   }
@@ -95,8 +96,8 @@ void ThreadPool::parallel_for(size_t n, size_t grain,
   job_.store(&fn, std::memory_order_relaxed);
   job_n_.store(n, std::memory_order_relaxed);
   job_grain_.store(grain, std::memory_order_relaxed);
-  job_chunks_.store(chunks, std::memory_order_relaxed);
   chunks_done_.store(0, std::memory_order_relaxed);
+  limit_.store((uint64_t{gen} << 32) | chunks, std::memory_order_release);
   claim_.store(uint64_t{gen} << 32, std::memory_order_release);
   // seq_cst store/load pair with the worker's sleeping_++ / predicate check: one of the two
   // sides always sees the other, so no wake-up is lost.

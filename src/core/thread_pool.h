@@ -45,15 +45,18 @@ class ThreadPool {
   std::condition_variable cv_;
   std::atomic<int> sleeping_{0};
   std::atomic<bool> stop_{false};
-  // The current job. claim_ packs (generation << 32 | next chunk); a worker that wakes up late
-  // fails its claim because the generation moved on.
+  // The current job. claim_ packs (generation << 32 | next chunk) and limit_ (generation << 32
+  // | chunks). A chunk is claimed only when both carry the claimer's generation, so a worker
+  // that wakes up late (holding an old generation) can never claim, run or count a chunk of a
+  // newer job; it reads the job's fields only after a successful claim, when they cannot change
+  // (the next job starts after every chunk of this one is done).
   std::atomic<uint64_t> claim_{0};
+  std::atomic<uint64_t> limit_{0};
   std::atomic<uint32_t> generation_{0};
   std::atomic<size_t> chunks_done_{0};
   std::atomic<const std::function<void(size_t, size_t, int)>*> job_{nullptr};
   std::atomic<size_t> job_n_{0};
   std::atomic<size_t> job_grain_{1};
-  std::atomic<size_t> job_chunks_{0};
 };
 
 }  // namespace kvs
