@@ -13,6 +13,8 @@ const char* status_code_name(StatusCode code) {
     case StatusCode::kUnimplemented: return "unimplemented";
     case StatusCode::kIoError: return "i/o error";
     case StatusCode::kInternal: return "internal error";
+    case StatusCode::kUnavailable: return "unavailable";
+    case StatusCode::kCancelled: return "cancelled";
   }
   return "unknown";
 }

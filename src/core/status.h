@@ -20,6 +20,8 @@ enum class StatusCode {
   kUnimplemented,      // a valid input this build does not support (e.g. unknown tensor type)
   kIoError,            // the operating system refused (open, mmap, read)
   kInternal,
+  kUnavailable,  // the service cannot take this now (shutting down); retrying later may work
+  kCancelled,    // the caller went away or asked to stop
 };
 
 const char* status_code_name(StatusCode code);
@@ -53,6 +55,8 @@ inline Status resource_exhausted(std::string m) {
 inline Status unimplemented(std::string m) { return {StatusCode::kUnimplemented, std::move(m)}; }
 inline Status io_error(std::string m) { return {StatusCode::kIoError, std::move(m)}; }
 inline Status internal_error(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
+inline Status unavailable(std::string m) { return {StatusCode::kUnavailable, std::move(m)}; }
+inline Status cancelled(std::string m) { return {StatusCode::kCancelled, std::move(m)}; }
 
 // Result<T>: a T or the Status that explains why there is none.
 template <typename T>

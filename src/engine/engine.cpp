@@ -1,6 +1,7 @@
 #include "engine/engine.h"
 
 #include <algorithm>
+#include <random>
 #include <string>
 
 #include "kernels/kv_vector.h"
@@ -39,6 +40,13 @@ Result<KvPoolInfo> size_kv_pool(const ModelSpec& spec, uint64_t memory, uint32_t
   p.pool_bytes = blocks * p.block_bytes;
   return p;
 }
+
+namespace {
+uint64_t random_seed() {
+  std::random_device rd;
+  return (uint64_t{rd()} << 32) ^ rd();
+}
+}  // namespace
 
 Engine::Engine(LlamaModel& model, const EngineConfig& config)
     : model_(model),
@@ -82,6 +90,8 @@ Result<std::unique_ptr<Engine>> Engine::create(LlamaModel& model, const EngineCo
                     .block_size = config.block_size,
                     .enable_prefix_caching = config.enable_prefix_caching,
                     .model_fingerprint = config.model_fingerprint,
+                    .hash_seed = config.prefix_hash_seed ? *config.prefix_hash_seed
+                                                         : random_seed(),
                     .k_dtype = config.k_dtype,
                     .v_dtype = config.v_dtype});
   e->runner_ = std::make_unique<ModelRunner>(model, *e->storage_, *e->pool_);
@@ -95,8 +105,9 @@ Result<SeqId> Engine::add_request(SequenceRequest req) {
     if (id < 0 || static_cast<uint32_t>(id) >= model_.spec().vocab_size)
       return invalid_argument("token id " + std::to_string(id) + " is outside the vocabulary");
   KVS_RETURN_IF_ERROR(req.sampling.validate());
-  if (req.n < 1 || req.n > 128)
-    return invalid_argument("n must be between 1 and 128, got " + std::to_string(req.n));
+  if (req.n < 1 || req.n > kMaxSamplesPerRequest)
+    return invalid_argument("n must be between 1 and " + std::to_string(kMaxSamplesPerRequest) +
+                            ", got " + std::to_string(req.n));
   const uint64_t total = req.prompt.size() + uint64_t{req.max_tokens};
   if (req.prompt.size() > max_model_len_)
     return invalid_argument("the prompt has " + std::to_string(req.prompt.size()) +

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <unordered_map>
 #include <vector>
 
@@ -33,6 +34,9 @@ struct EngineConfig {
   PreemptionMode preemption_mode = PreemptionMode::kRecompute;
   uint64_t swap_space = 0;         // host bytes for swapped-out KV blocks (swap mode)
   uint64_t model_fingerprint = 0;  // mixed into prefix-cache keys
+  // Seed of the in-memory prefix-cache keys; unset = drawn at random when the engine is created,
+  // so no client can predict keys or craft collisions.
+  std::optional<uint64_t> prefix_hash_seed;
   std::vector<int32_t> eog_ids;    // tokens that end generation
 };
 
@@ -75,7 +79,7 @@ class Engine {
   static Result<std::unique_ptr<Engine>> create(LlamaModel& model, const EngineConfig& config);
 
   // Validates and queues a sequence: non-empty prompt of in-vocabulary ids, prompt + max_tokens
-  // within max_model_len and within the whole pool, valid sampling parameters, 1 <= n <= 128.
+  // within max_model_len and within the whole pool, valid sampling parameters, 1 <= n <= kMaxSamplesPerRequest.
   // With n > 1 the returned id is sample 0; samples 1..n-1 are forked (copy-on-write) once the
   // prompt is prefilled and appear in step() outputs with Sequence::parent == the returned id.
   Result<SeqId> add_request(SequenceRequest request);

@@ -28,7 +28,7 @@ Sampler::Sampler(const SamplingParams& params)
     : params_(params), seed_(params.seed ? *params.seed : std::random_device{}()), rng_(seed_) {}
 
 int32_t Sampler::sample(const float* logits, int32_t n) {
-  if (params_.temperature == 0.0f || params_.top_k == 1) return argmax(logits, n);
+  if (params_.temperature < kGreedyTemperature || params_.top_k == 1) return argmax(logits, n);
   candidates_.resize(n);
   for (int32_t i = 0; i < n; ++i) candidates_[i] = {logits[i], i};
   auto by_logit = [](const auto& a, const auto& b) {

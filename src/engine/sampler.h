@@ -1,5 +1,6 @@
-// Sampler: turns one row of logits into a token. temperature 0 is greedy (argmax, lowest id on
-// ties); otherwise softmax(logits / T) restricted by top-k then top-p, drawn from a per-sequence
+// Sampler: turns one row of logits into a token. A temperature below kGreedyTemperature (as in
+// vLLM) is greedy (argmax, lowest id on ties): dividing logits by a tiny temperature overflows to
+// infinity and would turn the weights into NaN. Otherwise softmax(logits / T) restricted by top-k then top-p, drawn from a per-sequence
 // generator seeded by the request, so the same seed gives the same text.
 #pragma once
 
@@ -12,8 +13,11 @@
 
 namespace kvs {
 
+// Temperatures below this sample greedily.
+inline constexpr float kGreedyTemperature = 1e-5f;
+
 struct SamplingParams {
-  float temperature = 0.0f;  // 0 = greedy
+  float temperature = 0.0f;  // < kGreedyTemperature = greedy
   int32_t top_k = 0;         // 0 = whole vocabulary
   float top_p = 1.0f;        // (0, 1]
   std::optional<uint64_t> seed;

@@ -83,7 +83,11 @@ void Scheduler::preempt(KvCacheManager& cache, Sequence* victim) {
   victim->status = SeqStatus::kWaiting;
   ++victim->num_preemptions;
   ++num_preemptions_[static_cast<int>(mode)];
-  events_.push_back({.seq = victim->id, .mode = mode, .blocks = nb});
+  events_.push_back({.seq = victim->id,
+                     .request = victim->parent.value != 0 ? victim->parent : victim->id,
+                     .index = victim->index,
+                     .mode = mode,
+                     .blocks = nb});
   std::erase(running_, victim);
   enqueue_waiting(victim);
 }
@@ -181,27 +185,29 @@ std::vector<ScheduledChunk> Scheduler::schedule(KvCacheManager& cache,
     budget -= n;
   }
   // 3. Admit waiting sequences in (priority, FCFS) order while the budget, the sequence cap and
-  // the pool allow; the head of the queue blocks the rest (no overtaking).
-  while (!waiting_.empty() && budget > 0 && running_.size() < config_.max_num_seqs) {
-    Sequence* s = waiting_.front();
+  // the pool allow; a sequence that does not fit blocks the rest (no overtaking). One whose next
+  // prompt block is being computed by a running sequence waits for that block to be committed
+  // (then it is a prefix hit, not a second private copy); later ones may pass it meanwhile.
+  for (size_t w = 0;
+       w < waiting_.size() && budget > 0 && running_.size() < config_.max_num_seqs;) {
+    Sequence* s = waiting_[w];
     uint32_t n = 0;
     if (s->swapped) {
       if (!admit_swapped(cache, s, budget, &n, copies->size())) break;
     } else {
       const AdmitPlan plan = cache.plan_admit(s->tokens, s->cache_salt);
+      if (plan.prefix_in_flight) {
+        ++w;
+        continue;
+      }
       if (!plan.fits) break;
-      auto cached = cache.admit(s->id, s->tokens, s->cache_salt, copies);
-      if (!cached.is_ok()) break;
+      auto cached = cache.admit(s->id, s->tokens, s->cache_salt, copies, budget);
+      if (!cached.is_ok()) break;  // nothing changed, no copy queued
       s->num_computed = *cached;
       if (s->num_preemptions == 0) s->cached_tokens = std::min(*cached, s->prompt_len);
       n = std::min(budget, s->remaining());
-      if (!cache.append_slots(s->id, n, copies).is_ok()) {
-        cache.free(s->id);
-        s->num_computed = 0;
-        break;
-      }
     }
-    waiting_.pop_front();
+    waiting_.erase(waiting_.begin() + static_cast<std::ptrdiff_t>(w));
     s->status = SeqStatus::kRunning;
     if (s->first_scheduled == Clock::time_point{}) s->first_scheduled = Clock::now();
     running_.push_back(s);

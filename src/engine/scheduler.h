@@ -50,9 +50,13 @@ struct ScheduledChunk {
 };
 
 // One preemption, for logs and metrics. `mode` is what actually happened (a swap that did not
-// fit in the swap area is a recompute).
+// fit in the swap area is a recompute). The event names the request and sample itself: by the
+// time it is read the sequence may have been re-admitted, finished and released in the same
+// step, so readers must not look the sequence up.
 struct PreemptionEvent {
   SeqId seq;
+  SeqId request;       // the request's first sequence (Sequence::parent, or seq itself)
+  uint32_t index = 0;  // sample index within the request
   PreemptionMode mode = PreemptionMode::kRecompute;
   uint32_t blocks = 0;  // blocks the victim gave back
 };

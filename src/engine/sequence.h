@@ -20,6 +20,10 @@ enum class FinishReason : uint8_t { kNone, kEos, kLength, kAbort };
 
 using Clock = std::chrono::steady_clock;
 
+// The most samples (n) one request may ask for: the one limit the engine enforces and the server
+// reports.
+inline constexpr uint32_t kMaxSamplesPerRequest = 16;
+
 struct SequenceRequest {
   std::vector<int32_t> prompt;
   SamplingParams sampling;

@@ -16,9 +16,10 @@ uint64_t default_block_hash(uint64_t parent_key, std::span<const int32_t> tokens
   return XXH3_64bits_withSeed(tokens.data(), tokens.size_bytes(), parent_key);
 }
 
-uint64_t extra_keys_hash(uint64_t model_fingerprint, KvDtype k_dtype, KvDtype v_dtype) {
-  const uint64_t words[3] = {model_fingerprint, static_cast<uint64_t>(k_dtype),
-                             static_cast<uint64_t>(v_dtype)};
+uint64_t extra_keys_hash(uint64_t model_fingerprint, KvDtype k_dtype, KvDtype v_dtype,
+                         uint64_t seed) {
+  const uint64_t words[4] = {model_fingerprint, static_cast<uint64_t>(k_dtype),
+                             static_cast<uint64_t>(v_dtype), seed};
   return XXH3_64bits_withSeed(words, sizeof(words), kExtraKeysTag);
 }
 

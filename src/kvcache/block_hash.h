@@ -18,9 +18,10 @@ using BlockHashFn = uint64_t (*)(uint64_t parent_key, std::span<const int32_t> t
 // XXH3-64 of the token bytes, seeded with the parent key.
 [[nodiscard]] uint64_t default_block_hash(uint64_t parent_key, std::span<const int32_t> tokens);
 
-// The extra keys every block of this model and KV format carries.
+// The extra keys every block of this model and KV format carries, and the per-process seed
+// (KvCacheConfig::hash_seed) that keeps keys unpredictable from outside.
 [[nodiscard]] uint64_t extra_keys_hash(uint64_t model_fingerprint, KvDtype k_dtype,
-                                       KvDtype v_dtype);
+                                       KvDtype v_dtype, uint64_t seed = 0);
 
 // Key of the (virtual) parent of a tenant's first block.
 [[nodiscard]] uint64_t root_block_key(uint64_t extra_keys, std::string_view cache_salt);

@@ -52,6 +52,11 @@ void BlockPool::unlink(ListHead& list, std::vector<Links>& links, uint32_t b) {
 
 void BlockPool::add_tenant() { tenants_.emplace_back(); }
 
+void BlockPool::reset_tenant(TenantId t) {
+  KVS_CHECK_MSG(tenants_[t.value].held == 0, "reset_tenant of a tenant that holds blocks");
+  tenants_[t.value] = Tenant{};
+}
+
 uint32_t BlockPool::fair_share() const {
   const uint32_t active = std::max<uint32_t>(1, num_active_tenants_);
   const uint32_t share = (num_blocks_ + active - 1) / active;

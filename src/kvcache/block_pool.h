@@ -67,6 +67,9 @@ class BlockPool {
 
   // Tenants must be registered (densely, 0..n-1) before they allocate.
   void add_tenant();
+  // Reuses the slot of a tenant that holds nothing (precondition: tenant_held(t) == 0) for a
+  // new tenant: its counters start from zero.
+  void reset_tenant(TenantId t);
   [[nodiscard]] uint32_t num_tenants() const { return static_cast<uint32_t>(tenants_.size()); }
   [[nodiscard]] uint32_t tenant_held(TenantId t) const { return tenants_[t.value].held; }
   [[nodiscard]] uint32_t tenant_cached_free(TenantId t) const {

@@ -35,7 +35,8 @@ struct KvCacheManager::Match {
 
 KvCacheManager::KvCacheManager(const KvCacheConfig& config)
     : config_(config),
-      extra_key_(extra_keys_hash(config.model_fingerprint, config.k_dtype, config.v_dtype)),
+      extra_key_(extra_keys_hash(config.model_fingerprint, config.k_dtype, config.v_dtype,
+                                 config.hash_seed)),
       cache_(std::make_unique<PrefixCache>(config.num_blocks, config.block_size)),
       pool_(config.num_blocks, resolve_quota(config), cache_.get()),
       hash_fn_(&default_block_hash) {
@@ -58,12 +59,22 @@ TenantId KvCacheManager::tenant_for(std::string_view salt) {
   bool found = false;
   const TenantId t = find_tenant(salt, &found);
   if (found) return t;
-  const uint32_t index = static_cast<uint32_t>(tenant_salts_.size());
-  tenant_salts_.emplace_back(salt);
-  tenant_root_keys_.push_back(root_block_key(extra_key_, salt));
-  tenant_counters_.emplace_back();
+  uint32_t index = 0;
+  if (!free_tenant_slots_.empty()) {
+    index = free_tenant_slots_.back();
+    free_tenant_slots_.pop_back();
+    tenant_salts_[index] = std::string(salt);
+    tenant_root_keys_[index] = root_block_key(extra_key_, salt);
+    tenant_counters_[index] = TenantCounters{};
+    pool_.reset_tenant(TenantId{index});
+  } else {
+    index = static_cast<uint32_t>(tenant_salts_.size());
+    tenant_salts_.emplace_back(salt);
+    tenant_root_keys_.push_back(root_block_key(extra_key_, salt));
+    tenant_counters_.emplace_back();
+    pool_.add_tenant();
+  }
   tenant_index_.emplace(std::string(salt), index);
-  pool_.add_tenant();
   return TenantId{index};
 }
 
@@ -109,6 +120,12 @@ AdmitPlan KvCacheManager::plan_admit(std::span<const int32_t> prompt,
   const uint32_t full = static_cast<uint32_t>(m.blocks.size());
   plan.cached_tokens = full * bs + (m.partial ? m.partial->num_tokens : 0);
   plan.blocks_needed = ceil_div(prompt.size(), bs) - full;
+  // The next full block of the prompt: is another sequence computing it right now?
+  if (known && config_.enable_prefix_caching && !in_flight_.empty() &&
+      uint64_t{full + 1} * bs <= prompt.size()) {
+    const uint64_t key = hash_fn_(m.last_key, prompt.subspan(uint64_t{full} * bs, bs));
+    plan.prefix_in_flight = in_flight_.contains(key);
+  }
   if (!known) {
     plan.fits = plan.blocks_needed <= pool_.available_for_new_tenant();
     return plan;
@@ -130,44 +147,109 @@ uint32_t KvCacheManager::available_blocks(std::string_view cache_salt) const {
 
 Result<uint32_t> KvCacheManager::admit(SeqId seq, std::span<const int32_t> prompt,
                                        std::string_view cache_salt,
-                                       std::vector<BlockCopy>* copies) {
+                                       std::vector<BlockCopy>* copies, uint32_t chunk_budget) {
   if (prompt.empty()) return invalid_argument("admit: empty prompt");
   if (seqs_.contains(seq)) return invalid_argument("admit: sequence already exists");
-  const TenantId t = tenant_for(cache_salt);
+  bool known = false;
+  TenantId t = find_tenant(cache_salt, &known);
   Match m;
-  lookup(prompt, t, true, &m);
+  lookup(prompt, t, known, &m);
   const uint32_t bs = config_.block_size;
-
+  const uint32_t full = m.full_tokens(bs);
+  // Blocks obtainable once the hits are referenced (cached-free hits leave the evictable set),
+  // keeping the partial copy's source too when there is one.
+  std::vector<BlockId> taken;
+  for (BlockId b : m.blocks)
+    if (pool_.state(b) == BlockState::kCachedFree) taken.push_back(b);
+  const uint32_t hits_only =
+      known ? pool_.available_for(t, taken) : pool_.available_for_new_tenant();
+  bool partial = m.partial.has_value() && copies != nullptr;
+  uint32_t available = hits_only;
+  if (partial && pool_.state(m.partial->block) == BlockState::kCachedFree) {
+    taken.push_back(m.partial->block);
+    available = pool_.available_for(t, taken);
+  }
+  const auto blocks_for = [&](uint32_t cached) {
+    const uint32_t chunk = std::min<uint32_t>(chunk_budget, prompt.size() - cached);
+    // The partial copy's destination and the chunk's blocks beyond the full hits.
+    return ceil_div(uint64_t{cached} + chunk, bs) - full / bs;
+  };
+  if (partial && blocks_for(full + m.partial->num_tokens) > available) {
+    partial = false;  // no room for the copy: recompute those tokens instead
+    available = hits_only;
+  }
+  const uint32_t cached = full + (partial ? m.partial->num_tokens : 0);
+  const uint32_t chunk = std::min<uint32_t>(chunk_budget, prompt.size() - cached);
+  const uint32_t need = blocks_for(cached);
+  if (need > available) {
+    return resource_exhausted("admit: " + std::to_string(need) + " blocks needed, " +
+                              std::to_string(available) + " available");
+  }
+  if (!known) {
+    t = tenant_for(cache_salt);
+    m.last_key = root_key(t);  // a new tenant: nothing matched, the chain starts at its root
+  }
   Sequence s(t, bs);
   for (BlockId b : m.blocks) {
     pool_.add_ref(b);
     s.table.push_block(b);
   }
-  uint32_t cached = m.full_tokens(bs);
-  if (m.partial && copies != nullptr) {
+  if (partial) {
     // Pin the source so that allocating the destination cannot evict it.
     const BlockId src = m.partial->block;
     pool_.add_ref(src);
     const std::optional<BlockId> dst = pool_.allocate(t);
+    KVS_CHECK_MSG(dst.has_value(), "admit: allocation failed after the availability check");
     pool_.release(src);
-    if (dst) {
-      const uint32_t p = m.partial->num_tokens;
-      copies->push_back(BlockCopy{src, *dst, p});
-      ++cow_copies_;
-      s.table.push_block(*dst);
-      s.partial_tokens.assign(prompt.begin() + cached, prompt.begin() + cached + p);
-      cached += p;
-    }
+    const uint32_t p = m.partial->num_tokens;
+    copies->push_back(BlockCopy{src, *dst, p});
+    ++cow_copies_;
+    s.table.push_block(*dst);
+    s.partial_tokens.assign(prompt.begin() + full, prompt.begin() + full + p);
   }
   s.table.add_tokens(cached);
   s.num_committed = cached;
   s.last_key = m.last_key;
   s.last_ref = m.last_ref;
-  TenantCounters& tc = tenant_counters_[t.value];
-  tc.query_tokens += prompt.size();
-  tc.hit_tokens += cached;
-  seqs_.emplace(seq, std::move(s));
+  for (uint32_t i = s.table.num_blocks(); i < ceil_div(uint64_t{cached} + chunk, bs); ++i) {
+    const std::optional<BlockId> b = pool_.allocate(t);
+    KVS_CHECK_MSG(b.has_value(), "admit: allocation failed after the availability check");
+    s.table.push_block(*b);
+  }
+  s.table.add_tokens(chunk);
+  for (TenantCounters* tc : {&tenant_counters_[t.value], &totals_}) {
+    tc->query_tokens += prompt.size();
+    tc->hit_tokens += cached;
+    tc->hit_block_tokens += full;
+  }
+  ++tenant_counters_[t.value].sequences;
+  auto [it, inserted] = seqs_.emplace(seq, std::move(s));
+  KVS_CHECK(inserted);
+  if (config_.enable_prefix_caching) {
+    register_in_flight(seq, it->second, prompt, full / bs, m.last_key);
+  }
   return cached;
+}
+
+void KvCacheManager::register_in_flight(SeqId seq, Sequence& s, std::span<const int32_t> prompt,
+                                        uint32_t first_block, uint64_t parent_key) {
+  const uint32_t bs = config_.block_size;
+  uint64_t key = parent_key;
+  for (uint64_t b = first_block; (b + 1) * bs <= prompt.size(); ++b) {
+    key = hash_fn_(key, prompt.subspan(b * bs, bs));
+    // The first sequence computing a block owns its entry; a later one (possible when the
+    // block's first computation started before this prompt was looked up) does not take over.
+    if (in_flight_.emplace(key, seq).second) s.in_flight_keys.push_back(key);
+  }
+}
+
+void KvCacheManager::drop_in_flight(SeqId seq, Sequence& s) {
+  for (size_t i = s.in_flight_done; i < s.in_flight_keys.size(); ++i) {
+    const auto it = in_flight_.find(s.in_flight_keys[i]);
+    if (it != in_flight_.end() && it->second == seq) in_flight_.erase(it);
+  }
+  s.in_flight_keys.clear();
+  s.in_flight_done = 0;
 }
 
 const KvCacheManager::Sequence& KvCacheManager::seq_ref(SeqId seq) const {
@@ -236,6 +318,11 @@ void KvCacheManager::commit_full_block(Sequence& s, uint32_t block_index,
   const uint64_t key = hash_fn_(parent_key, tokens);
   KVS_DCHECK(block_index == 0 || s.last_ref.is_valid());
   KVS_CHECK_MSG(!cache_->contains(b), "a cached block is written again");
+  if (s.in_flight_done < s.in_flight_keys.size() && s.in_flight_keys[s.in_flight_done] == key) {
+    // Blocks are committed in chain order, so the next registered key is the only candidate.
+    in_flight_.erase(key);
+    ++s.in_flight_done;
+  }
   const std::optional<BlockId> existing =
       cache_->insert(b, key, parent_key, s.last_ref, s.tenant, tokens);
   if (existing) {
@@ -286,7 +373,10 @@ Status KvCacheManager::fork(SeqId parent, SeqId child) {
     return invalid_argument("fork: parent has appended slots that are not committed");
   }
   Sequence copy = it->second;
+  copy.in_flight_keys.clear();  // the parent keeps computing (and owning) them
+  copy.in_flight_done = 0;
   for (BlockId b : copy.table.blocks()) pool_.add_ref(b);
+  ++tenant_counters_[copy.tenant.value].sequences;
   seqs_.emplace(child, std::move(copy));
   return Status::ok();
 }
@@ -304,6 +394,7 @@ Status KvCacheManager::admit_restored(SeqId seq, std::span<const int32_t> tokens
   Sequence s(t, config_.block_size);
   s.last_key = root_key(t);
   seqs_.emplace(seq, std::move(s));
+  ++tenant_counters_[t.value].sequences;
   // A fresh table never needs a copy; the availability check above makes this succeed.
   const Status st = append_slots(seq, static_cast<uint32_t>(tokens.size()), nullptr);
   KVS_CHECK_MSG(st.is_ok(), "admit_restored: append_slots failed after the check");
@@ -314,10 +405,40 @@ Status KvCacheManager::admit_restored(SeqId seq, std::span<const int32_t> tokens
 void KvCacheManager::free(SeqId seq) {
   const auto it = seqs_.find(seq);
   if (it == seqs_.end()) return;
+  drop_in_flight(seq, it->second);
   const std::span<const BlockId> blocks = it->second.table.blocks();
   // Last to first: the chain's tail enters the LRU first and is evicted before its parents.
   for (size_t i = blocks.size(); i-- > 0;) pool_.release(blocks[i]);
+  --tenant_counters_[it->second.tenant.value].sequences;
   seqs_.erase(it);
+}
+
+uint32_t KvCacheManager::forget_idle_tenants(double now, double idle_seconds) {
+  uint32_t forgotten = 0;
+  for (uint32_t t = 0; t < tenant_counters_.size(); ++t) {
+    TenantCounters& tc = tenant_counters_[t];
+    if (!tc.live) continue;
+    if (tc.sequences != 0 || pool_.tenant_held(TenantId{t}) != 0) {
+      tc.idle_since = -1;
+      continue;
+    }
+    if (tc.idle_since < 0) {
+      tc.idle_since = now;
+      continue;
+    }
+    if (now - tc.idle_since < idle_seconds) continue;
+    tenant_index_.erase(tenant_salts_[t]);
+    tenant_salts_[t].clear();
+    tenant_salts_[t].shrink_to_fit();
+    tc = TenantCounters{.live = false};
+    free_tenant_slots_.push_back(t);
+    ++forgotten;
+  }
+  return forgotten;
+}
+
+uint32_t KvCacheManager::num_tenants() const {
+  return static_cast<uint32_t>(tenant_salts_.size() - free_tenant_slots_.size());
 }
 
 bool KvCacheManager::contains(SeqId seq) const { return seqs_.contains(seq); }
@@ -370,10 +491,9 @@ KvCacheStats KvCacheManager::stats() const {
   st.blocks_cached_free = pool_.num_cached_free();
   st.blocks_in_use = pool_.num_in_use();
   st.usage = static_cast<double>(st.blocks_in_use) / st.num_blocks;
-  for (const TenantCounters& tc : tenant_counters_) {
-    st.prefix_query_tokens += tc.query_tokens;
-    st.prefix_hit_tokens += tc.hit_tokens;
-  }
+  st.prefix_query_tokens = totals_.query_tokens;
+  st.prefix_hit_tokens = totals_.hit_tokens;
+  st.prefix_hit_block_tokens = totals_.hit_block_tokens;
   st.prefix_hit_rate = st.prefix_query_tokens == 0
                            ? 0
                            : static_cast<double>(st.prefix_hit_tokens) / st.prefix_query_tokens;
@@ -424,10 +544,13 @@ std::vector<TenantStats> KvCacheManager::tenant_stats() const {
   std::vector<TenantStats> out;
   out.reserve(tenant_salts_.size());
   for (uint32_t t = 0; t < tenant_salts_.size(); ++t) {
+    if (!tenant_counters_[t].live) continue;
     const TenantId id{t};
-    out.push_back(TenantStats{.cache_salt = tenant_salts_[t],
+    out.push_back(TenantStats{.id = t,
+                              .cache_salt = tenant_salts_[t],
                               .prefix_query_tokens = tenant_counters_[t].query_tokens,
                               .prefix_hit_tokens = tenant_counters_[t].hit_tokens,
+                              .prefix_hit_block_tokens = tenant_counters_[t].hit_block_tokens,
                               .blocks_held = pool_.tenant_held(id),
                               .blocks_cached_free = pool_.tenant_cached_free(id),
                               .blocks_evicted = pool_.tenant_evicted(id)});
@@ -438,10 +561,14 @@ std::vector<TenantStats> KvCacheManager::tenant_stats() const {
 Status KvCacheManager::check_integrity() const {
   const uint32_t bs = config_.block_size;
   std::vector<uint32_t> refs(config_.num_blocks, 0);
+  std::vector<uint32_t> tenant_sequences(tenant_salts_.size(), 0);
+  size_t in_flight_owned = 0;
   for (const auto& [id, s] : seqs_) {
     const std::string name = "sequence " + std::to_string(id.value);
     const BlockTable& table = s.table;
-    if (s.tenant.value >= tenant_salts_.size()) return internal_error(name + ": unknown tenant");
+    if (s.tenant.value >= tenant_salts_.size() || !tenant_counters_[s.tenant.value].live)
+      return internal_error(name + ": unknown tenant");
+    ++tenant_sequences[s.tenant.value];
     if (table.num_blocks() != ceil_div(table.num_tokens(), bs)) {
       return internal_error(name + ": block count does not match its token count");
     }
@@ -467,7 +594,35 @@ Status KvCacheManager::check_integrity() const {
     if (table.partial_tokens() != 0 && cache_->contains(table.block(table.num_blocks() - 1))) {
       return internal_error(name + ": partly filled last block is in the prefix cache");
     }
+    for (size_t i = s.in_flight_done; i < s.in_flight_keys.size(); ++i) {
+      const auto f = in_flight_.find(s.in_flight_keys[i]);
+      if (f == in_flight_.end() || !(f->second == id)) {
+        return internal_error(name + ": an in-flight block key is not registered to it");
+      }
+      ++in_flight_owned;
+    }
   }
+  if (in_flight_owned != in_flight_.size()) {
+    return internal_error("in-flight block keys registered to no live sequence");
+  }
+  size_t live_tenants = 0;
+  for (uint32_t t = 0; t < tenant_salts_.size(); ++t) {
+    const TenantCounters& tc = tenant_counters_[t];
+    if (tc.sequences != tenant_sequences[t])
+      return internal_error("tenant " + std::to_string(t) + ": sequence count");
+    if (!tc.live) {
+      if (pool_.tenant_held(TenantId{t}) != 0)
+        return internal_error("forgotten tenant " + std::to_string(t) + " holds blocks");
+      continue;
+    }
+    ++live_tenants;
+    const auto it = tenant_index_.find(tenant_salts_[t]);
+    if (it == tenant_index_.end() || it->second != t)
+      return internal_error("tenant " + std::to_string(t) + " is not indexed by its salt");
+  }
+  if (live_tenants != tenant_index_.size() ||
+      live_tenants + free_tenant_slots_.size() != tenant_salts_.size())
+    return internal_error("tenant slots and the salt index disagree");
   return pool_.check_integrity(refs);
 }
 

@@ -68,6 +68,10 @@ struct KvCacheConfig {
   bool enable_prefix_caching = true;
   // Extra keys mixed into every block key: cached KV is only valid for the same weights and format.
   uint64_t model_fingerprint = 0;
+  // Mixed into every block key of this process, so that keys cannot be predicted (or collisions
+  // crafted) from outside. Engines draw it at random; tests may fix it. Keys of the lower tiers,
+  // which must be stable across restarts, are computed separately (tier keys, not these).
+  uint64_t hash_seed = 0;
   KvDtype k_dtype = KvDtype::kF16;
   KvDtype v_dtype = KvDtype::kF16;
   // Per-tenant cap on held blocks (in use + cached-free). 0 = none. If both are set the smaller
@@ -81,6 +85,11 @@ struct AdmitPlan {
   uint32_t cached_tokens = 0;  // tokens admit() would reuse (full blocks + partial CoW copy)
   uint32_t blocks_needed = 0;  // new blocks to hold the whole prompt (incl. a partial CoW copy)
   bool fits = false;           // blocks_needed <= blocks obtainable now (free + evictable, quota)
+  // The first block the cache does not have is being computed right now by another admitted
+  // sequence of the same tenant (same chain key): admitting this one now would compute the same
+  // KV a second time into private blocks. Waiting until that block is committed turns it into a
+  // prefix hit instead.
+  bool prefix_in_flight = false;
 };
 
 struct KvCacheStats {
@@ -92,6 +101,9 @@ struct KvCacheStats {
   double usage = 0;                  // blocks_in_use / num_blocks
   uint64_t prefix_query_tokens = 0;  // prompt tokens looked up by admit()
   uint64_t prefix_hit_tokens = 0;    // of those, tokens reused from the cache
+  // Of those, tokens of whole cached blocks: what may be shown outside (partial-block reuse
+  // is counted in prefix_hit_tokens only, so no probe can read a partial match length).
+  uint64_t prefix_hit_block_tokens = 0;
   double prefix_hit_rate = 0;        // hit / query tokens (0 when no query)
   uint64_t evictions = 0;            // cached-free blocks whose key was dropped for reuse
   uint64_t cow_copies = 0;           // BlockCopy ops returned (fork CoW + partial prefix reuse)
@@ -102,9 +114,11 @@ struct KvCacheStats {
 };
 
 struct TenantStats {
+  uint32_t id = 0;  // TenantId value (BlockInfo::tenant); reused after the tenant is forgotten
   std::string cache_salt;
   uint64_t prefix_query_tokens = 0;
   uint64_t prefix_hit_tokens = 0;
+  uint64_t prefix_hit_block_tokens = 0;  // whole cached blocks only (see KvCacheStats)
   uint32_t blocks_held = 0;         // owned blocks in use or cached-free
   uint32_t blocks_cached_free = 0;  // of those, cached-free
   uint64_t blocks_evicted = 0;      // this tenant's cached blocks evicted
@@ -114,7 +128,7 @@ struct TenantStats {
 struct BlockInfo {
   BlockState state = BlockState::kFree;
   uint32_t refcount = 0;
-  uint32_t tenant = 0;  // index into tenant_stats() (meaningless for kFree)
+  uint32_t tenant = 0;  // TenantStats::id of the owner (meaningless for kFree)
   uint32_t filled = 0;  // token slots holding KV: max over users; block_size when cached-free
 };
 
@@ -155,12 +169,16 @@ class KvCacheManager {
   // ---- commits ----
   // Adds a sequence (precondition: seq unknown, prompt non-empty; else invalid_argument). Matches
   // the longest cached prefix (never the whole prompt: at least the last prompt token is always
-  // recomputed, so logits exist) and allocates nothing else. Returns the cached token count c:
-  // num_tokens == num_committed == c afterwards. If the match ends inside a block, a fresh block
-  // receives the first c % block_size slots of a cached block: `copies` gets that BlockCopy
-  // (skipped, and c rounded down, if no block is available or `copies` is null).
+  // recomputed, so logits exist). Returns the cached token count c: num_committed == c
+  // afterwards. If the match ends inside a block, a fresh block receives the first
+  // c % block_size slots of a cached block: `copies` gets that BlockCopy (skipped, and c rounded
+  // down, if `copies` is null). Then the first chunk is appended: num_tokens == c +
+  // min(chunk_budget, prompt.size() - c). All or nothing: when the blocks for the partial copy
+  // and the chunk are not available it fails with resource_exhausted and changes nothing
+  // (`copies` included). The prompt's full blocks that are not cached are registered as in
+  // flight (see AdmitPlan::prefix_in_flight) until they are committed or the sequence is freed.
   Result<uint32_t> admit(SeqId seq, std::span<const int32_t> prompt, std::string_view cache_salt,
-                         std::vector<BlockCopy>* copies);
+                         std::vector<BlockCopy>* copies, uint32_t chunk_budget = 0);
   // Makes room for the next num_tokens slots (allocating, evicting, and CoW-copying a shared
   // partial last block into `copies`). Fails with resource_exhausted and changes nothing if it
   // cannot. num_tokens(seq) grows by num_tokens.
@@ -183,6 +201,13 @@ class KvCacheManager {
   // Drops the sequence: its blocks are released last to first (tails evicted first) and go to
   // cached-free (if keyed) or free. Unknown seq: no-op.
   void free(SeqId seq);
+  // Forgets tenants that have held no block and run no sequence since `idle_seconds` before
+  // `now` (seconds on any monotonic clock; the caller passes its own every so often): their
+  // salt, counters and slot are dropped and the slot is reused. Bounds the tenant table by
+  // the tenants that hold blocks or ran recently, whatever the number of distinct salts seen.
+  // Returns how many were forgotten.
+  uint32_t forget_idle_tenants(double now, double idle_seconds);
+  [[nodiscard]] uint32_t num_tenants() const;
 
   // ---- queries ----
   [[nodiscard]] bool contains(SeqId seq) const;
@@ -220,6 +245,10 @@ class KvCacheManager {
     BlockRef last_ref;
     // Token ids of the committed slots of the last, partly filled block.
     std::vector<int32_t> partial_tokens;
+    // Chain keys of prompt blocks this sequence registered as in flight, in chain order; those
+    // from in_flight_done on are not committed yet.
+    std::vector<uint64_t> in_flight_keys;
+    size_t in_flight_done = 0;
   };
   struct Match;  // result of a prefix lookup (kv_cache_manager.cpp)
 
@@ -229,6 +258,9 @@ class KvCacheManager {
   void lookup(std::span<const int32_t> prompt, TenantId t, bool tenant_known, Match* m) const;
   [[nodiscard]] const Sequence& seq_ref(SeqId seq) const;
   void commit_full_block(Sequence& s, uint32_t block_index, std::span<const int32_t> tokens);
+  void register_in_flight(SeqId seq, Sequence& s, std::span<const int32_t> prompt,
+                          uint32_t first_block, uint64_t parent_key);
+  void drop_in_flight(SeqId seq, Sequence& s);
 
   KvCacheConfig config_;
   uint64_t extra_key_;  // model fingerprint + KV format
@@ -251,9 +283,18 @@ class KvCacheManager {
   struct TenantCounters {
     uint64_t query_tokens = 0;
     uint64_t hit_tokens = 0;
+    uint64_t hit_block_tokens = 0;
+    uint32_t sequences = 0;   // live sequences of the tenant
+    double idle_since = -1;   // forget_idle_tenants' time when last seen idle; -1 = busy
+    bool live = true;         // false: a forgotten slot waiting in free_tenant_slots_
   };
   std::vector<TenantCounters> tenant_counters_;
+  std::vector<uint32_t> free_tenant_slots_;
+  TenantCounters totals_;  // over all tenants ever seen (forgetting one keeps its counts here)
   uint64_t cow_copies_ = 0;
+  // Chain key of a full prompt block being computed -> the sequence computing it (the first one
+  // admitted; later identical prompts wait for it, see AdmitPlan::prefix_in_flight).
+  std::unordered_map<uint64_t, SeqId> in_flight_;
 };
 
 }  // namespace kvs
