@@ -1,6 +1,7 @@
 #include "core/byte_size.h"
 
 #include <cctype>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -24,13 +25,11 @@ Result<uint64_t> parse_byte_size(std::string_view text) {
   if (number.empty())
     return invalid_argument("byte size '" + std::string(text) + "' does not start with a number");
   double value = 0;
-  try {
-    size_t used = 0;
-    value = std::stod(number, &used);
-    if (used != number.size()) throw 0;
-  } catch (...) {
+  const auto [end, err] = std::from_chars(number.data(), number.data() + number.size(), value);
+  if (err == std::errc::result_out_of_range)
+    return invalid_argument("byte size '" + std::string(text) + "' is out of range");
+  if (err != std::errc() || end != number.data() + number.size())
     return invalid_argument("byte size '" + std::string(text) + "' has a malformed number");
-  }
   double mult = 1;
   if (unit.empty() || unit == "b")
     mult = 1;
@@ -53,10 +52,10 @@ Result<uint64_t> parse_byte_size(std::string_view text) {
   else
     return invalid_argument("byte size '" + std::string(text) +
                             "' has an unknown unit (use B, KB, MB, GB, TB, KiB, MiB, GiB, TiB)");
-  const double bytes = value * mult;
-  if (!std::isfinite(bytes) || bytes < 0 || bytes > 1.8e19)
-    return invalid_argument("byte size '" + std::string(text) + "' is out of range");
-  return static_cast<uint64_t>(std::llround(bytes));
+  const double bytes = std::round(value * mult);
+  if (!std::isfinite(bytes) || bytes < 0 || bytes > static_cast<double>(kMaxByteSize))
+    return invalid_argument("byte size '" + std::string(text) + "' is out of range (at most 1 EiB)");
+  return static_cast<uint64_t>(bytes);
 }
 
 static std::string format_scaled(uint64_t bytes, double base, const char* const* units) {

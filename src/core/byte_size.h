@@ -10,6 +10,12 @@
 
 namespace kvs {
 
+// The largest size accepted: 1 EiB. Larger values (which would saturate or wrap a 64-bit count
+// and silently mean "unbounded") are refused.
+inline constexpr uint64_t kMaxByteSize = uint64_t{1} << 60;
+
+// Sizes are rounded to the nearest byte; negative, non-finite or larger than kMaxByteSize
+// values are invalid_argument, with a message naming the text.
 [[nodiscard]] Result<uint64_t> parse_byte_size(std::string_view text);
 
 // "512.0 MiB (536,870,912 B)"-style rendering: binary units.

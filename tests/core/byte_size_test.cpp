@@ -26,6 +26,18 @@ TEST(ByteSizeTest, RejectsGarbageWithAClearMessage) {
             std::string::npos);
 }
 
+TEST(ByteSizeTest, RejectsSizesThatWouldSaturateOrWrap) {
+  // 1e19 used to go through llround (long long) and saturate: an "unbounded" swap space.
+  for (const char* big : {"1e19", "1.8e19", "2e19", "2e18", "1048577TiB"}) {
+    auto r = parse_byte_size(big);
+    EXPECT_FALSE(r.is_ok()) << big;
+    EXPECT_NE(r.status().message().find("out of range"), std::string::npos) << big;
+  }
+  EXPECT_EQ(*parse_byte_size("1024TiB"), 1ull << 50);
+  EXPECT_EQ(*parse_byte_size("1152921504606846976"), kMaxByteSize);
+  EXPECT_EQ(*parse_byte_size("0.5"), 1u);  // rounded to the nearest byte
+}
+
 TEST(ByteSizeTest, Formats) {
   EXPECT_EQ(format_thousands(23040), "23,040");
   EXPECT_EQ(format_thousands(999), "999");
