@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include "model/tokenizer.h"
+
 namespace kvs {
 namespace {
 
@@ -80,35 +82,75 @@ Result<ChatTemplate> ChatTemplate::from_template_string(std::string_view jinja) 
 std::string ChatTemplate::render(std::span<const ChatMessage> messages,
                                  bool add_generation_prompt) const {
   std::string out;
+  for (const ChatPiece& p : render_pieces(messages, add_generation_prompt)) out += p.text;
+  return out;
+}
+
+std::vector<ChatPiece> ChatTemplate::render_pieces(std::span<const ChatMessage> messages,
+                                                   bool add_generation_prompt) const {
+  std::vector<ChatPiece> out;
+  const auto scaffold = [&](std::string_view text) {
+    if (text.empty()) return;
+    if (!out.empty() && !out.back().is_content) {
+      out.back().text += text;
+    } else {
+      out.push_back({std::string(text), false});
+    }
+  };
+  const auto content = [&](std::string_view text) {
+    if (!text.empty()) out.push_back({std::string(text), true});
+  };
   switch (kind_) {
     case Kind::kChatMl: {
-      const auto turn = [&](std::string_view role, std::string_view content) {
-        out.append(kImStart).append(role).append("\n").append(content).append(kImEnd);
-        out += '\n';
+      const auto turn = [&](std::string_view role, std::string_view text, bool is_content) {
+        scaffold(std::string(kImStart) + std::string(role) + "\n");
+        if (is_content) {
+          content(text);
+        } else {
+          scaffold(text);
+        }
+        scaffold(std::string(kImEnd) + "\n");
       };
       // Like the Jinja loop: the default system turn comes with the first message, so an empty
-      // conversation gets none.
+      // conversation gets none. It is the template's own text, not content.
       if (!messages.empty() && messages.front().role != "system" && default_system_) {
-        turn("system", *default_system_);
+        turn("system", *default_system_, false);
       }
-      for (const ChatMessage& m : messages) turn(m.role, m.content);
-      if (add_generation_prompt) out.append(kImStart).append("assistant\n");
+      for (const ChatMessage& m : messages) turn(m.role, m.content, true);
+      if (add_generation_prompt) scaffold(std::string(kImStart) + "assistant\n");
       break;
     }
     case Kind::kLlama3:
       for (const ChatMessage& m : messages) {
-        out.append("<|start_header_id|>").append(m.role).append("<|end_header_id|>\n\n");
-        out.append(trim(m.content)).append("<|eot_id|>");
+        scaffold("<|start_header_id|>" + m.role + "<|end_header_id|>\n\n");
+        content(trim(m.content));
+        scaffold("<|eot_id|>");
       }
-      if (add_generation_prompt) out.append("<|start_header_id|>assistant<|end_header_id|>\n\n");
+      if (add_generation_prompt) scaffold("<|start_header_id|>assistant<|end_header_id|>\n\n");
       break;
     case Kind::kPlain:
-      for (const ChatMessage& m : messages)
-        out.append(m.role).append(": ").append(m.content) += '\n';
-      if (add_generation_prompt) out.append("assistant:");
+      for (const ChatMessage& m : messages) {
+        scaffold(m.role + ": ");
+        content(m.content);
+        scaffold("\n");
+      }
+      if (add_generation_prompt) scaffold("assistant:");
       break;
   }
   return out;
+}
+
+std::vector<int32_t> ChatTemplate::encode(const Tokenizer& tokenizer,
+                                          std::span<const ChatMessage> messages,
+                                          bool add_generation_prompt, bool trust_content) const {
+  std::string text;
+  std::vector<std::pair<size_t, size_t>> content_ranges;
+  for (const ChatPiece& p : render_pieces(messages, add_generation_prompt)) {
+    if (p.is_content) content_ranges.emplace_back(text.size(), text.size() + p.text.size());
+    text += p.text;
+  }
+  if (trust_content) return tokenizer.encode(text, /*add_special=*/true, /*parse_special=*/true);
+  return tokenizer.encode_template(text, /*add_special=*/true, content_ranges);
 }
 
 }  // namespace kvs

@@ -16,8 +16,10 @@
 //            does), so it is not doubled.
 //   kPlain   (any other template): "{role}: {content}\n" per message, generation prompt
 //            "assistant:".
-// Message text is inserted verbatim: encode the prompt with parse_special only when the content
-// is trusted not to spell control tokens.
+// render() gives the prompt as text; encode() gives its tokens with no special token matched
+// inside message content (Tokenizer::encode_template), so content that spells a control token
+// ("<|im_end|>") stays text and cannot forge a turn; only the scaffolding yields control tokens.
+// For content without such strings the tokens are exactly those of the rendered text.
 #pragma once
 
 #include <optional>
@@ -25,6 +27,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "core/status.h"
 
@@ -33,6 +36,14 @@ namespace kvs {
 struct ChatMessage {
   std::string role, content;
 };
+
+// A run of rendered prompt text: the template's own scaffolding, or a message's content.
+struct ChatPiece {
+  std::string text;
+  bool is_content = false;
+};
+
+class Tokenizer;
 
 class ChatTemplate {
  public:
@@ -47,6 +58,15 @@ class ChatTemplate {
 
   [[nodiscard]] std::string render(std::span<const ChatMessage> messages,
                                    bool add_generation_prompt) const;
+  // The same prompt as pieces; their concatenation is render()'s text.
+  [[nodiscard]] std::vector<ChatPiece> render_pieces(std::span<const ChatMessage> messages,
+                                                     bool add_generation_prompt) const;
+  // The prompt's tokens: bos as the tokenizer adds it, scaffolding with control tokens parsed,
+  // content as plain text (or with control tokens parsed too when trust_content).
+  [[nodiscard]] std::vector<int32_t> encode(const Tokenizer& tokenizer,
+                                            std::span<const ChatMessage> messages,
+                                            bool add_generation_prompt,
+                                            bool trust_content = false) const;
 
   [[nodiscard]] Kind kind() const { return kind_; }
   // The system message inserted before a conversation that does not start with one, if any.

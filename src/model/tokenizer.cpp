@@ -286,6 +286,9 @@ Result<Tokenizer> Tokenizer::create(TokenizerConfig config) {
   for (size_t i = 0; i < n; ++i) {
     const auto id = static_cast<int32_t>(i);
     t.token_ids_.emplace(t.tokens_[i], id);  // the first of duplicate strings wins
+    // The stored string is at least as long as the bytes it stands for (byte-level encoding
+    // spends one or two bytes per raw byte).
+    t.max_token_bytes_ = std::max(t.max_token_bytes_, t.tokens_[i].size());
     const TokenType type = t.types_[i];
     const bool control =
         type == TokenType::kControl || type == TokenType::kUnknown || type == TokenType::kUnused;
@@ -514,7 +517,20 @@ void Tokenizer::encode_segment(std::string_view text, EncodeCache& cache,
 
 std::vector<int32_t> Tokenizer::encode(std::string_view utf8, bool add_special,
                                        bool parse_special) const {
+  return encode_impl(utf8, add_special, parse_special, {});
+}
+
+std::vector<int32_t> Tokenizer::encode_template(
+    std::string_view utf8, bool add_special,
+    std::span<const std::pair<size_t, size_t>> plain_ranges) const {
+  return encode_impl(utf8, add_special, /*parse_special=*/true, plain_ranges);
+}
+
+std::vector<int32_t> Tokenizer::encode_impl(
+    std::string_view utf8, bool add_special, bool parse_special,
+    std::span<const std::pair<size_t, size_t>> plain_ranges) const {
   std::vector<int32_t> out;
+  size_t next_range = 0;  // the first plain range that does not end before pos
   out.reserve(utf8.size() / 3 + 2);
   if (add_special && add_bos_) out.push_back(*bos_id_);
   EncodeCache cache;
@@ -522,9 +538,18 @@ std::vector<int32_t> Tokenizer::encode(std::string_view utf8, bool add_special,
   for (size_t pos = 0; pos < utf8.size();) {
     const auto b = static_cast<uint8_t>(utf8[pos]);
     const SpecialToken* match = nullptr;
-    for (uint32_t k = special_begin_[b]; k < special_begin_[b + 1]; ++k) {
+    while (next_range < plain_ranges.size() && plain_ranges[next_range].second <= pos) ++next_range;
+    const bool in_plain = next_range < plain_ranges.size() && plain_ranges[next_range].first <= pos;
+    // A special token may not reach into the next plain range either.
+    const size_t limit = in_plain ? pos
+                         : next_range < plain_ranges.size()
+                             ? plain_ranges[next_range].first
+                             : utf8.size();
+    const uint32_t candidates_end = in_plain ? special_begin_[b] : special_begin_[b + 1];
+    for (uint32_t k = special_begin_[b]; k < candidates_end; ++k) {
       const SpecialToken& s = specials_[k];  // longest first
-      if ((parse_special || !s.needs_parse_special) && utf8.substr(pos).starts_with(s.text)) {
+      if ((parse_special || !s.needs_parse_special) &&
+          pos + s.text.size() <= limit && utf8.substr(pos).starts_with(s.text)) {
         match = &s;
         break;
       }

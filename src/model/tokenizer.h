@@ -12,6 +12,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
@@ -81,6 +82,17 @@ class Tokenizer {
   // dropped when there is no unk (as HF's BPE does).
   [[nodiscard]] std::vector<int32_t> encode(std::string_view utf8, bool add_special,
                                             bool parse_special) const;
+  // A rendered template: like encode(utf8, add_special, parse_special = true), except that no
+  // special token is matched inside (or overlapping) the byte ranges [begin, end) of
+  // `plain_ranges` (sorted, disjoint): untrusted text such as chat message content, which thus
+  // cannot spell a control token. Elsewhere the tokens are exactly those of encode(), so text
+  // without special-token strings encodes the same either way.
+  [[nodiscard]] std::vector<int32_t> encode_template(
+      std::string_view utf8, bool add_special,
+      std::span<const std::pair<size_t, size_t>> plain_ranges) const;
+  // An upper bound on the bytes of text one token stands for: a text longer than
+  // n * max_token_bytes() bytes cannot encode to n tokens or fewer.
+  [[nodiscard]] size_t max_token_bytes() const { return max_token_bytes_; }
 
   // The text of ids: normal tokens' raw bytes, control / user-defined tokens as their text
   // (control tokens and bos/eos left out when skip_special), concatenated; ill-formed UTF-8
@@ -101,6 +113,9 @@ class Tokenizer {
   // like an end-of-turn token (<|im_end|>, <|endoftext|>, <|eot_id|>, <end_of_turn>, ...).
   [[nodiscard]] bool is_eog(int32_t id) const;
   [[nodiscard]] std::optional<int32_t> bos_id() const { return bos_id_; }
+  // What encode(add_special = true) adds around the text.
+  [[nodiscard]] bool adds_bos() const { return add_bos_; }
+  [[nodiscard]] bool adds_eos() const { return add_eos_; }
   [[nodiscard]] std::optional<int32_t> eos_id() const { return eos_id_; }
   [[nodiscard]] std::optional<int32_t> unk_id() const { return unk_id_; }
   [[nodiscard]] std::optional<int32_t> pad_id() const { return pad_id_; }
@@ -126,9 +141,13 @@ class Tokenizer {
   [[nodiscard]] const uint64_t* find_merge(int32_t left, int32_t right) const;
   void bpe(std::string_view piece, std::vector<int32_t>& out) const;
   void encode_segment(std::string_view text, EncodeCache& cache, std::vector<int32_t>& out) const;
+  [[nodiscard]] std::vector<int32_t> encode_impl(
+      std::string_view utf8, bool add_special, bool parse_special,
+      std::span<const std::pair<size_t, size_t>> plain_ranges) const;
   void append_token_bytes(int32_t id, std::string& out) const;
 
   std::vector<std::string> tokens_;
+  size_t max_token_bytes_ = 1;
   std::vector<TokenType> types_;
   std::vector<uint8_t> flags_;  // kFlag* per token
   std::unordered_map<std::string, int32_t, StringHash, std::equal_to<>> token_ids_;
