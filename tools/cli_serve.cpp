@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "core/byte_size.h"
 #include "server/openai_server.h"
@@ -24,7 +25,11 @@ struct ServeFlags {
   uint32_t max_queued_requests = 256;
   std::string host = "127.0.0.1";
   int port = 8000;
-  std::string api_key;
+  std::vector<std::string> api_keys;
+  std::string api_keys_file;
+  bool public_metrics = false;
+  size_t max_tenant_metrics = 100;
+  bool trust_message_special_tokens = false;
   std::string served_model_name;
   std::string max_body = "8MiB";
   bool quiet_preemptions = false;
@@ -93,21 +98,34 @@ void run_serve(ServeFlags& f) {
   if (config.max_model_len == 0) config.max_model_len = max_len;
   auto engine = create_engine_or_fail(*model, config);
 
+  std::vector<ApiKeyEntry> key_entries = ApiKeys::from_flags(f.api_keys);
+  if (!f.api_keys_file.empty()) {
+    auto from_file = ApiKeys::read_file(f.api_keys_file);
+    if (!from_file.is_ok()) fail(from_file.status().message());
+    key_entries.insert(key_entries.end(), from_file->begin(), from_file->end());
+  }
+  auto keys = ApiKeys::create(std::move(key_entries));
+  if (!keys.is_ok()) fail(keys.status().message());
   ServerConfig sc{.host = f.host,
                   .port = f.port,
-                  .api_key = f.api_key,
+                  .api_keys = std::move(keys).value(),
                   .served_model_name = f.served_model_name,
                   .max_queued_requests = f.max_queued_requests,
                   .max_body_bytes = *body,
-                  .log_preemptions = !f.quiet_preemptions};
+                  .log_preemptions = !f.quiet_preemptions,
+                  .public_metrics = f.public_metrics,
+                  .max_tenant_metrics = f.max_tenant_metrics,
+                  .trust_message_special_tokens = f.trust_message_special_tokens};
   if (sc.served_model_name.empty())
     sc.served_model_name = std::filesystem::path(model->path).stem().string();
 
-  OpenAiServer server(*engine, *model, sc);
+  const std::string served_name = sc.served_model_name;
+  const std::string host = sc.host;
+  OpenAiServer server(*engine, *model, std::move(sc));
   const Status bound = server.bind();
   if (!bound.is_ok()) fail(bound.message());
   std::fprintf(stderr, "kvserve serve: model '%s', listening on http://%s:%d\n",
-               sc.served_model_name.c_str(), sc.host.c_str(), server.bound_port());
+               served_name.c_str(), host.c_str(), server.bound_port());
   std::thread waiter([&] {
     int sig = 0;
     sigwait(&sigs, &sig);
@@ -137,8 +155,20 @@ void add_serve_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--host", flags->host, "address to bind")->capture_default_str();
   cmd->add_option("--port", flags->port, "port (0 = any free port)")->capture_default_str();
-  cmd->add_option("--api-key", flags->api_key,
-                  "require 'Authorization: Bearer KEY' on /v1/* routes");
+  cmd->add_option("--api-key", flags->api_keys,
+                  "require 'Authorization: Bearer KEY' (repeatable: key i is tenant 'key-i'; "
+                  "tenants never share prefix-cache entries)");
+  cmd->add_option("--api-keys", flags->api_keys_file,
+                  "file of 'TENANT KEY' lines: keys and the tenant (prefix-cache namespace) each "
+                  "belongs to");
+  cmd->add_flag("--public-metrics", flags->public_metrics,
+                "serve /metrics without a key even when API keys are set");
+  cmd->add_option("--max-tenant-metrics", flags->max_tenant_metrics,
+                  "tenant label series in /metrics (the rest are summed as tenant=\"other\")")
+      ->capture_default_str();
+  cmd->add_flag("--trust-message-special-tokens", flags->trust_message_special_tokens,
+                "parse control tokens (e.g. <|im_end|>) written inside chat message content "
+                "(off: content is plain text and cannot forge turns)");
   cmd->add_option("--served-model-name", flags->served_model_name,
                   "model name of the API (default: the GGUF file's stem)");
   cmd->add_option("--max-body", flags->max_body, "largest request body (413 beyond)")

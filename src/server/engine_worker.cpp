@@ -1,5 +1,7 @@
 #include "server/engine_worker.h"
 
+#include "server/api_keys.h"
+
 #include <algorithm>
 #include <cstdio>
 #include <future>
@@ -21,7 +23,7 @@ Usage RequestChannel::usage() const {
   return usage_;
 }
 
-std::string RequestChannel::error() const {
+Status RequestChannel::error() const {
   std::lock_guard lock(mu_);
   return error_;
 }
@@ -34,7 +36,7 @@ void RequestChannel::push(ChoiceDelta d) {
   cv_.notify_all();
 }
 
-void RequestChannel::finish(const Usage& usage, std::string error) {
+void RequestChannel::finish(const Usage& usage, Status error) {
   {
     std::lock_guard lock(mu_);
     usage_ = usage;
@@ -63,11 +65,22 @@ void EngineWorker::stop() {
   if (thread_.joinable()) thread_.join();
 }
 
-std::shared_ptr<RequestChannel> EngineWorker::submit(GenerationRequest request) {
+AdmissionTicket::~AdmissionTicket() {
+  if (worker_ != nullptr) worker_->in_flight_.fetch_sub(1);
+}
+
+AdmissionTicket EngineWorker::try_reserve() {
   if (in_flight_.fetch_add(1) >= config_.max_in_flight) {
     in_flight_.fetch_sub(1);
-    return nullptr;
+    return AdmissionTicket();
   }
+  return AdmissionTicket(this);
+}
+
+std::shared_ptr<RequestChannel> EngineWorker::submit(AdmissionTicket ticket,
+                                                     GenerationRequest request) {
+  KVS_CHECK_MSG(ticket.worker_ == this, "submit() needs a ticket of this worker");
+  ticket.worker_ = nullptr;  // the place now belongs to the request until close()
   auto channel = std::make_shared<RequestChannel>();
   {
     std::lock_guard lock(mu_);
@@ -117,7 +130,7 @@ void EngineWorker::loop() {
       if (stopping_) {
         for (auto& t : tasks) t(engine_);
         for (auto& i : in) {
-          i.channel->finish({}, "the server is shutting down");
+          i.channel->finish({}, unavailable("the server is shutting down"));
           in_flight_.fetch_sub(1);
         }
         break;
@@ -129,6 +142,12 @@ void EngineWorker::loop() {
       if (it != by_channel_.end()) abort_request(it->second);
     }
     for (auto& t : tasks) t(engine_);
+    if (Clock::now() - last_tenant_sweep_ > std::chrono::seconds(1)) {
+      last_tenant_sweep_ = Clock::now();
+      const double now =
+          std::chrono::duration<double>(last_tenant_sweep_.time_since_epoch()).count();
+      engine_.cache().forget_idle_tenants(now, config_.tenant_idle_seconds);
+    }
     if (!engine_.has_unfinished()) continue;
     const std::vector<StepOutput> outputs = engine_.step();
     for (const StepOutput& o : outputs) on_token(o);
@@ -141,11 +160,9 @@ void EngineWorker::loop() {
     }
     for (const PreemptionEvent& ev : engine_.take_preemption_events()) {
       if (!config_.log_preemptions) continue;
-      const Sequence& s = engine_.sequence(ev.seq);
-      const uint64_t rid = s.parent.value != 0 ? s.parent.value : s.id.value;
       std::fprintf(stderr, "kvserve: preempted request %llu (sample %u) mode=%s blocks=%u\n",
-                   static_cast<unsigned long long>(rid), s.index, preemption_mode_name(ev.mode),
-                   ev.blocks);
+                   static_cast<unsigned long long>(ev.request.value), ev.index,
+                   preemption_mode_name(ev.mode), ev.blocks);
     }
   }
   std::vector<uint64_t> ids;
@@ -159,13 +176,13 @@ void EngineWorker::admit(Incoming in) {
   SequenceRequest req{.prompt = in.request.prompt,
                       .sampling = in.request.sampling,
                       .max_tokens = in.request.max_tokens,
-                      .cache_salt = in.request.cache_salt,
+                      .cache_salt = cache_namespace(in.request.tenant, in.request.cache_salt),
                       .ignore_eos = in.request.ignore_eos,
                       .priority = in.request.priority,
                       .n = n};
   Result<SeqId> id = engine_.add_request(std::move(req));
   if (!id.is_ok()) {
-    in.channel->finish({}, id.status().message());
+    in.channel->finish({}, id.status());
     in_flight_.fetch_sub(1);
     return;
   }
@@ -221,7 +238,9 @@ void EngineWorker::on_token(const StepOutput& o) {
   const auto now = Clock::now();
   if (!a.first_token_seen) {
     a.first_token_seen = true;
-    a.cached_tokens = s.cached_tokens;
+    // Whole blocks only: a partial-block match length is never reported.
+    const uint32_t bs = engine_.config().block_size;
+    a.cached_tokens = s.cached_tokens / bs * bs;
     metrics_.observe_ttft(std::chrono::duration<double>(now - a.arrival).count(), a.prompt_tokens);
   } else if (c.generated > 0) {
     metrics_.observe_inter_token(std::chrono::duration<double>(now - c.last_token).count());
@@ -253,7 +272,7 @@ void EngineWorker::on_token(const StepOutput& o) {
   }
   if (stopped) engine_.abort(s.id);
   complete_choice(a, s.index, reason);
-  if (a.num_done == a.choices.size()) close(rid, {});
+  if (a.num_done == a.choices.size()) close(rid, Status::ok());
 }
 
 void EngineWorker::complete_choice(Active& a, uint32_t index, const char* reason) {
@@ -264,7 +283,7 @@ void EngineWorker::complete_choice(Active& a, uint32_t index, const char* reason
   a.last_reason = reason;
 }
 
-void EngineWorker::close(uint64_t rid, const std::string& error) {
+void EngineWorker::close(uint64_t rid, const Status& error) {
   const auto it = active_.find(rid);
   if (it == active_.end()) return;
   Active& a = *it->second;
@@ -276,7 +295,7 @@ void EngineWorker::close(uint64_t rid, const std::string& error) {
     u.completion_tokens += c.generated;
     if (c.started) fractions.push_back(c.total_tokens / max_len);
   }
-  if (error.empty()) {
+  if (error.is_ok()) {
     metrics_.observe_finished(a.request.route,
                               std::chrono::duration<double>(Clock::now() - a.arrival).count(),
                               u.prompt_tokens, u.cached_tokens, u.completion_tokens, fractions,
@@ -302,7 +321,7 @@ void EngineWorker::abort_request(uint64_t rid) {
   if (it == active_.end()) return;
   for (const Choice& c : it->second->choices)
     if (c.seq.value != 0) engine_.abort(c.seq);
-  close(rid, "the request was cancelled");
+  close(rid, cancelled("the request was cancelled"));
 }
 
 }  // namespace kvs

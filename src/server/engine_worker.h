@@ -8,8 +8,13 @@
 // /metrics snapshot), run one engine step, turn tokens into text per sample (UTF-8 safe), apply
 // stop strings (the match and what follows are cut and the sample is aborted, finish_reason
 // "stop"), and push the deltas to the request's channel. Admission control: at most
-// max_in_flight requests are accepted (running + queued); submit() refuses the rest, so memory
-// never grows without bound.
+// max_in_flight requests are accepted (running + queued). A handler takes an AdmissionTicket
+// before it parses or tokenizes anything, so at most max_in_flight requests are being parsed or
+// served at once and a refused one costs nothing but the 429.
+//
+// Usage reports cached_tokens in whole blocks: partial-block reuse happens inside the engine but
+// is never visible to a client (it would tell a client the exact length of another request's
+// prefix it shares, token by token).
 #pragma once
 
 #include <atomic>
@@ -35,7 +40,8 @@ struct GenerationRequest {
   std::vector<int32_t> prompt;
   SamplingParams sampling;
   uint32_t max_tokens = 16;
-  std::string cache_salt;
+  std::string tenant;      // from the API key ("" without keys)
+  std::string cache_salt;  // the client's partition inside its tenant
   int32_t priority = 0;
   uint32_t n = 1;
   std::vector<std::string> stop;
@@ -62,11 +68,12 @@ class RequestChannel {
   // done and every delta has been taken.
   bool wait(std::vector<ChoiceDelta>* out, std::chrono::milliseconds timeout);
   [[nodiscard]] Usage usage() const;
-  [[nodiscard]] std::string error() const;
+  // ok, or why the request failed (its code maps to the HTTP status).
+  [[nodiscard]] Status error() const;
 
   // Engine side.
   void push(ChoiceDelta d);
-  void finish(const Usage& usage, std::string error = {});
+  void finish(const Usage& usage, Status error = Status::ok());
 
  private:
   mutable std::mutex mu_;
@@ -74,12 +81,34 @@ class RequestChannel {
   std::deque<ChoiceDelta> deltas_;
   bool done_ = false;
   Usage usage_;
-  std::string error_;
+  Status error_;
+};
+
+class EngineWorker;
+
+// A reserved place among the max_in_flight requests; given back when destroyed unless
+// submit() took it.
+class AdmissionTicket {
+ public:
+  AdmissionTicket() = default;
+  AdmissionTicket(AdmissionTicket&& o) noexcept : worker_(o.worker_) { o.worker_ = nullptr; }
+  AdmissionTicket& operator=(AdmissionTicket&&) = delete;
+  AdmissionTicket(const AdmissionTicket&) = delete;
+  ~AdmissionTicket();
+  [[nodiscard]] explicit operator bool() const { return worker_ != nullptr; }
+
+ private:
+  friend class EngineWorker;
+  explicit AdmissionTicket(EngineWorker* w) : worker_(w) {}
+  EngineWorker* worker_ = nullptr;
 };
 
 struct EngineWorkerConfig {
   uint32_t max_in_flight = 64;  // running + queued requests accepted at once
   bool log_preemptions = true;  // one stderr line per preemption
+  // A tenant (cache namespace) that holds no block and runs nothing is forgotten after this
+  // long (KvCacheManager::forget_idle_tenants), so distinct salts cannot grow memory forever.
+  double tenant_idle_seconds = 600;
 };
 
 class EngineWorker {
@@ -93,8 +122,10 @@ class EngineWorker {
   void start();
   void stop();
 
-  // Queues a request (already validated). nullptr when max_in_flight requests are in flight.
-  std::shared_ptr<RequestChannel> submit(GenerationRequest request);
+  // Reserves a place for one request; an empty ticket when max_in_flight are in flight.
+  [[nodiscard]] AdmissionTicket try_reserve();
+  // Queues a request (already validated), using the ticket's place.
+  std::shared_ptr<RequestChannel> submit(AdmissionTicket ticket, GenerationRequest request);
   // Aborts a request (client gone): its sequences stop and their blocks are freed.
   void cancel(const std::shared_ptr<RequestChannel>& channel);
   // Runs fn on the engine thread between steps and waits for it (snapshots for /metrics, /v1/kv).
@@ -136,7 +167,8 @@ class EngineWorker {
   void on_token(const StepOutput& o);
   void emit(Active& a, uint32_t index, bool final_piece, const char* reason);
   void complete_choice(Active& a, uint32_t index, const char* reason);
-  void close(uint64_t request_id, const std::string& error);
+  void close(uint64_t request_id, const Status& error);
+  friend class AdmissionTicket;
   void abort_request(uint64_t request_id);
 
   Engine& engine_;
@@ -154,6 +186,7 @@ class EngineWorker {
   // Engine thread only.
   std::unordered_map<uint64_t, std::unique_ptr<Active>> active_;  // by request (first seq) id
   std::unordered_map<const RequestChannel*, uint64_t> by_channel_;
+  Clock::time_point last_tenant_sweep_ = Clock::now();
 };
 
 }  // namespace kvs

@@ -1,5 +1,6 @@
 #include "server/metrics.h"
 
+#include <algorithm>
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
@@ -70,16 +71,35 @@ void Histogram::render(const std::string& name, const std::string& labels, std::
   sample(out, name + "_count", labels, num(count_));
 }
 
-std::string tenant_label(const std::string& salt) {
-  if (salt.empty()) return "none";
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : salt) {
-    h ^= c;
-    h *= 1099511628211ull;
+std::string TenantLabeler::label(std::string_view ns) const {
+  const auto hex12 = [&](std::string_view salt) {
+    char buf[17];
+    std::snprintf(buf, sizeof buf, "%016" PRIx64, siphash24(key_, salt));
+    return std::string(buf, 12);
+  };
+  const size_t sep = ns.find('\x1f');
+  if (sep == std::string_view::npos) return ns.empty() ? "none" : hex12(ns);
+  const std::string_view tenant = ns.substr(0, sep), salt = ns.substr(sep + 1);
+  return salt.empty() ? std::string(tenant) : std::string(tenant) + "/" + hex12(salt);
+}
+
+std::vector<EngineSnapshot::Tenant> cap_tenant_series(std::vector<EngineSnapshot::Tenant> tenants,
+                                                      size_t max_named) {
+  if (tenants.size() <= max_named) return tenants;
+  std::sort(tenants.begin(), tenants.end(), [](const auto& a, const auto& b) {
+    if (a.blocks_held != b.blocks_held) return a.blocks_held > b.blocks_held;
+    if (a.query_tokens != b.query_tokens) return a.query_tokens > b.query_tokens;
+    return a.label < b.label;
+  });
+  EngineSnapshot::Tenant other{.label = "other"};
+  for (size_t i = max_named; i < tenants.size(); ++i) {
+    other.query_tokens += tenants[i].query_tokens;
+    other.hit_tokens += tenants[i].hit_tokens;
+    other.blocks_held += tenants[i].blocks_held;
   }
-  char buf[17];
-  std::snprintf(buf, sizeof buf, "%016" PRIx64, h);
-  return std::string(buf, 12);
+  tenants.resize(max_named);
+  tenants.push_back(std::move(other));
+  return tenants;
 }
 
 namespace {
@@ -161,14 +181,14 @@ std::string ServerMetrics::render(const EngineSnapshot& s) const {
   metric(&o, "kvserve_prefix_cache_queries_tokens_total", "counter",
          "Prompt tokens looked up in the prefix cache.", s.prefix_query_tokens);
   metric(&o, "kvserve_prefix_cache_hits_tokens_total", "counter",
-         "Prompt tokens served from the prefix cache.", s.prefix_hit_tokens);
+         "Prompt tokens served from the prefix cache (whole blocks).", s.prefix_hit_tokens);
   header(&o, "kvserve_tenant_prefix_cache_queries_tokens_total", "counter",
-         "Prompt tokens looked up, per tenant (label: short hash of cache_salt).");
+         "Prompt tokens looked up, per tenant (label: tenant name and/or keyed hash of cache_salt).");
   for (const auto& t : s.tenants)
     sample(&o, "kvserve_tenant_prefix_cache_queries_tokens_total", "tenant=\"" + t.label + "\"",
            num(t.query_tokens));
   header(&o, "kvserve_tenant_prefix_cache_hits_tokens_total", "counter",
-         "Prompt tokens served from the prefix cache, per tenant.");
+         "Prompt tokens served from the prefix cache in whole blocks, per tenant.");
   for (const auto& t : s.tenants)
     sample(&o, "kvserve_tenant_prefix_cache_hits_tokens_total", "tenant=\"" + t.label + "\"",
            num(t.hit_tokens));
@@ -182,7 +202,7 @@ std::string ServerMetrics::render(const EngineSnapshot& s) const {
     sample(&o, "kvserve_route_prefix_cache_queries_tokens_total",
            "route=\"" + escape_label(route) + "\"", num(r.query_tokens));
   header(&o, "kvserve_route_prefix_cache_hits_tokens_total", "counter",
-         "Cached prompt tokens of finished requests, per route.");
+         "Cached prompt tokens (whole blocks) of finished requests, per route.");
   for (const auto& [route, r] : routes_)
     sample(&o, "kvserve_route_prefix_cache_hits_tokens_total",
            "route=\"" + escape_label(route) + "\"", num(r.hit_tokens));

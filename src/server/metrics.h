@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "core/siphash.h"
+
 namespace kvs {
 
 class Histogram {
@@ -39,11 +41,35 @@ struct EngineSnapshot {
   uint64_t pool_bytes = 0, block_bytes = 0;
   uint64_t evictions = 0;
   struct Tenant {
-    std::string label;  // short hash of the salt, never the salt
+    std::string label;  // TenantLabeler::label, never the salt
     uint64_t query_tokens = 0, hit_tokens = 0, blocks_held = 0;
   };
+  // At most ServerMetrics' max_tenant_series named tenants (those holding the most blocks,
+  // then the most active); the rest are summed into one entry labelled "other".
   std::vector<Tenant> tenants;
 };
+
+// The label of a prefix-cache namespace (api_keys.h: cache_namespace) in /metrics and /v1/kv:
+//   no tenant, no salt      "none"
+//   no tenant, salt s       12 hex digits of SipHash(s) under a random per-process key
+//   tenant t, no salt       t                (the name from --api-key / --api-keys)
+//   tenant t, salt s        t/<12 hex digits of SipHash(s)>
+// Labels are stable for the life of the process and cannot be inverted or precomputed offline
+// (the key never leaves the process), unlike an unkeyed hash of an easy salt.
+class TenantLabeler {
+ public:
+  TenantLabeler() : key_(SipKey::random()) {}
+  explicit TenantLabeler(const SipKey& key) : key_(key) {}
+  [[nodiscard]] std::string label(std::string_view cache_namespace) const;
+
+ private:
+  SipKey key_;
+};
+
+// Keeps the `max_named` tenants holding the most blocks (ties: most queried tokens, then
+// label) and sums the rest into one tenant labelled "other" (appended last, only if any).
+[[nodiscard]] std::vector<EngineSnapshot::Tenant> cap_tenant_series(
+    std::vector<EngineSnapshot::Tenant> tenants, size_t max_named);
 
 class ServerMetrics {
  public:
@@ -80,7 +106,5 @@ class ServerMetrics {
   std::map<std::pair<std::string, int>, uint64_t> http_;  // (route, status)
 };
 
-// 12 hex digits of a 64-bit FNV-1a hash: a stable, short, non-reversible tenant label.
-[[nodiscard]] std::string tenant_label(const std::string& cache_salt);
 
 }  // namespace kvs

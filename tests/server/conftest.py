@@ -31,7 +31,8 @@ def default_model():
 
 class Server:
     def __init__(self, *args):
-        cmd = [kvserve_bin(), "serve", "--host", "127.0.0.1", "--port", "0", "-t", "2",
+        threads = [] if "-t" in args else ["-t", "2"]
+        cmd = [kvserve_bin(), "serve", "--host", "127.0.0.1", "--port", "0", *threads,
                "--served-model-name", MODEL_NAME, "--api-key", API_KEY, *args]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                      text=True)

@@ -26,13 +26,39 @@ TEST(ServerMetrics, HistogramBucketsAreCumulative) {
   EXPECT_TRUE(has_line(out, "x_seconds_count{route=\"/a\"} 5")) << out;
 }
 
-TEST(ServerMetrics, TenantLabelIsAShortHashNeverTheSalt) {
-  const std::string a = tenant_label("customer-a-secret");
+TEST(ServerMetrics, TenantLabelsAreKeyedNeverTheSalt) {
+  const TenantLabeler labeler;
+  const std::string a = labeler.label("customer-a-secret");
   EXPECT_EQ(a.size(), 12u);
   EXPECT_EQ(a.find("customer"), std::string::npos);
-  EXPECT_EQ(a, tenant_label("customer-a-secret"));
-  EXPECT_NE(a, tenant_label("customer-b-secret"));
-  EXPECT_EQ(tenant_label(""), "none");
+  EXPECT_EQ(a, labeler.label("customer-a-secret"));
+  EXPECT_NE(a, labeler.label("customer-b-secret"));
+  EXPECT_EQ(labeler.label(""), "none");
+  // Another process (another key) labels the same salt differently: no offline dictionary.
+  EXPECT_NE(a, TenantLabeler().label("customer-a-secret"));
+  // Tenants from API keys are named; their salts are keyed hashes under the name.
+  EXPECT_EQ(labeler.label("alice\x1f"), "alice");
+  const std::string sub = labeler.label("alice\x1fproject");
+  EXPECT_TRUE(sub.starts_with("alice/"));
+  EXPECT_EQ(sub.size(), 6u + 12u);
+}
+
+TEST(ServerMetrics, TenantSeriesAreCappedWithTheRestAsOther) {
+  std::vector<EngineSnapshot::Tenant> t;
+  for (int i = 0; i < 5; ++i)
+    t.push_back({.label = "t" + std::to_string(i),
+                 .query_tokens = 100u + i,
+                 .hit_tokens = 10,
+                 .blocks_held = static_cast<uint64_t>(i)});
+  const auto capped = cap_tenant_series(t, 2);
+  ASSERT_EQ(capped.size(), 3u);
+  EXPECT_EQ(capped[0].label, "t4");
+  EXPECT_EQ(capped[1].label, "t3");
+  EXPECT_EQ(capped[2].label, "other");
+  EXPECT_EQ(capped[2].query_tokens, 100u + 101u + 102u);
+  EXPECT_EQ(capped[2].hit_tokens, 30u);
+  EXPECT_EQ(capped[2].blocks_held, 0u + 1u + 2u);
+  EXPECT_EQ(cap_tenant_series(t, 5).size(), 5u);
 }
 
 TEST(ServerMetrics, RendersObservationsWithBaseUnitsAndTotals) {
@@ -48,7 +74,7 @@ TEST(ServerMetrics, RendersObservationsWithBaseUnitsAndTotals) {
   snap.blocks_cached_free = 3;
   snap.blocks_in_use = 1;
   snap.preemptions_swap = 2;
-  snap.tenants.push_back({.label = tenant_label("t"), .query_tokens = 50, .hit_tokens = 32});
+  snap.tenants.push_back({.label = "t", .query_tokens = 50, .hit_tokens = 32});
   const std::string text = m.render(snap);
   EXPECT_TRUE(has_line(text, "kvserve_prompt_tokens_total 50"));
   EXPECT_TRUE(has_line(text, "kvserve_generation_tokens_total 7"));

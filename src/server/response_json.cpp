@@ -1,0 +1,97 @@
+#include "server/response_json.h"
+
+namespace kvs {
+
+using nlohmann::json;
+
+std::string json_text(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+json error_body(const ApiError& e) {
+  json err = {{"message", e.message},
+              {"type", e.type},
+              {"param", e.param.empty() ? json(nullptr) : json(e.param)},
+              {"code", e.code.empty() ? json(nullptr) : json(e.code)}};
+  return {{"error", err}};
+}
+
+ApiError api_error_of(const Status& status) {
+  switch (status.code()) {
+    case StatusCode::kInvalidArgument:
+    case StatusCode::kOutOfRange:
+      return ApiError{.status = 400, .message = status.message()};
+    case StatusCode::kResourceExhausted:
+      return ApiError{.status = 429,
+                      .message = status.message(),
+                      .type = "rate_limit_error",
+                      .code = "rate_limit_exceeded"};
+    case StatusCode::kUnavailable:
+      return ApiError{.status = 503, .message = status.message(), .type = "service_unavailable"};
+    case StatusCode::kCancelled:
+      return ApiError{.status = 499, .message = status.message(), .type = "cancelled"};
+    default:
+      return ApiError{.status = 500, .message = status.message(), .type = "internal_error"};
+  }
+}
+
+json usage_json(const Usage& u) {
+  return {{"prompt_tokens", u.prompt_tokens},
+          {"completion_tokens", u.completion_tokens},
+          {"total_tokens", u.prompt_tokens + u.completion_tokens},
+          {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}}};
+}
+
+json completion_json(const CompletionIds& ids, const std::vector<std::string>& texts,
+                     const std::vector<std::string>& finish_reasons, const Usage& usage) {
+  json choices = json::array();
+  for (size_t i = 0; i < texts.size(); ++i) {
+    json c = {{"index", i}, {"logprobs", nullptr}, {"finish_reason", finish_reasons[i]}};
+    if (ids.chat) {
+      c["message"] = {{"role", "assistant"}, {"content", texts[i]}};
+    } else {
+      c["text"] = texts[i];
+    }
+    choices.push_back(std::move(c));
+  }
+  return {{"id", ids.id},
+          {"object", ids.chat ? "chat.completion" : "text_completion"},
+          {"created", ids.created},
+          {"model", ids.model},
+          {"choices", std::move(choices)},
+          {"usage", usage_json(usage)}};
+}
+
+namespace {
+json chunk_envelope(const CompletionIds& ids, json choices) {
+  return {{"id", ids.id},
+          {"object", ids.chat ? "chat.completion.chunk" : "text_completion"},
+          {"created", ids.created},
+          {"model", ids.model},
+          {"choices", std::move(choices)}};
+}
+}  // namespace
+
+json chunk_json(const CompletionIds& ids, const ChoiceDelta& d, bool first_of_choice,
+                bool include_usage) {
+  json c = {{"index", d.index},
+            {"logprobs", nullptr},
+            {"finish_reason", d.finish_reason ? json(d.finish_reason) : json(nullptr)}};
+  if (ids.chat) {
+    json delta = json::object();
+    if (first_of_choice) delta["role"] = "assistant";
+    if (!d.text.empty() || d.finish_reason == nullptr) delta["content"] = d.text;
+    c["delta"] = std::move(delta);
+  } else {
+    c["text"] = d.text;
+  }
+  json chunk = chunk_envelope(ids, json::array({std::move(c)}));
+  if (include_usage) chunk["usage"] = nullptr;
+  return chunk;
+}
+
+json usage_chunk_json(const CompletionIds& ids, const Usage& usage) {
+  json chunk = chunk_envelope(ids, json::array());
+  chunk["usage"] = usage_json(usage);
+  return chunk;
+}
+
+}  // namespace kvs
