@@ -22,8 +22,8 @@
 #include "kernels/kv_write.h"
 #include "kernels/paged_attention.h"
 #include "kvcache/kv_block_storage.h"
-#include "kvcache/kv_format.h"
 #include "kvcache/kv_geometry.h"
+#include "quant/kv_format.h"
 
 namespace kvs {
 namespace {

@@ -10,23 +10,6 @@
 
 namespace kvs {
 
-bool kv_dtype_supported_by_kernels(KvDtype dtype) {
-  switch (dtype) {
-    case KvDtype::kF32:
-    case KvDtype::kF16:
-    case KvDtype::kBF16:
-    case KvDtype::kFp8E4M3:
-    case KvDtype::kFp8E5M2:
-    case KvDtype::kFp8E4M3Dyn:
-    case KvDtype::kInt8:
-    case KvDtype::kInt4:
-    case KvDtype::kQ8_0:
-    case KvDtype::kQ4_0:
-    case KvDtype::kInt4Had: return true;
-  }
-  return false;
-}
-
 void kv_vector_to_f32(KvDtype dtype, const uint8_t* src, uint32_t n, float* dst, uint32_t start) {
   switch (dtype) {
     case KvDtype::kF32:

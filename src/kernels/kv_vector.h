@@ -1,16 +1,13 @@
-// Scalar codecs for one K or V head vector in a KV cache format (kvcache/kv_format.h):
+// Scalar codecs for one K or V head vector in a KV cache format (quant/kv_format.h):
 // quantize once when written into the cache, convert back when attention reads it.
 // These are the reference; the attention kernel converts in registers where it can.
 #pragma once
 
 #include <cstdint>
 
-#include "kvcache/kv_format.h"
+#include "quant/kv_format.h"
 
 namespace kvs {
-
-// Whether the kernels can store and read this format.
-[[nodiscard]] bool kv_dtype_supported_by_kernels(KvDtype dtype);
 
 // dst[i] = element i of the stored vector, for i in [start, n).
 void kv_vector_to_f32(KvDtype dtype, const uint8_t* src, uint32_t n, float* dst, uint32_t start);

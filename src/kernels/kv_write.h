@@ -4,7 +4,7 @@
 
 #include <cstdint>
 
-#include "kvcache/kv_block_storage.h"
+#include "quant/paged_kv_layout.h"
 
 namespace kvs {
 

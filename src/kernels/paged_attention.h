@@ -1,13 +1,13 @@
 // Paged attention: each query token attends to the first `context_len` positions of its own
 // sequence, whose K/V live in non-contiguous blocks of the pool, found through the token's
-// block table (kvcache/kv_block_storage.h documents the layout). The same kernel serves prefill
+// block table (quant/paged_kv_layout.h documents the layout). The same kernel serves prefill
 // chunks and decode tokens, mixed in one batch. Kernels see only arrays, never sequences.
 #pragma once
 
 #include <cstdint>
 
 #include "core/thread_pool.h"
-#include "kvcache/kv_block_storage.h"
+#include "quant/paged_kv_layout.h"
 
 namespace kvs {
 

@@ -8,7 +8,7 @@
 #include <span>
 #include <string_view>
 
-#include "kvcache/kv_format.h"
+#include "quant/kv_format.h"
 
 namespace kvs {
 
@@ -20,8 +20,8 @@ using BlockHashFn = uint64_t (*)(uint64_t parent_key, std::span<const int32_t> t
 
 // The extra keys every block of this model and KV format carries, and the per-process seed
 // (KvCacheConfig::hash_seed) that keeps keys unpredictable from outside.
-[[nodiscard]] uint64_t extra_keys_hash(uint64_t model_fingerprint, KvDtype k_dtype,
-                                       KvDtype v_dtype, uint64_t seed = 0);
+[[nodiscard]] uint64_t extra_keys_hash(uint64_t model_fingerprint, KvDtype k_dtype, KvDtype v_dtype,
+                                       uint64_t seed = 0);
 
 // Key of the (virtual) parent of a tenant's first block.
 [[nodiscard]] uint64_t root_block_key(uint64_t extra_keys, std::string_view cache_salt);

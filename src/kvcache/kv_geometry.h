@@ -27,7 +27,7 @@
 #include <vector>
 
 #include "core/status.h"
-#include "kvcache/kv_format.h"
+#include "quant/kv_format.h"
 
 namespace kvs {
 

@@ -1,7 +1,9 @@
-#include "kvcache/kv_format.h"
+#include "quant/kv_format.h"
 
 #include <array>
 #include <string>
+
+#include "quant/kv_codecs.h"
 
 namespace kvs {
 namespace {
@@ -21,6 +23,28 @@ constexpr std::array<KvDtypeInfo, 11> kTable = {{
     {KvDtype::kInt4Had, "int4_had", 32, 18, 0, 0,
      "one f16 scale per 32 elements of the Hadamard-rotated vector"},
 }};
+
+// The byte sizes above are the codecs' layouts (kv_codecs.h): one table, tied to the traits the
+// kernels read, so the pool's sizing and the bytes the codecs write cannot drift apart.
+constexpr const KvDtypeInfo& info_of(KvDtype d) {
+  for (const KvDtypeInfo& i : kTable)
+    if (i.dtype == d) return i;
+  return kTable[0];
+}
+static_assert(info_of(KvDtype::kInt4).group_elems == GroupQ4Traits::kGroup &&
+              info_of(KvDtype::kInt4).group_bytes == GroupQ4Traits::kGroupBytes);
+static_assert(info_of(KvDtype::kQ4_0).group_elems == GroupQ4Traits::kGroup &&
+              info_of(KvDtype::kQ4_0).group_bytes == GroupQ4Traits::kGroupBytes);
+static_assert(info_of(KvDtype::kInt4Had).group_elems == GroupQ4Traits::kGroup &&
+              info_of(KvDtype::kInt4Had).group_bytes == GroupQ4Traits::kGroupBytes);
+static_assert(info_of(KvDtype::kQ8_0).group_elems == GroupQ8Traits::kGroup &&
+              info_of(KvDtype::kQ8_0).group_bytes == GroupQ8Traits::kGroupBytes);
+static_assert(info_of(KvDtype::kInt8).elem_bits == 8 &&
+              info_of(KvDtype::kInt8).vector_scale_bytes == Int8Traits::kScaleBytes);
+static_assert(info_of(KvDtype::kFp8E4M3Dyn).elem_bits == 8 &&
+              info_of(KvDtype::kFp8E4M3Dyn).vector_scale_bytes == Fp8DynTraits::kScaleBytes);
+static_assert(info_of(KvDtype::kFp8E4M3).vector_scale_bytes == Fp8Traits::kScaleBytes &&
+              info_of(KvDtype::kFp8E5M2).vector_scale_bytes == Fp8Traits::kScaleBytes);
 
 }  // namespace
 

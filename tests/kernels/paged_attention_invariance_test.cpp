@@ -10,6 +10,7 @@
 
 #include "kernels/kv_write.h"
 #include "kernels/paged_attention.h"
+#include "kvcache/kv_block_storage.h"
 
 namespace kvs {
 namespace {
