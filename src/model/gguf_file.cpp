@@ -53,7 +53,6 @@ constexpr GgmlTypeInfo kGgmlTypes[] = {
     {30, "BF16", 1, 2, WeightType::kBF16},
 };
 
-bool is_fixed_size(GgufType t) { return gguf_type_size(t) != 0; }
 bool is_known_type(uint32_t t) { return t <= static_cast<uint32_t>(GgufType::kFloat64); }
 
 // Reads the file front to back. Every read checks the bytes left first.
@@ -132,7 +131,7 @@ Result<GgufValue> parse_array(Cursor& c, int depth, std::string_view what) {
         "bytes are left in the file",
         what, count, gguf_type_name(elem), count_pos, min_elem_bytes, c.left()));
   }
-  if (is_fixed_size(elem)) {
+  if (gguf_type_is_fixed_size(elem)) {
     const uint8_t* start = c.here();
     if (elem == GgufType::kBool) {
       for (uint64_t i = 0; i < count; ++i) {
@@ -200,200 +199,11 @@ std::optional<uint64_t> checked_mul(uint64_t a, uint64_t b) {
 // ---------------------------------------------------------------------------------------------
 // Types
 
-const char* gguf_type_name(GgufType t) {
-  switch (t) {
-    case GgufType::kUint8: return "uint8";
-    case GgufType::kInt8: return "int8";
-    case GgufType::kUint16: return "uint16";
-    case GgufType::kInt16: return "int16";
-    case GgufType::kUint32: return "uint32";
-    case GgufType::kInt32: return "int32";
-    case GgufType::kFloat32: return "float32";
-    case GgufType::kBool: return "bool";
-    case GgufType::kString: return "string";
-    case GgufType::kArray: return "array";
-    case GgufType::kUint64: return "uint64";
-    case GgufType::kInt64: return "int64";
-    case GgufType::kFloat64: return "float64";
-  }
-  return "unknown";
-}
-
-uint64_t gguf_type_size(GgufType t) {
-  switch (t) {
-    case GgufType::kUint8:
-    case GgufType::kInt8:
-    case GgufType::kBool: return 1;
-    case GgufType::kUint16:
-    case GgufType::kInt16: return 2;
-    case GgufType::kUint32:
-    case GgufType::kInt32:
-    case GgufType::kFloat32: return 4;
-    case GgufType::kUint64:
-    case GgufType::kInt64:
-    case GgufType::kFloat64: return 8;
-    case GgufType::kString:
-    case GgufType::kArray: return 0;
-  }
-  return 0;
-}
-
 const GgmlTypeInfo* ggml_type_info(uint32_t ggml_type) {
   for (const auto& info : kGgmlTypes) {
     if (info.id == ggml_type) return &info;
   }
   return nullptr;
-}
-
-// ---------------------------------------------------------------------------------------------
-// GgufValue
-
-GgufValue GgufValue::scalar(GgufType t, const uint8_t* bytes) {
-  GgufValue v;
-  v.type_ = t;
-  std::memcpy(&v.bits_, bytes, gguf_type_size(t));
-  return v;
-}
-
-GgufValue GgufValue::from_string(std::string_view s) {
-  GgufValue v;
-  v.type_ = GgufType::kString;
-  v.str_ = s;
-  return v;
-}
-
-GgufValue GgufValue::fixed_array(GgufType elem, uint64_t count, const uint8_t* bytes) {
-  GgufValue v;
-  v.type_ = GgufType::kArray;
-  v.elem_type_ = elem;
-  v.count_ = count;
-  v.raw_ = bytes;
-  return v;
-}
-
-GgufValue GgufValue::string_array(std::vector<std::string_view> elems) {
-  GgufValue v;
-  v.type_ = GgufType::kArray;
-  v.elem_type_ = GgufType::kString;
-  v.count_ = elems.size();
-  v.strings_ = std::move(elems);
-  return v;
-}
-
-GgufValue GgufValue::array_array(std::vector<GgufValue> elems) {
-  GgufValue v;
-  v.type_ = GgufType::kArray;
-  v.elem_type_ = GgufType::kArray;
-  v.count_ = elems.size();
-  v.arrays_ = std::move(elems);
-  return v;
-}
-
-std::string GgufValue::type_string() const {
-  if (type_ != GgufType::kArray) return gguf_type_name(type_);
-  if (elem_type_ != GgufType::kArray) return fmt::format("array<{}>", gguf_type_name(elem_type_));
-  // Arrays of arrays: name the first element's type (elements may differ).
-  if (arrays_.empty()) return "array<array>";
-  return fmt::format("array<{}>", arrays_.front().type_string());
-}
-
-bool GgufValue::is_integer() const {
-  switch (type_) {
-    case GgufType::kUint8:
-    case GgufType::kInt8:
-    case GgufType::kUint16:
-    case GgufType::kInt16:
-    case GgufType::kUint32:
-    case GgufType::kInt32:
-    case GgufType::kUint64:
-    case GgufType::kInt64: return true;
-    default: return false;
-  }
-}
-
-bool GgufValue::is_float() const {
-  return type_ == GgufType::kFloat32 || type_ == GgufType::kFloat64;
-}
-
-std::optional<int64_t> GgufValue::to_int() const {
-  switch (type_) {
-    case GgufType::kUint8:
-    case GgufType::kUint16:
-    case GgufType::kUint32: return static_cast<int64_t>(bits_);
-    case GgufType::kUint64:
-      if (bits_ > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) return std::nullopt;
-      return static_cast<int64_t>(bits_);
-    case GgufType::kInt8: return static_cast<int8_t>(bits_);
-    case GgufType::kInt16: return static_cast<int16_t>(bits_);
-    case GgufType::kInt32: return static_cast<int32_t>(bits_);
-    case GgufType::kInt64: return static_cast<int64_t>(bits_);
-    default: return std::nullopt;
-  }
-}
-
-std::optional<uint64_t> GgufValue::to_uint() const {
-  if (type_ == GgufType::kUint64) return bits_;
-  auto i = to_int();
-  if (!i || *i < 0) return std::nullopt;
-  return static_cast<uint64_t>(*i);
-}
-
-std::optional<double> GgufValue::to_double() const {
-  if (type_ == GgufType::kFloat32) {
-    float f;
-    std::memcpy(&f, &bits_, sizeof f);
-    return f;
-  }
-  if (type_ == GgufType::kFloat64) {
-    double d;
-    std::memcpy(&d, &bits_, sizeof d);
-    return d;
-  }
-  if (type_ == GgufType::kUint64) return static_cast<double>(bits_);
-  if (auto i = to_int()) return static_cast<double>(*i);
-  return std::nullopt;
-}
-
-std::optional<bool> GgufValue::to_bool() const {
-  if (type_ != GgufType::kBool) return std::nullopt;
-  return bits_ != 0;
-}
-
-std::string_view GgufValue::string() const {
-  KVS_CHECK(type_ == GgufType::kString);
-  return str_;
-}
-
-GgufType GgufValue::array_type() const {
-  KVS_CHECK(type_ == GgufType::kArray);
-  return elem_type_;
-}
-
-uint64_t GgufValue::array_size() const {
-  KVS_CHECK(type_ == GgufType::kArray);
-  return count_;
-}
-
-GgufValue GgufValue::element(uint64_t i) const {
-  KVS_CHECK(type_ == GgufType::kArray && i < count_);
-  if (elem_type_ == GgufType::kString) return from_string(strings_[i]);
-  if (elem_type_ == GgufType::kArray) return arrays_[i];
-  return scalar(elem_type_, raw_ + i * gguf_type_size(elem_type_));
-}
-
-std::span<const std::string_view> GgufValue::strings() const {
-  KVS_CHECK(type_ == GgufType::kArray && elem_type_ == GgufType::kString);
-  return strings_;
-}
-
-std::span<const GgufValue> GgufValue::nested_arrays() const {
-  KVS_CHECK(type_ == GgufType::kArray && elem_type_ == GgufType::kArray);
-  return arrays_;
-}
-
-std::span<const uint8_t> GgufValue::raw_elements() const {
-  KVS_CHECK(type_ == GgufType::kArray && is_fixed_size(elem_type_));
-  return {raw_, count_ * gguf_type_size(elem_type_)};
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -708,7 +518,7 @@ Result<std::vector<std::string>> GgufFile::get_string_array(std::string_view key
 
 Result<std::vector<int64_t>> GgufFile::get_int_array(std::string_view key) const {
   KVS_ASSIGN_OR_RETURN(const GgufValue* v, find_typed(key));
-  if (v->type() != GgufType::kArray || !is_fixed_size(v->array_type()) ||
+  if (v->type() != GgufType::kArray || !gguf_type_is_fixed_size(v->array_type()) ||
       v->array_type() == GgufType::kBool || v->array_type() == GgufType::kFloat32 ||
       v->array_type() == GgufType::kFloat64) {
     return wrong_type(key, *v, "an array of integers");
@@ -729,7 +539,7 @@ Result<std::vector<int64_t>> GgufFile::get_int_array(std::string_view key) const
 
 Result<std::vector<double>> GgufFile::get_float_array(std::string_view key) const {
   KVS_ASSIGN_OR_RETURN(const GgufValue* v, find_typed(key));
-  if (v->type() != GgufType::kArray || !is_fixed_size(v->array_type()) ||
+  if (v->type() != GgufType::kArray || !gguf_type_is_fixed_size(v->array_type()) ||
       v->array_type() == GgufType::kBool) {
     return wrong_type(key, *v, "an array of numbers");
   }

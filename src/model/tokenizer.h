@@ -12,12 +12,13 @@
 #include <optional>
 #include <span>
 #include <string>
-#include <utility>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "core/status.h"
+#include "model/pre_tokenizer.h"
 
 namespace kvs {
 
@@ -41,28 +42,6 @@ struct TokenizerConfig {
   bool add_bos = false, add_eos = false;
   std::vector<int32_t> extra_eog_ids;  // e.g. <|im_end|>, <|endoftext|>
 };
-
-// The regex rules that split text into pieces before BPE.
-enum class PreTokenizer : uint8_t {
-  // 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
-  kGpt2,
-  // Every \p{N} is its own piece, then kGpt2 on the rest (HF Sequence[Digits(individual_digits),
-  // ByteLevel(use_regex)], SmolLM/StarCoder).
-  kSmolLm,
-  // (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|
-  // \s*[\r\n]+|\s+(?!\S)|\s+
-  kLlama3,
-  // Like kLlama3 with \p{N} (single digits) instead of \p{N}{1,3}, as in Qwen2's tokenizer.json.
-  kQwen2,
-};
-
-// "gpt2", "smollm", "llama-bpe"/"llama3", "qwen2"; anything else is invalid_argument.
-[[nodiscard]] Result<PreTokenizer> parse_pre_tokenizer(std::string_view name);
-
-// The pieces text splits into (views into `text`; concatenated they give back `text`). Text that
-// is not valid UTF-8 is split too: each ill-formed byte sequence counts as one
-// punctuation-like character, so it stays in the output byte for byte.
-[[nodiscard]] std::vector<std::string_view> pre_tokenize(PreTokenizer rule, std::string_view text);
 
 // Invariants after create(): every id it holds (bos, eos, unk, pad, extra eog, merge parts) is in
 // [0, vocab_size()); every merge "a b" names tokens a, b and ab of the vocabulary. Immutable, so
@@ -165,24 +144,6 @@ class Tokenizer {
   bool ignore_merges_ = false;  // llama3: a piece that is a whole token is not merged
   std::optional<int32_t> bos_id_, eos_id_, unk_id_, pad_id_;
   bool add_bos_ = false, add_eos_ = false;
-};
-
-// Streams the text of generated tokens without ever emitting half a UTF-8 character (a 4-byte
-// emoji may be split over two or more tokens). push() returns the longest well-formed prefix of
-// what has accumulated (ill-formed bytes that can never complete become U+FFFD at once); flush()
-// returns the rest, a cut-off character becoming U+FFFD. Holds a reference: the tokenizer must
-// outlive it.
-class Utf8StreamDecoder {
- public:
-  explicit Utf8StreamDecoder(const Tokenizer& tokenizer, bool skip_special = false)
-      : tokenizer_(&tokenizer), skip_special_(skip_special) {}
-  [[nodiscard]] std::string push(int32_t id);
-  [[nodiscard]] std::string flush();
-
- private:
-  const Tokenizer* tokenizer_;
-  bool skip_special_;
-  std::string pending_;  // bytes of an incomplete character, at most 3
 };
 
 }  // namespace kvs

@@ -15,55 +15,13 @@
 #include "model/gguf_file.h"
 #include "model/loaded_model.h"
 #include "model/model_paths.h"
+#include "model/tokenizer_test_util.h"
 #include "model/unicode.h"
 
 namespace kvs {
 namespace {
 
-using Ids = std::vector<int32_t>;
-using Pieces = std::vector<std::string_view>;
-
-// The GPT-2 byte-level character of a byte, written out independently of tokenizer.cpp.
-std::string byte_char(uint8_t b) {
-  int n = 0;
-  for (int x = 0; x < 256; ++x) {
-    const bool printable = (x >= 33 && x <= 126) || (x >= 161 && x <= 172) || (x >= 174);
-    if (x == b) {
-      std::string s;
-      unicode::append_utf8(s, printable ? static_cast<char32_t>(x) : char32_t(256 + n));
-      return s;
-    }
-    if (!printable) ++n;
-  }
-  return {};
-}
-
-// Byte-level form of a raw string ("a b" -> "aĠb").
-std::string bl(std::string_view raw) {
-  std::string s;
-  for (char c : raw) s += byte_char(static_cast<uint8_t>(c));
-  return s;
-}
-
-// A vocabulary of the 256 byte tokens (id = byte value) followed by `extra` tokens.
-TokenizerConfig byte_vocab(const std::vector<std::string>& extra = {}) {
-  TokenizerConfig c;
-  for (int b = 0; b < 256; ++b) c.tokens.push_back(byte_char(static_cast<uint8_t>(b)));
-  for (const auto& t : extra) c.tokens.push_back(t);
-  return c;
-}
-
-Tokenizer make(TokenizerConfig c) {
-  auto t = Tokenizer::create(std::move(c));
-  EXPECT_TRUE(t.is_ok()) << t.status().to_string();
-  return std::move(t).value();
-}
-
-int32_t id_of(const Tokenizer& t, std::string_view text) {
-  const auto id = t.find_token(text);
-  EXPECT_TRUE(id.has_value()) << text;
-  return id.value_or(-1);
-}
+using namespace test;
 
 Ids bytes_of(std::string_view s) {
   Ids ids;
@@ -237,20 +195,6 @@ TEST(TokenizerTest, MissingByteTokensBecomeUnkOrAreDropped) {
   EXPECT_EQ(with_unk.encode("x", false, false), (Ids{0}));
 }
 
-TokenizerConfig chat_vocab() {
-  TokenizerConfig c = byte_vocab(
-      {"<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|im", "<tool>", "hi", "us", "er", "user"});
-  c.token_types.assign(c.tokens.size(), 1);
-  c.token_types[256] = c.token_types[257] = c.token_types[258] = c.token_types[259] = 3;
-  c.token_types[260] = 4;  // user-defined
-  c.merges = {"h i", "u s", "e r", "us er"};
-  c.pre = "smollm";
-  c.bos_id = 257;
-  c.eos_id = 258;
-  c.unk_id = 256;
-  return c;
-}
-
 TEST(TokenizerTest, SpecialTokensOnlyWithParseSpecial) {
   Tokenizer t = make(chat_vocab());
   const std::string text = "<|im_start|>user\nhi<|im_end|>";
@@ -361,53 +305,6 @@ TEST(TokenizerTest, CreateRejectsBadConfigs) {
   TokenizerConfig bos_missing = c;
   bos_missing.add_bos = true;
   EXPECT_EQ(code(bos_missing), StatusCode::kInvalidArgument);
-}
-
-// ---------------------------------------------------------------------------------------------
-// Streaming decode.
-
-TEST(Utf8StreamDecoderTest, NeverEmitsHalfACharacter) {
-  Tokenizer t = make(byte_vocab({bl("\xF0\x9F"), bl("\x98\x80")}));
-  // 😀 = F0 9F 98 80, as single bytes and as two 2-byte tokens.
-  const int32_t first = id_of(t, bl("\xF0\x9F")), second = id_of(t, bl("\x98\x80"));
-  Utf8StreamDecoder d(t);
-  EXPECT_EQ(d.push('a'), "a");
-  EXPECT_EQ(d.push(first), "");
-  EXPECT_EQ(d.push(second), "😀");
-  EXPECT_EQ(d.push(0xF0), "");
-  EXPECT_EQ(d.push(0x9F), "");
-  EXPECT_EQ(d.push(0x98), "");
-  EXPECT_EQ(d.push(0x80), "😀");
-  EXPECT_EQ(d.push('b'), "b");
-  EXPECT_EQ(d.flush(), "");
-  // Every push result is well-formed on its own: a ZWJ family emoji fed byte by byte.
-  const std::string family = "👨‍👩‍👧 é!";
-  std::string all;
-  for (char ch : family) {
-    const std::string out = d.push(static_cast<uint8_t>(ch));
-    std::string check;
-    EXPECT_EQ(unicode::append_sanitized_utf8(check, out), 0u);
-    EXPECT_EQ(check, out);
-    all += out;
-  }
-  all += d.flush();
-  EXPECT_EQ(all, family);
-}
-
-TEST(Utf8StreamDecoderTest, IllFormedBytesBecomeReplacementCharacters) {
-  Tokenizer t = make(chat_vocab());
-  Utf8StreamDecoder d(t);
-  EXPECT_EQ(d.push(0xFF), "\uFFFD");  // can never complete: replaced at once
-  EXPECT_EQ(d.push(0xE2), "");
-  EXPECT_EQ(d.push('x'), "\uFFFDx");  // the pending lead byte was cut off by 'x'
-  EXPECT_EQ(d.push(0xE2), "");
-  EXPECT_EQ(d.push(0x82), "");
-  EXPECT_EQ(d.flush(), "\uFFFD");  // a truncated character at the end
-  EXPECT_EQ(d.flush(), "");
-  Utf8StreamDecoder skipping(t, /*skip_special=*/true);
-  EXPECT_EQ(skipping.push(257), "");
-  EXPECT_EQ(skipping.push('h'), "h");
-  EXPECT_EQ(d.push(257), "<|im_start|>");
 }
 
 // ---------------------------------------------------------------------------------------------
