@@ -94,11 +94,11 @@ void BM_StepInputs256(benchmark::State& state) {
   const uint32_t ctx = static_cast<uint32_t>(state.range(0));
   const uint32_t blocks_per_seq = (ctx + 1 + 15) / 16;
   KvCacheManager m(KvCacheConfig{.num_blocks = 256 * blocks_per_seq, .block_size = 16});
-  std::vector<StepSeq> rows;
+  std::vector<StepRow> rows;
   for (uint64_t i = 0; i < 256; ++i) {
     prefill(m, SeqId{i}, random_tokens(ctx, 100 + i));
     if (!m.append_slots(SeqId{i}, 1, nullptr).is_ok()) abort();
-    rows.push_back(StepSeq{SeqId{i}, ctx, 1});
+    rows.push_back(StepRow{SeqId{i}, ctx, 1});
   }
   StepInputs in;
   for (auto _ : state) {

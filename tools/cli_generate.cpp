@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/byte_size.h"
+#include "model/utf8_stream_decoder.h"
 #include "tools/cli_commands.h"
 #include "tools/cli_common.h"
 
@@ -142,13 +143,16 @@ void run_generate(GenerateFlags& f) {
   }
 
   const EngineCounters& c = engine->counters();
-  const KvPoolInfo& pool = engine->pool_info();
+  const KvPoolPlan& pool = engine->kv_pool();
   const double prefill_tps =
       c.prefill_step_seconds > 0 ? c.prompt_tokens_computed / c.prefill_step_seconds : 0;
   const double decode_tps =
       c.decode_step_seconds > 0 ? c.decode_step_tokens / c.decode_step_seconds : 0;
   const uint64_t kv_in_use = uint64_t{c.peak_blocks_in_use} * pool.block_bytes;
-  const auto stats = engine->cache().stats();
+  const KvCacheCounters cache = engine->snapshot().cache;
+  const double hit_rate = cache.prefix_query_tokens == 0
+                              ? 0
+                              : double(cache.prefix_hit_tokens) / cache.prefix_query_tokens;
   if (f.json) {
     nlohmann::json j = {{"model", model->path},
                         {"prompt_tokens", runs[0]["prompt_tokens"]},
@@ -166,9 +170,9 @@ void run_generate(GenerateFlags& f) {
                         {"block_size", pool.block_size},
                         {"kv_cache_dtype_k", kv_dtype_name(config.k_dtype)},
                         {"kv_cache_dtype_v", kv_dtype_name(config.v_dtype)},
-                        {"prefix_cache_hit_rate", stats.prefix_hit_rate},
+                        {"prefix_cache_hit_rate", hit_rate},
                         {"preemptions", engine->num_preemptions()},
-                        {"threads", engine->pool().num_threads()},
+                        {"threads", engine->num_threads()},
                         {"runs", runs}};
     std::printf("%s\n", j.dump(2).c_str());
     return;

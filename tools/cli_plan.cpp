@@ -12,7 +12,6 @@
 #include "core/byte_size.h"
 #include "model/gguf_file.h"
 #include "planner/catalog.h"
-#include "planner/engine_pool.h"
 #include "planner/gpu_presets.h"
 #include "planner/plan_json.h"
 #include "planner/plan_report.h"
@@ -136,12 +135,10 @@ void run(const PlanFlags& f) {
 
   if (!f.kv_cache_memory.empty()) {
     r.kv_cache_memory = or_fail(parse_size_input(f.kv_cache_memory), "--kv-cache-memory: ");
-    // A GGUF goes through the engine's own reader, so the numbers are the engine's.
-    auto gguf = GgufFile::open(f.model);
-    if (gguf.is_ok())
-      r.engine_spec = or_fail(model_spec_from_gguf(*gguf), "--kv-cache-memory: ");
-    else
-      r.engine_spec = or_fail(engine_spec_from_planner_model(r.model), "--kv-cache-memory: ");
+    // A GGUF's layers come from the engine's own reader (model_spec.h), so the numbers are the
+    // engine's.
+    r.engine_kv_shape =
+        or_fail(engine_kv_shape(r.model, r.k_dtype, r.v_dtype), "--kv-cache-memory: ");
   }
 
   const PlanOutcome out = or_fail(run_plan(r), "plan: ");

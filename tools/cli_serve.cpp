@@ -66,10 +66,10 @@ void run_serve(ServeFlags& f) {
 
   const ModelSpec& spec = model->spec;
   const uint32_t max_len = config.max_model_len ? config.max_model_len : spec.context_length;
-  auto pool =
-      size_kv_pool(spec, config.kv_cache_memory, config.block_size, config.k_dtype, config.v_dtype);
+  auto pool = plan_kv_pool(spec.kv_shape(config.k_dtype, config.v_dtype), config.kv_cache_memory,
+                           config.block_size);
   if (!pool.is_ok()) fail(pool.status().message());
-  const KvPoolInfo& p = *pool;
+  const KvPoolPlan& p = *pool;
   const uint64_t blocks_per_seq = (uint64_t{max_len} + p.block_size - 1) / p.block_size;
   std::fprintf(stderr,
                "kvserve serve: %s\n"

@@ -1,10 +1,9 @@
 #include "engine/engine.h"
 
 #include <algorithm>
+#include <cmath>
 #include <random>
 #include <string>
-
-#include "kernels/kv_vector.h"
 
 namespace kvs {
 
@@ -18,29 +17,6 @@ const char* finish_reason_name(FinishReason r) {
   return "none";
 }
 
-Result<KvPoolInfo> size_kv_pool(const ModelSpec& spec, uint64_t memory, uint32_t block_size,
-                                KvDtype k, KvDtype v) {
-  if (block_size < 1 || block_size > 256)
-    return invalid_argument("--block-size must be between 1 and 256, got " +
-                            std::to_string(block_size));
-  KVS_RETURN_IF_ERROR(kv_vector_bytes_checked(k, spec.head_dim).status());
-  KVS_RETURN_IF_ERROR(kv_vector_bytes_checked(v, spec.head_dim).status());
-  KvPoolInfo p;
-  p.token_bytes = kv_token_bytes(spec.kv_shape(k, v));
-  p.block_size = block_size;
-  p.block_bytes = p.token_bytes.bytes_per_token * block_size;
-  const uint64_t blocks = memory / p.block_bytes;
-  if (blocks == 0)
-    return invalid_argument("--kv-cache-memory " + std::to_string(memory) +
-                            " B holds no block: one block of " + std::to_string(block_size) +
-                            " tokens needs " + std::to_string(p.block_bytes) + " B");
-  if (blocks > (uint64_t{1} << 31)) return invalid_argument("--kv-cache-memory is too large");
-  p.num_blocks = static_cast<uint32_t>(blocks);
-  p.num_tokens = blocks * block_size;
-  p.pool_bytes = blocks * p.block_bytes;
-  return p;
-}
-
 namespace {
 uint64_t random_seed() {
   std::random_device rd;
@@ -48,59 +24,61 @@ uint64_t random_seed() {
 }
 }  // namespace
 
-Engine::Engine(LlamaModel& model, const EngineConfig& config)
-    : model_(model),
-      config_(config),
-      scheduler_(SchedulerConfig{.max_num_batched_tokens = config.max_num_batched_tokens,
-                                 .max_num_seqs = config.max_num_seqs,
-                                 .preemption_mode = config.preemption_mode,
-                                 .swap_space_bytes = config.swap_space}) {}
+Engine::Engine(LlamaModel& model, const EngineConfig& config, const KvPoolPlan& pool)
+    : model_(model), config_(config), kv_pool_(pool) {}
 
 Result<std::unique_ptr<Engine>> Engine::create(LlamaModel& model, const EngineConfig& config) {
-  if (!kv_dtype_supported_by_kernels(config.k_dtype) ||
-      !kv_dtype_supported_by_kernels(config.v_dtype))
-    return unimplemented(std::string("KV cache dtype ") + kv_dtype_name(config.k_dtype) + "/" +
-                         kv_dtype_name(config.v_dtype) +
-                         " is not supported by the attention kernels yet (use f16, bf16 or f32)");
   if (config.max_num_batched_tokens == 0)
     return invalid_argument("--max-num-batched-tokens must be positive");
   if (config.max_num_seqs == 0) return invalid_argument("--max-num-seqs must be positive");
   const ModelSpec& spec = model.spec();
-  KVS_ASSIGN_OR_RETURN(KvPoolInfo info,
-                       size_kv_pool(spec, config.kv_cache_memory, config.block_size, config.k_dtype,
-                                    config.v_dtype));
-  std::unique_ptr<Engine> e(new Engine(model, config));
-  e->pool_info_ = info;
+  KVS_ASSIGN_OR_RETURN(KvPoolPlan pool, plan_kv_pool(spec.kv_shape(config.k_dtype, config.v_dtype),
+                                                     config.kv_cache_memory, config.block_size));
+  std::unique_ptr<Engine> e(new Engine(model, config, pool));
   e->max_model_len_ = config.max_model_len ? config.max_model_len : spec.context_length;
-  e->pool_ = std::make_unique<ThreadPool>(config.threads > 0 ? config.threads
-                                                             : ThreadPool::hardware_threads());
-  KVS_ASSIGN_OR_RETURN(KvBlockStorage storage,
-                       KvBlockStorage::create({.num_blocks = info.num_blocks,
-                                               .block_size = config.block_size,
-                                               .layers = spec.n_layers,
-                                               .kv_heads = spec.n_kv_heads,
-                                               .head_dim = spec.head_dim,
-                                               .k_dtype = config.k_dtype,
-                                               .v_dtype = config.v_dtype}));
-  KVS_CHECK(storage.block_bytes() == info.block_bytes);
+  e->threads_ = std::make_unique<ThreadPool>(config.threads > 0 ? config.threads
+                                                                : ThreadPool::hardware_threads());
+  KVS_ASSIGN_OR_RETURN(KvBlockStorage storage, KvBlockStorage::create(KvStorageShape::of(pool)));
   e->storage_ = std::make_unique<KvBlockStorage>(std::move(storage));
-  e->scheduler_.attach_storage(e->storage_.get());
+  // The host swap area: as many whole blocks as --swap-space holds (swap mode only).
+  const uint64_t host_blocks =
+      config.preemption_mode == PreemptionMode::kSwap
+          ? std::min<uint64_t>(config.swap_space / pool.block_bytes, kMaxPoolBlocks)
+          : 0;
+  if (host_blocks > 0) {
+    KvStorageShape host = KvStorageShape::of(pool);
+    host.num_blocks = static_cast<uint32_t>(host_blocks);
+    KVS_ASSIGN_OR_RETURN(KvBlockStorage h, KvBlockStorage::create(host));
+    e->host_storage_ = std::make_unique<KvBlockStorage>(std::move(h));
+  }
+  e->host_blocks_ = std::make_unique<HostBlockPool>(static_cast<uint32_t>(host_blocks));
   e->cache_ = std::make_unique<KvCacheManager>(
-      KvCacheConfig{.num_blocks = info.num_blocks,
+      KvCacheConfig{.num_blocks = pool.num_blocks,
                     .block_size = config.block_size,
                     .enable_prefix_caching = config.enable_prefix_caching,
                     .model_fingerprint = config.model_fingerprint,
-                    .hash_seed = config.prefix_hash_seed ? *config.prefix_hash_seed
-                                                         : random_seed(),
+                    .hash_seed = config.prefix_hash_seed ? *config.prefix_hash_seed : random_seed(),
                     .k_dtype = config.k_dtype,
                     .v_dtype = config.v_dtype});
-  e->runner_ = std::make_unique<ModelRunner>(model, *e->storage_, *e->pool_);
+  e->transfers_ = std::make_unique<KvTransferExecutor>(*e->storage_, e->host_storage_.get());
+  e->runner_ = std::make_unique<ModelRunner>(model, *e->storage_, *e->threads_);
+  e->scheduler_ = std::make_unique<Scheduler>(
+      SchedulerConfig{.max_num_batched_tokens = config.max_num_batched_tokens,
+                      .max_num_seqs = config.max_num_seqs,
+                      .preemption_mode = config.preemption_mode},
+      *e->cache_, *e->host_blocks_);
   return e;
 }
 
 Result<SeqId> Engine::add_request(SequenceRequest req) {
   if (req.prompt.empty()) return invalid_argument("the prompt is empty");
-  if (req.max_tokens == 0) return invalid_argument("max_tokens must be at least 1");
+  if (req.score_from) {
+    if (req.max_tokens != 0 || req.n != 1)
+      return invalid_argument("a scored prompt generates nothing: max_tokens 0 and n 1");
+    if (req.prompt.size() < 2) return invalid_argument("a scored prompt needs two tokens");
+  } else if (req.max_tokens == 0) {
+    return invalid_argument("max_tokens must be at least 1");
+  }
   for (int32_t id : req.prompt)
     if (id < 0 || static_cast<uint32_t>(id) >= model_.spec().vocab_size)
       return invalid_argument("token id " + std::to_string(id) + " is outside the vocabulary");
@@ -117,13 +95,13 @@ Result<SeqId> Engine::add_request(SequenceRequest req) {
     return invalid_argument("prompt (" + std::to_string(req.prompt.size()) +
                             " tokens) + max_tokens (" + std::to_string(req.max_tokens) +
                             ") exceeds the maximum model length " + std::to_string(max_model_len_));
-  if (total > pool_info_.num_tokens)
+  if (total > kv_pool_.num_tokens)
     return resource_exhausted(
         "prompt + max_tokens = " + std::to_string(total) + " tokens cannot fit in the KV pool of " +
-        std::to_string(pool_info_.num_tokens) + " tokens (raise --kv-cache-memory)");
+        std::to_string(kv_pool_.num_tokens) + " tokens (raise --kv-cache-memory)");
   const SeqId id{next_id_++};
   auto seq = std::make_unique<Sequence>(id, std::move(req));
-  scheduler_.add(seq.get());
+  scheduler_->add(seq.get());
   seqs_.emplace(id.value, std::move(seq));
   return id;
 }
@@ -163,7 +141,7 @@ void Engine::fork_children(Sequence& parent) {
     child->arrival = parent.arrival;
     child->first_scheduled = parent.first_scheduled;
     child->status = SeqStatus::kRunning;
-    scheduler_.add_running(child.get());
+    scheduler_->add_running(child.get());
     forked_.push_back(child.get());
     seqs_.emplace(id.value, std::move(child));
   }
@@ -188,11 +166,26 @@ void Engine::sample_into(Sequence& s, const float* logits, bool has_prefill,
   out->push_back({.seq = s.id, .token = token, .finished = reason != FinishReason::kNone});
 }
 
+void Engine::score_into(Sequence& s, const float* logits, uint32_t first_pos, uint32_t count) {
+  const int64_t vocab = model_.spec().vocab_size;
+  for (uint32_t i = 0; i < count; ++i) {
+    // -log softmax(row)[next token], in double: max-shifted, as llama.cpp's perplexity does.
+    const float* row = logits + i * vocab;
+    float m = row[0];
+    for (int64_t v = 1; v < vocab; ++v) m = std::max(m, row[v]);
+    double sum = 0;
+    for (int64_t v = 0; v < vocab; ++v) sum += std::exp(static_cast<double>(row[v] - m));
+    const int32_t next = s.tokens[first_pos + i + 1];
+    s.prompt_nll += -(static_cast<double>(row[next] - m) - std::log(sum));
+    ++s.prompt_scored;
+  }
+}
+
 void Engine::abort(SeqId id) {
   auto it = seqs_.find(id.value);
   if (it == seqs_.end() || it->second->status == SeqStatus::kFinished) return;
   finish(*it->second, FinishReason::kAbort);
-  scheduler_.remove_finished();
+  scheduler_->remove_finished();
 }
 
 void Engine::release(SeqId id) {
@@ -204,54 +197,77 @@ void Engine::release(SeqId id) {
 
 std::vector<StepOutput> Engine::step() {
   std::vector<StepOutput> out;
-  copies_.clear();
-  const std::vector<ScheduledChunk> plan = scheduler_.schedule(*cache_, &copies_);
+  // 1. Schedule: decisions only.
+  const StepPlan plan = scheduler_->schedule();
   if (plan.empty()) return out;
-  // Block copies and swapped-in KV, in the order the scheduler queued them; then the forward
-  // pass writes the step's new KV.
-  scheduler_.apply_copies_and_swap_ins(copies_);
-  chunks_.clear();
+  // 2. Transfer: block bytes move in the order the scheduler queued them.
+  transfers_->run(plan.transfers);
+  // 3. Forward: the step's inputs, built once by the cache manager.
+  rows_.clear();
   bool has_prefill = false;
-  for (const ScheduledChunk& c : plan) {
+  for (const ScheduledChunk& c : plan.chunks) {
     has_prefill |= c.seq->num_computed < c.seq->prompt_len;
-    Sequence& s = *c.seq;
-    const bool reaches_end = s.num_computed + c.num_tokens == s.tokens.size();
-    chunks_.push_back(
-        {.seq = s.id,
-         .tokens = std::span<const int32_t>(s.tokens).subspan(s.num_computed, c.num_tokens),
-         .start_pos = s.num_computed,
-         .all_logits = false,
-         .last_logits = reaches_end});
+    rows_.push_back(
+        {.seq = c.seq->id, .first_pos = c.seq->num_computed, .num_tokens = c.num_tokens});
   }
+  cache_->build_step_inputs(rows_, &inputs_);
   const auto t0 = Clock::now();
-  std::span<const float> logits = runner_->run(*cache_, chunks_, {});
+  const StepLogits logits = runner_->run(plan.chunks, inputs_);
   const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   counters_.forward_seconds += seconds;
   (has_prefill ? counters_.prefill_step_seconds : counters_.decode_step_seconds) += seconds;
   ++counters_.steps;
   counters_.peak_blocks_in_use =
-      std::max(counters_.peak_blocks_in_use, cache_->stats().blocks_in_use);
+      std::max(counters_.peak_blocks_in_use, cache_->counters().blocks_in_use);
+  // 4. Commit the new KV, then sample or score.
   const size_t vocab = model_.spec().vocab_size;
-  size_t row = 0;
-  for (size_t i = 0; i < plan.size(); ++i) {
-    Sequence& s = *plan[i].seq;
-    cache_->commit_tokens(s.id, chunks_[i].tokens);
-    if (s.num_computed < s.prompt_len)
-      counters_.prompt_tokens_computed +=
-          std::min(s.prompt_len, s.num_computed + plan[i].num_tokens) - s.num_computed;
-    s.num_computed += plan[i].num_tokens;
-    if (!chunks_[i].last_logits) continue;
-    const float* row_logits = logits.data() + row * vocab;
-    ++row;
+  for (size_t i = 0; i < plan.chunks.size(); ++i) {
+    Sequence& s = *plan.chunks[i].seq;
+    const uint32_t start = s.num_computed, n = plan.chunks[i].num_tokens;
+    cache_->commit_tokens(s.id, std::span<const int32_t>(s.tokens).subspan(start, n));
+    if (start < s.prompt_len)
+      counters_.prompt_tokens_computed += std::min(s.prompt_len, start + n) - start;
+    const LogitsPositions lp = logits_positions(s, start, n);
+    s.num_computed += n;
+    const uint32_t rows = logits.row_begin[i + 1] - logits.row_begin[i];
+    KVS_CHECK(rows == lp.count);
+    const float* first_row = logits.logits.data() + size_t{logits.row_begin[i]} * vocab;
+    if (s.score_from) {
+      score_into(s, first_row, lp.first, lp.count);
+      if (s.num_computed == s.prompt_len) finish(s, FinishReason::kLength);
+      continue;
+    }
+    if (rows == 0) continue;
     // n > 1: the prompt is prefilled and committed, so the children share all its blocks; each
     // samples its first token from the same logits with its own seed.
     if (s.pending_forks > 0 && s.num_generated() == 0) fork_children(s);
-    for (Sequence* c : forked_) sample_into(*c, row_logits, has_prefill, &out);
+    for (Sequence* c : forked_) sample_into(*c, first_row, has_prefill, &out);
     forked_.clear();
-    sample_into(s, row_logits, has_prefill, &out);
+    sample_into(s, first_row, has_prefill, &out);
   }
-  scheduler_.remove_finished();
+  scheduler_->remove_finished();
   return out;
+}
+
+EngineSnapshot Engine::snapshot(bool with_fragmentation) const {
+  EngineSnapshot s;
+  s.running = static_cast<uint32_t>(scheduler_->num_running());
+  s.waiting = static_cast<uint32_t>(scheduler_->num_waiting());
+  s.swapped = static_cast<uint32_t>(scheduler_->num_swapped());
+  s.cache = cache_->counters();
+  if (with_fragmentation) s.fragmentation = cache_->stats().fragmentation;
+  s.preemptions_recompute = scheduler_->num_preemptions(PreemptionMode::kRecompute);
+  s.preemptions_swap = scheduler_->num_preemptions(PreemptionMode::kSwap);
+  s.swap_used_bytes = uint64_t{host_blocks_->num_used()} * kv_pool_.block_bytes;
+  s.swap_space_bytes = uint64_t{host_blocks_->num_blocks()} * kv_pool_.block_bytes;
+  s.pool_bytes = kv_pool_.pool_bytes;
+  s.block_bytes = kv_pool_.block_bytes;
+  return s;
+}
+
+Status Engine::check_integrity() const {
+  KVS_RETURN_IF_ERROR(cache_->check_integrity());
+  return host_blocks_->check_integrity();
 }
 
 }  // namespace kvs

@@ -1,6 +1,13 @@
-// Engine: the step loop. Each step the scheduler picks chunks, the cache manager has already
-// reserved their slots, the model runner runs one batched forward pass, the sampler picks next
-// tokens, and finished sequences give their blocks back.
+// Engine: the step loop. One step is a one-way pipeline:
+//   1. schedule   the scheduler decides (chunks, admissions, preemptions) and queues transfers;
+//   2. transfer   the transfer executor moves block bytes in that order (copies, swaps);
+//   3. forward    the cache manager builds the step's inputs once; the model runner runs them;
+//   4. sample and commit: the new KV is committed to the cache, tokens are sampled (or prompt
+//                 positions scored), finished sequences give their blocks back.
+// Nothing below the scheduler decides, and the scheduler moves no bytes.
+//
+// Outside code reads the engine through snapshot(), block_infos(), tenant_stats() and
+// check_integrity(); the cache manager and scheduler stay inside.
 #pragma once
 
 #include <cstdint>
@@ -11,19 +18,21 @@
 
 #include "core/status.h"
 #include "core/thread_pool.h"
+#include "engine/kv_transfer_executor.h"
 #include "engine/model_runner.h"
 #include "engine/scheduler.h"
 #include "engine/sequence.h"
+#include "kvcache/host_block_pool.h"
 #include "kvcache/kv_block_storage.h"
 #include "kvcache/kv_cache_manager.h"
-#include "kvcache/kv_geometry.h"
+#include "kvcache/kv_pool_plan.h"
 #include "model/llama_model.h"
 
 namespace kvs {
 
 struct EngineConfig {
   uint64_t kv_cache_memory = uint64_t{512} << 20;  // bytes for the KV pool
-  uint32_t block_size = 16;                        // tokens per block, 1..256
+  uint32_t block_size = 16;                        // tokens per block, 1..kMaxBlockSize
   KvDtype k_dtype = KvDtype::kF16;
   KvDtype v_dtype = KvDtype::kF16;
   int threads = 0;  // 0 = all hardware threads
@@ -37,24 +46,8 @@ struct EngineConfig {
   // Seed of the in-memory prefix-cache keys; unset = drawn at random when the engine is created,
   // so no client can predict keys or craft collisions.
   std::optional<uint64_t> prefix_hash_seed;
-  std::vector<int32_t> eog_ids;    // tokens that end generation
+  std::vector<int32_t> eog_ids;  // tokens that end generation
 };
-
-// How the pool is sized from the memory budget (kv_geometry's bytes per token x block size).
-struct KvPoolInfo {
-  KvTokenBytes token_bytes;
-  uint32_t block_size = 0;
-  uint64_t block_bytes = 0;
-  uint32_t num_blocks = 0;
-  uint64_t num_tokens = 0;
-  uint64_t pool_bytes = 0;
-};
-
-// num_blocks = floor(kv_cache_memory / (block_size x bytes_per_token)); fails when not even
-// one block fits.
-[[nodiscard]] Result<KvPoolInfo> size_kv_pool(const ModelSpec& spec, uint64_t kv_cache_memory,
-                                              uint32_t block_size, KvDtype k_dtype,
-                                              KvDtype v_dtype);
 
 struct StepOutput {
   SeqId seq{0};
@@ -74,18 +67,31 @@ struct EngineCounters {
   uint32_t peak_blocks_in_use = 0;
 };
 
+// What the engine is doing now, read in O(1) (plus one scan of the block tables for the
+// fragmentation, when asked).
+struct EngineSnapshot {
+  uint32_t running = 0, waiting = 0, swapped = 0;
+  KvCacheCounters cache;
+  double fragmentation = 0;  // only when snapshot(true)
+  uint64_t preemptions_recompute = 0, preemptions_swap = 0;
+  uint64_t swap_used_bytes = 0, swap_space_bytes = 0;
+  uint64_t pool_bytes = 0, block_bytes = 0;
+};
+
 class Engine {
  public:
   static Result<std::unique_ptr<Engine>> create(LlamaModel& model, const EngineConfig& config);
 
   // Validates and queues a sequence: non-empty prompt of in-vocabulary ids, prompt + max_tokens
-  // within max_model_len and within the whole pool, valid sampling parameters, 1 <= n <= kMaxSamplesPerRequest.
-  // With n > 1 the returned id is sample 0; samples 1..n-1 are forked (copy-on-write) once the
-  // prompt is prefilled and appear in step() outputs with Sequence::parent == the returned id.
+  // within max_model_len and within the whole pool, valid sampling parameters, 1 <= n <=
+  // kMaxSamplesPerRequest; max_tokens >= 1 unless the prompt is scored (score_from), which
+  // needs max_tokens == 0 and n == 1. With n > 1 the returned id is sample 0; samples 1..n-1
+  // are forked (copy-on-write) once the prompt is prefilled and appear in step() outputs with
+  // Sequence::parent == the returned id.
   Result<SeqId> add_request(SequenceRequest request);
   // Runs one step; returns the token each advancing sequence produced.
   std::vector<StepOutput> step();
-  [[nodiscard]] bool has_unfinished() const { return !scheduler_.empty(); }
+  [[nodiscard]] bool has_unfinished() const { return !scheduler_->empty(); }
   [[nodiscard]] const Sequence& sequence(SeqId id) const;
   // Stops a sequence (finished with kAbort) and frees its blocks.
   void abort(SeqId id);
@@ -93,45 +99,56 @@ class Engine {
   void release(SeqId id);
 
   [[nodiscard]] const EngineConfig& config() const { return config_; }
-  [[nodiscard]] const KvPoolInfo& pool_info() const { return pool_info_; }
+  [[nodiscard]] const KvPoolPlan& kv_pool() const { return kv_pool_; }
   [[nodiscard]] const EngineCounters& counters() const { return counters_; }
-  [[nodiscard]] uint64_t num_preemptions() const { return scheduler_.num_preemptions(); }
+  [[nodiscard]] uint64_t num_preemptions() const { return scheduler_->num_preemptions(); }
   [[nodiscard]] uint64_t num_preemptions(PreemptionMode mode) const {
-    return scheduler_.num_preemptions(mode);
+    return scheduler_->num_preemptions(mode);
   }
   // Preemptions since the last call (request id = Sequence::parent or the id, mode, blocks).
   [[nodiscard]] std::vector<PreemptionEvent> take_preemption_events() {
-    return scheduler_.take_preemption_events();
+    return scheduler_->take_preemption_events();
   }
-  [[nodiscard]] const Scheduler& scheduler() const { return scheduler_; }
-  [[nodiscard]] KvCacheManager& cache() { return *cache_; }
-  [[nodiscard]] KvBlockStorage& storage() { return *storage_; }
-  [[nodiscard]] ModelRunner& runner() { return *runner_; }
-  [[nodiscard]] ThreadPool& pool() { return *pool_; }
   [[nodiscard]] const LlamaModel& model() const { return model_; }
+  [[nodiscard]] int num_threads() const { return threads_->num_threads(); }
   [[nodiscard]] uint32_t max_model_len() const { return max_model_len_; }
 
+  // ---- the read-only facade for servers and tools ----
+  [[nodiscard]] EngineSnapshot snapshot(bool with_fragmentation = false) const;
+  [[nodiscard]] std::vector<BlockInfo> block_infos() const { return cache_->block_infos(); }
+  [[nodiscard]] std::vector<TenantStats> tenant_stats() const { return cache_->tenant_stats(); }
+  // The cache manager's and the host area's integrity checks.
+  [[nodiscard]] Status check_integrity() const;
+  // See KvCacheManager::forget_idle_tenants.
+  uint32_t forget_idle_tenants(double now, double idle_seconds) {
+    return cache_->forget_idle_tenants(now, idle_seconds);
+  }
+
  private:
-  Engine(LlamaModel& model, const EngineConfig& config);
+  Engine(LlamaModel& model, const EngineConfig& config, const KvPoolPlan& pool);
   void finish(Sequence& s, FinishReason reason);
   void fork_children(Sequence& parent);
   void sample_into(Sequence& s, const float* logits, bool has_prefill,
                    std::vector<StepOutput>* out);
+  void score_into(Sequence& s, const float* logits, uint32_t first_pos, uint32_t count);
 
   LlamaModel& model_;
   EngineConfig config_;
+  KvPoolPlan kv_pool_;
   uint32_t max_model_len_ = 0;
-  KvPoolInfo pool_info_;
-  std::unique_ptr<ThreadPool> pool_;
-  std::unique_ptr<KvBlockStorage> storage_;
+  std::unique_ptr<ThreadPool> threads_;
+  std::unique_ptr<KvBlockStorage> storage_;       // the device pool's bytes
+  std::unique_ptr<KvBlockStorage> host_storage_;  // the host swap area's bytes (may be null)
   std::unique_ptr<KvCacheManager> cache_;
+  std::unique_ptr<HostBlockPool> host_blocks_;
+  std::unique_ptr<KvTransferExecutor> transfers_;
   std::unique_ptr<ModelRunner> runner_;
-  Scheduler scheduler_;
+  std::unique_ptr<Scheduler> scheduler_;
   uint64_t next_id_ = 1;
   std::unordered_map<uint64_t, std::unique_ptr<Sequence>> seqs_;
   EngineCounters counters_;
-  std::vector<BlockCopy> copies_;
-  std::vector<RunnerChunk> chunks_;
+  std::vector<StepRow> rows_;
+  StepInputs inputs_;
   std::vector<Sequence*> forked_;
 };
 

@@ -1,47 +1,57 @@
 #include "engine/model_runner.h"
 
+#include <algorithm>
+
 namespace kvs {
 
-std::span<const float> ModelRunner::run(const KvCacheManager& cache,
-                                        std::span<const RunnerChunk> chunks,
-                                        std::span<const BlockCopy> copies) {
-  for (const BlockCopy& c : copies) storage_.copy_tokens(c.src.value, c.dst.value, c.num_tokens);
+LogitsPositions logits_positions(const Sequence& s, uint32_t start, uint32_t n) {
+  if (s.score_from) {
+    // Position p predicts prompt token p + 1, so the last prompt position scores nothing.
+    const uint32_t lo = std::max(start, *s.score_from);
+    const uint32_t hi = std::min(start + n, s.prompt_len - 1);
+    return hi > lo ? LogitsPositions{lo, hi - lo} : LogitsPositions{};
+  }
+  if (start + n == s.tokens.size()) return {start + n - 1, 1};
+  return {};
+}
+
+StepLogits ModelRunner::run(std::span<const ScheduledChunk> chunks, const StepInputs& inputs) {
   tokens_.clear();
   positions_.clear();
   context_len_.clear();
   logits_rows_.clear();
-  slots_.clear();
   tables_.clear();
-  if (table_storage_.size() < chunks.size()) table_storage_.resize(chunks.size());
+  row_begin_.assign(1, 0);
+  KVS_CHECK(inputs.context_lens.size() == chunks.size());
   for (size_t c = 0; c < chunks.size(); ++c) {
-    const RunnerChunk& ch = chunks[c];
-    std::span<const BlockId> blocks = cache.block_table(ch.seq);
-    std::vector<uint32_t>& table = table_storage_[c];
-    table.resize(blocks.size());
-    for (size_t i = 0; i < blocks.size(); ++i) table[i] = blocks[i].value;
-    for (size_t i = 0; i < ch.tokens.size(); ++i) {
-      const uint32_t pos = ch.start_pos + static_cast<uint32_t>(i);
-      if (ch.all_logits || (ch.last_logits && i + 1 == ch.tokens.size()))
+    const Sequence& s = *chunks[c].seq;
+    const uint32_t start = s.num_computed, n = chunks[c].num_tokens;
+    const uint32_t* table = inputs.block_tables.data() + c * inputs.max_blocks_per_seq;
+    const LogitsPositions lp = logits_positions(s, start, n);
+    for (uint32_t i = 0; i < n; ++i) {
+      const uint32_t pos = start + i;
+      if (pos >= lp.first && pos < lp.first + lp.count)
         logits_rows_.push_back(static_cast<int32_t>(tokens_.size()));
-      tokens_.push_back(ch.tokens[i]);
+      tokens_.push_back(s.tokens[pos]);
       positions_.push_back(static_cast<int32_t>(pos));
       context_len_.push_back(static_cast<int32_t>(pos + 1));
-      slots_.push_back(static_cast<int64_t>(cache.slot(ch.seq, pos)));
-      tables_.push_back(table.data());
+      tables_.push_back(table);
     }
+    row_begin_.push_back(static_cast<uint32_t>(logits_rows_.size()));
   }
+  KVS_CHECK(inputs.slot_mapping.size() == tokens_.size());
   const int64_t vocab = model_.spec().vocab_size;
   logits_.resize(logits_rows_.size() * vocab);
   const ForwardBatch batch{.num_tokens = static_cast<int64_t>(tokens_.size()),
                            .tokens = tokens_.data(),
                            .positions = positions_.data(),
-                           .slot_mapping = slots_.data(),
+                           .slot_mapping = inputs.slot_mapping.data(),
                            .context_len = context_len_.data(),
                            .block_table = tables_.data(),
                            .num_logits = static_cast<int64_t>(logits_rows_.size()),
                            .logits_rows = logits_rows_.data()};
-  model_.forward(batch, storage_.layout(), pool_, logits_.data());
-  return logits_;
+  model_.forward(batch, storage_.layout(), threads_, logits_.data());
+  return {.logits = logits_, .row_begin = row_begin_};
 }
 
 }  // namespace kvs

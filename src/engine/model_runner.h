@@ -1,7 +1,9 @@
-// ModelRunner: turns a step's scheduled chunks into one flat ForwardBatch (tokens, positions,
-// slot mapping, block tables, context lengths), performs the cache manager's pending block
-// copies on the KV storage, runs the model and returns one logits row per sequence that needs
-// a next token (or every row, for perplexity).
+// ModelRunner: runs one step's forward pass. It consumes the scheduled chunks (which tokens of
+// which sequence) and the StepInputs the cache manager built once for the step (slot mapping,
+// block tables, context lengths), flattens them into a ForwardBatch and returns the logits the
+// step needs: one row for a chunk that reaches the end of its sequence (the next token is
+// sampled from it), or one row per scored position of a prompt being scored (perplexity).
+// It moves no KV bytes other than the forward pass's own writes (transfers ran before).
 #pragma once
 
 #include <cstdint>
@@ -9,39 +11,44 @@
 #include <vector>
 
 #include "core/thread_pool.h"
+#include "engine/scheduler.h"
 #include "kvcache/kv_block_storage.h"
 #include "kvcache/kv_cache_manager.h"
 #include "model/llama_model.h"
 
 namespace kvs {
 
-struct RunnerChunk {
-  SeqId seq{0};
-  std::span<const int32_t> tokens;  // the chunk's tokens
-  uint32_t start_pos = 0;           // position of tokens[0] in the sequence
-  bool all_logits = false;          // logits for every token of the chunk (perplexity)
-  bool last_logits = false;         // logits for the chunk's last token (next-token sampling)
+// The positions of a chunk [start, start + n) of `s` whose logits the step needs:
+// [first, first + count).
+struct LogitsPositions {
+  uint32_t first = 0;
+  uint32_t count = 0;
+};
+[[nodiscard]] LogitsPositions logits_positions(const Sequence& s, uint32_t start, uint32_t n);
+
+struct StepLogits {
+  // Row-major [rows][vocab]; chunk i's rows are [row_begin[i], row_begin[i + 1]), one per
+  // position of logits_positions(...) in order.
+  std::span<const float> logits;
+  std::span<const uint32_t> row_begin;  // [chunks + 1]
 };
 
 class ModelRunner {
  public:
-  ModelRunner(LlamaModel& model, KvBlockStorage& storage, ThreadPool& pool)
-      : model_(model), storage_(storage), pool_(pool) {}
+  ModelRunner(LlamaModel& model, KvBlockStorage& storage, ThreadPool& threads)
+      : model_(model), storage_(storage), threads_(threads) {}
 
-  // Executes the copies, then the forward pass. Returns the logits, row-major
-  // [rows][vocab], rows in chunk order (all_logits chunks contribute one row per token).
-  std::span<const float> run(const KvCacheManager& cache, std::span<const RunnerChunk> chunks,
-                             std::span<const BlockCopy> copies);
+  // `inputs` = KvCacheManager::build_step_inputs of the chunks' rows, in chunk order.
+  StepLogits run(std::span<const ScheduledChunk> chunks, const StepInputs& inputs);
 
  private:
   LlamaModel& model_;
   KvBlockStorage& storage_;
-  ThreadPool& pool_;
-  // Step inputs, reused across steps.
+  ThreadPool& threads_;
+  // Step arrays, reused across steps.
   std::vector<int32_t> tokens_, positions_, context_len_, logits_rows_;
-  std::vector<int64_t> slots_;
   std::vector<const uint32_t*> tables_;
-  std::vector<std::vector<uint32_t>> table_storage_;
+  std::vector<uint32_t> row_begin_;
   std::vector<float> logits_;
 };
 

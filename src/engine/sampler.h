@@ -1,7 +1,8 @@
 // Sampler: turns one row of logits into a token. A temperature below kGreedyTemperature (as in
 // vLLM) is greedy (argmax, lowest id on ties): dividing logits by a tiny temperature overflows to
-// infinity and would turn the weights into NaN. Otherwise softmax(logits / T) restricted by top-k then top-p, drawn from a per-sequence
-// generator seeded by the request, so the same seed gives the same text.
+// infinity and would turn the weights into NaN. Otherwise softmax(logits / T) restricted by top-k
+// then top-p, drawn from a per-sequence generator seeded by the request, so the same seed gives the
+// same text.
 #pragma once
 
 #include <cstdint>

@@ -36,7 +36,7 @@ void Scheduler::remove_finished() {
     if (s->swapped) {
       const auto it = swapped_.find(s->id);
       if (it != swapped_.end()) {
-        swap_used_ -= it->second.bytes.size();
+        host_.free(it->second);
         swapped_.erase(it);
       }
       s->swapped = false;
@@ -51,30 +51,35 @@ std::vector<PreemptionEvent> Scheduler::take_preemption_events() {
   return out;
 }
 
-void Scheduler::preempt(KvCacheManager& cache, Sequence* victim) {
-  const std::span<const BlockId> blocks = cache.block_table(victim->id);
+void Scheduler::queue_copies(std::vector<BlockCopy>& copies, StepPlan& plan) {
+  for (const BlockCopy& c : copies)
+    plan.transfers.push_back({.kind = KvTransferKind::kCopyTokens,
+                              .src = c.src.value,
+                              .dst = c.dst.value,
+                              .num_tokens = c.num_tokens});
+  copies.clear();
+}
+
+void Scheduler::preempt(Sequence* victim, StepPlan& plan) {
+  const std::span<const BlockId> blocks = cache_.block_table(victim->id);
   const uint32_t nb = static_cast<uint32_t>(blocks.size());
   PreemptionMode mode = PreemptionMode::kRecompute;
-  if (config_.preemption_mode == PreemptionMode::kSwap && storage_ != nullptr &&
-      victim->num_computed > 0) {
-    const uint64_t bytes = uint64_t{nb} * storage_->block_bytes();
-    // Every running sequence has all its appended slots committed between steps, so the blocks
-    // hold exactly num_computed tokens of KV (no forward pass of this step has run yet).
-    if (swap_used_ + bytes <= config_.swap_space_bytes &&
-        cache.num_committed(victim->id) == victim->num_computed) {
-      SwapEntry e;
-      e.bytes.resize(bytes);
-      e.num_blocks = nb;
+  // Every running sequence has all its appended slots committed between steps, so the blocks
+  // hold exactly num_computed tokens of KV (no forward pass of this step has run yet).
+  if (config_.preemption_mode == PreemptionMode::kSwap && victim->num_computed > 0 &&
+      cache_.num_committed(victim->id) == victim->num_computed) {
+    if (auto host = host_.allocate(nb)) {
       for (uint32_t i = 0; i < nb; ++i)
-        storage_->read_block(blocks[i].value, e.bytes.data() + i * storage_->block_bytes());
-      swap_used_ += bytes;
-      swapped_.emplace(victim->id, std::move(e));
+        plan.transfers.push_back(
+            {.kind = KvTransferKind::kSwapOut, .src = blocks[i].value, .dst = (*host)[i]});
+      swapped_.emplace(victim->id, std::move(*host));
       mode = PreemptionMode::kSwap;
     }
   }
   // Recompute: the victim's full blocks stay in the prefix cache (cached-free), so its
-  // re-admission usually reuses most of them.
-  cache.free(victim->id);
+  // re-admission usually reuses most of them. Swap: the kSwapOut transfers queued above read
+  // the blocks before any later transfer or the forward pass can reuse them.
+  cache_.free(victim->id);
   if (mode == PreemptionMode::kSwap) {
     victim->swapped = true;
   } else {
@@ -92,56 +97,38 @@ void Scheduler::preempt(KvCacheManager& cache, Sequence* victim) {
   enqueue_waiting(victim);
 }
 
-bool Scheduler::admit_swapped(KvCacheManager& cache, Sequence* s, uint32_t budget, uint32_t* n,
-                              size_t copies_before) {
-  const uint32_t bs = cache.block_size();
-  *n = std::min(budget, s->remaining());
-  const uint64_t tokens_after = uint64_t{s->num_computed} + *n;
+std::optional<uint32_t> Scheduler::admit_swapped(Sequence* s, uint32_t budget, StepPlan& plan) {
+  const uint32_t bs = cache_.block_size();
+  const uint32_t n = std::min(budget, s->remaining());
+  const uint64_t tokens_after = uint64_t{s->num_computed} + n;
   const uint64_t need = (tokens_after + bs - 1) / bs;
-  if (need > cache.available_blocks(s->cache_salt)) return false;
+  if (need > cache_.available_blocks(s->cache_salt)) return std::nullopt;
   const std::span<const int32_t> restored =
       std::span<const int32_t>(s->tokens).first(s->num_computed);
-  if (!cache.admit_restored(s->id, restored, s->cache_salt).is_ok()) return false;
-  if (!cache.append_slots(s->id, *n, nullptr).is_ok()) {
-    cache.free(s->id);
-    return false;
+  if (!cache_.admit_restored(s->id, restored, s->cache_salt).is_ok()) return std::nullopt;
+  if (!cache_.append_slots(s->id, n, nullptr).is_ok()) {
+    cache_.free(s->id);
+    return std::nullopt;
   }
   auto it = swapped_.find(s->id);
-  KVS_CHECK_MSG(it != swapped_.end(), "swapped sequence without a swap copy");
-  PendingSwapIn p;
-  p.copies_before = copies_before;
-  p.entry = std::move(it->second);
+  KVS_CHECK_MSG(it != swapped_.end(), "swapped sequence without host blocks");
+  const std::vector<uint32_t>& host = it->second;
+  const std::span<const BlockId> blocks = cache_.block_table(s->id);
+  KVS_CHECK(blocks.size() >= host.size());
+  for (size_t i = 0; i < host.size(); ++i)
+    plan.transfers.push_back(
+        {.kind = KvTransferKind::kSwapIn, .src = host[i], .dst = blocks[i].value});
+  // The host blocks may be taken again by a later preemption of this step: its kSwapOut is
+  // queued after this kSwapIn, so it overwrites them only after they were read.
+  host_.free(host);
   swapped_.erase(it);
-  const std::span<const BlockId> blocks = cache.block_table(s->id);
-  KVS_CHECK(blocks.size() >= p.entry.num_blocks);
-  p.blocks.assign(blocks.begin(), blocks.begin() + p.entry.num_blocks);
-  pending_swap_ins_.push_back(std::move(p));
   s->swapped = false;
-  return true;
+  return n;
 }
 
-void Scheduler::apply_copies_and_swap_ins(std::span<const BlockCopy> copies) {
-  size_t done = 0;
-  auto copy_until = [&](size_t end) {
-    for (; done < end; ++done) {
-      const BlockCopy& c = copies[done];
-      storage_->copy_tokens(c.src.value, c.dst.value, c.num_tokens);
-    }
-  };
-  KVS_CHECK(storage_ != nullptr || (copies.empty() && pending_swap_ins_.empty()));
-  for (PendingSwapIn& p : pending_swap_ins_) {
-    copy_until(p.copies_before);
-    for (size_t i = 0; i < p.blocks.size(); ++i)
-      storage_->write_block(p.blocks[i].value, p.entry.bytes.data() + i * storage_->block_bytes());
-    swap_used_ -= p.entry.bytes.size();
-  }
-  copy_until(copies.size());
-  pending_swap_ins_.clear();
-}
-
-std::vector<ScheduledChunk> Scheduler::schedule(KvCacheManager& cache,
-                                                std::vector<BlockCopy>* copies) {
-  std::vector<ScheduledChunk> out;
+StepPlan Scheduler::schedule() {
+  StepPlan plan;
+  std::vector<ScheduledChunk>& out = plan.chunks;
   uint32_t budget = config_.max_num_batched_tokens;
   auto scheduled = [&](const Sequence* s) {
     return std::any_of(out.begin(), out.end(), [&](const ScheduledChunk& c) { return c.seq == s; });
@@ -149,17 +136,19 @@ std::vector<ScheduledChunk> Scheduler::schedule(KvCacheManager& cache,
   // Reserves n slots for s, preempting the least important (then newest) running sequence not
   // yet scheduled this step while the pool is full. Returns false when s itself had to go.
   auto reserve = [&](Sequence* s, uint32_t n) {
-    while (!cache.append_slots(s->id, n, copies).is_ok()) {
+    for (;;) {
+      const bool ok = cache_.append_slots(s->id, n, &copies_).is_ok();
+      queue_copies(copies_, plan);
+      if (ok) return true;
       Sequence* victim = nullptr;
       for (Sequence* r : running_) {
         if (scheduled(r)) continue;
         if (victim == nullptr || admitted_before(victim, r)) victim = r;
       }
       if (victim == nullptr) return false;
-      preempt(cache, victim);
+      preempt(victim, plan);
       if (victim == s) return false;
     }
-    return true;
   };
   // 1. Decodes first (one token each), oldest first.
   for (size_t i = 0; i < running_.size() && budget > 0; ++i) {
@@ -188,20 +177,22 @@ std::vector<ScheduledChunk> Scheduler::schedule(KvCacheManager& cache,
   // the pool allow; a sequence that does not fit blocks the rest (no overtaking). One whose next
   // prompt block is being computed by a running sequence waits for that block to be committed
   // (then it is a prefix hit, not a second private copy); later ones may pass it meanwhile.
-  for (size_t w = 0;
-       w < waiting_.size() && budget > 0 && running_.size() < config_.max_num_seqs;) {
+  for (size_t w = 0; w < waiting_.size() && budget > 0 && running_.size() < config_.max_num_seqs;) {
     Sequence* s = waiting_[w];
     uint32_t n = 0;
     if (s->swapped) {
-      if (!admit_swapped(cache, s, budget, &n, copies->size())) break;
+      const std::optional<uint32_t> admitted = admit_swapped(s, budget, plan);
+      if (!admitted) break;
+      n = *admitted;
     } else {
-      const AdmitPlan plan = cache.plan_admit(s->tokens, s->cache_salt);
-      if (plan.prefix_in_flight) {
+      const AdmitPlan ap = cache_.plan_admit(s->tokens, s->cache_salt);
+      if (ap.prefix_in_flight) {
         ++w;
         continue;
       }
-      if (!plan.fits) break;
-      auto cached = cache.admit(s->id, s->tokens, s->cache_salt, copies, budget);
+      if (!ap.fits) break;
+      auto cached = cache_.admit(s->id, s->tokens, s->cache_salt, &copies_, budget);
+      queue_copies(copies_, plan);
       if (!cached.is_ok()) break;  // nothing changed, no copy queued
       s->num_computed = *cached;
       if (s->num_preemptions == 0) s->cached_tokens = std::min(*cached, s->prompt_len);
@@ -214,7 +205,7 @@ std::vector<ScheduledChunk> Scheduler::schedule(KvCacheManager& cache,
     out.push_back({s, n});
     budget -= n;
   }
-  return out;
+  return plan;
 }
 
 }  // namespace kvs

@@ -1,8 +1,13 @@
-// Scheduler: decides which sequences advance in the next step and by how many tokens.
+// Scheduler: decides which sequences advance in the next step and by how many tokens, and which
+// KV bytes must move before the forward pass. It moves no bytes itself: its answer is a
+// StepPlan (chunks + an ordered list of KvTransfers) that the engine executes.
+//
 // Continuous batching under a token budget: running decodes first (one token each), then
 // prefill chunks (chunked prefill, so a long prompt cannot stall running streams), then
 // admission of waiting sequences in (priority, FCFS) order, each admission asking the cache
-// manager's dry run whether its blocks fit (cached prefix blocks cost nothing).
+// manager's dry run whether its blocks fit (cached prefix blocks cost nothing). A sequence whose
+// next prompt block is being computed by a running sequence waits for it (it will be a hit) and
+// may be passed; one that does not fit blocks the rest (no overtaking).
 //
 // Priority follows vLLM: a LOWER number is MORE important. The waiting queue is ordered by
 // (priority, arrival); a preempted sequence keeps its arrival, so it goes back ahead of newer
@@ -13,22 +18,26 @@
 // (possibly the requester itself). Two modes:
 //   recompute  free the victim's blocks (its full blocks stay in the prefix cache as
 //              cached-free, so its re-admission often hits them) and requeue it from scratch;
-//   swap       copy its blocks (whole, KvBlockStorage::read_block) into a host swap area of at
-//              most swap_space_bytes, free them, and on re-admission take fresh blocks
-//              (KvCacheManager::admit_restored) and write the bytes back before the forward
-//              pass; falls back to recompute when the swap area is full.
+//   swap       take one block of the host area (HostBlockPool) per device block, queue a
+//              kSwapOut of each, free the device blocks; on re-admission take fresh blocks
+//              (KvCacheManager::admit_restored) and queue a kSwapIn of each. Falls back to
+//              recompute when the host area is full.
 // Either way the victim's output is unchanged (the same tokens are recomputed or restored).
+// Transfers are queued in decision order, and executing them in that order is what makes the
+// reuse of a just-freed block within the same step safe (kv_transfer.h).
 #pragma once
 
 #include <cstdint>
 #include <deque>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "engine/sequence.h"
-#include "kvcache/kv_block_storage.h"
+#include "kvcache/host_block_pool.h"
 #include "kvcache/kv_cache_manager.h"
+#include "kvcache/kv_transfer.h"
 
 namespace kvs {
 
@@ -41,7 +50,6 @@ struct SchedulerConfig {
   uint32_t max_num_batched_tokens = 512;
   uint32_t max_num_seqs = 64;
   PreemptionMode preemption_mode = PreemptionMode::kRecompute;
-  uint64_t swap_space_bytes = 0;  // host bytes for swapped-out blocks (swap mode)
 };
 
 struct ScheduledChunk {
@@ -49,8 +57,15 @@ struct ScheduledChunk {
   uint32_t num_tokens;  // tokens of seq computed this step, starting at seq->num_computed
 };
 
+// One step's decisions: the chunks to run and, before them, the bytes to move (in order).
+struct StepPlan {
+  std::vector<ScheduledChunk> chunks;
+  std::vector<KvTransfer> transfers;
+  [[nodiscard]] bool empty() const { return chunks.empty(); }
+};
+
 // One preemption, for logs and metrics. `mode` is what actually happened (a swap that did not
-// fit in the swap area is a recompute). The event names the request and sample itself: by the
+// fit in the host area is a recompute). The event names the request and sample itself: by the
 // time it is read the sequence may have been re-admitted, finished and released in the same
 // step, so readers must not look the sequence up.
 struct PreemptionEvent {
@@ -63,33 +78,23 @@ struct PreemptionEvent {
 
 class Scheduler {
  public:
-  explicit Scheduler(const SchedulerConfig& config) : config_(config) {}
-
-  // The KV bytes the swap mode copies (needed for kSwap; may stay null for kRecompute).
-  void attach_storage(KvBlockStorage* storage) { storage_ = storage; }
+  // `host` is the host area swap mode uses (may have no blocks in recompute mode).
+  Scheduler(const SchedulerConfig& config, KvCacheManager& cache, HostBlockPool& host)
+      : config_(config), cache_(cache), host_(host) {}
 
   void add(Sequence* seq);
   // A sequence that already holds blocks (a forked child) joins the running set directly.
   void add_running(Sequence* seq) { running_.push_back(seq); }
-  // Drops finished sequences (and the swap copies of finished swapped ones).
+  // Drops finished sequences (and the host blocks of finished swapped ones).
   void remove_finished();
   [[nodiscard]] bool empty() const { return waiting_.empty() && running_.empty(); }
   [[nodiscard]] size_t num_waiting() const { return waiting_.size(); }
   [[nodiscard]] size_t num_running() const { return running_.size(); }
   [[nodiscard]] size_t num_swapped() const { return swapped_.size(); }
-  [[nodiscard]] uint64_t swap_used_bytes() const { return swap_used_; }
 
-  // Plans the next step. Admits waiting sequences into the cache (manager.admit or, for a
-  // swapped one, manager.admit_restored) and reserves the slots of every scheduled chunk
-  // (manager.append_slots), collecting block copies that must be performed before the forward
-  // pass. Swap-ins are queued between those copies: call apply_copies_and_swap_ins().
-  std::vector<ScheduledChunk> schedule(KvCacheManager& cache, std::vector<BlockCopy>* copies);
-  // Performs `copies` (the list schedule() filled) and writes the KV of the sequences swapped
-  // in, in the order schedule() queued them: a copy queued before a swap-in may read a
-  // cached-free block that the swap-in's allocation recycled (so it must run first), and a copy
-  // queued after it may read a swapped-in block that became a prefix-cache entry (so it must
-  // run after the write).
-  void apply_copies_and_swap_ins(std::span<const BlockCopy> copies);
+  // Plans the next step: admits waiting sequences into the cache manager, reserves the slots of
+  // every scheduled chunk and queues the transfers that must run before the forward pass.
+  [[nodiscard]] StepPlan schedule();
 
   [[nodiscard]] uint64_t num_preemptions() const {
     return num_preemptions_[0] + num_preemptions_[1];
@@ -101,28 +106,21 @@ class Scheduler {
   [[nodiscard]] std::vector<PreemptionEvent> take_preemption_events();
 
  private:
-  struct SwapEntry {
-    std::vector<uint8_t> bytes;  // [blocks][block_bytes]
-    uint32_t num_blocks = 0;
-  };
-  struct PendingSwapIn {
-    SwapEntry entry;
-    std::vector<BlockId> blocks;
-    size_t copies_before = 0;  // copies queued before this swap-in
-  };
-
-  void preempt(KvCacheManager& cache, Sequence* victim);
+  void preempt(Sequence* victim, StepPlan& plan);
   void enqueue_waiting(Sequence* seq);
-  bool admit_swapped(KvCacheManager& cache, Sequence* s, uint32_t budget, uint32_t* n,
-                     size_t copies_before);
+  // Re-admits a swapped sequence and queues its swap-in; the tokens scheduled, or nullopt when
+  // its blocks are not available.
+  std::optional<uint32_t> admit_swapped(Sequence* s, uint32_t budget, StepPlan& plan);
+  // Appends the cache manager's block copies to the plan's transfers, in order.
+  static void queue_copies(std::vector<BlockCopy>& copies, StepPlan& plan);
 
   SchedulerConfig config_;
-  KvBlockStorage* storage_ = nullptr;
+  KvCacheManager& cache_;
+  HostBlockPool& host_;
   std::deque<Sequence*> waiting_;  // sorted by (priority, order)
   std::vector<Sequence*> running_;
-  std::unordered_map<SeqId, SwapEntry> swapped_;
-  std::vector<PendingSwapIn> pending_swap_ins_;
-  uint64_t swap_used_ = 0;
+  std::unordered_map<SeqId, std::vector<uint32_t>> swapped_;  // host blocks of swapped ones
+  std::vector<BlockCopy> copies_;                             // scratch
   uint64_t num_preemptions_[2] = {0, 0};
   std::vector<PreemptionEvent> events_;
 };

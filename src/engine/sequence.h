@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,10 @@ struct SequenceRequest {
   // Samples of the prompt: after the prompt is prefilled, n - 1 children are forked (copy-on-
   // write, sharing every prompt block); child i samples with seed + i.
   uint32_t n = 1;
+  // Scores the prompt instead of generating (perplexity): the engine adds
+  // -log p(prompt[p + 1] | prompt[0..p]) for every p in [score_from, prompt length - 1) to
+  // Sequence::prompt_nll. Needs max_tokens == 0 and n == 1.
+  std::optional<uint32_t> score_from;
 };
 
 struct Sequence {
@@ -53,6 +58,9 @@ struct Sequence {
   uint32_t index = 0;          // sample index within the request (0 = the parent)
   uint32_t pending_forks = 0;  // children still to fork once the prompt is prefilled
   bool swapped = false;        // waiting with its KV in the host swap area
+  std::optional<uint32_t> score_from;  // see SequenceRequest::score_from
+  double prompt_nll = 0;               // sum of the scored positions' negative log-likelihoods
+  uint32_t prompt_scored = 0;          // positions scored so far
   SamplingParams sampling;
   Sampler sampler;
   SeqStatus status = SeqStatus::kWaiting;
@@ -69,6 +77,7 @@ struct Sequence {
         priority(req.priority),
         order(sid.value),
         pending_forks(req.n > 1 ? req.n - 1 : 0),
+        score_from(req.score_from),
         sampling(req.sampling),
         sampler(req.sampling),
         arrival(Clock::now()) {}

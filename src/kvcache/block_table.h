@@ -43,7 +43,7 @@ class BlockTable {
     return uint64_t{blocks_[pos / block_size_].value} * block_size_ + pos % block_size_;
   }
   // Appends the slots of positions [first_pos, first_pos + n) to out.
-  void append_slot_mapping(uint32_t first_pos, uint32_t n, std::vector<uint64_t>* out) const;
+  void append_slot_mapping(uint32_t first_pos, uint32_t n, std::vector<int64_t>* out) const;
 
  private:
   uint32_t block_size_;

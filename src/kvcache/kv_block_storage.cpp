@@ -1,21 +1,27 @@
 #include "kvcache/kv_block_storage.h"
 
-#include <cstdlib>
+#include <sys/mman.h>
+
 #include <cstring>
 #include <string>
 
+#include "kvcache/kv_geometry.h"
+#include "kvcache/kv_pool_plan.h"
+
 namespace kvs {
 
-void KvBlockStorage::FreeDeleter::operator()(uint8_t* p) const { std::free(p); }
+void KvBlockStorage::Unmapper::operator()(uint8_t* p) const { munmap(p, bytes); }
 
 Result<KvBlockStorage> KvBlockStorage::create(const KvStorageShape& s) {
   if (s.num_blocks == 0) return invalid_argument("the KV pool needs at least one block");
-  if (s.block_size < 1 || s.block_size > 256)
-    return invalid_argument("block size must be between 1 and 256 tokens, got " +
-                            std::to_string(s.block_size));
+  if (s.block_size < 1 || s.block_size > kMaxBlockSize)
+    return invalid_argument("block size must be between 1 and " + std::to_string(kMaxBlockSize) +
+                            " tokens, got " + std::to_string(s.block_size));
   if (s.layers == 0 || s.kv_heads == 0) return invalid_argument("model has no KV heads");
-  KVS_ASSIGN_OR_RETURN(uint64_t kvec, kv_vector_bytes_checked(s.k_dtype, s.head_dim));
-  KVS_ASSIGN_OR_RETURN(uint64_t vvec, kv_vector_bytes_checked(s.v_dtype, s.head_dim));
+  const KvUniformShape shape = s.uniform();
+  KVS_RETURN_IF_ERROR(validate_kv_shape(KvModelShape::uniform(shape)));
+  // The byte counts come from the one formula (kv_geometry); the layout only orders them.
+  const KvTokenBytes tb = kv_token_bytes(shape);
   KvBlockStorage st;
   st.shape_ = s;
   PagedKvLayout& l = st.layout_;
@@ -24,20 +30,22 @@ Result<KvBlockStorage> KvBlockStorage::create(const KvStorageShape& s) {
   l.head_dim = s.head_dim;
   l.k_dtype = s.k_dtype;
   l.v_dtype = s.v_dtype;
-  l.k_vector_bytes = kvec;
-  l.v_vector_bytes = vvec;
-  l.v_offset = uint64_t{s.kv_heads} * s.block_size * kvec;
-  l.layer_bytes = l.v_offset + uint64_t{s.kv_heads} * s.block_size * vvec;
-  l.block_bytes = l.layer_bytes * s.layers;
+  l.k_vector_bytes = tb.k_bytes_per_layer / s.kv_heads;
+  l.v_vector_bytes = tb.v_bytes_per_layer / s.kv_heads;
+  l.v_offset = uint64_t{s.block_size} * tb.k_bytes_per_layer;
+  l.layer_bytes = uint64_t{s.block_size} * (tb.k_bytes_per_layer + tb.v_bytes_per_layer);
+  l.block_bytes = uint64_t{s.block_size} * tb.bytes_per_token;
+  KVS_CHECK(l.block_bytes == l.layer_bytes * s.layers);
   const unsigned __int128 total = static_cast<unsigned __int128>(l.block_bytes) * s.num_blocks;
   if (total > (uint64_t{1} << 46)) return invalid_argument("KV pool size is absurdly large");
-  const uint64_t bytes = (static_cast<uint64_t>(total) + 63) / 64 * 64;
-  void* p = std::aligned_alloc(64, bytes);
-  if (p == nullptr)
+  // Anonymous pages: page-aligned and zero, and committed only when first written, so a large
+  // pool or host area costs memory as it fills rather than at startup.
+  const uint64_t bytes = static_cast<uint64_t>(total);
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED)
     return resource_exhausted("could not allocate " + std::to_string(bytes) +
                               " bytes for the KV pool");
-  std::memset(p, 0, bytes);
-  st.memory_.reset(static_cast<uint8_t*>(p));
+  st.memory_ = std::unique_ptr<uint8_t, Unmapper>(static_cast<uint8_t*>(p), Unmapper{bytes});
   l.base = st.memory_.get();
   return st;
 }
@@ -59,14 +67,17 @@ void KvBlockStorage::copy_tokens(uint32_t src, uint32_t dst, uint32_t num_tokens
   }
 }
 
-void KvBlockStorage::read_block(uint32_t block, uint8_t* dst) const {
-  KVS_CHECK(block < shape_.num_blocks);
-  std::memcpy(dst, layout_.base + block * layout_.block_bytes, layout_.block_bytes);
+void KvBlockStorage::copy_block_to(uint32_t block, KvBlockStorage& other, uint32_t dst) const {
+  KVS_CHECK(block < shape_.num_blocks && dst < other.shape_.num_blocks);
+  KVS_CHECK_MSG(other.layout_.block_bytes == layout_.block_bytes,
+                "copy_block_to between storages of different layouts");
+  std::memcpy(other.layout_.base + uint64_t{dst} * layout_.block_bytes,
+              layout_.base + uint64_t{block} * layout_.block_bytes, layout_.block_bytes);
 }
 
-void KvBlockStorage::write_block(uint32_t block, const uint8_t* src) {
+const uint8_t* KvBlockStorage::block_data(uint32_t block) const {
   KVS_CHECK(block < shape_.num_blocks);
-  std::memcpy(layout_.base + block * layout_.block_bytes, src, layout_.block_bytes);
+  return layout_.base + uint64_t{block} * layout_.block_bytes;
 }
 
 }  // namespace kvs

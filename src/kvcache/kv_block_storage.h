@@ -1,19 +1,22 @@
 // KvBlockStorage: the bytes of the paged KV pool. The cache manager decides which block holds
 // which tokens; this class only owns the memory and knows where a (block, layer, head) lives.
 //
-// Layout (one block is one contiguous region, so copy-on-write, swap and offload move a block
-// with one memcpy):
+// Layout (quant/paged_kv_layout.h; one block is one contiguous region, so copy-on-write, swap and
+// offload move a block with one memcpy):
 //   // [num_blocks][layers][K: kv_heads][block_size][k_vector_bytes]
 //   //                     [V: kv_heads][block_size][v_vector_bytes]
-// A vector is one head's K (or V) for one token in its KvDtype, scales included (kv_format.h),
-// so block_bytes == block_size * kv_token_bytes(...).bytes_per_token exactly.
+// The byte counts are kv_geometry's (kv_token_bytes), so block_bytes == block_size x
+// bytes_per_token exactly; how many blocks a memory budget buys is kv_pool_plan's answer.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 
 #include "core/status.h"
-#include "kvcache/kv_format.h"
+#include "kvcache/kv_geometry.h"
+#include "kvcache/kv_pool_plan.h"
+#include "quant/kv_format.h"
+#include "quant/paged_kv_layout.h"
 
 namespace kvs {
 
@@ -25,36 +28,31 @@ struct KvStorageShape {
   uint32_t head_dim = 0;
   KvDtype k_dtype = KvDtype::kF16;
   KvDtype v_dtype = KvDtype::kF16;
-};
 
-// Plain strides handed to the attention kernels (which never see the storage class).
-struct PagedKvLayout {
-  uint8_t* base = nullptr;
-  uint32_t block_size = 0;
-  uint32_t kv_heads = 0;
-  uint32_t head_dim = 0;
-  KvDtype k_dtype = KvDtype::kF16;
-  KvDtype v_dtype = KvDtype::kF16;
-  uint64_t k_vector_bytes = 0;
-  uint64_t v_vector_bytes = 0;
-  uint64_t block_bytes = 0;
-  uint64_t layer_bytes = 0;  // one layer's K and V within a block
-  uint64_t v_offset = 0;     // from a layer's start to its V part
-
-  // Start of [block_size][k_vector_bytes] for (block, layer, head).
-  [[nodiscard]] uint8_t* k_head(uint64_t block, uint32_t layer, uint32_t head) const {
-    return base + block * block_bytes + layer * layer_bytes + head * block_size * k_vector_bytes;
+  [[nodiscard]] KvUniformShape uniform() const {
+    return {.layers = layers,
+            .kv_heads = kv_heads,
+            .head_dim_k = head_dim,
+            .head_dim_v = head_dim,
+            .k_dtype = k_dtype,
+            .v_dtype = v_dtype};
   }
-  [[nodiscard]] uint8_t* v_head(uint64_t block, uint32_t layer, uint32_t head) const {
-    return base + block * block_bytes + layer * layer_bytes + v_offset +
-           head * block_size * v_vector_bytes;
+  // The storage for a planned pool: its blocks, block size and shape.
+  [[nodiscard]] static KvStorageShape of(const KvPoolPlan& plan) {
+    return {.num_blocks = plan.num_blocks,
+            .block_size = plan.block_size,
+            .layers = plan.shape.layers,
+            .kv_heads = plan.shape.kv_heads,
+            .head_dim = plan.shape.head_dim_k,
+            .k_dtype = plan.shape.k_dtype,
+            .v_dtype = plan.shape.v_dtype};
   }
 };
 
 class KvBlockStorage {
  public:
-  // Validates the shape (head_dim fits the formats, sizes do not overflow) and allocates
-  // num_blocks * block_bytes, zero-filled, 64-byte aligned.
+  // Validates the shape (head_dim fits the formats, sizes do not overflow) and maps
+  // num_blocks * block_bytes of zeroed, page-aligned memory.
   static Result<KvBlockStorage> create(const KvStorageShape& shape);
 
   [[nodiscard]] const KvStorageShape& shape() const { return shape_; }
@@ -65,17 +63,20 @@ class KvBlockStorage {
   // Copies token slots [0, num_tokens) of every layer and head from block src into block dst
   // (copy-on-write of a shared partial block). num_tokens <= block_size.
   void copy_tokens(uint32_t src_block, uint32_t dst_block, uint32_t num_tokens);
-  // Whole-block copies to and from host memory (swap, offload): block_bytes bytes.
-  void read_block(uint32_t block, uint8_t* dst) const;
-  void write_block(uint32_t block, const uint8_t* src);
+  // Copies one whole block (block_bytes bytes) into block `dst` of `other`, which must have the
+  // same layout (swap between the device pool and the host area).
+  void copy_block_to(uint32_t block, KvBlockStorage& other, uint32_t dst) const;
+  // The bytes of one block (block_bytes of them).
+  [[nodiscard]] const uint8_t* block_data(uint32_t block) const;
 
  private:
-  struct FreeDeleter {
+  struct Unmapper {
+    uint64_t bytes;
     void operator()(uint8_t* p) const;
   };
   KvStorageShape shape_;
   PagedKvLayout layout_;
-  std::unique_ptr<uint8_t, FreeDeleter> memory_;
+  std::unique_ptr<uint8_t, Unmapper> memory_{nullptr, Unmapper{0}};
 };
 
 }  // namespace kvs

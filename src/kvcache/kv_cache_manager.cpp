@@ -49,16 +49,14 @@ void KvCacheManager::set_hash_function_for_testing(BlockHashFn fn) {
   hash_fn_ = fn;
 }
 
-TenantId KvCacheManager::find_tenant(std::string_view salt, bool* found) const {
+std::optional<TenantId> KvCacheManager::find_tenant(std::string_view salt) const {
   const auto it = tenant_index_.find(salt);
-  *found = it != tenant_index_.end();
-  return TenantId{*found ? it->second : 0};
+  if (it == tenant_index_.end()) return std::nullopt;
+  return TenantId{it->second};
 }
 
 TenantId KvCacheManager::tenant_for(std::string_view salt) {
-  bool found = false;
-  const TenantId t = find_tenant(salt, &found);
-  if (found) return t;
+  if (const std::optional<TenantId> t = find_tenant(salt)) return *t;
   uint32_t index = 0;
   if (!free_tenant_slots_.empty()) {
     index = free_tenant_slots_.back();
@@ -111,8 +109,9 @@ void KvCacheManager::lookup(std::span<const int32_t> prompt, TenantId t, bool te
 
 AdmitPlan KvCacheManager::plan_admit(std::span<const int32_t> prompt,
                                      std::string_view cache_salt) const {
-  bool known = false;
-  const TenantId t = find_tenant(cache_salt, &known);
+  const std::optional<TenantId> tenant = find_tenant(cache_salt);
+  const bool known = tenant.has_value();
+  const TenantId t = tenant.value_or(TenantId{});
   Match m;
   lookup(prompt, t, known, &m);
   const uint32_t bs = config_.block_size;
@@ -140,18 +139,18 @@ AdmitPlan KvCacheManager::plan_admit(std::span<const int32_t> prompt,
 }
 
 uint32_t KvCacheManager::available_blocks(std::string_view cache_salt) const {
-  bool known = false;
-  const TenantId t = find_tenant(cache_salt, &known);
-  return known ? pool_.available_for(t) : pool_.available_for_new_tenant();
+  const std::optional<TenantId> t = find_tenant(cache_salt);
+  return t ? pool_.available_for(*t) : pool_.available_for_new_tenant();
 }
 
 Result<uint32_t> KvCacheManager::admit(SeqId seq, std::span<const int32_t> prompt,
-                                       std::string_view cache_salt,
-                                       std::vector<BlockCopy>* copies, uint32_t chunk_budget) {
+                                       std::string_view cache_salt, std::vector<BlockCopy>* copies,
+                                       uint32_t chunk_budget) {
   if (prompt.empty()) return invalid_argument("admit: empty prompt");
   if (seqs_.contains(seq)) return invalid_argument("admit: sequence already exists");
-  bool known = false;
-  TenantId t = find_tenant(cache_salt, &known);
+  const std::optional<TenantId> tenant = find_tenant(cache_salt);
+  const bool known = tenant.has_value();
+  TenantId t = tenant.value_or(TenantId{});
   Match m;
   lookup(prompt, t, known, &m);
   const uint32_t bs = config_.block_size;
@@ -189,7 +188,7 @@ Result<uint32_t> KvCacheManager::admit(SeqId seq, std::span<const int32_t> promp
     t = tenant_for(cache_salt);
     m.last_key = root_key(t);  // a new tenant: nothing matched, the chain starts at its root
   }
-  Sequence s(t, bs);
+  SeqBlocks s(t, bs);
   for (BlockId b : m.blocks) {
     pool_.add_ref(b);
     s.table.push_block(b);
@@ -231,7 +230,7 @@ Result<uint32_t> KvCacheManager::admit(SeqId seq, std::span<const int32_t> promp
   return cached;
 }
 
-void KvCacheManager::register_in_flight(SeqId seq, Sequence& s, std::span<const int32_t> prompt,
+void KvCacheManager::register_in_flight(SeqId seq, SeqBlocks& s, std::span<const int32_t> prompt,
                                         uint32_t first_block, uint64_t parent_key) {
   const uint32_t bs = config_.block_size;
   uint64_t key = parent_key;
@@ -243,7 +242,7 @@ void KvCacheManager::register_in_flight(SeqId seq, Sequence& s, std::span<const 
   }
 }
 
-void KvCacheManager::drop_in_flight(SeqId seq, Sequence& s) {
+void KvCacheManager::drop_in_flight(SeqId seq, SeqBlocks& s) {
   for (size_t i = s.in_flight_done; i < s.in_flight_keys.size(); ++i) {
     const auto it = in_flight_.find(s.in_flight_keys[i]);
     if (it != in_flight_.end() && it->second == seq) in_flight_.erase(it);
@@ -252,7 +251,7 @@ void KvCacheManager::drop_in_flight(SeqId seq, Sequence& s) {
   s.in_flight_done = 0;
 }
 
-const KvCacheManager::Sequence& KvCacheManager::seq_ref(SeqId seq) const {
+const KvCacheManager::SeqBlocks& KvCacheManager::seq_ref(SeqId seq) const {
   const auto it = seqs_.find(seq);
   KVS_CHECK_MSG(it != seqs_.end(), "unknown sequence");
   return it->second;
@@ -267,12 +266,12 @@ bool needs_cow(const BlockTable& table, const BlockPool& pool, uint32_t num_toke
 }  // namespace
 
 uint32_t KvCacheManager::blocks_needed_to_append(SeqId seq, uint32_t num_tokens) const {
-  const Sequence& s = seq_ref(seq);
+  const SeqBlocks& s = seq_ref(seq);
   return s.table.blocks_to_add(num_tokens) + (needs_cow(s.table, pool_, num_tokens) ? 1 : 0);
 }
 
 bool KvCacheManager::can_append(SeqId seq, uint32_t num_tokens) const {
-  const Sequence& s = seq_ref(seq);
+  const SeqBlocks& s = seq_ref(seq);
   const uint32_t need =
       s.table.blocks_to_add(num_tokens) + (needs_cow(s.table, pool_, num_tokens) ? 1 : 0);
   return need <= pool_.available_for(s.tenant);
@@ -282,7 +281,7 @@ Status KvCacheManager::append_slots(SeqId seq, uint32_t num_tokens,
                                     std::vector<BlockCopy>* copies) {
   const auto it = seqs_.find(seq);
   if (it == seqs_.end()) return invalid_argument("append_slots: unknown sequence");
-  Sequence& s = it->second;
+  SeqBlocks& s = it->second;
   const bool cow = needs_cow(s.table, pool_, num_tokens);
   const uint32_t add = s.table.blocks_to_add(num_tokens);
   if (add + (cow ? 1 : 0) > pool_.available_for(s.tenant)) {
@@ -311,7 +310,7 @@ Status KvCacheManager::append_slots(SeqId seq, uint32_t num_tokens,
   return Status::ok();
 }
 
-void KvCacheManager::commit_full_block(Sequence& s, uint32_t block_index,
+void KvCacheManager::commit_full_block(SeqBlocks& s, uint32_t block_index,
                                        std::span<const int32_t> tokens) {
   const BlockId b = s.table.block(block_index);
   const uint64_t parent_key = s.last_key;
@@ -338,7 +337,7 @@ void KvCacheManager::commit_full_block(Sequence& s, uint32_t block_index,
 void KvCacheManager::commit_tokens(SeqId seq, std::span<const int32_t> tokens) {
   const auto it = seqs_.find(seq);
   KVS_CHECK_MSG(it != seqs_.end(), "commit_tokens: unknown sequence");
-  Sequence& s = it->second;
+  SeqBlocks& s = it->second;
   KVS_CHECK_MSG(uint64_t{s.num_committed} + tokens.size() <= s.table.num_tokens(),
                 "commit_tokens beyond the appended slots");
   const uint32_t bs = config_.block_size;
@@ -372,7 +371,7 @@ Status KvCacheManager::fork(SeqId parent, SeqId child) {
   if (it->second.num_committed != it->second.table.num_tokens()) {
     return invalid_argument("fork: parent has appended slots that are not committed");
   }
-  Sequence copy = it->second;
+  SeqBlocks copy = it->second;
   copy.in_flight_keys.clear();  // the parent keeps computing (and owning) them
   copy.in_flight_done = 0;
   for (BlockId b : copy.table.blocks()) pool_.add_ref(b);
@@ -391,7 +390,7 @@ Status KvCacheManager::admit_restored(SeqId seq, std::span<const int32_t> tokens
     return resource_exhausted("admit_restored: " + std::to_string(need) + " blocks needed, " +
                               std::to_string(pool_.available_for(t)) + " available");
   }
-  Sequence s(t, config_.block_size);
+  SeqBlocks s(t, config_.block_size);
   s.last_key = root_key(t);
   seqs_.emplace(seq, std::move(s));
   ++tenant_counters_[t.value].sequences;
@@ -452,25 +451,25 @@ uint32_t KvCacheManager::num_tokens(SeqId seq) const { return seq_ref(seq).table
 uint32_t KvCacheManager::num_committed(SeqId seq) const { return seq_ref(seq).num_committed; }
 
 uint64_t KvCacheManager::slot(SeqId seq, uint32_t pos) const {
-  const Sequence& s = seq_ref(seq);
+  const SeqBlocks& s = seq_ref(seq);
   KVS_CHECK(pos < s.table.num_tokens());
   return s.table.slot(pos);
 }
 
-void KvCacheManager::build_step_inputs(std::span<const StepSeq> rows, StepInputs* out) const {
+void KvCacheManager::build_step_inputs(std::span<const StepRow> rows, StepInputs* out) const {
   const uint32_t bs = config_.block_size;
   out->slot_mapping.clear();
   out->context_lens.clear();
   out->block_tables.clear();
   uint32_t max_blocks = 0;
-  for (const StepSeq& r : rows) {
+  for (const StepRow& r : rows) {
     max_blocks = std::max(max_blocks, ceil_div(uint64_t{r.first_pos} + r.num_tokens, bs));
   }
   out->max_blocks_per_seq = max_blocks;
   out->block_tables.resize(rows.size() * size_t{max_blocks}, 0);
   out->context_lens.reserve(rows.size());
   for (size_t i = 0; i < rows.size(); ++i) {
-    const StepSeq& r = rows[i];
+    const StepRow& r = rows[i];
     const BlockTable& table = seq_ref(r.seq).table;
     const uint32_t ctx = r.first_pos + r.num_tokens;
     out->context_lens.push_back(ctx);
@@ -482,23 +481,31 @@ void KvCacheManager::build_step_inputs(std::span<const StepSeq> rows, StepInputs
   }
 }
 
+KvCacheCounters KvCacheManager::counters() const {
+  KvCacheCounters c;
+  c.num_blocks = config_.num_blocks;
+  c.block_size = config_.block_size;
+  c.blocks_free = pool_.num_free();
+  c.blocks_cached_free = pool_.num_cached_free();
+  c.blocks_in_use = pool_.num_in_use();
+  c.prefix_query_tokens = totals_.query_tokens;
+  c.prefix_hit_tokens = totals_.hit_tokens;
+  c.prefix_hit_block_tokens = totals_.hit_block_tokens;
+  c.evictions = pool_.num_evictions();
+  c.cow_copies = cow_copies_;
+  c.num_sequences = static_cast<uint32_t>(seqs_.size());
+  c.num_tenants = num_tenants();
+  return c;
+}
+
 KvCacheStats KvCacheManager::stats() const {
   const uint32_t bs = config_.block_size;
   KvCacheStats st;
-  st.num_blocks = config_.num_blocks;
-  st.block_size = bs;
-  st.blocks_free = pool_.num_free();
-  st.blocks_cached_free = pool_.num_cached_free();
-  st.blocks_in_use = pool_.num_in_use();
+  static_cast<KvCacheCounters&>(st) = counters();
   st.usage = static_cast<double>(st.blocks_in_use) / st.num_blocks;
-  st.prefix_query_tokens = totals_.query_tokens;
-  st.prefix_hit_tokens = totals_.hit_tokens;
-  st.prefix_hit_block_tokens = totals_.hit_block_tokens;
   st.prefix_hit_rate = st.prefix_query_tokens == 0
                            ? 0
                            : static_cast<double>(st.prefix_hit_tokens) / st.prefix_query_tokens;
-  st.evictions = pool_.num_evictions();
-  st.cow_copies = cow_copies_;
   // A shared block is filled as far as its fullest user has appended.
   std::vector<uint32_t> filled(config_.num_blocks, 0);
   for (const auto& [id, s] : seqs_) {
@@ -515,7 +522,6 @@ KvCacheStats KvCacheManager::stats() const {
   st.unfilled_slots = st.allocated_slots - used;
   st.fragmentation =
       st.allocated_slots == 0 ? 0 : static_cast<double>(st.unfilled_slots) / st.allocated_slots;
-  st.num_sequences = static_cast<uint32_t>(seqs_.size());
   return st;
 }
 

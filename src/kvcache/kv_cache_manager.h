@@ -1,5 +1,7 @@
 // KvCacheManager: which KV blocks each sequence uses. Pure accounting: it never sees model
-// tensors or KV bytes; the engine executes the BlockCopy ops it returns on the KV storage.
+// tensors or KV bytes. The BlockCopy ops it returns become KvTransfers (kv_transfer.h) that the
+// scheduler queues and the engine's transfer executor performs; build_step_inputs gives the
+// forward pass its slot mapping and block tables once per step.
 //
 // Per sequence: a block table (block ids, in order) and two counters,
 //   num_committed <= num_tokens <= block_table.size() * block_size,
@@ -13,10 +15,10 @@
 // back the wrong KV. Blocks whose refcount drops to zero keep their key (cached-free) until the
 // pool needs them; eviction is LRU, chain tails first.
 //
-// Copy ops: every BlockCopy returned by admit / append_slots must be executed on the KV storage
-// before the next forward pass writes any KV (the source stays intact until then: it is either
-// still referenced, or a cached-free block that can be re-allocated only by calls of the same
-// step, whose KV is written by that same forward pass).
+// Copy ops: every BlockCopy returned by admit / append_slots must be performed, in the order
+// returned, before the next forward pass writes any KV (the source stays intact until then: it
+// is either still referenced, or a cached-free block that can be re-allocated only by calls of
+// the same step, whose KV is written by that same forward pass).
 //
 // Thread safety: none; the engine's step loop owns the manager. Movable, not copyable.
 #pragma once
@@ -35,8 +37,8 @@
 #include "kvcache/block_hash.h"
 #include "kvcache/block_pool.h"
 #include "kvcache/block_table.h"
-#include "kvcache/kv_format.h"
 #include "kvcache/prefix_cache.h"
+#include "quant/kv_format.h"
 
 namespace kvs {
 
@@ -92,25 +94,31 @@ struct AdmitPlan {
   bool prefix_in_flight = false;
 };
 
-struct KvCacheStats {
+// Counters kept as they change: reading them is O(1) (once per step is fine).
+struct KvCacheCounters {
   uint32_t num_blocks = 0;
   uint32_t block_size = 0;
   uint32_t blocks_free = 0;
   uint32_t blocks_cached_free = 0;
   uint32_t blocks_in_use = 0;
-  double usage = 0;                  // blocks_in_use / num_blocks
   uint64_t prefix_query_tokens = 0;  // prompt tokens looked up by admit()
   uint64_t prefix_hit_tokens = 0;    // of those, tokens reused from the cache
   // Of those, tokens of whole cached blocks: what may be shown outside (partial-block reuse
   // is counted in prefix_hit_tokens only, so no probe can read a partial match length).
   uint64_t prefix_hit_block_tokens = 0;
-  double prefix_hit_rate = 0;        // hit / query tokens (0 when no query)
-  uint64_t evictions = 0;            // cached-free blocks whose key was dropped for reuse
-  uint64_t cow_copies = 0;           // BlockCopy ops returned (fork CoW + partial prefix reuse)
-  uint64_t allocated_slots = 0;      // blocks_in_use * block_size
-  uint64_t unfilled_slots = 0;       // allocated slots no sequence has appended into
-  double fragmentation = 0;          // unfilled_slots / allocated_slots (0 when none)
+  uint64_t evictions = 0;   // cached-free blocks whose key was dropped for reuse
+  uint64_t cow_copies = 0;  // BlockCopy ops returned (fork CoW + partial prefix reuse)
   uint32_t num_sequences = 0;
+  uint32_t num_tenants = 0;
+};
+
+// The counters plus what takes a scan of every block table (O(blocks + table entries)).
+struct KvCacheStats : KvCacheCounters {
+  double usage = 0;              // blocks_in_use / num_blocks
+  double prefix_hit_rate = 0;    // hit / query tokens (0 when no query)
+  uint64_t allocated_slots = 0;  // blocks_in_use * block_size
+  uint64_t unfilled_slots = 0;   // allocated slots no sequence has appended into
+  double fragmentation = 0;      // unfilled_slots / allocated_slots (0 when none)
 };
 
 struct TenantStats {
@@ -119,9 +127,9 @@ struct TenantStats {
   uint64_t prefix_query_tokens = 0;
   uint64_t prefix_hit_tokens = 0;
   uint64_t prefix_hit_block_tokens = 0;  // whole cached blocks only (see KvCacheStats)
-  uint32_t blocks_held = 0;         // owned blocks in use or cached-free
-  uint32_t blocks_cached_free = 0;  // of those, cached-free
-  uint64_t blocks_evicted = 0;      // this tenant's cached blocks evicted
+  uint32_t blocks_held = 0;              // owned blocks in use or cached-free
+  uint32_t blocks_cached_free = 0;       // of those, cached-free
+  uint64_t blocks_evicted = 0;           // this tenant's cached blocks evicted
 };
 
 // One block of the pool as seen by /v1/kv and debugging tools.
@@ -134,15 +142,16 @@ struct BlockInfo {
 
 // One row of a step: the sequence computes positions [first_pos, first_pos + num_tokens)
 // this step (slots already appended), attending to all positions < first_pos + num_tokens.
-struct StepSeq {
+struct StepRow {
   SeqId seq;
   uint32_t first_pos = 0;
   uint32_t num_tokens = 0;
 };
 
-// Plain arrays for the model runner.
+// The forward pass's plain arrays for one step, built once per step by build_step_inputs from
+// the step's rows (in row order).
 struct StepInputs {
-  std::vector<uint64_t> slot_mapping;  // [sum of num_tokens]: KV slot of each new token, in order
+  std::vector<int64_t> slot_mapping;   // [sum of num_tokens]: KV slot of each new token, in order
   std::vector<uint32_t> context_lens;  // [num_seqs]: first_pos + num_tokens
   // [num_seqs][max_blocks_per_seq] BlockId values, row-major; entries past a row's
   // ceil(context_len / block_size) blocks are padding (0) and must not be read.
@@ -218,10 +227,11 @@ class KvCacheManager {
   // pos % block_size. Precondition: pos < num_tokens(seq).
   [[nodiscard]] uint64_t slot(SeqId seq, uint32_t pos) const;
   // Fills `out` (reusing its capacity) for one engine step.
-  void build_step_inputs(std::span<const StepSeq> rows, StepInputs* out) const;
+  void build_step_inputs(std::span<const StepRow> rows, StepInputs* out) const;
   [[nodiscard]] uint32_t refcount(BlockId b) const { return pool_.refcount(b); }
   [[nodiscard]] BlockState block_state(BlockId b) const { return pool_.state(b); }
 
+  [[nodiscard]] KvCacheCounters counters() const;
   [[nodiscard]] KvCacheStats stats() const;
   // Every block's state, refcount, owner tenant and fill (O(blocks + table entries)).
   [[nodiscard]] std::vector<BlockInfo> block_infos() const;
@@ -234,8 +244,8 @@ class KvCacheManager {
   void set_hash_function_for_testing(BlockHashFn fn);
 
  private:
-  struct Sequence {
-    Sequence(TenantId t, uint32_t block_size) : tenant(t), table(block_size) {}
+  struct SeqBlocks {
+    SeqBlocks(TenantId t, uint32_t block_size) : tenant(t), table(block_size) {}
     TenantId tenant;
     BlockTable table;
     uint32_t num_committed = 0;
@@ -252,15 +262,15 @@ class KvCacheManager {
   };
   struct Match;  // result of a prefix lookup (kv_cache_manager.cpp)
 
-  [[nodiscard]] TenantId find_tenant(std::string_view salt, bool* found) const;
+  [[nodiscard]] std::optional<TenantId> find_tenant(std::string_view salt) const;
   TenantId tenant_for(std::string_view salt);
   [[nodiscard]] uint64_t root_key(TenantId t) const;
   void lookup(std::span<const int32_t> prompt, TenantId t, bool tenant_known, Match* m) const;
-  [[nodiscard]] const Sequence& seq_ref(SeqId seq) const;
-  void commit_full_block(Sequence& s, uint32_t block_index, std::span<const int32_t> tokens);
-  void register_in_flight(SeqId seq, Sequence& s, std::span<const int32_t> prompt,
+  [[nodiscard]] const SeqBlocks& seq_ref(SeqId seq) const;
+  void commit_full_block(SeqBlocks& s, uint32_t block_index, std::span<const int32_t> tokens);
+  void register_in_flight(SeqId seq, SeqBlocks& s, std::span<const int32_t> prompt,
                           uint32_t first_block, uint64_t parent_key);
-  void drop_in_flight(SeqId seq, Sequence& s);
+  void drop_in_flight(SeqId seq, SeqBlocks& s);
 
   KvCacheConfig config_;
   uint64_t extra_key_;  // model fingerprint + KV format
@@ -269,7 +279,7 @@ class KvCacheManager {
   std::unique_ptr<PrefixCache> cache_;
   BlockPool pool_;
   BlockHashFn hash_fn_;
-  std::unordered_map<SeqId, Sequence> seqs_;
+  std::unordered_map<SeqId, SeqBlocks> seqs_;
   // Tenants by salt; index = TenantId.
   std::vector<std::string> tenant_salts_;
   std::vector<uint64_t> tenant_root_keys_;
@@ -284,9 +294,9 @@ class KvCacheManager {
     uint64_t query_tokens = 0;
     uint64_t hit_tokens = 0;
     uint64_t hit_block_tokens = 0;
-    uint32_t sequences = 0;   // live sequences of the tenant
-    double idle_since = -1;   // forget_idle_tenants' time when last seen idle; -1 = busy
-    bool live = true;         // false: a forgotten slot waiting in free_tenant_slots_
+    uint32_t sequences = 0;  // live sequences of the tenant
+    double idle_since = -1;  // forget_idle_tenants' time when last seen idle; -1 = busy
+    bool live = true;        // false: a forgotten slot waiting in free_tenant_slots_
   };
   std::vector<TenantCounters> tenant_counters_;
   std::vector<uint32_t> free_tenant_slots_;

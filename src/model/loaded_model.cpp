@@ -56,6 +56,7 @@ Result<LoadedModel> load_model(const std::string& path) {
   KVS_ASSIGN_OR_RETURN(GgufFile file, GgufFile::open(path));
   m.file = std::make_unique<GgufFile>(std::move(file));
   KVS_ASSIGN_OR_RETURN(m.spec, model_spec_from_gguf(*m.file));
+  KVS_RETURN_IF_ERROR(check_engine_support(m.spec));
   KVS_ASSIGN_OR_RETURN(LlamaModel model, LlamaModel::load(*m.file, m.spec));
   m.model = std::make_unique<LlamaModel>(std::move(model));
   KVS_ASSIGN_OR_RETURN(TokenizerConfig tc, tokenizer_config_from_gguf(*m.file));

@@ -1,34 +1,179 @@
 #include "model/model_spec.h"
 
+#include <algorithm>
+#include <optional>
+
 #include "model/gguf_file.h"
 
 namespace kvs {
+namespace {
 
-static Result<uint32_t> get_u32(const GgufFile& f, const std::string& key) {
-  KVS_ASSIGN_OR_RETURN(uint64_t v, f.get_uint(key));
-  if (v == 0 || v > (1u << 30))
-    return invalid_argument("metadata key '" + key + "' has an implausible value " +
-                            std::to_string(v));
-  return static_cast<uint32_t>(v);
+constexpr uint64_t kMaxDim = 1u << 24;
+
+// A per-layer integer key that may be a scalar or an array with one entry per layer.
+Result<std::vector<uint32_t>> per_layer(const GgufFile& f, const std::string& key, size_t layers,
+                                        std::optional<uint32_t> fallback) {
+  const GgufValue* v = f.find(key);
+  if (v == nullptr) {
+    if (!fallback) return not_found("metadata key '" + key + "' is missing");
+    return std::vector<uint32_t>(layers, *fallback);
+  }
+  std::vector<uint32_t> out;
+  if (v->type() == GgufType::kArray) {
+    KVS_ASSIGN_OR_RETURN(auto arr, f.get_int_array(key));
+    if (arr.size() != layers)
+      return invalid_argument("metadata key '" + key + "' has " + std::to_string(arr.size()) +
+                              " entries for " + std::to_string(layers) + " layers");
+    for (int64_t x : arr) {
+      if (x < 0 || static_cast<uint64_t>(x) > kMaxDim)
+        return invalid_argument("metadata key '" + key + "' has an implausible entry");
+      out.push_back(static_cast<uint32_t>(x));
+    }
+    return out;
+  }
+  KVS_ASSIGN_OR_RETURN(uint64_t x, f.get_uint(key));
+  if (x > kMaxDim) return invalid_argument("metadata key '" + key + "' is implausibly large");
+  return std::vector<uint32_t>(layers, static_cast<uint32_t>(x));
+}
+
+Result<uint32_t> u32_or(const GgufFile& f, const std::string& key, uint32_t fallback) {
+  if (f.find(key) == nullptr) return fallback;
+  KVS_ASSIGN_OR_RETURN(uint64_t x, f.get_uint(key));
+  if (x > kMaxDim) return invalid_argument("metadata key '" + key + "' is implausibly large");
+  return static_cast<uint32_t>(x);
+}
+
+Result<float> f32_or(const GgufFile& f, const std::string& key, float fallback) {
+  if (f.find(key) == nullptr) return fallback;
+  KVS_ASSIGN_OR_RETURN(double x, f.get_float(key));
+  return static_cast<float>(x);
+}
+
+// Which layers use the sliding window (when the file sets one).
+Result<std::vector<bool>> sliding_layers(const GgufFile& f, const std::string& a,
+                                         const std::string& arch, uint64_t n_layers) {
+  std::vector<bool> sliding(n_layers, true);
+  const std::string pattern_key = a + "attention.sliding_window_pattern";
+  if (const GgufValue* pv = f.find(pattern_key); pv != nullptr) {
+    if (pv->type() == GgufType::kArray) {
+      if (pv->array_size() != n_layers || pv->array_type() != GgufType::kBool)
+        return invalid_argument("metadata key '" + pattern_key + "' must hold one bool per layer");
+      for (uint64_t i = 0; i < n_layers; ++i) sliding[i] = pv->element(i).to_bool().value();
+    } else {
+      KVS_ASSIGN_OR_RETURN(uint64_t p, f.get_uint(pattern_key));
+      for (uint64_t i = 0; i < n_layers; ++i) sliding[i] = p == 0 || (i + 1) % p != 0;
+    }
+  } else if (arch == "gemma2") {
+    for (uint64_t i = 0; i < n_layers; ++i) sliding[i] = i % 2 == 0;
+  } else if (arch == "gemma3") {
+    for (uint64_t i = 0; i < n_layers; ++i) sliding[i] = (i + 1) % 6 != 0;
+  }
+  return sliding;
+}
+
+}  // namespace
+
+bool ModelSpec::uniform_full_attention() const {
+  if (kv_layers.empty()) return false;
+  const KvLayer& first = kv_layers.front();
+  return std::all_of(kv_layers.begin(), kv_layers.end(),
+                     [&](const KvLayer& l) { return l.kind == KvLayerKind::kFull && l == first; });
 }
 
 Result<ModelSpec> model_spec_from_gguf(const GgufFile& f) {
   ModelSpec s;
   KVS_ASSIGN_OR_RETURN(s.architecture, f.get_string("general.architecture"));
+  if (auto name = f.get_string("general.name"); name.is_ok()) s.name = *name;
+  const std::string a = s.architecture + ".";
+  KVS_ASSIGN_OR_RETURN(uint64_t n_layers, f.get_uint(a + "block_count"));
+  if (n_layers == 0 || n_layers > 4096)
+    return invalid_argument("block_count " + std::to_string(n_layers) + " is implausible");
+  s.n_layers = static_cast<uint32_t>(n_layers);
+  KVS_ASSIGN_OR_RETURN(s.d_model, u32_or(f, a + "embedding_length", 0));
+  KVS_ASSIGN_OR_RETURN(s.context_length, u32_or(f, a + "context_length", 0));
+  KVS_ASSIGN_OR_RETURN(s.num_experts, u32_or(f, a + "expert_count", 0));
+  KVS_ASSIGN_OR_RETURN(s.ffn_dim, u32_or(f, a + "feed_forward_length", 0));
+  KVS_ASSIGN_OR_RETURN(s.norm_eps, f32_or(f, a + "attention.layer_norm_rms_epsilon", 1e-5f));
+  KVS_ASSIGN_OR_RETURN(s.rope_freq_base, f32_or(f, a + "rope.freq_base", 10000.0f));
+
+  KVS_ASSIGN_OR_RETURN(uint32_t lora, u32_or(f, a + "attention.kv_lora_rank", 0));
+  if (lora > 0) {
+    KVS_ASSIGN_OR_RETURN(uint32_t rope, u32_or(f, a + "rope.dimension_count", 0));
+    s.rope_dim = rope;
+    s.kv_layers.assign(n_layers, KvLayer::mla(lora, rope));
+    KVS_ASSIGN_OR_RETURN(s.n_heads, u32_or(f, a + "attention.head_count", 0));
+  } else {
+    KVS_ASSIGN_OR_RETURN(auto heads, per_layer(f, a + "attention.head_count", n_layers, {}));
+    s.n_heads = *std::max_element(heads.begin(), heads.end());
+    // No head_count_kv: multi-head attention, one KV head per attention head.
+    std::vector<uint32_t> kv_heads = heads;
+    if (f.find(a + "attention.head_count_kv") != nullptr) {
+      KVS_ASSIGN_OR_RETURN(kv_heads, per_layer(f, a + "attention.head_count_kv", n_layers, {}));
+    }
+    uint32_t default_dim = 0;
+    if (s.n_heads > 0 && s.d_model % s.n_heads == 0) default_dim = s.d_model / s.n_heads;
+    KVS_ASSIGN_OR_RETURN(s.head_dim, u32_or(f, a + "attention.key_length", default_dim));
+    KVS_ASSIGN_OR_RETURN(s.head_dim_v, u32_or(f, a + "attention.value_length", s.head_dim));
+    if (s.head_dim == 0 || s.head_dim_v == 0)
+      return invalid_argument(
+          "cannot tell the head dimension (no attention.key_length and "
+          "embedding_length is not a multiple of head_count)");
+    KVS_ASSIGN_OR_RETURN(s.rope_dim, u32_or(f, a + "rope.dimension_count", s.head_dim));
+    KVS_ASSIGN_OR_RETURN(uint32_t window, u32_or(f, a + "attention.sliding_window", 0));
+    KVS_ASSIGN_OR_RETURN(uint32_t interval, u32_or(f, a + "full_attention_interval", 0));
+    std::vector<bool> sliding(n_layers, false);
+    if (window > 0) {
+      KVS_ASSIGN_OR_RETURN(sliding, sliding_layers(f, a, s.architecture, n_layers));
+    }
+    uint64_t state = 0;
+    if (interval > 0) {
+      // Gated delta net (Qwen3-Next): conv window over q/k/v plus the recurrent state, in f32
+      // as llama.cpp keeps recurrent states.
+      KVS_ASSIGN_OR_RETURN(uint32_t conv, u32_or(f, a + "ssm.conv_kernel", 4));
+      KVS_ASSIGN_OR_RETURN(uint32_t inner, u32_or(f, a + "ssm.inner_size", 0));
+      KVS_ASSIGN_OR_RETURN(uint32_t d_state, u32_or(f, a + "ssm.state_size", 0));
+      KVS_ASSIGN_OR_RETURN(uint32_t groups, u32_or(f, a + "ssm.group_count", 0));
+      const uint64_t conv_dim = uint64_t{2} * groups * d_state + inner;
+      state = 4 * (uint64_t{conv > 0 ? conv - 1 : 0} * conv_dim + uint64_t{d_state} * inner);
+    }
+    for (uint64_t i = 0; i < n_layers; ++i) {
+      if (interval > 0 && (i + 1) % interval != 0) {
+        s.kv_layers.push_back(KvLayer::no_kv(state));
+      } else if (kv_heads[i] == 0) {
+        s.kv_layers.push_back(KvLayer::no_kv(0));  // a recurrent layer with no attention
+      } else if (sliding[i]) {
+        s.kv_layers.push_back(KvLayer::sliding(kv_heads[i], s.head_dim, s.head_dim_v, window));
+      } else {
+        s.kv_layers.push_back(KvLayer::full(kv_heads[i], s.head_dim, s.head_dim_v));
+      }
+      if (s.n_kv_heads == 0 && kv_heads[i] != 0 && s.kv_layers.back().kind != KvLayerKind::kNoKv)
+        s.n_kv_heads = kv_heads[i];
+    }
+  }
+  if (const GgufValue* v = f.find(a + "vocab_size"); v != nullptr) {
+    KVS_ASSIGN_OR_RETURN(s.vocab_size, u32_or(f, a + "vocab_size", 0));
+  } else if (const GgufTensorInfo* emb = f.find_tensor("token_embd.weight");
+             emb != nullptr && emb->dims.size() == 2 && emb->dims[1] <= kMaxDim) {
+    s.vocab_size = static_cast<uint32_t>(emb->dims[1]);
+  }
+  return s;
+}
+
+Status check_engine_support(const ModelSpec& s) {
   if (s.architecture != "llama")
     return unimplemented("model architecture '" + s.architecture +
                          "' is not supported (kvserve runs llama-architecture models)");
-  if (auto name = f.get_string("general.name"); name.is_ok()) s.name = *name;
-  const std::string a = s.architecture + ".";
-  KVS_ASSIGN_OR_RETURN(s.n_layers, get_u32(f, a + "block_count"));
-  KVS_ASSIGN_OR_RETURN(s.d_model, get_u32(f, a + "embedding_length"));
-  KVS_ASSIGN_OR_RETURN(s.n_heads, get_u32(f, a + "attention.head_count"));
-  KVS_ASSIGN_OR_RETURN(s.ffn_dim, get_u32(f, a + "feed_forward_length"));
-  KVS_ASSIGN_OR_RETURN(s.context_length, get_u32(f, a + "context_length"));
-  s.n_kv_heads = s.n_heads;
-  if (f.find(a + "attention.head_count_kv") != nullptr) {
-    KVS_ASSIGN_OR_RETURN(s.n_kv_heads, get_u32(f, a + "attention.head_count_kv"));
-  }
+  if (!s.uniform_full_attention())
+    return unimplemented("the engine runs uniform full-attention models only");
+  const auto need = [](uint32_t v, const char* key) -> Status {
+    if (v == 0) return not_found(std::string("metadata key '") + key + "' is missing or zero");
+    return Status::ok();
+  };
+  KVS_RETURN_IF_ERROR(need(s.d_model, "embedding_length"));
+  KVS_RETURN_IF_ERROR(need(s.n_heads, "attention.head_count"));
+  KVS_RETURN_IF_ERROR(need(s.ffn_dim, "feed_forward_length"));
+  KVS_RETURN_IF_ERROR(need(s.context_length, "context_length"));
+  KVS_RETURN_IF_ERROR(need(s.vocab_size, "vocab_size (or tensor token_embd.weight)"));
   if (s.d_model % s.n_heads != 0)
     return invalid_argument("embedding length " + std::to_string(s.d_model) +
                             " is not a multiple of the head count " + std::to_string(s.n_heads));
@@ -36,34 +181,12 @@ Result<ModelSpec> model_spec_from_gguf(const GgufFile& f) {
     return invalid_argument("head count " + std::to_string(s.n_heads) +
                             " is not a multiple of the KV head count " +
                             std::to_string(s.n_kv_heads));
-  s.head_dim = s.d_model / s.n_heads;
-  if (f.find(a + "attention.key_length") != nullptr) {
-    KVS_ASSIGN_OR_RETURN(uint32_t kl, get_u32(f, a + "attention.key_length"));
-    if (kl != s.head_dim)
-      return unimplemented("attention.key_length != embedding/heads is not supported");
-  }
-  s.rope_dim = s.head_dim;
-  if (f.find(a + "rope.dimension_count") != nullptr) {
-    KVS_ASSIGN_OR_RETURN(s.rope_dim, get_u32(f, a + "rope.dimension_count"));
-  }
+  if (s.head_dim != s.d_model / s.n_heads || s.head_dim_v != s.head_dim)
+    return unimplemented("attention.key_length / value_length != embedding/heads is not supported");
   if (s.rope_dim > s.head_dim || s.rope_dim % 2 != 0)
     return invalid_argument("rope.dimension_count " + std::to_string(s.rope_dim) +
                             " is invalid for head dim " + std::to_string(s.head_dim));
-  if (f.find(a + "rope.freq_base") != nullptr) {
-    KVS_ASSIGN_OR_RETURN(double base, f.get_float(a + "rope.freq_base"));
-    s.rope_freq_base = static_cast<float>(base);
-  }
-  KVS_ASSIGN_OR_RETURN(double eps, f.get_float(a + "attention.layer_norm_rms_epsilon"));
-  s.norm_eps = static_cast<float>(eps);
-  if (f.find(a + "vocab_size") != nullptr) {
-    KVS_ASSIGN_OR_RETURN(s.vocab_size, get_u32(f, a + "vocab_size"));
-  } else {
-    const GgufTensorInfo* emb = f.find_tensor("token_embd.weight");
-    if (emb == nullptr || emb->dims.size() != 2)
-      return not_found("tensor 'token_embd.weight' is missing");
-    s.vocab_size = static_cast<uint32_t>(emb->dims[1]);
-  }
-  return s;
+  return Status::ok();
 }
 
 }  // namespace kvs

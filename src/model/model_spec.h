@@ -1,9 +1,29 @@
-// ModelSpec: the numbers that define a transformer's shape (layers, heads, KV heads, head dim,
-// RoPE, norms), read from GGUF metadata. The KV cache sizes itself from kv_shape().
+// ModelSpec: a transformer's shape as its GGUF metadata states it (llama.cpp's key names): the
+// one reader of those keys, used by the engine (which runs the model) and by the planner (which
+// only sizes its KV cache), so both read the same keys by the same rules.
+//
+//   <arch>.block_count, .embedding_length, .context_length, .feed_forward_length,
+//   .attention.head_count / head_count_kv   scalar or one entry per layer; no head_count_kv
+//                                           means MHA (KV heads = heads); a layer with 0 KV
+//                                           heads holds no KV (a recurrent layer)
+//   .attention.key_length / value_length    head dims (default embedding / heads)
+//   .attention.sliding_window (+ .attention.sliding_window_pattern: a bool per layer, or a
+//                              period p: layer i is full when (i + 1) % p == 0); without a
+//                              pattern gemma2 windows even layers, gemma3 five of every six,
+//                              other architectures every layer
+//   .attention.kv_lora_rank (+ .rope.dimension_count)      MLA latents (DeepSeek)
+//   .full_attention_interval k (+ .ssm.*)   layer i full when (i + 1) % k == 0, else a
+//                                           gated-delta-net state (Qwen3-Next)
+//   .rope.freq_base, .rope.dimension_count, .attention.layer_norm_rms_epsilon, .expert_count
+//
+// kv_layers describes every layer for kv_geometry; the scalar fields are those of the first
+// attention layer. Whether the engine can run the model is a separate question
+// (check_engine_support).
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "core/status.h"
 #include "kvcache/kv_geometry.h"
@@ -13,32 +33,41 @@ namespace kvs {
 class GgufFile;
 
 struct ModelSpec {
-  std::string architecture;  // "llama"
+  std::string architecture;  // general.architecture: "llama", "gemma3", ...
   std::string name;          // general.name, if present
   uint32_t n_layers = 0;
-  uint32_t d_model = 0;  // embedding length
-  uint32_t n_heads = 0;
-  uint32_t n_kv_heads = 0;
-  uint32_t head_dim = 0;
-  uint32_t ffn_dim = 0;
+  uint32_t d_model = 0;     // embedding length
+  uint32_t n_heads = 0;     // the largest head count of any layer
+  uint32_t n_kv_heads = 0;  // of the first attention layer
+  uint32_t head_dim = 0;    // K head dim (attention.key_length)
+  uint32_t head_dim_v = 0;  // V head dim (attention.value_length)
+  uint32_t ffn_dim = 0;     // 0 when the file does not say
   uint32_t vocab_size = 0;
-  uint32_t context_length = 0;  // trained context
+  uint32_t context_length = 0;  // trained context (0 = not stated)
+  uint32_t num_experts = 0;
   float rope_freq_base = 10000.0f;
   uint32_t rope_dim = 0;
   float norm_eps = 1e-5f;
+  std::vector<KvLayer> kv_layers;  // one per layer
 
+  // Every layer full attention with the same heads and K/V head dims: the shape kv_geometry's
+  // uniform formula sizes.
+  [[nodiscard]] bool uniform_full_attention() const;
+  // Precondition: uniform_full_attention().
   [[nodiscard]] KvUniformShape kv_shape(KvDtype k, KvDtype v) const {
     return {.layers = n_layers,
             .kv_heads = n_kv_heads,
             .head_dim_k = head_dim,
-            .head_dim_v = head_dim,
+            .head_dim_v = head_dim_v,
             .k_dtype = k,
             .v_dtype = v};
   }
 };
 
-// Reads and validates the shape of a llama-architecture GGUF (errors name the missing or
-// inconsistent key).
+// Reads and validates any architecture's shape (errors name the missing or inconsistent key).
 [[nodiscard]] Result<ModelSpec> model_spec_from_gguf(const GgufFile& file);
+
+// ok when the engine can run this shape: unimplemented naming what it cannot run otherwise.
+[[nodiscard]] Status check_engine_support(const ModelSpec& spec);
 
 }  // namespace kvs

@@ -15,27 +15,26 @@ uint64_t round_up(uint64_t n, uint32_t block) {
 
 // Largest N in [0, kMaxTokens] with count x paged(N) <= budget; `unbounded` when N = kMaxTokens
 // fits (only possible when every KV layer is windowed).
+struct MaxContext {
+  uint64_t tokens = 0;
+  bool unbounded = false;
+};
 constexpr uint64_t kMaxTokens = uint64_t{1} << 40;
 
-uint64_t max_context_for(const KvModelShape& s, uint32_t block, uint64_t count, uint64_t budget,
-                         bool* unbounded) {
+MaxContext max_context_for(const KvModelShape& s, uint32_t block, uint64_t count, uint64_t budget) {
   auto fits = [&](uint64_t n) {
     const unsigned __int128 need =
         static_cast<unsigned __int128>(kv_request_bytes_paged(s, n, block)) * count;
     return need <= budget;
   };
-  *unbounded = false;
-  if (!fits(0)) return 0;  // the per-sequence states alone do not fit
-  if (fits(kMaxTokens)) {
-    *unbounded = true;
-    return kMaxTokens;
-  }
+  if (!fits(0)) return {};  // the per-sequence states alone do not fit
+  if (fits(kMaxTokens)) return {.tokens = kMaxTokens, .unbounded = true};
   uint64_t lo = 0, hi = kMaxTokens;  // fits(lo), !fits(hi)
   while (hi - lo > 1) {
     const uint64_t mid = lo + (hi - lo) / 2;
     (fits(mid) ? lo : hi) = mid;
   }
-  return lo;
+  return {.tokens = lo};
 }
 
 // Bytes of the shared prefix [0, prefix) that a request of n tokens holds, summed over layers.
@@ -160,7 +159,9 @@ Result<CapacityPlan> plan_capacity(const PlanInputs& in) {
   } else {
     p.fits = p.c_max_worst >= 1;
   }
-  p.max_context = max_context_for(s, w.block_size, count, p.kv_budget, &p.context_unbounded);
+  const MaxContext mc = max_context_for(s, w.block_size, count, p.kv_budget);
+  p.max_context = mc.tokens;
+  p.context_unbounded = mc.unbounded;
 
   // Prefix sharing: only whole blocks can be shared.
   if (w.shared_prefix > 0) {

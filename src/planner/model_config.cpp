@@ -296,4 +296,20 @@ Result<PlannerModel> model_from_json_file(const std::string& path) {
   return model_from_hf_config(j, path);
 }
 
+Result<KvUniformShape> engine_kv_shape(const PlannerModel& m, KvDtype k, KvDtype v) {
+  if (m.layers.empty()) return invalid_argument(m.name + ": no layers");
+  const KvLayer& first = m.layers.front();
+  for (const KvLayer& l : m.layers)
+    if (l.kind != KvLayerKind::kFull || !(l == first) || l.head_dim_k != l.head_dim_v)
+      return unimplemented(m.name +
+                           ": the engine runs uniform full-attention models only (no windows, "
+                           "MLA, linear layers or K/V head sizes that differ)");
+  return KvUniformShape{.layers = static_cast<uint32_t>(m.layers.size()),
+                        .kv_heads = first.kv_heads,
+                        .head_dim_k = first.head_dim_k,
+                        .head_dim_v = first.head_dim_v,
+                        .k_dtype = k,
+                        .v_dtype = v};
+}
+
 }  // namespace kvs

@@ -121,8 +121,8 @@ std::string render_plan_json(const PlanOutcome& out) {
   if (out.engine_pool)
     j["engine_pool"] = {{"kv_cache_memory_bytes", r.kv_cache_memory->bytes},
                         {"block_size", r.workload.block_size},
-                        {"bytes_per_token", out.engine_pool->bytes_per_token},
-                        {"formula", out.engine_pool->formula},
+                        {"bytes_per_token", out.engine_pool->token_bytes.bytes_per_token},
+                        {"formula", out.engine_pool->token_bytes.formula},
                         {"block_bytes", out.engine_pool->block_bytes},
                         {"num_blocks", out.engine_pool->num_blocks},
                         {"num_tokens", out.engine_pool->num_tokens},

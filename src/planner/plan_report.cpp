@@ -301,10 +301,10 @@ std::string render_plan_report(const PlanOutcome& out) {
   o << unit_convention_note(out);
   levers_section(o, out);
   if (out.engine_pool) {
-    const EnginePool& e = *out.engine_pool;
+    const KvPoolPlan& e = *out.engine_pool;
     o << "\nEngine pool for --kv-cache-memory " << typed(*out.request.kv_cache_memory)
       << " (what kvserve generate/serve allocate)\n"
-      << "  bytes/token " << e.formula << "\n"
+      << "  bytes/token " << e.token_bytes.formula << "\n"
       << "  block " << out.request.workload.block_size
       << " tokens = " << format_thousands(e.block_bytes) << " B; blocks = floor("
       << format_thousands(out.request.kv_cache_memory->bytes) << " / "

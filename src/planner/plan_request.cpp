@@ -1,5 +1,6 @@
 #include "planner/plan_request.h"
 
+#include <charconv>
 #include <cmath>
 #include <sstream>
 
@@ -45,20 +46,22 @@ Result<std::vector<std::pair<uint64_t, double>>> parse_length_distribution(
     fields >> weight_s;
     const std::string where = "length distribution line " + std::to_string(line_no);
     if (fields >> extra) return invalid_argument(where + ": expected 'tokens [weight]'");
-    uint64_t tokens = 0;
-    double weight = 1;
-    try {
-      size_t used = 0;
-      const long long t = std::stoll(tok_s, &used);
-      if (used != tok_s.size() || t <= 0) throw 0;
-      tokens = static_cast<uint64_t>(t);
-      if (!weight_s.empty()) {
-        weight = std::stod(weight_s, &used);
-        if (used != weight_s.size() || !(weight >= 0) || !std::isfinite(weight)) throw 0;
-      }
-    } catch (...) {
+    const auto bad = [&] {
       return invalid_argument(where + ": '" + tok_s + (weight_s.empty() ? "" : " " + weight_s) +
                               "' is not 'tokens [weight]' with tokens > 0, weight >= 0");
+    };
+    uint64_t tokens = 0;
+    double weight = 1;
+    const auto [tok_end, tok_err] =
+        std::from_chars(tok_s.data(), tok_s.data() + tok_s.size(), tokens);
+    if (tok_err != std::errc() || tok_end != tok_s.data() + tok_s.size() || tokens == 0)
+      return bad();
+    if (!weight_s.empty()) {
+      const auto [w_end, w_err] =
+          std::from_chars(weight_s.data(), weight_s.data() + weight_s.size(), weight);
+      if (w_err != std::errc() || w_end != weight_s.data() + weight_s.size() || !(weight >= 0) ||
+          !std::isfinite(weight))
+        return bad();
     }
     out.emplace_back(tokens, weight);
   }
@@ -91,9 +94,9 @@ Result<PlanOutcome> run_plan(const PlanRequest& r) {
   }
   o.levers = compute_levers(o.inputs, o.plan);
   if (r.kv_cache_memory) {
-    if (!r.engine_spec) return invalid_argument("--kv-cache-memory needs a model the engine runs");
-    auto pool = plan_engine_pool(*r.engine_spec, r.kv_cache_memory->bytes, r.workload.block_size,
-                                 r.k_dtype, r.v_dtype);
+    if (!r.engine_kv_shape)
+      return invalid_argument("--kv-cache-memory needs a model the engine runs");
+    auto pool = plan_kv_pool(*r.engine_kv_shape, r.kv_cache_memory->bytes, r.workload.block_size);
     if (!pool.is_ok())
       return Status(pool.status().code(), "engine pool: " + pool.status().message());
     o.engine_pool = std::move(pool).value();

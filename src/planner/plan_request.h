@@ -9,9 +9,9 @@
 #include <vector>
 
 #include "core/status.h"
+#include "kvcache/kv_pool_plan.h"
 #include "model/model_spec.h"
 #include "planner/capacity_plan.h"
-#include "planner/engine_pool.h"
 #include "planner/model_config.h"
 #include "planner/plan_levers.h"
 #include "planner/size_input.h"
@@ -32,10 +32,10 @@ struct PlanRequest {
   SizeInput workspace;         // per GPU
   PlanWorkload workload;
   std::string length_distribution_origin;  // the file, when one was given
-  // --kv-cache-memory: also size the engine's pool for this budget (engine_pool.h), for the
-  // model the engine would load (engine_spec).
+  // --kv-cache-memory: also size the engine's pool for this budget (kvcache/kv_pool_plan.h,
+  // the engine's own sizing), for the KV shape the engine would run (engine_kv_shape).
   std::optional<SizeInput> kv_cache_memory;
-  std::optional<ModelSpec> engine_spec;
+  std::optional<KvUniformShape> engine_kv_shape;
 };
 
 struct PlanOutcome {
@@ -46,7 +46,7 @@ struct PlanOutcome {
   // no size carried a unit or the reading changes nothing.
   std::optional<CapacityPlan> other_units;
   std::vector<Lever> levers;
-  std::optional<EnginePool> engine_pool;  // when kv_cache_memory and engine_spec are set
+  std::optional<KvPoolPlan> engine_pool;  // when kv_cache_memory and engine_kv_shape are set
 };
 
 [[nodiscard]] Result<PlanOutcome> run_plan(const PlanRequest& request);

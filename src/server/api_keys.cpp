@@ -68,8 +68,8 @@ Result<std::vector<ApiKeyEntry>> ApiKeys::parse_file_text(std::string_view text)
       return invalid_argument("--api-keys line " + std::to_string(n) +
                               ": expected 'TENANT KEY' (two words)");
     if (!valid_tenant_name(tenant))
-      return invalid_argument("--api-keys line " + std::to_string(n) + ": tenant name '" +
-                              tenant + "' must be 1-64 characters of A-Z a-z 0-9 . _ -");
+      return invalid_argument("--api-keys line " + std::to_string(n) + ": tenant name '" + tenant +
+                              "' must be 1-64 characters of A-Z a-z 0-9 . _ -");
     out.push_back({.key = key, .tenant = tenant});
   }
   if (out.empty()) return invalid_argument("--api-keys: the file lists no key");

@@ -146,12 +146,12 @@ void EngineWorker::loop() {
       last_tenant_sweep_ = Clock::now();
       const double now =
           std::chrono::duration<double>(last_tenant_sweep_.time_since_epoch()).count();
-      engine_.cache().forget_idle_tenants(now, config_.tenant_idle_seconds);
+      engine_.forget_idle_tenants(now, config_.tenant_idle_seconds);
     }
     if (!engine_.has_unfinished()) continue;
     const std::vector<StepOutput> outputs = engine_.step();
     for (const StepOutput& o : outputs) on_token(o);
-    if (outputs.empty() && engine_.scheduler().num_running() == 0) {
+    if (outputs.empty() && engine_.snapshot().running == 0) {
       // Nothing could be scheduled (e.g. a tenant quota): wait for new input, never spin.
       std::unique_lock lock(mu_);
       cv_.wait_for(lock, std::chrono::milliseconds(5), [&] {

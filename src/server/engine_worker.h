@@ -33,6 +33,7 @@
 #include "engine/engine.h"
 #include "model/tokenizer.h"
 #include "server/metrics.h"
+#include "model/utf8_stream_decoder.h"
 
 namespace kvs {
 

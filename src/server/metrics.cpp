@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cinttypes>
 #include <cmath>
+#include <concepts>
 #include <cstdio>
 
 namespace kvs {
@@ -16,7 +17,10 @@ std::string num(double v) {
   return buf;
 }
 
-std::string num(uint64_t v) { return std::to_string(v); }
+template <std::integral T>
+std::string num(T v) {
+  return std::to_string(v);
+}
 
 void header(std::string* out, const std::string& name, const char* type, const char* help) {
   *out += "# HELP " + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
@@ -83,15 +87,14 @@ std::string TenantLabeler::label(std::string_view ns) const {
   return salt.empty() ? std::string(tenant) : std::string(tenant) + "/" + hex12(salt);
 }
 
-std::vector<EngineSnapshot::Tenant> cap_tenant_series(std::vector<EngineSnapshot::Tenant> tenants,
-                                                      size_t max_named) {
+std::vector<TenantSeries> cap_tenant_series(std::vector<TenantSeries> tenants, size_t max_named) {
   if (tenants.size() <= max_named) return tenants;
   std::sort(tenants.begin(), tenants.end(), [](const auto& a, const auto& b) {
     if (a.blocks_held != b.blocks_held) return a.blocks_held > b.blocks_held;
     if (a.query_tokens != b.query_tokens) return a.query_tokens > b.query_tokens;
     return a.label < b.label;
   });
-  EngineSnapshot::Tenant other{.label = "other"};
+  TenantSeries other{.label = "other"};
   for (size_t i = max_named; i < tenants.size(); ++i) {
     other.query_tokens += tenants[i].query_tokens;
     other.hit_tokens += tenants[i].hit_tokens;
@@ -150,7 +153,8 @@ void ServerMetrics::count_http(const std::string& route, int status) {
   ++http_[{route, status}];
 }
 
-std::string ServerMetrics::render(const EngineSnapshot& s) const {
+std::string ServerMetrics::render(const MetricsSnapshot& snap) const {
+  const EngineSnapshot& s = snap.engine;
   std::lock_guard lock(mu_);
   std::string o;
   o.reserve(16384);
@@ -161,40 +165,43 @@ std::string ServerMetrics::render(const EngineSnapshot& s) const {
   metric(&o, "kvserve_num_requests_swapped", "gauge",
          "Sequences waiting with their KV in the host swap area.", s.swapped);
   metric(&o, "kvserve_kv_cache_usage_ratio", "gauge",
-         "Fraction of KV blocks in use by sequences (0..1).", s.usage);
+         "Fraction of KV blocks in use by sequences (0..1).",
+         static_cast<double>(s.cache.blocks_in_use) / std::max<uint32_t>(1, s.cache.num_blocks));
   header(&o, "kvserve_kv_blocks", "gauge", "KV blocks by state.");
-  sample(&o, "kvserve_kv_blocks", "state=\"free\"", num(s.blocks_free));
-  sample(&o, "kvserve_kv_blocks", "state=\"cached_free\"", num(s.blocks_cached_free));
-  sample(&o, "kvserve_kv_blocks", "state=\"in_use\"", num(s.blocks_in_use));
-  metric(&o, "kvserve_kv_blocks_capacity", "gauge", "KV blocks in the pool.", s.blocks_total);
+  sample(&o, "kvserve_kv_blocks", "state=\"free\"", num(s.cache.blocks_free));
+  sample(&o, "kvserve_kv_blocks", "state=\"cached_free\"", num(s.cache.blocks_cached_free));
+  sample(&o, "kvserve_kv_blocks", "state=\"in_use\"", num(s.cache.blocks_in_use));
+  metric(&o, "kvserve_kv_blocks_capacity", "gauge", "KV blocks in the pool.", s.cache.num_blocks);
   metric(&o, "kvserve_kv_pool_bytes", "gauge", "Bytes of the KV pool.", s.pool_bytes);
   metric(&o, "kvserve_kv_block_bytes", "gauge", "Bytes of one KV block.", s.block_bytes);
   metric(&o, "kvserve_kv_fragmentation_ratio", "gauge",
          "Allocated KV slots no sequence has filled, over allocated slots (0..1).",
          s.fragmentation);
   metric(&o, "kvserve_kv_evictions_total", "counter", "Cached-free blocks evicted for reuse.",
-         s.evictions);
+         s.cache.evictions);
   metric(&o, "kvserve_swap_used_bytes", "gauge", "Bytes of the host swap area in use.",
          s.swap_used_bytes);
   metric(&o, "kvserve_swap_space_bytes", "gauge", "Bytes of the host swap area (--swap-space).",
          s.swap_space_bytes);
   metric(&o, "kvserve_prefix_cache_queries_tokens_total", "counter",
-         "Prompt tokens looked up in the prefix cache.", s.prefix_query_tokens);
+         "Prompt tokens looked up in the prefix cache.", s.cache.prefix_query_tokens);
   metric(&o, "kvserve_prefix_cache_hits_tokens_total", "counter",
-         "Prompt tokens served from the prefix cache (whole blocks).", s.prefix_hit_tokens);
-  header(&o, "kvserve_tenant_prefix_cache_queries_tokens_total", "counter",
-         "Prompt tokens looked up, per tenant (label: tenant name and/or keyed hash of cache_salt).");
-  for (const auto& t : s.tenants)
+         "Prompt tokens served from the prefix cache (whole blocks).",
+         s.cache.prefix_hit_block_tokens);
+  header(
+      &o, "kvserve_tenant_prefix_cache_queries_tokens_total", "counter",
+      "Prompt tokens looked up, per tenant (label: tenant name and/or keyed hash of cache_salt).");
+  for (const auto& t : snap.tenants)
     sample(&o, "kvserve_tenant_prefix_cache_queries_tokens_total", "tenant=\"" + t.label + "\"",
            num(t.query_tokens));
   header(&o, "kvserve_tenant_prefix_cache_hits_tokens_total", "counter",
          "Prompt tokens served from the prefix cache in whole blocks, per tenant.");
-  for (const auto& t : s.tenants)
+  for (const auto& t : snap.tenants)
     sample(&o, "kvserve_tenant_prefix_cache_hits_tokens_total", "tenant=\"" + t.label + "\"",
            num(t.hit_tokens));
   header(&o, "kvserve_tenant_kv_blocks", "gauge",
          "KV blocks held (in use or cached-free) per tenant.");
-  for (const auto& t : s.tenants)
+  for (const auto& t : snap.tenants)
     sample(&o, "kvserve_tenant_kv_blocks", "tenant=\"" + t.label + "\"", num(t.blocks_held));
   header(&o, "kvserve_route_prefix_cache_queries_tokens_total", "counter",
          "Prompt tokens of finished requests, per route.");

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/siphash.h"
+#include "engine/engine.h"
 
 namespace kvs {
 
@@ -30,23 +31,18 @@ class Histogram {
   uint64_t count_ = 0;
 };
 
-// A gauge/counter snapshot of the engine and cache, taken on the engine thread.
-struct EngineSnapshot {
-  uint64_t running = 0, waiting = 0, swapped = 0;
-  uint64_t blocks_total = 0, blocks_free = 0, blocks_cached_free = 0, blocks_in_use = 0;
-  double usage = 0, fragmentation = 0;
-  uint64_t prefix_query_tokens = 0, prefix_hit_tokens = 0;
-  uint64_t preemptions_recompute = 0, preemptions_swap = 0;
-  uint64_t swap_used_bytes = 0, swap_space_bytes = 0;
-  uint64_t pool_bytes = 0, block_bytes = 0;
-  uint64_t evictions = 0;
-  struct Tenant {
-    std::string label;  // TenantLabeler::label, never the salt
-    uint64_t query_tokens = 0, hit_tokens = 0, blocks_held = 0;
-  };
+// What /metrics renders of the engine: its snapshot (engine.h, taken on the engine thread) and
+// the per-tenant series.
+struct TenantSeries {
+  std::string label;  // TenantLabeler::label, never the salt
+  uint64_t query_tokens = 0, hit_tokens = 0, blocks_held = 0;
+};
+
+struct MetricsSnapshot {
+  EngineSnapshot engine;
   // At most ServerMetrics' max_tenant_series named tenants (those holding the most blocks,
   // then the most active); the rest are summed into one entry labelled "other".
-  std::vector<Tenant> tenants;
+  std::vector<TenantSeries> tenants;
 };
 
 // The label of a prefix-cache namespace (api_keys.h: cache_namespace) in /metrics and /v1/kv:
@@ -68,8 +64,8 @@ class TenantLabeler {
 
 // Keeps the `max_named` tenants holding the most blocks (ties: most queried tokens, then
 // label) and sums the rest into one tenant labelled "other" (appended last, only if any).
-[[nodiscard]] std::vector<EngineSnapshot::Tenant> cap_tenant_series(
-    std::vector<EngineSnapshot::Tenant> tenants, size_t max_named);
+[[nodiscard]] std::vector<TenantSeries> cap_tenant_series(std::vector<TenantSeries> tenants,
+                                                          size_t max_named);
 
 class ServerMetrics {
  public:
@@ -85,7 +81,7 @@ class ServerMetrics {
                         const std::vector<double>& length_fractions, const std::string& reason);
   void count_http(const std::string& route, int status);
 
-  [[nodiscard]] std::string render(const EngineSnapshot& snap) const;
+  [[nodiscard]] std::string render(const MetricsSnapshot& snap) const;
 
   // The label of a prompt length in the TTFT histogram.
   [[nodiscard]] static const char* prompt_bucket(uint32_t prompt_tokens);
@@ -105,6 +101,5 @@ class ServerMetrics {
   std::map<std::string, uint64_t> finished_;              // by finish reason
   std::map<std::pair<std::string, int>, uint64_t> http_;  // (route, status)
 };
-
 
 }  // namespace kvs

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <thread>
+#include <unordered_map>
 
 #include "server/request_parser.h"
 #include "server/response_json.h"
@@ -54,7 +55,7 @@ struct OpenAiServer::Impl {
         parser(*m.tokenizer, m.chat_template ? &*m.chat_template : nullptr,
                RequestLimits{.served_model_name = config.served_model_name,
                              .max_model_len = e.max_model_len(),
-                             .pool_tokens = e.pool_info().num_tokens,
+                             .pool_tokens = e.kv_pool().num_tokens,
                              .max_prompt_bytes = max_prompt_bytes(e, *m.tokenizer),
                              .trust_message_special_tokens = config.trust_message_special_tokens}),
         worker(e, *m.tokenizer, metrics,
@@ -181,11 +182,10 @@ struct OpenAiServer::Impl {
           if (!finished) return sink.write(" ", 1);
           st->finished = true;
           const Status err = st->channel->error();
-          const std::string body =
-              err.is_ok()
-                  ? json_text(completion_json(st->ids, st->texts, st->reasons,
-                                              st->channel->usage()))
-                  : json_text(error_body(api_error_of(err)));
+          const std::string body = err.is_ok()
+                                       ? json_text(completion_json(st->ids, st->texts, st->reasons,
+                                                                   st->channel->usage()))
+                                       : json_text(error_body(api_error_of(err)));
           if (!sink.write(body.data(), body.size())) return false;
           sink.done();
           return true;
@@ -254,30 +254,10 @@ struct OpenAiServer::Impl {
         });
   }
 
-  EngineSnapshot snapshot(Engine& e) {
-    EngineSnapshot s;
-    const Scheduler& sch = e.scheduler();
-    s.running = sch.num_running();
-    s.waiting = sch.num_waiting();
-    s.swapped = sch.num_swapped();
-    const KvCacheStats cs = e.cache().stats();
-    s.blocks_total = cs.num_blocks;
-    s.blocks_free = cs.blocks_free;
-    s.blocks_cached_free = cs.blocks_cached_free;
-    s.blocks_in_use = cs.blocks_in_use;
-    s.usage = cs.usage;
-    s.fragmentation = cs.fragmentation;
-    s.prefix_query_tokens = cs.prefix_query_tokens;
-    s.prefix_hit_tokens = cs.prefix_hit_block_tokens;
-    s.evictions = cs.evictions;
-    s.preemptions_recompute = e.num_preemptions(PreemptionMode::kRecompute);
-    s.preemptions_swap = e.num_preemptions(PreemptionMode::kSwap);
-    s.swap_used_bytes = sch.swap_used_bytes();
-    s.swap_space_bytes = e.config().swap_space;
-    s.pool_bytes = e.pool_info().pool_bytes;
-    s.block_bytes = e.pool_info().block_bytes;
-    std::vector<EngineSnapshot::Tenant> tenants;
-    for (const TenantStats& t : e.cache().tenant_stats())
+  MetricsSnapshot snapshot(const Engine& e) {
+    MetricsSnapshot s{.engine = e.snapshot(/*with_fragmentation=*/true)};
+    std::vector<TenantSeries> tenants;
+    for (const TenantStats& t : e.tenant_stats())
       tenants.push_back({.label = labeler.label(t.cache_salt),
                          .query_tokens = t.prefix_query_tokens,
                          .hit_tokens = t.prefix_hit_block_tokens,
@@ -286,12 +266,12 @@ struct OpenAiServer::Impl {
     return s;
   }
 
-  json kv_json(Engine& e) {
-    const auto infos = e.cache().block_infos();
+  json kv_json(const Engine& e) {
+    const auto infos = e.block_infos();
     std::unordered_map<uint32_t, std::string> labels;
-    for (const TenantStats& t : e.cache().tenant_stats())
-      labels.emplace(t.id, labeler.label(t.cache_salt));
-    const KvCacheStats cs = e.cache().stats();
+    for (const TenantStats& t : e.tenant_stats()) labels.emplace(t.id, labeler.label(t.cache_salt));
+    const EngineSnapshot snap = e.snapshot(/*with_fragmentation=*/true);
+    const KvCacheCounters& c = snap.cache;
     json blocks = json::array();
     for (uint32_t b = 0; b < infos.size(); ++b) {
       const BlockInfo& i = infos[b];
@@ -299,24 +279,24 @@ struct OpenAiServer::Impl {
                           : i.state == BlockState::kCachedFree ? "cached_free"
                                                                : "in_use";
       const auto label = labels.find(i.tenant);
-      blocks.push_back({{"id", b},
-                        {"state", state},
-                        {"owners", i.refcount},
-                        {"tenant", i.state == BlockState::kFree || label == labels.end()
-                                       ? json(nullptr)
-                                       : json(label->second)},
-                        {"fill", i.filled}});
+      blocks.push_back(
+          {{"id", b},
+           {"state", state},
+           {"owners", i.refcount},
+           {"tenant", i.state == BlockState::kFree || label == labels.end() ? json(nullptr)
+                                                                            : json(label->second)},
+           {"fill", i.filled}});
     }
-    return {{"block_size", cs.block_size},
-            {"num_blocks", cs.num_blocks},
-            {"block_bytes", e.pool_info().block_bytes},
+    return {{"block_size", c.block_size},
+            {"num_blocks", c.num_blocks},
+            {"block_bytes", snap.block_bytes},
             {"summary",
-             {{"free", cs.blocks_free},
-              {"cached_free", cs.blocks_cached_free},
-              {"in_use", cs.blocks_in_use},
-              {"usage", cs.usage},
-              {"fragmentation", cs.fragmentation},
-              {"sequences", cs.num_sequences}}},
+             {{"free", c.blocks_free},
+              {"cached_free", c.blocks_cached_free},
+              {"in_use", c.blocks_in_use},
+              {"usage", static_cast<double>(c.blocks_in_use) / c.num_blocks},
+              {"fragmentation", snap.fragmentation},
+              {"sequences", c.num_sequences}}},
             {"blocks", std::move(blocks)}};
   }
 
@@ -341,7 +321,7 @@ struct OpenAiServer::Impl {
     });
     http.Get("/metrics", [this](const httplib::Request& req, httplib::Response& res) {
       if (!config.public_metrics && !authenticate(req, res, "/metrics")) return;
-      EngineSnapshot snap;
+      MetricsSnapshot snap;
       worker.run_on_engine([&](Engine& e) { snap = snapshot(e); });
       metrics.count_http("/metrics", 200);
       res.set_content(metrics.render(snap), "text/plain; version=0.0.4; charset=utf-8");
@@ -357,8 +337,8 @@ struct OpenAiServer::Impl {
       Status st = internal_error("the engine is stopping");
       uint32_t sequences = 0;
       worker.run_on_engine([&](Engine& e) {
-        st = e.cache().check_integrity();
-        sequences = e.cache().stats().num_sequences;
+        st = e.check_integrity();
+        sequences = e.snapshot().cache.num_sequences;
       });
       if (!st.is_ok()) {
         reply_error(res, "/debug/integrity",

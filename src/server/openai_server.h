@@ -37,13 +37,13 @@ namespace kvs {
 
 struct ServerConfig {
   std::string host = "127.0.0.1";
-  int port = 8000;  // 0 = any free port (see bound_port())
+  int port = 8000;   // 0 = any free port (see bound_port())
   ApiKeys api_keys;  // none = no authentication, one tenant
   std::string served_model_name;
   uint32_t max_queued_requests = 256;
   uint64_t max_body_bytes = uint64_t{8} << 20;
   bool log_preemptions = true;
-  bool public_metrics = false;  // /metrics without a key even when keys are set
+  bool public_metrics = false;      // /metrics without a key even when keys are set
   size_t max_tenant_metrics = 100;  // tenant label series in /metrics; the rest are "other"
   bool trust_message_special_tokens = false;  // parse control tokens in chat message content
   double tenant_idle_seconds = 600;

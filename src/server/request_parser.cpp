@@ -174,7 +174,8 @@ std::optional<ApiError> RequestParser::parse_prompt(const json& j, bool chat,
     }
     return std::nullopt;
   }
-  return bad("prompt", "'prompt' must be a string, an array of one string or an array of token ids");
+  return bad("prompt",
+             "'prompt' must be a string, an array of one string or an array of token ids");
 }
 
 std::optional<ApiError> RequestParser::parse(const json& j, bool chat, ParsedRequest* out) const {
@@ -265,8 +266,7 @@ std::optional<ApiError> RequestParser::parse(const json& j, bool chat, ParsedReq
   const uint64_t plen = g.prompt.size();
   if (plen > max_len || plen >= pool_tokens)
     return ApiError{.status = 400,
-                    .message = "This model's maximum context length is " +
-                               std::to_string(max_len) +
+                    .message = "This model's maximum context length is " + std::to_string(max_len) +
                                " tokens (KV pool: " + std::to_string(pool_tokens) +
                                "); the prompt has " + std::to_string(plen) + " tokens",
                     .param = chat ? "messages" : "prompt",
@@ -276,8 +276,8 @@ std::optional<ApiError> RequestParser::parse(const json& j, bool chat, ParsedReq
     if (*max_tokens < 1) return bad("max_tokens", "'max_tokens' must be at least 1");
     if (static_cast<uint64_t>(*max_tokens) > room)
       return ApiError{.status = 400,
-                      .message = "max_tokens (" + std::to_string(*max_tokens) +
-                                 ") + the prompt (" + std::to_string(plen) +
+                      .message = "max_tokens (" + std::to_string(*max_tokens) + ") + the prompt (" +
+                                 std::to_string(plen) +
                                  " tokens) exceed what fits: " + std::to_string(room) +
                                  " tokens at most (--max-model-len " + std::to_string(max_len) +
                                  ", KV pool " + std::to_string(pool_tokens) + " tokens)",

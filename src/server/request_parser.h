@@ -52,8 +52,7 @@ struct RequestLimits {
 class RequestParser {
  public:
   // chat_template may be null (the model has none: chat requests get a 400).
-  RequestParser(const Tokenizer& tokenizer, const ChatTemplate* chat_template,
-                RequestLimits limits)
+  RequestParser(const Tokenizer& tokenizer, const ChatTemplate* chat_template, RequestLimits limits)
       : tokenizer_(tokenizer), chat_template_(chat_template), limits_(std::move(limits)) {}
 
   // Parses and validates `body` (any JSON value). On success *out holds the request (its

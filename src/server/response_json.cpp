@@ -4,7 +4,9 @@ namespace kvs {
 
 using nlohmann::json;
 
-std::string json_text(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+std::string json_text(const json& j) {
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
 
 json error_body(const ApiError& e) {
   json err = {{"message", e.message},
@@ -17,8 +19,7 @@ json error_body(const ApiError& e) {
 ApiError api_error_of(const Status& status) {
   switch (status.code()) {
     case StatusCode::kInvalidArgument:
-    case StatusCode::kOutOfRange:
-      return ApiError{.status = 400, .message = status.message()};
+    case StatusCode::kOutOfRange: return ApiError{.status = 400, .message = status.message()};
     case StatusCode::kResourceExhausted:
       return ApiError{.status = 429,
                       .message = status.message(),
@@ -28,8 +29,7 @@ ApiError api_error_of(const Status& status) {
       return ApiError{.status = 503, .message = status.message(), .type = "service_unavailable"};
     case StatusCode::kCancelled:
       return ApiError{.status = 499, .message = status.message(), .type = "cancelled"};
-    default:
-      return ApiError{.status = 500, .message = status.message(), .type = "internal_error"};
+    default: return ApiError{.status = 500, .message = status.message(), .type = "internal_error"};
   }
 }
 

@@ -31,10 +31,10 @@ TEST(EngineTest, PoolIsSizedByKvGeometry) {
   REQUIRE_MODEL();
   auto e = make_engine(*model, {.kv_cache_memory = 64ull << 20, .block_size = 16});
   // SmolLM2-135M: 30 layers x 2 x 3 KV heads x 64 x 2 bytes (f16) = 23,040 B per token.
-  EXPECT_EQ(e->pool_info().token_bytes.bytes_per_token, 23040u);
-  EXPECT_EQ(e->pool_info().block_bytes, 23040u * 16);
-  EXPECT_EQ(e->pool_info().num_blocks, (64ull << 20) / (23040 * 16));
-  EXPECT_EQ(e->storage().total_bytes(), e->pool_info().pool_bytes);
+  EXPECT_EQ(e->kv_pool().token_bytes.bytes_per_token, 23040u);
+  EXPECT_EQ(e->kv_pool().block_bytes, 23040u * 16);
+  EXPECT_EQ(e->kv_pool().num_blocks, (64ull << 20) / (23040 * 16));
+  EXPECT_EQ(e->snapshot().pool_bytes, e->kv_pool().pool_bytes);
 }
 
 TEST(EngineTest, ParallelSequencesMatchSeparateRuns) {
@@ -95,11 +95,10 @@ TEST(EngineTest, PreemptionUnderATightPoolKeepsOutputs) {
   const auto expect = run_all(*roomy, prompts, 24);
   // 8 blocks of 16 tokens: far fewer than 8 sequences x ~40 tokens need.
   auto tight = make_engine(*model, {.kv_cache_memory = 8ull * 16 * 23040, .block_size = 16});
-  ASSERT_EQ(tight->pool_info().num_blocks, 8u);
+  ASSERT_EQ(tight->kv_pool().num_blocks, 8u);
   EXPECT_EQ(run_all(*tight, prompts, 24), expect);
   EXPECT_GT(tight->num_preemptions(), 0u);
-  const auto st = tight->cache().stats();
-  EXPECT_EQ(st.blocks_in_use, 0u);
+  EXPECT_EQ(tight->snapshot().cache.blocks_in_use, 0u);
 }
 
 TEST(EngineTest, RejectsRequestsThatCannotFit) {
@@ -156,7 +155,7 @@ TEST(EngineTest, PerplexityDoesNotDependOnBlockSizeOrChunking) {
   // Repetitive text is easy: the model should be confident.
   EXPECT_LT(ra->perplexity, 5.0);
   EXPECT_NEAR(ra->perplexity, rb->perplexity, 1e-3 * ra->perplexity);
-  EXPECT_EQ(a->cache().stats().blocks_in_use, 0u);
+  EXPECT_EQ(a->snapshot().cache.blocks_in_use, 0u);
 }
 
 }  // namespace

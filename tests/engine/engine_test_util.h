@@ -56,7 +56,7 @@ inline std::vector<std::vector<int32_t>> run_all(Engine& e,
   }
   while (e.has_unfinished()) {
     (void)e.step();
-    EXPECT_TRUE(e.cache().check_integrity().is_ok());
+    EXPECT_TRUE(e.check_integrity().is_ok());
   }
   std::vector<std::vector<int32_t>> out;
   for (SeqId id : ids) {

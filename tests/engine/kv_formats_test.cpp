@@ -79,13 +79,13 @@ TEST_P(EngineKvFormatTest, ParallelAndPreemptedSequencesKeepOutput) {
   }
   // All at once, in a pool of 5 blocks of 16 tokens: sequences are preempted and recomputed,
   // identical prompts share their cached blocks.
-  auto probe = make(*model, {.kv_cache_memory = 32ull << 20});
-  const uint64_t block = probe->pool_info().block_bytes;
+  const auto [k, v] = GetParam();
+  const uint64_t block = kv_token_bytes(model->spec.kv_shape(k, v)).bytes_per_token * 16;
   auto tight = make(*model, {.kv_cache_memory = 5 * block});
-  ASSERT_EQ(tight->pool_info().num_blocks, 5u);
+  ASSERT_EQ(tight->kv_pool().num_blocks, 5u);
   EXPECT_EQ(run_all(*tight, prompts, 16), expect);
   EXPECT_GT(tight->num_preemptions(), 0u);
-  EXPECT_EQ(tight->cache().stats().blocks_in_use, 0u);
+  EXPECT_EQ(tight->snapshot().cache.blocks_in_use, 0u);
 }
 
 INSTANTIATE_TEST_SUITE_P(Formats, EngineKvFormatTest,
@@ -102,9 +102,10 @@ INSTANTIATE_TEST_SUITE_P(Formats, EngineKvFormatTest,
                          name_of);
 
 TEST(KvFormatPrefixKeyTest, FormatIsPartOfThePrefixKey) {
-  const KvDtype all[] = {KvDtype::kF32,     KvDtype::kF16,        KvDtype::kBF16, KvDtype::kFp8E4M3,
-                         KvDtype::kFp8E5M2, KvDtype::kFp8E4M3Dyn, KvDtype::kInt8, KvDtype::kInt4,
-                         KvDtype::kQ8_0,    KvDtype::kQ4_0};
+  const KvDtype all[] = {KvDtype::kF32,     KvDtype::kF16,     KvDtype::kBF16,
+                         KvDtype::kFp8E4M3, KvDtype::kFp8E5M2, KvDtype::kFp8E4M3Dyn,
+                         KvDtype::kInt8,    KvDtype::kInt4,    KvDtype::kQ8_0,
+                         KvDtype::kQ4_0,    KvDtype::kInt4Had};
   std::vector<uint64_t> keys;
   for (KvDtype k : all)
     for (KvDtype v : all) keys.push_back(extra_keys_hash(1234, k, v));

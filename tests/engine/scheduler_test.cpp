@@ -42,7 +42,7 @@ std::vector<std::vector<int32_t>> run_all(Engine& e, std::vector<SequenceRequest
   }
   while (e.has_unfinished()) {
     (void)e.step();
-    const Status st = e.cache().check_integrity();
+    const Status st = e.check_integrity();
     EXPECT_TRUE(st.is_ok()) << st.to_string();
   }
   std::vector<std::vector<int32_t>> out;
@@ -73,8 +73,8 @@ TEST(SchedulerTest, SwapPreemptionKeepsOutputs) {
   EXPECT_EQ(run_all(*tight, greedy(prompts, 24)), expect);
   EXPECT_GT(tight->num_preemptions(PreemptionMode::kSwap), 0u);
   EXPECT_EQ(tight->num_preemptions(PreemptionMode::kRecompute), 0u);
-  EXPECT_EQ(tight->cache().stats().blocks_in_use, 0u);
-  EXPECT_EQ(tight->scheduler().swap_used_bytes(), 0u);
+  EXPECT_EQ(tight->snapshot().cache.blocks_in_use, 0u);
+  EXPECT_EQ(tight->snapshot().swap_used_bytes, 0u);
   const auto events = tight->take_preemption_events();
   ASSERT_FALSE(events.empty());
   EXPECT_GT(events[0].blocks, 0u);
@@ -98,7 +98,7 @@ TEST(SchedulerTest, SwapWithSharedPrefixesKeepsOutputs) {
                                       .swap_space = 64ull << 20});
     EXPECT_EQ(run_all(*tight, greedy(prompts, 16)), expect) << preemption_mode_name(mode);
     EXPECT_GT(tight->num_preemptions(mode), 0u);
-    EXPECT_EQ(tight->cache().stats().blocks_in_use, 0u);
+    EXPECT_EQ(tight->snapshot().cache.blocks_in_use, 0u);
   }
 }
 
@@ -113,7 +113,7 @@ TEST(SchedulerTest, FullSwapAreaFallsBackToRecompute) {
                                     .swap_space = 16 * kTokenBytes});
   EXPECT_EQ(run_all(*tight, greedy(prompts, 24)), expect);
   EXPECT_GT(tight->num_preemptions(PreemptionMode::kRecompute), 0u);
-  EXPECT_EQ(tight->cache().stats().blocks_in_use, 0u);
+  EXPECT_EQ(tight->snapshot().cache.blocks_in_use, 0u);
 }
 
 TEST(SchedulerTest, PriorityOrdersAdmissionLowerNumberFirst) {
@@ -167,14 +167,14 @@ TEST(SchedulerTest, ForkedSamplesShareThePromptAndMatchASingleRun) {
     }
     if (!checked_sharing && children.size() == 2) {
       // Every full prompt block is shared by all three samples.
-      const auto a = e->cache().block_table(*parent);
-      const auto b = e->cache().block_table(children[0]);
-      ASSERT_GE(a.size(), 2u);
-      EXPECT_EQ(a[0], b[0]);
-      EXPECT_EQ(e->cache().refcount(a[0]), 3u);
+      const uint32_t full_blocks = e->sequence(*parent).prompt_len / 16;
+      ASSERT_GE(full_blocks, 1u);
+      uint32_t shared_by_three = 0;
+      for (const BlockInfo& b : e->block_infos()) shared_by_three += b.refcount == 3;
+      EXPECT_GE(shared_by_three, full_blocks);
       checked_sharing = true;
     }
-    ASSERT_TRUE(e->cache().check_integrity().is_ok());
+    ASSERT_TRUE(e->check_integrity().is_ok());
   }
   ASSERT_EQ(children.size(), 2u);
   EXPECT_TRUE(checked_sharing);
@@ -183,7 +183,7 @@ TEST(SchedulerTest, ForkedSamplesShareThePromptAndMatchASingleRun) {
     EXPECT_EQ(std::vector<int32_t>(s.tokens.begin() + s.prompt_len, s.tokens.end()), expect);
   }
   EXPECT_EQ(e->sequence(children[1]).index, 2u);
-  EXPECT_EQ(e->cache().stats().blocks_in_use, 0u);
+  EXPECT_EQ(e->snapshot().cache.blocks_in_use, 0u);
 }
 
 }  // namespace

@@ -35,9 +35,19 @@ Bytes mutate(const std::vector<Bytes>& corpus, std::mt19937_64& rng) {
         if (!b.empty()) b[pick(b.size())] = static_cast<uint8_t>(rng());
         break;
       case 2: {  // a boundary value over 1, 2, 4 or 8 bytes (counts, sizes, offsets, types)
-        static constexpr uint64_t kValues[] = {0, 1, 0x7f, 0x80, 0xff, 0xffff, 0x7fffffff,
-                                               0xffffffff, 0x7fffffffffffffff,
-                                               0xffffffffffffffff, 12, 13, 32};
+        static constexpr uint64_t kValues[] = {0,
+                                               1,
+                                               0x7f,
+                                               0x80,
+                                               0xff,
+                                               0xffff,
+                                               0x7fffffff,
+                                               0xffffffff,
+                                               0x7fffffffffffffff,
+                                               0xffffffffffffffff,
+                                               12,
+                                               13,
+                                               32};
         const uint64_t v = kValues[rng() % std::size(kValues)];
         const size_t width = size_t{1} << (rng() % 4);
         if (b.size() >= width) {

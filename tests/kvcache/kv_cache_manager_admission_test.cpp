@@ -63,7 +63,7 @@ TEST(KvCacheAdmission, ARefusedPartialCopyQueuesNothing) {
   std::vector<BlockCopy> copies;
   ASSERT_EQ(*m.admit(S1, iota_tokens(1, 8), "", &copies, 8), 0u);  // blocks 0, 1
   m.commit_tokens(S1, iota_tokens(1, 8));
-  m.free(S1);  // both cached-free
+  m.free(S1);                                                        // both cached-free
   ASSERT_EQ(*m.admit(S3, iota_tokens(100, 8), "", &copies, 8), 0u);  // blocks 2, 3
   // [1..4] hits block 0, [5, 6] would be copied from block 1; the chunk of 6 more tokens needs
   // 2 blocks beyond the hit (copy destination + 1) but only block 1 (the copy's own source) is

@@ -97,12 +97,12 @@ TEST(KvCacheManager, StepInputs) {
   ASSERT_TRUE(m.append_slots(S1, 1, nullptr).is_ok());
   ASSERT_TRUE(m.append_slots(S2, 1, nullptr).is_ok());
   StepInputs in;
-  const StepSeq rows[] = {{S1, 6, 1}, {S2, 0, 4}};
+  const StepRow rows[] = {{S1, 6, 1}, {S2, 0, 4}};
   m.build_step_inputs(rows, &in);
   EXPECT_EQ(in.max_blocks_per_seq, 2u);
   EXPECT_EQ(in.context_lens, (std::vector<uint32_t>{7, 4}));
   EXPECT_EQ(in.block_tables, (std::vector<uint32_t>{0, 1, 2, 0}));
-  EXPECT_EQ(in.slot_mapping, (std::vector<uint64_t>{6, 8, 9, 10, 11}));
+  EXPECT_EQ(in.slot_mapping, (std::vector<int64_t>{6, 8, 9, 10, 11}));
 }
 
 TEST(KvCacheManager, SharesACachedPrefix) {

@@ -21,8 +21,8 @@ LoadedModel* smol() {
   return m.get();
 }
 
-#define REQUIRE_SMOL()                                        \
-  LoadedModel* m = smol();                                    \
+#define REQUIRE_SMOL()     \
+  LoadedModel* m = smol(); \
   if (m == nullptr || !m->chat_template) GTEST_SKIP() << "default model not fetched"
 
 TEST(ChatEncodeTest, OrdinaryContentEncodesLikeTheRenderedText) {

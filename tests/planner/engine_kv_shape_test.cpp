@@ -1,82 +1,116 @@
-// plan_engine_pool: the engine's pool sizing for the default model (needs scripts/fetch-model;
-// skipped when the file is absent). The project's engine-agreement test compares these numbers
-// with what `kvserve generate` reports at startup.
-#include "planner/engine_pool.h"
-
+// The planner's engine pool is the engine's pool: both come from kvcache's plan_kv_pool, and the
+// planner's model of a GGUF comes from the engine's own reader. Checked on the default model
+// (scripts/fetch-model; skipped when absent) against an Engine built with the same budget: what
+// used to take four full `kvserve generate` runs, one with a 1 GiB f32 pool.
 #include <gtest/gtest.h>
 
 #include <filesystem>
 
+#include "engine/engine.h"
 #include "model/gguf_file.h"
+#include "model/loaded_model.h"
 #include "model/model_paths.h"
-#include "model/model_spec.h"
+#include "planner/model_config.h"
 #include "planner/plan_request.h"
 
 namespace kvs {
 namespace {
 
-TEST(EnginePool, DefaultModelF16) {
+TEST(EngineKvShape, PlannerPoolEqualsTheEnginesToTheByte) {
+  const std::string path = default_model_path();
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << "run scripts/fetch-model for " << path;
+  auto loaded = load_model(path);
+  ASSERT_TRUE(loaded.is_ok()) << loaded.status().to_string();
+  auto file = GgufFile::open(path);
+  ASSERT_TRUE(file.is_ok());
+  auto model = model_from_gguf(*file, path);
+  ASSERT_TRUE(model.is_ok()) << model.status().to_string();
+  struct Case {
+    const char* memory;
+    uint32_t block_size;
+    KvDtype dtype;
+  };
+  for (const Case& c : {Case{"64MiB", 16, KvDtype::kF16}, Case{"100MB", 7, KvDtype::kF16},
+                        Case{"1GiB", 256, KvDtype::kF32}, Case{"5MiB", 1, KvDtype::kBF16}}) {
+    SCOPED_TRACE(std::string(c.memory) + " bs " + std::to_string(c.block_size) + " " +
+                 kv_dtype_name(c.dtype));
+    PlanRequest r;
+    r.model = *model;
+    r.k_dtype = r.v_dtype = c.dtype;
+    r.gpu_memory = *parse_size_input("8GiB");
+    r.workload.context = 2048;
+    r.workload.block_size = c.block_size;
+    r.kv_cache_memory = *parse_size_input(c.memory);
+    auto shape = engine_kv_shape(*model, c.dtype, c.dtype);
+    ASSERT_TRUE(shape.is_ok()) << shape.status().to_string();
+    r.engine_kv_shape = *shape;
+    auto out = run_plan(r);
+    ASSERT_TRUE(out.is_ok()) << out.status().to_string();
+    ASSERT_TRUE(out->engine_pool.has_value());
+    auto engine = Engine::create(*loaded->model, {.kv_cache_memory = r.kv_cache_memory->bytes,
+                                                  .block_size = c.block_size,
+                                                  .k_dtype = c.dtype,
+                                                  .v_dtype = c.dtype,
+                                                  .threads = 1});
+    ASSERT_TRUE(engine.is_ok()) << engine.status().to_string();
+    const KvPoolPlan& e = (*engine)->kv_pool();
+    const KvPoolPlan& p = *out->engine_pool;
+    EXPECT_EQ(p.token_bytes.bytes_per_token, e.token_bytes.bytes_per_token);
+    EXPECT_EQ(p.token_bytes.formula, e.token_bytes.formula);
+    EXPECT_EQ(p.block_bytes, e.block_bytes);
+    EXPECT_EQ(p.num_blocks, e.num_blocks);
+    EXPECT_EQ(p.num_tokens, e.num_tokens);
+    EXPECT_EQ(p.pool_bytes, e.pool_bytes);
+    EXPECT_EQ(out->plan.per_token.bytes_per_token, e.token_bytes.bytes_per_token);
+  }
+}
+
+TEST(EngineKvShape, DefaultModelNumbers) {
   const std::string path = default_model_path();
   if (!std::filesystem::exists(path)) GTEST_SKIP() << "run scripts/fetch-model for " << path;
   auto file = GgufFile::open(path);
-  ASSERT_TRUE(file.is_ok()) << file.status().to_string();
-  auto spec = model_spec_from_gguf(*file);
-  ASSERT_TRUE(spec.is_ok()) << spec.status().to_string();
-  EXPECT_EQ(spec->n_layers, 30u);
-  EXPECT_EQ(spec->n_kv_heads, 3u);
-  EXPECT_EQ(spec->head_dim, 64u);
-  auto pool = plan_engine_pool(*spec, 64u << 20, 16, KvDtype::kF16, KvDtype::kF16);
+  ASSERT_TRUE(file.is_ok());
+  auto model = model_from_gguf(*file, path);
+  ASSERT_TRUE(model.is_ok());
+  auto shape = engine_kv_shape(*model, KvDtype::kF16, KvDtype::kF16);
+  ASSERT_TRUE(shape.is_ok());
+  auto pool = plan_kv_pool(*shape, 64u << 20, 16);
   ASSERT_TRUE(pool.is_ok()) << pool.status().to_string();
-  EXPECT_EQ(pool->bytes_per_token, 23'040u);
-  EXPECT_EQ(pool->formula, "30 x 2 x 3 x 64 x 2 = 23,040 B");
+  EXPECT_EQ(pool->token_bytes.bytes_per_token, 23'040u);
+  EXPECT_EQ(pool->token_bytes.formula, "30 x 2 x 3 x 64 x 2 = 23,040 B");
   EXPECT_EQ(pool->block_bytes, 368'640u);
   EXPECT_EQ(pool->num_blocks, 182u);  // floor(67,108,864 / 368,640)
   EXPECT_EQ(pool->num_tokens, 2'912u);
   EXPECT_EQ(pool->pool_bytes, 67'092'480u);
 }
 
-TEST(EnginePool, SyntheticSpecAndErrors) {
-  ModelSpec spec;
-  spec.n_layers = 32;
-  spec.n_kv_heads = 8;
-  spec.head_dim = 128;
-  auto pool = plan_engine_pool(spec, 1u << 30, 16, KvDtype::kQ8_0, KvDtype::kQ8_0);
+TEST(EngineKvShape, SyntheticShapesAndErrors) {
+  const KvUniformShape s{.layers = 32,
+                         .kv_heads = 8,
+                         .head_dim_k = 128,
+                         .head_dim_v = 128,
+                         .k_dtype = KvDtype::kQ8_0,
+                         .v_dtype = KvDtype::kQ8_0};
+  auto pool = plan_kv_pool(s, 1u << 30, 16);
   ASSERT_TRUE(pool.is_ok());
-  EXPECT_EQ(pool->bytes_per_token, 32u * 2 * 8 * 136);
-  EXPECT_EQ(pool->num_blocks, (uint64_t{1} << 30) / (16 * pool->bytes_per_token));
-  EXPECT_FALSE(plan_engine_pool(spec, 1000, 16, KvDtype::kF16, KvDtype::kF16).is_ok());
-  EXPECT_FALSE(plan_engine_pool(spec, 1u << 30, 0, KvDtype::kF16, KvDtype::kF16).is_ok());
-  EXPECT_FALSE(plan_engine_pool(spec, 1u << 30, 257, KvDtype::kF16, KvDtype::kF16).is_ok());
-  spec.head_dim = 80;
-  EXPECT_FALSE(plan_engine_pool(spec, 1u << 30, 16, KvDtype::kQ4_0, KvDtype::kQ4_0).is_ok());
-}
+  EXPECT_EQ(pool->token_bytes.bytes_per_token, 32u * 2 * 8 * 136);
+  EXPECT_EQ(pool->num_blocks, (uint64_t{1} << 30) / (16 * pool->token_bytes.bytes_per_token));
+  EXPECT_FALSE(plan_kv_pool(s, 1000, 16).is_ok());
+  EXPECT_FALSE(plan_kv_pool(s, 1u << 30, 0).is_ok());
+  EXPECT_FALSE(plan_kv_pool(s, 1u << 30, 257).is_ok());
+  KvUniformShape odd = s;
+  odd.head_dim_k = odd.head_dim_v = 80;
+  odd.k_dtype = odd.v_dtype = KvDtype::kQ4_0;
+  EXPECT_FALSE(plan_kv_pool(odd, 1u << 30, 16).is_ok());
 
-TEST(EnginePool, FromPlannerModelAndThroughRunPlan) {
   PlannerModel m;
   m.name = "smol";
-  m.num_attention_heads = 9;
-  m.hidden_size = 576;
   m.layers.assign(30, KvLayer::full(3, 64, 64));
-  auto spec = engine_spec_from_planner_model(m);
-  ASSERT_TRUE(spec.is_ok()) << spec.status().to_string();
-  EXPECT_EQ(spec->n_layers, 30u);
-  EXPECT_EQ(spec->n_kv_heads, 3u);
-  EXPECT_EQ(spec->head_dim, 64u);
-  PlanRequest r;
-  r.model = m;
-  r.k_dtype = r.v_dtype = KvDtype::kF16;
-  r.gpu_memory = *parse_size_input("8GiB");
-  r.workload.context = 2048;
-  r.kv_cache_memory = *parse_size_input("64MiB");
-  r.engine_spec = *spec;
-  auto out = run_plan(r);
-  ASSERT_TRUE(out.is_ok()) << out.status().to_string();
-  ASSERT_TRUE(out->engine_pool.has_value());
-  EXPECT_EQ(out->engine_pool->num_blocks, 182u);
-  EXPECT_EQ(out->plan.per_token.bytes_per_token, out->engine_pool->bytes_per_token);
+  ASSERT_TRUE(engine_kv_shape(m, KvDtype::kF16, KvDtype::kF16).is_ok());
   // Shapes the engine cannot run are refused, naming why.
   m.layers[3] = KvLayer::sliding(3, 64, 64, 512);
-  EXPECT_EQ(engine_spec_from_planner_model(m).status().code(), StatusCode::kUnimplemented);
+  EXPECT_EQ(engine_kv_shape(m, KvDtype::kF16, KvDtype::kF16).status().code(),
+            StatusCode::kUnimplemented);
 }
 
 }  // namespace

@@ -84,8 +84,8 @@ void run_preemption_pattern(bool prefix_caching, bool identical, PreemptionMode 
       EXPECT_EQ(done[i].text, done[1].text) << "identical greedy prompts";
     }
   }
-  EXPECT_TRUE(engine->cache().check_integrity().is_ok());
-  EXPECT_EQ(engine->cache().stats().blocks_in_use, 0u);
+  EXPECT_TRUE(engine->check_integrity().is_ok());
+  EXPECT_EQ(engine->snapshot().cache.blocks_in_use, 0u);
   *preemptions = engine->num_preemptions();
 }
 

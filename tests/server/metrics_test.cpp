@@ -44,7 +44,7 @@ TEST(ServerMetrics, TenantLabelsAreKeyedNeverTheSalt) {
 }
 
 TEST(ServerMetrics, TenantSeriesAreCappedWithTheRestAsOther) {
-  std::vector<EngineSnapshot::Tenant> t;
+  std::vector<TenantSeries> t;
   for (int i = 0; i < 5; ++i)
     t.push_back({.label = "t" + std::to_string(i),
                  .query_tokens = 100u + i,
@@ -68,12 +68,12 @@ TEST(ServerMetrics, RendersObservationsWithBaseUnitsAndTotals) {
   m.observe_inter_token(0.01);
   m.observe_finished("/v1/completions", 1.5, 50, 32, 7, {0.25}, "length");
   m.count_http("/v1/completions", 200);
-  EngineSnapshot snap;
-  snap.blocks_total = 10;
-  snap.blocks_free = 6;
-  snap.blocks_cached_free = 3;
-  snap.blocks_in_use = 1;
-  snap.preemptions_swap = 2;
+  MetricsSnapshot snap;
+  snap.engine.cache.num_blocks = 10;
+  snap.engine.cache.blocks_free = 6;
+  snap.engine.cache.blocks_cached_free = 3;
+  snap.engine.cache.blocks_in_use = 1;
+  snap.engine.preemptions_swap = 2;
   snap.tenants.push_back({.label = "t", .query_tokens = 50, .hit_tokens = 32});
   const std::string text = m.render(snap);
   EXPECT_TRUE(has_line(text, "kvserve_prompt_tokens_total 50"));

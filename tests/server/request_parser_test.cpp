@@ -76,8 +76,8 @@ TEST(RequestParserTest, IntegersAreRangeCheckedExactly) {
   EXPECT_400(p, R"({"prompt":"hi","n":2.5})", false, "n");
   EXPECT_400(p, R"({"prompt":[18446744073709551615]})", false, "prompt");
   ParsedRequest r;
-  ASSERT_FALSE(parse(p, R"({"prompt":"hi","seed":9223372036854775807,"max_tokens":4.0})", false,
-                     &r));
+  ASSERT_FALSE(
+      parse(p, R"({"prompt":"hi","seed":9223372036854775807,"max_tokens":4.0})", false, &r));
   EXPECT_EQ(*r.gen.sampling.seed, 9223372036854775807ull);
   EXPECT_EQ(r.gen.max_tokens, 4u);
 }
@@ -103,9 +103,8 @@ TEST(RequestParserTest, OnlyKnownRoles) {
   ASSERT_FALSE(parse(p, R"({"messages":[{"role":"system","content":"x"}]})", true, &sys));
   EXPECT_EQ(dev.gen.prompt, sys.gen.prompt);
   for (const char* role : {"user", "assistant", "tool"}) {
-    EXPECT_FALSE(parse(p, std::string(R"({"messages":[{"role":")") + role +
-                              R"(","content":"x"}]})",
-                       true));
+    EXPECT_FALSE(
+        parse(p, std::string(R"({"messages":[{"role":")") + role + R"(","content":"x"}]})", true));
   }
 }
 
@@ -147,7 +146,9 @@ TEST(RequestParserTest, DeepNestingIsJustAWrongType) {
 TEST(RequestParserTest, NoChatTemplateIsAClear400) {
   REQUIRE_MODEL();
   const RequestParser p(*model->tokenizer, nullptr,
-                        {.served_model_name = "smol", .max_model_len = 64, .pool_tokens = 128,
+                        {.served_model_name = "smol",
+                         .max_model_len = 64,
+                         .pool_tokens = 128,
                          .max_prompt_bytes = 1000});
   const auto e = parse(p, R"({"messages":[{"role":"user","content":"x"}]})", true);
   ASSERT_TRUE(e);
