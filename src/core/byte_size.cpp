@@ -54,7 +54,8 @@ Result<uint64_t> parse_byte_size(std::string_view text) {
                             "' has an unknown unit (use B, KB, MB, GB, TB, KiB, MiB, GiB, TiB)");
   const double bytes = std::round(value * mult);
   if (!std::isfinite(bytes) || bytes < 0 || bytes > static_cast<double>(kMaxByteSize))
-    return invalid_argument("byte size '" + std::string(text) + "' is out of range (at most 1 EiB)");
+    return invalid_argument("byte size '" + std::string(text) +
+                            "' is out of range (at most 1 EiB)");
   return static_cast<uint64_t>(bytes);
 }
 
