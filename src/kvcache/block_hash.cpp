@@ -10,6 +10,7 @@ namespace {
 constexpr uint64_t kExtraKeysTag = 0x6b76732d65787472ULL;    // "kvs-extr"
 constexpr uint64_t kRootKeyTag = 0x6b76732d726f6f74ULL;      // "kvs-root"
 constexpr uint64_t kChildBucketTag = 0x6b76732d6368696cULL;  // "kvs-chil"
+constexpr uint64_t kGroupTag = 0x6b76732d67726f75ULL;        // "kvs-grou"
 }  // namespace
 
 uint64_t default_block_hash(uint64_t parent_key, std::span<const int32_t> tokens) {
@@ -25,6 +26,10 @@ uint64_t extra_keys_hash(uint64_t model_fingerprint, KvDtype k_dtype, KvDtype v_
 
 uint64_t root_block_key(uint64_t extra_keys, std::string_view cache_salt) {
   return XXH3_64bits_withSeed(cache_salt.data(), cache_salt.size(), extra_keys ^ kRootKeyTag);
+}
+
+uint64_t group_block_key(uint64_t anchor_key, uint32_t group) {
+  return XXH3_64bits_withSeed(&group, sizeof(group), anchor_key ^ kGroupTag);
 }
 
 uint64_t child_bucket_key(uint64_t parent_key, int32_t first_token) {

@@ -26,6 +26,11 @@ using BlockHashFn = uint64_t (*)(uint64_t parent_key, std::span<const int32_t> t
 // Key of the (virtual) parent of a tenant's first block.
 [[nodiscard]] uint64_t root_block_key(uint64_t extra_keys, std::string_view cache_salt);
 
+// Key of group g's block at a chain position whose key (in group 0's chain) is `anchor_key`.
+// Groups other than 0 are not chained through their own blocks (a sliding group releases its old
+// ones): their entries hang off group 0's block at the same position (kv_cache_manager.h).
+[[nodiscard]] uint64_t group_block_key(uint64_t anchor_key, uint32_t group);
+
 // Key of the bucket of a parent's children starting with `first_token` (partial matches).
 [[nodiscard]] uint64_t child_bucket_key(uint64_t parent_key, int32_t first_token);
 

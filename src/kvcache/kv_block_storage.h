@@ -37,15 +37,15 @@ struct KvStorageShape {
             .k_dtype = k_dtype,
             .v_dtype = v_dtype};
   }
-  // The storage for a planned pool: its blocks, block size and shape.
+  // The storage for a planned pool: its blocks, block size, and one group's layers per block.
   [[nodiscard]] static KvStorageShape of(const KvPoolPlan& plan) {
     return {.num_blocks = plan.num_blocks,
             .block_size = plan.block_size,
-            .layers = plan.shape.layers,
-            .kv_heads = plan.shape.kv_heads,
-            .head_dim = plan.shape.head_dim_k,
-            .k_dtype = plan.shape.k_dtype,
-            .v_dtype = plan.shape.v_dtype};
+            .layers = plan.unit.layers,
+            .kv_heads = plan.unit.kv_heads,
+            .head_dim = plan.unit.head_dim_k,
+            .k_dtype = plan.unit.k_dtype,
+            .v_dtype = plan.unit.v_dtype};
   }
 };
 

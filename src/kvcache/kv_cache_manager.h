@@ -1,19 +1,32 @@
 // KvCacheManager: which KV blocks each sequence uses. Pure accounting: it never sees model
 // tensors or KV bytes. The BlockCopy ops it returns become KvTransfers (kv_transfer.h) that the
 // scheduler queues and the engine's transfer executor performs; build_step_inputs gives the
-// forward pass its slot mapping and block tables once per step.
+// forward pass its slot mappings and block tables once per step.
 //
-// Per sequence: a block table (block ids, in order) and two counters,
-//   num_committed <= num_tokens <= block_table.size() * block_size,
+// Per sequence: one block table per layer group (kv_cache_groups.h; one group for uniform
+// models) and two counters shared by all groups,
+//   num_committed <= num_tokens <= blocks * block_size,
 // num_tokens = token slots appended (append_slots), num_committed = slots whose KV is written and
-// whose token ids are known (commit_tokens). At most the last block is partly filled.
+// whose token ids are known (commit_tokens). At most the last block of a table is partly filled.
+// A sliding-window group's table keeps an entry per block position, but the blocks before the
+// window are released (the entry becomes invalid): when a step will compute positions from
+// `first` on, blocks wholly before first - window + 1 go back to the pool, cached-free when
+// keyed, so a 32K-token Gemma 3 sequence holds 32K tokens in its full group and about
+// window + a step's chunk + a block in each sliding group.
 //
-// Prefix caching: every full committed block gets a key chained from its parent's key, its
-// token ids and the extra keys (tenant salt on the first block, model fingerprint, KV format).
-// A lookup walks the prompt block by block; a candidate is accepted only if its stored token ids,
-// its parent block (id + generation) and its tenant all match, so a hash collision can never hand
-// back the wrong KV. Blocks whose refcount drops to zero keep their key (cached-free) until the
-// pool needs them; eviction is LRU, chain tails first.
+// Prefix caching: every full committed block of group 0 gets a key chained from its parent's
+// key, its token ids and the extra keys (tenant salt on the first block, model fingerprint, KV
+// format). A lookup walks the prompt block by block; a candidate is accepted only if its stored
+// token ids, its parent block (id + generation) and its tenant all match, so a hash collision can
+// never hand back the wrong KV. The blocks of other groups at the same position are keyed off
+// group 0's key (block_hash.h: group_block_key) and validated against group 0's block there (as
+// their parent), because a sliding group does not keep its own older blocks to chain through.
+// A hit of H blocks needs group 0 (full) to have blocks [0, H), every full group the same, and
+// every sliding group the blocks of the window before position H * block_size (released sliding
+// blocks stay cached-free, so shorter prompts can still hit them). Blocks whose refcount drops to
+// zero keep their key (cached-free) until the pool needs them; eviction is LRU, chain tails first.
+// Prefix caching needs group 0 to be a full group (every layer-grouped model kvserve runs has
+// one); partial-block reuse (copying the first slots of a cached block) is done for one group.
 //
 // Copy ops: every BlockCopy returned by admit / append_slots must be performed, in the order
 // returned, before the next forward pass writes any KV (the source stays intact until then: it
@@ -37,7 +50,9 @@
 #include "kvcache/block_hash.h"
 #include "kvcache/block_pool.h"
 #include "kvcache/block_table.h"
+#include "kvcache/kv_cache_groups.h"
 #include "kvcache/prefix_cache.h"
+#include "kvcache/tenant_registry.h"
 #include "quant/kv_format.h"
 
 namespace kvs {
@@ -67,6 +82,9 @@ struct BlockCopy {
 struct KvCacheConfig {
   uint32_t num_blocks = 0;
   uint32_t block_size = 16;  // tokens per block
+  // Per layer group (kv_cache_groups.h): 0 = full attention, else its sliding window in tokens.
+  // Full groups come first. One full group by default (a uniform model).
+  std::vector<uint32_t> group_windows = {0};
   bool enable_prefix_caching = true;
   // Extra keys mixed into every block key: cached KV is only valid for the same weights and format.
   uint64_t model_fingerprint = 0;
@@ -85,8 +103,10 @@ struct KvCacheConfig {
 // Answer of a dry run (plan_admit); nothing changes.
 struct AdmitPlan {
   uint32_t cached_tokens = 0;  // tokens admit() would reuse (full blocks + partial CoW copy)
-  uint32_t blocks_needed = 0;  // new blocks to hold the whole prompt (incl. a partial CoW copy)
-  bool fits = false;           // blocks_needed <= blocks obtainable now (free + evictable, quota)
+  // New blocks the prompt needs, all groups together (incl. a partial CoW copy); a sliding
+  // group counts at most its window's blocks plus one.
+  uint32_t blocks_needed = 0;
+  bool fits = false;  // blocks_needed <= blocks obtainable now (free + evictable, quota)
   // The first block the cache does not have is being computed right now by another admitted
   // sequence of the same tenant (same chain key): admitting this one now would compute the same
   // KV a second time into private blocks. Waiting until that block is committed turns it into a
@@ -138,6 +158,7 @@ struct BlockInfo {
   uint32_t refcount = 0;
   uint32_t tenant = 0;  // TenantStats::id of the owner (meaningless for kFree)
   uint32_t filled = 0;  // token slots holding KV: max over users; block_size when cached-free
+  uint32_t group = 0;   // the layer group it was last used for
 };
 
 // One row of a step: the sequence computes positions [first_pos, first_pos + num_tokens)
@@ -149,14 +170,25 @@ struct StepRow {
 };
 
 // The forward pass's plain arrays for one step, built once per step by build_step_inputs from
-// the step's rows (in row order).
+// the step's rows (in row order). Each layer group has its own blocks, so its own slots.
 struct StepInputs {
-  std::vector<int64_t> slot_mapping;   // [sum of num_tokens]: KV slot of each new token, in order
-  std::vector<uint32_t> context_lens;  // [num_seqs]: first_pos + num_tokens
-  // [num_seqs][max_blocks_per_seq] BlockId values, row-major; entries past a row's
-  // ceil(context_len / block_size) blocks are padding (0) and must not be read.
+  uint32_t num_groups = 0;
+  uint32_t num_tokens = 0;  // sum of the rows' num_tokens
+  // [num_groups][num_tokens]: the KV slot of each new token, in order, in each group.
+  std::vector<int64_t> slot_mapping;
+  std::vector<uint32_t> context_lens;  // [num_rows]: first_pos + num_tokens
+  // [num_groups][num_rows][max_blocks_per_seq] BlockId values, row-major; entries past a row's
+  // ceil(context_len / block_size) blocks, and a sliding group's released blocks, are 0 and must
+  // not be read (a windowed attention never reaches them).
   std::vector<uint32_t> block_tables;
   uint32_t max_blocks_per_seq = 0;
+
+  [[nodiscard]] const int64_t* slots(uint32_t group) const {
+    return slot_mapping.data() + size_t{group} * num_tokens;
+  }
+  [[nodiscard]] const uint32_t* table(uint32_t group, size_t row) const {
+    return block_tables.data() + (size_t{group} * context_lens.size() + row) * max_blocks_per_seq;
+  }
 };
 
 class KvCacheManager {
@@ -165,11 +197,15 @@ class KvCacheManager {
 
   [[nodiscard]] const KvCacheConfig& config() const { return config_; }
   [[nodiscard]] uint32_t block_size() const { return config_.block_size; }
+  [[nodiscard]] uint32_t num_groups() const {
+    return static_cast<uint32_t>(config_.group_windows.size());
+  }
 
   // ---- dry runs (change nothing) ----
   [[nodiscard]] AdmitPlan plan_admit(std::span<const int32_t> prompt,
                                      std::string_view cache_salt) const;
-  // New blocks append_slots(seq, num_tokens) would take (incl. a CoW copy of a shared last block).
+  // New blocks append_slots(seq, num_tokens) would take, all groups (incl. CoW copies), before
+  // releasing any out-of-window block.
   [[nodiscard]] uint32_t blocks_needed_to_append(SeqId seq, uint32_t num_tokens) const;
   [[nodiscard]] bool can_append(SeqId seq, uint32_t num_tokens) const;
   // Blocks obtainable now by a sequence of this tenant (free + evictable, within quota).
@@ -179,34 +215,43 @@ class KvCacheManager {
   // Adds a sequence (precondition: seq unknown, prompt non-empty; else invalid_argument). Matches
   // the longest cached prefix (never the whole prompt: at least the last prompt token is always
   // recomputed, so logits exist). Returns the cached token count c: num_committed == c
-  // afterwards. If the match ends inside a block, a fresh block receives the first
-  // c % block_size slots of a cached block: `copies` gets that BlockCopy (skipped, and c rounded
-  // down, if `copies` is null). Then the first chunk is appended: num_tokens == c +
+  // afterwards. If the match ends inside a block (one group only), a fresh block receives the
+  // first c % block_size slots of a cached block: `copies` gets that BlockCopy (skipped, and c
+  // rounded down, if `copies` is null). Then the first chunk is appended: num_tokens == c +
   // min(chunk_budget, prompt.size() - c). All or nothing: when the blocks for the partial copy
   // and the chunk are not available it fails with resource_exhausted and changes nothing
   // (`copies` included). The prompt's full blocks that are not cached are registered as in
   // flight (see AdmitPlan::prefix_in_flight) until they are committed or the sequence is freed.
   Result<uint32_t> admit(SeqId seq, std::span<const int32_t> prompt, std::string_view cache_salt,
                          std::vector<BlockCopy>* copies, uint32_t chunk_budget = 0);
-  // Makes room for the next num_tokens slots (allocating, evicting, and CoW-copying a shared
-  // partial last block into `copies`). Fails with resource_exhausted and changes nothing if it
-  // cannot. num_tokens(seq) grows by num_tokens.
+  // Makes room for the next num_tokens slots in every group: first releases the blocks the
+  // step cannot read (sliding groups), then allocates, evicting, and CoW-copying a shared
+  // partial last block into `copies`. Fails with resource_exhausted and allocates nothing if it
+  // cannot (the out-of-window blocks are released either way: no later step reads them).
+  // num_tokens(seq) grows by num_tokens.
   Status append_slots(SeqId seq, uint32_t num_tokens, std::vector<BlockCopy>* copies);
   // Records that the KV of these tokens (positions [num_committed, +n)) has been written;
   // precondition: num_committed + n <= num_tokens. Full blocks become prefix-cache entries.
+  // Once every appended slot is committed, the sliding groups release what the next step (from
+  // num_tokens) cannot read.
   void commit_tokens(SeqId seq, std::span<const int32_t> tokens);
   // The child shares every block of the parent (refcount++), same tenant, same counters; the
   // first write into a shared partly filled block copies it (append_slots returns the copy).
   // invalid_argument if the parent is unknown, the child exists, or the parent has appended
   // slots whose KV is not committed yet (their KV would be written for only one of the two).
   Status fork(SeqId parent, SeqId child);
-  // Re-admits a sequence whose KV the caller restores itself (swap-in): takes
-  // ceil(tokens.size() / block_size) fresh blocks (no prefix lookup), marks every slot appended
-  // and committed (full blocks become prefix-cache entries) and counts no prefix query. The caller
-  // must write the KV of all tokens into block_table(seq) before any forward pass reads them.
-  // resource_exhausted (nothing changed) when the blocks are not available; invalid_argument if
-  // seq exists or tokens is empty.
-  Status admit_restored(SeqId seq, std::span<const int32_t> tokens, std::string_view cache_salt);
+  // Re-admits a sequence whose KV the caller restores itself (swap-in): takes fresh blocks for
+  // what resident_blocks() would list for tokens.size() committed tokens (no prefix lookup),
+  // marks every slot appended and committed (full resident blocks become prefix-cache entries),
+  // counts no prefix query, then appends `chunk` slots. Returns the restored blocks in
+  // resident_blocks() order: the caller must write their KV before any forward pass reads them.
+  // All or nothing: resource_exhausted (nothing changed) when the blocks for both are not
+  // available; invalid_argument if seq exists or tokens is empty.
+  Result<std::vector<BlockId>> admit_restored(SeqId seq, std::span<const int32_t> tokens,
+                                              std::string_view cache_salt, uint32_t chunk = 0);
+  // Releases the sliding groups' blocks that no later step can read (before the window of the
+  // next position, num_tokens). Swap-out calls it so that only needed blocks are copied.
+  void release_out_of_window(SeqId seq);
   // Drops the sequence: its blocks are released last to first (tails evicted first) and go to
   // cached-free (if keyed) or free. Unknown seq: no-op.
   void free(SeqId seq);
@@ -220,11 +265,16 @@ class KvCacheManager {
 
   // ---- queries ----
   [[nodiscard]] bool contains(SeqId seq) const;
-  [[nodiscard]] std::span<const BlockId> block_table(SeqId seq) const;
+  // Group `group`'s table (group 0 by default): one entry per block position; released sliding
+  // blocks are BlockId::invalid().
+  [[nodiscard]] std::span<const BlockId> block_table(SeqId seq, uint32_t group = 0) const;
+  // Every block the sequence holds, group by group in position order (the order swap-out copies
+  // and admit_restored re-creates).
+  [[nodiscard]] std::vector<BlockId> resident_blocks(SeqId seq) const;
   [[nodiscard]] uint32_t num_tokens(SeqId seq) const;     // slots appended
   [[nodiscard]] uint32_t num_committed(SeqId seq) const;  // slots with KV written
-  // Slot index of position pos of seq: block_table[pos / block_size].value * block_size +
-  // pos % block_size. Precondition: pos < num_tokens(seq).
+  // Slot index of position pos of seq in group 0: block_table[pos / block_size].value *
+  // block_size + pos % block_size. Precondition: pos < num_tokens(seq).
   [[nodiscard]] uint64_t slot(SeqId seq, uint32_t pos) const;
   // Fills `out` (reusing its capacity) for one engine step.
   void build_step_inputs(std::span<const StepRow> rows, StepInputs* out) const;
@@ -233,7 +283,7 @@ class KvCacheManager {
 
   [[nodiscard]] KvCacheCounters counters() const;
   [[nodiscard]] KvCacheStats stats() const;
-  // Every block's state, refcount, owner tenant and fill (O(blocks + table entries)).
+  // Every block's state, refcount, owner tenant, fill and group (O(blocks + table entries)).
   [[nodiscard]] std::vector<BlockInfo> block_infos() const;
   [[nodiscard]] std::vector<TenantStats> tenant_stats() const;
   // Recounts everything (O(blocks + table entries)); an error names the broken invariant.
@@ -245,12 +295,13 @@ class KvCacheManager {
 
  private:
   struct SeqBlocks {
-    SeqBlocks(TenantId t, uint32_t block_size) : tenant(t), table(block_size) {}
+    SeqBlocks(TenantId t, uint32_t block_size, uint32_t groups)
+        : tenant(t), tables(groups, BlockTable(block_size)) {}
     TenantId tenant;
-    BlockTable table;
+    std::vector<BlockTable> tables;  // per group; all have the same num_tokens
     uint32_t num_committed = 0;
-    // Chain state of the last full committed block: its key and the cached block that stands
-    // for that prefix in the cache (none if the prefix is not cached).
+    // Chain state of the last full committed block (group 0): its key and the cached block that
+    // stands for that prefix in the cache (none if the prefix is not cached).
     uint64_t last_key = 0;
     BlockRef last_ref;
     // Token ids of the committed slots of the last, partly filled block.
@@ -262,45 +313,28 @@ class KvCacheManager {
   };
   struct Match;  // result of a prefix lookup (kv_cache_manager.cpp)
 
-  [[nodiscard]] std::optional<TenantId> find_tenant(std::string_view salt) const;
-  TenantId tenant_for(std::string_view salt);
-  [[nodiscard]] uint64_t root_key(TenantId t) const;
-  void lookup(std::span<const int32_t> prompt, TenantId t, bool tenant_known, Match* m) const;
+  [[nodiscard]] uint32_t window(uint32_t group) const { return config_.group_windows[group]; }
+  void lookup(std::span<const int32_t> prompt, std::optional<TenantId> tenant, Match* m) const;
   [[nodiscard]] const SeqBlocks& seq_ref(SeqId seq) const;
+  // Blocks [first, end) a group needs for a sequence of `tokens` slots whose next step starts
+  // at `next`: [first_held_block(window, next), ceil(tokens / block_size)).
+  [[nodiscard]] uint32_t held_from(uint32_t group, uint32_t next) const;
+  void release_before(SeqBlocks& s, uint32_t group, uint32_t first_kept);
   void commit_full_block(SeqBlocks& s, uint32_t block_index, std::span<const int32_t> tokens);
   void register_in_flight(SeqId seq, SeqBlocks& s, std::span<const int32_t> prompt,
                           uint32_t first_block, uint64_t parent_key);
   void drop_in_flight(SeqId seq, SeqBlocks& s);
+  void take_block(BlockId b, uint32_t group);  // records the group a block now serves
 
   KvCacheConfig config_;
-  uint64_t extra_key_;  // model fingerprint + KV format
   // On the heap so that the pool's pointer to it survives moving the manager (which is
   // move-only).
   std::unique_ptr<PrefixCache> cache_;
   BlockPool pool_;
+  std::unique_ptr<TenantRegistry> tenants_;
   BlockHashFn hash_fn_;
   std::unordered_map<SeqId, SeqBlocks> seqs_;
-  // Tenants by salt; index = TenantId.
-  std::vector<std::string> tenant_salts_;
-  std::vector<uint64_t> tenant_root_keys_;
-  struct SaltHash {
-    using is_transparent = void;
-    size_t operator()(std::string_view s) const noexcept {
-      return std::hash<std::string_view>()(s);
-    }
-  };
-  std::unordered_map<std::string, uint32_t, SaltHash, std::equal_to<>> tenant_index_;
-  struct TenantCounters {
-    uint64_t query_tokens = 0;
-    uint64_t hit_tokens = 0;
-    uint64_t hit_block_tokens = 0;
-    uint32_t sequences = 0;  // live sequences of the tenant
-    double idle_since = -1;  // forget_idle_tenants' time when last seen idle; -1 = busy
-    bool live = true;        // false: a forgotten slot waiting in free_tenant_slots_
-  };
-  std::vector<TenantCounters> tenant_counters_;
-  std::vector<uint32_t> free_tenant_slots_;
-  TenantCounters totals_;  // over all tenants ever seen (forgetting one keeps its counts here)
+  std::vector<uint8_t> block_group_;  // per block: the group it last served
   uint64_t cow_copies_ = 0;
   // Chain key of a full prompt block being computed -> the sequence computing it (the first one
   // admitted; later identical prompts wait for it, see AdmitPlan::prefix_in_flight).

@@ -1,21 +1,40 @@
 #include "kvcache/kv_pool_plan.h"
 
+#include <algorithm>
 #include <string>
+#include <vector>
 
 #include "core/byte_size.h"
 
 namespace kvs {
 
-Result<KvPoolPlan> plan_kv_pool(const KvUniformShape& shape, uint64_t memory, uint32_t block_size) {
+Result<KvPoolPlan> plan_kv_layout(const KvModelShape& shape, uint32_t block_size) {
   if (block_size < 1 || block_size > kMaxBlockSize)
-    return invalid_argument("--block-size must be between 1 and " + std::to_string(kMaxBlockSize) +
-                            ", got " + std::to_string(block_size));
-  KVS_RETURN_IF_ERROR(validate_kv_shape(KvModelShape::uniform(shape)));
+    return invalid_argument("--block-size must be between 1 and " +
+                            std::to_string(kMaxBlockSize) + ", got " + std::to_string(block_size));
+  if (shape.tp != 1) return invalid_argument("the engine's pool is one rank (tp 1)");
+  KVS_RETURN_IF_ERROR(validate_kv_shape(shape));
   KvPoolPlan p;
   p.shape = shape;
-  p.token_bytes = kv_token_bytes(shape);
+  KVS_ASSIGN_OR_RETURN(p.groups, KvCacheGroups::of_layers(shape.layers));
+  const KvLayer& l0 = shape.layers.front();
+  p.unit = KvUniformShape{.layers = p.groups.layers_per_group,
+                          .kv_heads = l0.kv_heads,
+                          .head_dim_k = l0.head_dim_k,
+                          .head_dim_v = l0.head_dim_v,
+                          .k_dtype = shape.k_dtype,
+                          .v_dtype = shape.v_dtype};
+  p.layer_token_bytes = kv_layer_token_bytes(l0, shape.k_dtype, shape.v_dtype, 1);
+  const KvShapeBytes sb = kv_shape_bytes(shape);
+  p.bytes_per_token = sb.bytes_per_token;
+  p.formula = sb.formula;
   p.block_size = block_size;
-  p.block_bytes = p.token_bytes.bytes_per_token * block_size;
+  p.block_bytes = uint64_t{block_size} * p.groups.layers_per_group * p.layer_token_bytes;
+  return p;
+}
+
+Result<KvPoolPlan> plan_kv_pool(const KvModelShape& shape, uint64_t memory, uint32_t block_size) {
+  KVS_ASSIGN_OR_RETURN(KvPoolPlan p, plan_kv_layout(shape, block_size));
   const uint64_t blocks = memory / p.block_bytes;
   if (blocks == 0)
     return invalid_argument("--kv-cache-memory " + format_bytes_binary(memory) + " (" +
@@ -26,9 +45,43 @@ Result<KvPoolPlan> plan_kv_pool(const KvUniformShape& shape, uint64_t memory, ui
     return invalid_argument("--kv-cache-memory is too large: more than " +
                             format_thousands(kMaxPoolBlocks) + " blocks");
   p.num_blocks = static_cast<uint32_t>(blocks);
-  p.num_tokens = blocks * block_size;
   p.pool_bytes = blocks * p.block_bytes;
+  p.num_tokens = blocks / p.groups.num_groups() * block_size;
   return p;
+}
+
+KvSequenceFootprint sequence_footprint(const KvPoolPlan& pool, uint64_t tokens,
+                                       uint32_t prefill_chunk) {
+  KVS_CHECK(prefill_chunk > 0 && pool.block_size > 0);
+  KVS_CHECK(tokens < (uint64_t{1} << 32));  // positions are 32-bit
+  const uint64_t bs = pool.block_size;
+  const uint32_t groups = pool.groups.num_groups();
+  KvSequenceFootprint f;
+  f.tokens = tokens;
+  f.prefill_chunk = prefill_chunk;
+  f.group_blocks.assign(groups, 0);
+  for (uint64_t first = 0; first < tokens; first += prefill_chunk) {
+    const uint64_t end = std::min<uint64_t>(tokens, first + prefill_chunk);
+    std::vector<uint32_t> held(groups);
+    uint64_t total = 0;
+    for (uint32_t g = 0; g < groups; ++g) {
+      const uint64_t from = first_held_block(pool.groups.windows[g], static_cast<uint32_t>(first),
+                                             pool.block_size);
+      held[g] = static_cast<uint32_t>((end + bs - 1) / bs - from);
+      total += held[g];
+    }
+    if (total > f.blocks) {
+      f.blocks = total;
+      f.group_blocks = held;
+    }
+  }
+  f.bytes = f.blocks * pool.block_bytes;
+  f.all_full_bytes = (tokens + bs - 1) / bs * groups * pool.block_bytes;
+  return f;
+}
+
+Result<KvPoolPlan> plan_kv_pool(const KvUniformShape& shape, uint64_t memory, uint32_t block_size) {
+  return plan_kv_pool(KvModelShape::uniform(shape), memory, block_size);
 }
 
 }  // namespace kvs

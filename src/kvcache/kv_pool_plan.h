@@ -2,16 +2,22 @@
 // the engine allocates what it says, `kvserve serve` prints it before it starts, and
 // `kvserve plan` predicts with it, so all three agree to the byte:
 //
-//   bytes_per_token = kv_token_bytes(shape).bytes_per_token          (kv_geometry, THE formula)
-//   block_bytes     = block_size x bytes_per_token
-//   num_blocks      = floor(kv_cache_memory / block_bytes)
-//   num_tokens      = num_blocks x block_size
-//   pool_bytes      = num_blocks x block_bytes
+//   layer_token_bytes = kv_heads x (K vector + V vector bytes)          (kv_geometry's formula)
+//   block_bytes       = block_size x layers_per_group x layer_token_bytes
+//   num_blocks        = floor(kv_cache_memory / block_bytes)
+//   pool_bytes        = num_blocks x block_bytes
+//
+// With one group of all layers (every uniform model), block_bytes = block_size x
+// bytes_per_token: a block holds every layer's K/V for block_size tokens. A model with sliding
+// layers has several groups (kv_cache_groups.h), and a block holds one group's layers.
 #pragma once
 
 #include <cstdint>
+#include <string>
+#include <vector>
 
 #include "core/status.h"
+#include "kvcache/kv_cache_groups.h"
 #include "kvcache/kv_geometry.h"
 
 namespace kvs {
@@ -21,17 +27,53 @@ inline constexpr uint32_t kMaxBlockSize = 256;
 inline constexpr uint64_t kMaxPoolBlocks = uint64_t{1} << 31;
 
 struct KvPoolPlan {
-  KvUniformShape shape;
-  KvTokenBytes token_bytes;  // per layer K / V bytes, bytes per token, the formula's text
+  KvModelShape shape;  // the model's layers and K/V formats (one rank)
+  KvCacheGroups groups;
+  KvUniformShape unit;  // the layers of one group: what one block stores per token
+  uint64_t layer_token_bytes = 0;  // one layer's K and V for one token
+  // Every layer's K and V for one token (sliding layers while the sequence is within their
+  // window), and the formula with the model's numbers (kv_geometry's text).
+  uint64_t bytes_per_token = 0;
+  std::string formula;
   uint32_t block_size = 0;
   uint64_t block_bytes = 0;
   uint32_t num_blocks = 0;
-  uint64_t num_tokens = 0;
   uint64_t pool_bytes = 0;
+  // floor(num_blocks / num_groups) x block_size: a sequence of this many tokens always fits
+  // the whole pool, whatever its groups hold (for a uniform model: the tokens the pool holds).
+  uint64_t num_tokens = 0;
 };
 
+// What one sequence of `tokens` tokens holds in the pool at its peak when the engine runs it
+// alone: its prompt prefilled in chunks of `prefill_chunk` tokens from position 0 (the engine's
+// max_num_batched_tokens), each chunk holding, per group,
+//   full group       every block up to the chunk's end: ceil(end / block_size)
+//   sliding group    the blocks from the window before the chunk's first position to its end:
+//                    ceil(end / block_size) - first_held_block(window, first, block_size)
+// i.e. window - 1 tokens before the chunk, the chunk itself, and up to one partly used block on
+// each side. Decode steps (chunks of one token) never hold more than the last prefill chunk did
+// when prefill_chunk >= block_size. The peak is the largest chunk total; it is what the engine's
+// `peak KV bytes in use` reports for that sequence, to the block.
+struct KvSequenceFootprint {
+  uint64_t tokens = 0;
+  uint32_t prefill_chunk = 0;
+  std::vector<uint32_t> group_blocks;  // per group, at the peak chunk
+  uint64_t blocks = 0;                 // their sum
+  uint64_t bytes = 0;                  // blocks x block_bytes
+  // The same sequence with every layer held in full (what it would take without windows).
+  uint64_t all_full_bytes = 0;
+};
+[[nodiscard]] KvSequenceFootprint sequence_footprint(const KvPoolPlan& pool, uint64_t tokens,
+                                                     uint32_t prefill_chunk);
+
 // invalid_argument, naming the flag, for a block size outside 1..kMaxBlockSize, a head dim the
-// formats cannot hold, a budget smaller than one block or one with too many blocks.
+// formats cannot hold, layers the pool cannot page (KvCacheGroups::of_layers), a budget smaller
+// than one block or one with too many blocks.
+[[nodiscard]] Result<KvPoolPlan> plan_kv_pool(const KvModelShape& shape, uint64_t kv_cache_memory,
+                                              uint32_t block_size);
+// The same without a budget: everything but num_blocks, pool_bytes and num_tokens (0).
+[[nodiscard]] Result<KvPoolPlan> plan_kv_layout(const KvModelShape& shape, uint32_t block_size);
+// The uniform case.
 [[nodiscard]] Result<KvPoolPlan> plan_kv_pool(const KvUniformShape& shape, uint64_t kv_cache_memory,
                                               uint32_t block_size);
 

@@ -61,13 +61,14 @@ TEST(KvCacheManagerRestore, TakesFreshBlocksAndCommitsEveryToken) {
 
 TEST(KvCacheManagerRestore, FailsWithoutChangesWhenThePoolIsShort) {
   KvCacheManager m(KvCacheConfig{.num_blocks = 2, .block_size = 4});
-  const Status st = m.admit_restored(S1, iota_tokens(0, 9), "t");
+  const Status st = m.admit_restored(S1, iota_tokens(0, 9), "t").status();
   EXPECT_EQ(st.code(), StatusCode::kResourceExhausted);
   EXPECT_FALSE(m.contains(S1));
   EXPECT_INTEGRITY(m);
   EXPECT_TRUE(m.admit_restored(S1, iota_tokens(0, 8), "t").is_ok());
-  EXPECT_EQ(m.admit_restored(S1, iota_tokens(0, 1), "t").code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(m.admit_restored(S3, {}, "t").code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(m.admit_restored(S1, iota_tokens(0, 1), "t").status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(m.admit_restored(S3, {}, "t").status().code(), StatusCode::kInvalidArgument);
   EXPECT_INTEGRITY(m);
 }
 
