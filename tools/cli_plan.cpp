@@ -39,6 +39,7 @@ struct PlanFlags {
   std::string lengths_file;
   uint64_t concurrency = 0;
   uint32_t block_size = 16;
+  uint32_t max_num_batched_tokens = 512;
   uint64_t shared_prefix = 0;
   bool json = false;
   std::string svg;
@@ -121,6 +122,8 @@ void run(const PlanFlags& f) {
   r.workload.context = f.context;
   r.workload.block_size = f.block_size;
   r.workload.shared_prefix = f.shared_prefix;
+  if (f.max_num_batched_tokens == 0) fail("--max-num-batched-tokens must be at least 1");
+  r.engine_prefill_chunk = f.max_num_batched_tokens;
   if (f.concurrency > 0) r.workload.concurrency = f.concurrency;
   if (f.avg_tokens > 0) r.workload.avg_tokens = f.avg_tokens;
   if (!f.lengths_file.empty()) {
@@ -133,10 +136,12 @@ void run(const PlanFlags& f) {
     r.length_distribution_origin = f.lengths_file;
   }
 
+  // A GGUF's layers come from the engine's own reader (model_spec.h), so the numbers are the
+  // engine's. Any model the engine could page also gets the engine's per-sequence footprint.
+  if (auto shape = engine_kv_shape(r.model, r.k_dtype, r.v_dtype); shape.is_ok())
+    r.engine_kv_shape = std::move(shape).value();
   if (!f.kv_cache_memory.empty()) {
     r.kv_cache_memory = or_fail(parse_size_input(f.kv_cache_memory), "--kv-cache-memory: ");
-    // A GGUF's layers come from the engine's own reader (model_spec.h), so the numbers are the
-    // engine's.
     r.engine_kv_shape =
         or_fail(engine_kv_shape(r.model, r.k_dtype, r.v_dtype), "--kv-cache-memory: ");
   }
@@ -194,6 +199,9 @@ void add_plan_command(CLI::App& app) {
                   "length distribution file: lines of 'tokens [weight]'");
   cmd->add_option("--concurrency", flags->concurrency, "concurrent requests: does this fit?");
   cmd->add_option("--block-size", flags->block_size, "paging block in tokens (0 = contiguous)")
+      ->capture_default_str();
+  cmd->add_option("--max-num-batched-tokens", flags->max_num_batched_tokens,
+                  "the engine's prefill chunk, for its per-request footprint")
       ->capture_default_str();
   cmd->add_option("--shared-prefix", flags->shared_prefix,
                   "tokens of prompt prefix every request shares");

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "core/status.h"
 
@@ -14,8 +15,15 @@ inline constexpr const char* kDefaultModelFile = "SmolLM2-135M-Instruct.Q4_1.ggu
 [[nodiscard]] std::string default_model_dir();
 // default_model_dir()/kDefaultModelFile (whether or not it exists).
 [[nodiscard]] std::string default_model_path();
-// `flag` if non-empty, else the default model; a clear error naming scripts/fetch-model when the
-// file does not exist.
+// The models scripts/fetch-model knows, by the name it takes: "smollm2-135m", "gemma3-270m".
+struct KnownModel {
+  const char* name;
+  const char* file;  // its file name in default_model_dir()
+};
+[[nodiscard]] const std::vector<KnownModel>& known_models();
+
+// `flag` may be a path or a known model's name (a path that exists wins); empty means the default
+// model. A clear error naming scripts/fetch-model when the file does not exist.
 [[nodiscard]] Result<std::string> resolve_model_path(const std::string& flag);
 
 }  // namespace kvs

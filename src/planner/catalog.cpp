@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "model/gguf_file.h"
+#include "model/model_paths.h"
 
 namespace kvs {
 namespace fs = std::filesystem;
@@ -111,6 +112,13 @@ Result<PlannerModel> load_planner_model(const std::string& arg) {
       return model_from_gguf(file, arg);
     }
     return model_from_json_file(arg);
+  }
+  // A name scripts/fetch-model knows (gemma3-270m, smollm2-135m) means its downloaded GGUF when
+  // it is there; otherwise the catalog answers (or says which names it knows).
+  for (const KnownModel& m : known_models()) {
+    if (arg != m.name) continue;
+    auto path = resolve_model_path(arg);
+    if (path.is_ok()) return load_planner_model(*path);
   }
   return load_catalog_model(arg);
 }

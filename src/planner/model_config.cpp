@@ -1,5 +1,7 @@
 #include "planner/model_config.h"
 
+#include "kvcache/kv_cache_groups.h"
+
 #include <cmath>
 #include <fstream>
 #include <sstream>
@@ -296,20 +298,21 @@ Result<PlannerModel> model_from_json_file(const std::string& path) {
   return model_from_hf_config(j, path);
 }
 
-Result<KvUniformShape> engine_kv_shape(const PlannerModel& m, KvDtype k, KvDtype v) {
+Result<KvModelShape> engine_kv_shape(const PlannerModel& m, KvDtype k, KvDtype v) {
   if (m.layers.empty()) return invalid_argument(m.name + ": no layers");
   const KvLayer& first = m.layers.front();
-  for (const KvLayer& l : m.layers)
-    if (l.kind != KvLayerKind::kFull || !(l == first) || l.head_dim_k != l.head_dim_v)
+  for (const KvLayer& l : m.layers) {
+    const bool paged = l.kind == KvLayerKind::kFull || l.kind == KvLayerKind::kSliding;
+    if (!paged || l.kv_heads != first.kv_heads || l.head_dim_k != first.head_dim_k ||
+        l.head_dim_v != first.head_dim_v || l.head_dim_k != l.head_dim_v)
       return unimplemented(m.name +
-                           ": the engine runs uniform full-attention models only (no windows, "
-                           "MLA, linear layers or K/V head sizes that differ)");
-  return KvUniformShape{.layers = static_cast<uint32_t>(m.layers.size()),
-                        .kv_heads = first.kv_heads,
-                        .head_dim_k = first.head_dim_k,
-                        .head_dim_v = first.head_dim_v,
-                        .k_dtype = k,
-                        .v_dtype = v};
+                           ": the engine runs full-attention and sliding-window layers with equal "
+                           "heads only (no MLA, linear layers or K/V head sizes that differ)");
+  }
+  KvModelShape shape{.layers = m.layers, .k_dtype = k, .v_dtype = v, .tp = 1};
+  if (!KvCacheGroups::of_layers(shape.layers).is_ok())
+    return unimplemented(m.name + ": its layers cannot share one block pool");
+  return shape;
 }
 
 }  // namespace kvs

@@ -68,9 +68,10 @@ struct PlannerModel {
 // .rope.dimension_count, .expert_count, .full_attention_interval; weights = tensor bytes.
 [[nodiscard]] Result<PlannerModel> model_from_gguf(const GgufFile& file, const std::string& origin);
 
-// The KV shape the engine would run for `model` in formats k / v: every layer full attention
-// with the same heads and K/V head sizes; unimplemented, naming why, for any other shape.
-[[nodiscard]] Result<KvUniformShape> engine_kv_shape(const PlannerModel& model, KvDtype k,
-                                                     KvDtype v);
+// The KV shape the engine would run for `model` in formats k / v: full-attention and
+// sliding-window layers with the same heads and K/V head sizes (the engine pages them in layer
+// groups, kv_cache_groups.h); unimplemented, naming why, for any other shape.
+[[nodiscard]] Result<KvModelShape> engine_kv_shape(const PlannerModel& model, KvDtype k,
+                                                   KvDtype v);
 
 }  // namespace kvs

@@ -121,12 +121,23 @@ std::string render_plan_json(const PlanOutcome& out) {
   if (out.engine_pool)
     j["engine_pool"] = {{"kv_cache_memory_bytes", r.kv_cache_memory->bytes},
                         {"block_size", r.workload.block_size},
-                        {"bytes_per_token", out.engine_pool->token_bytes.bytes_per_token},
-                        {"formula", out.engine_pool->token_bytes.formula},
+                        {"bytes_per_token", out.engine_pool->bytes_per_token},
+                        {"formula", out.engine_pool->formula},
                         {"block_bytes", out.engine_pool->block_bytes},
                         {"num_blocks", out.engine_pool->num_blocks},
                         {"num_tokens", out.engine_pool->num_tokens},
                         {"pool_bytes", out.engine_pool->pool_bytes}};
+  if (out.engine_sequence) {
+    const KvSequenceFootprint& q = *out.engine_sequence;
+    j["engine_sequence"] = {{"tokens", q.tokens},
+                            {"block_size", r.workload.block_size},
+                            {"prefill_chunk", q.prefill_chunk},
+                            {"group_windows", out.engine_sequence_windows},
+                            {"group_blocks", q.group_blocks},
+                            {"blocks", q.blocks},
+                            {"peak_kv_bytes", q.bytes},
+                            {"all_layers_full_bytes", q.all_full_bytes}};
+  }
   return j.dump(2) + "\n";
 }
 

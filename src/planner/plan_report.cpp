@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <iomanip>
 #include <sstream>
 
 #include "core/byte_size.h"
@@ -289,6 +290,26 @@ std::string unit_convention_note(const PlanOutcome& out) {
   return o.str();
 }
 
+// What kvserve's pool holds for one request at its peak: block-rounded, with the sliding
+// groups' window + prefill chunk (kvcache/kv_pool_plan.h, sequence_footprint).
+static void engine_sequence_section(std::ostringstream& o, const PlanOutcome& out) {
+  const KvSequenceFootprint& q = *out.engine_sequence;
+  const std::vector<uint32_t>& w = out.engine_sequence_windows;
+  o << "\nEngine footprint of one " << format_thousands(q.tokens)
+    << "-token request (kvserve's paged pool, block " << out.request.workload.block_size
+    << ", prompt prefilled in chunks of " << q.prefill_chunk << ")\n";
+  for (size_t g = 0; g < q.group_blocks.size(); ++g) {
+    o << "  group " << g << (w[g] == 0 ? " (full)" : " (window " + std::to_string(w[g]) + ")")
+      << ": " << q.group_blocks[g] << " blocks\n";
+  }
+  o << "  peak " << format_thousands(q.blocks) << " blocks = " << bytes_both_units(q.bytes);
+  if (q.all_full_bytes != q.bytes)
+    o << " (every layer full: " << bytes_both_units(q.all_full_bytes) << ", "
+      << std::fixed << std::setprecision(1)
+      << 100.0 * (1.0 - double(q.bytes) / double(q.all_full_bytes)) << "% saved)";
+  o << "\n  (= kvserve generate --json kv_bytes_in_use for such a prompt)\n";
+}
+
 std::string render_plan_report(const PlanOutcome& out) {
   std::ostringstream o;
   o << "kvserve plan\n\n";
@@ -304,7 +325,7 @@ std::string render_plan_report(const PlanOutcome& out) {
     const KvPoolPlan& e = *out.engine_pool;
     o << "\nEngine pool for --kv-cache-memory " << typed(*out.request.kv_cache_memory)
       << " (what kvserve generate/serve allocate)\n"
-      << "  bytes/token " << e.token_bytes.formula << "\n"
+      << "  bytes/token " << e.formula << "\n"
       << "  block " << out.request.workload.block_size
       << " tokens = " << format_thousands(e.block_bytes) << " B; blocks = floor("
       << format_thousands(out.request.kv_cache_memory->bytes) << " / "
@@ -312,6 +333,7 @@ std::string render_plan_report(const PlanOutcome& out) {
       << "  tokens " << format_thousands(e.num_tokens) << ", pool "
       << bytes_both_units(e.pool_bytes) << "\n";
   }
+  if (out.engine_sequence) engine_sequence_section(o, out);
   return o.str();
 }
 

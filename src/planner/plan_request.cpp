@@ -93,6 +93,13 @@ Result<PlanOutcome> run_plan(const PlanRequest& r) {
     if (p.is_ok()) o.other_units = std::move(p).value();
   }
   o.levers = compute_levers(o.inputs, o.plan);
+  if (r.engine_kv_shape) {
+    auto unit = plan_kv_layout(*r.engine_kv_shape, r.workload.block_size);
+    if (unit.is_ok()) {
+      o.engine_sequence = sequence_footprint(*unit, r.workload.context, r.engine_prefill_chunk);
+      o.engine_sequence_windows = unit->groups.windows;
+    }
+  }
   if (r.kv_cache_memory) {
     if (!r.engine_kv_shape)
       return invalid_argument("--kv-cache-memory needs a model the engine runs");

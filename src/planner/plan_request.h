@@ -35,7 +35,9 @@ struct PlanRequest {
   // --kv-cache-memory: also size the engine's pool for this budget (kvcache/kv_pool_plan.h,
   // the engine's own sizing), for the KV shape the engine would run (engine_kv_shape).
   std::optional<SizeInput> kv_cache_memory;
-  std::optional<KvUniformShape> engine_kv_shape;
+  std::optional<KvModelShape> engine_kv_shape;
+  // The engine's prefill chunk (max_num_batched_tokens), for the per-sequence footprint.
+  uint32_t engine_prefill_chunk = 512;
 };
 
 struct PlanOutcome {
@@ -47,6 +49,10 @@ struct PlanOutcome {
   std::optional<CapacityPlan> other_units;
   std::vector<Lever> levers;
   std::optional<KvPoolPlan> engine_pool;  // when kv_cache_memory and engine_kv_shape are set
+  // What one sequence of the workload's context holds in the engine's pool at its peak (blocks
+  // per layer group, chunk slack included); when engine_kv_shape is set.
+  std::optional<KvSequenceFootprint> engine_sequence;
+  std::vector<uint32_t> engine_sequence_windows;  // its groups' windows (0 = full)
 };
 
 [[nodiscard]] Result<PlanOutcome> run_plan(const PlanRequest& request);

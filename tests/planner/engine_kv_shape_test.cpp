@@ -55,13 +55,13 @@ TEST(EngineKvShape, PlannerPoolEqualsTheEnginesToTheByte) {
     ASSERT_TRUE(engine.is_ok()) << engine.status().to_string();
     const KvPoolPlan& e = (*engine)->kv_pool();
     const KvPoolPlan& p = *out->engine_pool;
-    EXPECT_EQ(p.token_bytes.bytes_per_token, e.token_bytes.bytes_per_token);
-    EXPECT_EQ(p.token_bytes.formula, e.token_bytes.formula);
+    EXPECT_EQ(p.bytes_per_token, e.bytes_per_token);
+    EXPECT_EQ(p.formula, e.formula);
     EXPECT_EQ(p.block_bytes, e.block_bytes);
     EXPECT_EQ(p.num_blocks, e.num_blocks);
     EXPECT_EQ(p.num_tokens, e.num_tokens);
     EXPECT_EQ(p.pool_bytes, e.pool_bytes);
-    EXPECT_EQ(out->plan.per_token.bytes_per_token, e.token_bytes.bytes_per_token);
+    EXPECT_EQ(out->plan.per_token.bytes_per_token, e.bytes_per_token);
   }
 }
 
@@ -76,8 +76,8 @@ TEST(EngineKvShape, DefaultModelNumbers) {
   ASSERT_TRUE(shape.is_ok());
   auto pool = plan_kv_pool(*shape, 64u << 20, 16);
   ASSERT_TRUE(pool.is_ok()) << pool.status().to_string();
-  EXPECT_EQ(pool->token_bytes.bytes_per_token, 23'040u);
-  EXPECT_EQ(pool->token_bytes.formula, "30 x 2 x 3 x 64 x 2 = 23,040 B");
+  EXPECT_EQ(pool->bytes_per_token, 23'040u);
+  EXPECT_EQ(pool->formula, "30 x 2 x 3 x 64 x 2 = 23,040 B");
   EXPECT_EQ(pool->block_bytes, 368'640u);
   EXPECT_EQ(pool->num_blocks, 182u);  // floor(67,108,864 / 368,640)
   EXPECT_EQ(pool->num_tokens, 2'912u);
@@ -93,8 +93,8 @@ TEST(EngineKvShape, SyntheticShapesAndErrors) {
                          .v_dtype = KvDtype::kQ8_0};
   auto pool = plan_kv_pool(s, 1u << 30, 16);
   ASSERT_TRUE(pool.is_ok());
-  EXPECT_EQ(pool->token_bytes.bytes_per_token, 32u * 2 * 8 * 136);
-  EXPECT_EQ(pool->num_blocks, (uint64_t{1} << 30) / (16 * pool->token_bytes.bytes_per_token));
+  EXPECT_EQ(pool->bytes_per_token, 32u * 2 * 8 * 136);
+  EXPECT_EQ(pool->num_blocks, (uint64_t{1} << 30) / (16 * pool->bytes_per_token));
   EXPECT_FALSE(plan_kv_pool(s, 1000, 16).is_ok());
   EXPECT_FALSE(plan_kv_pool(s, 1u << 30, 0).is_ok());
   EXPECT_FALSE(plan_kv_pool(s, 1u << 30, 257).is_ok());
@@ -107,8 +107,11 @@ TEST(EngineKvShape, SyntheticShapesAndErrors) {
   m.name = "smol";
   m.layers.assign(30, KvLayer::full(3, 64, 64));
   ASSERT_TRUE(engine_kv_shape(m, KvDtype::kF16, KvDtype::kF16).is_ok());
-  // Shapes the engine cannot run are refused, naming why.
+  // Sliding layers with the same heads are paged in their own groups.
   m.layers[3] = KvLayer::sliding(3, 64, 64, 512);
+  EXPECT_TRUE(engine_kv_shape(m, KvDtype::kF16, KvDtype::kF16).is_ok());
+  // Shapes the engine cannot run are refused, naming why.
+  m.layers[4] = KvLayer::full(4, 64, 64);
   EXPECT_EQ(engine_kv_shape(m, KvDtype::kF16, KvDtype::kF16).status().code(),
             StatusCode::kUnimplemented);
 }
