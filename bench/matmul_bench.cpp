@@ -28,7 +28,8 @@ std::vector<uint8_t> make_weights(WeightType type, int64_t N, int64_t K) {
   for (size_t off = 0; off + info.block_bytes <= buf.size(); off += info.block_bytes) {
     switch (type) {
       case WeightType::kQ8_0:
-      case WeightType::kQ4_0: std::memcpy(&buf[off], &d, 2); break;
+      case WeightType::kQ4_0:
+      case WeightType::kQ5_0: std::memcpy(&buf[off], &d, 2); break;
       case WeightType::kQ4_1:
       case WeightType::kQ4_K:
         std::memcpy(&buf[off], &d, 2);

@@ -160,8 +160,8 @@ void run_generate(GenerateFlags& f) {
                         {"prefill_tokens_computed", c.prompt_tokens_computed},
                         {"prefill_tokens_per_s", prefill_tps},
                         {"decode_tokens_per_s", decode_tps},
-                        {"kv_bytes_per_token", pool.token_bytes.bytes_per_token},
-                        {"kv_bytes_per_token_formula", pool.token_bytes.formula},
+                        {"kv_bytes_per_token", pool.bytes_per_token},
+                        {"kv_bytes_per_token_formula", pool.formula},
                         {"kv_bytes_in_use", kv_in_use},
                         {"kv_pool_bytes", pool.pool_bytes},
                         {"kv_pool_blocks", pool.num_blocks},
@@ -192,7 +192,7 @@ void run_generate(GenerateFlags& f) {
                static_cast<unsigned long long>(runs[0]["prompt_tokens"].get<uint64_t>()),
                static_cast<unsigned long long>(runs.back()["cached_tokens"].get<uint64_t>()),
                static_cast<unsigned long long>(c.generated_tokens), prefill_tps, decode_tps,
-               pool.token_bytes.formula.c_str(), format_bytes_binary(kv_in_use).c_str(),
+               pool.formula.c_str(), format_bytes_binary(kv_in_use).c_str(),
                c.peak_blocks_in_use, pool.block_size, format_bytes_binary(pool.pool_bytes).c_str(),
                pool.num_blocks);
 }

@@ -59,7 +59,7 @@ void run_perplexity(PerplexityFlags& f) {
                         {"mean_nll", r.mean_nll},
                         {"kv_cache_dtype_k", kv_dtype_name(config.k_dtype)},
                         {"kv_cache_dtype_v", kv_dtype_name(config.v_dtype)},
-                        {"kv_bytes_per_token", engine->kv_pool().token_bytes.bytes_per_token},
+                        {"kv_bytes_per_token", engine->kv_pool().bytes_per_token},
                         {"block_size", config.block_size},
                         {"seconds", r.seconds},
                         {"tokens_per_s", r.windows * double(f.ctx) / r.seconds}};

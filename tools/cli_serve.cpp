@@ -66,11 +66,14 @@ void run_serve(ServeFlags& f) {
 
   const ModelSpec& spec = model->spec;
   const uint32_t max_len = config.max_model_len ? config.max_model_len : spec.context_length;
-  auto pool = plan_kv_pool(spec.kv_shape(config.k_dtype, config.v_dtype), config.kv_cache_memory,
-                           config.block_size);
+  auto pool = plan_kv_pool(spec.kv_model_shape(config.k_dtype, config.v_dtype),
+                           config.kv_cache_memory, config.block_size);
   if (!pool.is_ok()) fail(pool.status().message());
   const KvPoolPlan& p = *pool;
-  const uint64_t blocks_per_seq = (uint64_t{max_len} + p.block_size - 1) / p.block_size;
+  // A request's blocks in every layer group (a sliding group holds fewer once the request is
+  // past its window; counting them all keeps the check on the safe side).
+  const uint64_t blocks_per_seq =
+      p.groups.num_groups() * ((uint64_t{max_len} + p.block_size - 1) / p.block_size);
   std::fprintf(stderr,
                "kvserve serve: %s\n"
                "  weights              %s (%s B)\n"
@@ -80,7 +83,7 @@ void run_serve(ServeFlags& f) {
                "  maximum concurrency at --max-model-len %u: %.2f requests (%llu fully "
                "reserved)\n",
                model->path.c_str(), format_bytes_binary(model->model->weight_bytes()).c_str(),
-               commas(model->model->weight_bytes()).c_str(), p.token_bytes.formula.c_str(),
+               commas(model->model->weight_bytes()).c_str(), p.formula.c_str(),
                kv_dtype_name(config.k_dtype), format_bytes_binary(p.pool_bytes).c_str(),
                commas(p.pool_bytes).c_str(), p.num_blocks, p.block_size,
                commas(p.num_tokens).c_str(), max_len,

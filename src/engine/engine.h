@@ -26,7 +26,7 @@
 #include "kvcache/kv_block_storage.h"
 #include "kvcache/kv_cache_manager.h"
 #include "kvcache/kv_pool_plan.h"
-#include "model/llama_model.h"
+#include "model/transformer_model.h"
 
 namespace kvs {
 
@@ -80,7 +80,7 @@ struct EngineSnapshot {
 
 class Engine {
  public:
-  static Result<std::unique_ptr<Engine>> create(LlamaModel& model, const EngineConfig& config);
+  static Result<std::unique_ptr<Engine>> create(TransformerModel& model, const EngineConfig& config);
 
   // Validates and queues a sequence: non-empty prompt of in-vocabulary ids, prompt + max_tokens
   // within max_model_len and within the whole pool, valid sampling parameters, 1 <= n <=
@@ -109,7 +109,7 @@ class Engine {
   [[nodiscard]] std::vector<PreemptionEvent> take_preemption_events() {
     return scheduler_->take_preemption_events();
   }
-  [[nodiscard]] const LlamaModel& model() const { return model_; }
+  [[nodiscard]] const TransformerModel& model() const { return model_; }
   [[nodiscard]] int num_threads() const { return threads_->num_threads(); }
   [[nodiscard]] uint32_t max_model_len() const { return max_model_len_; }
 
@@ -125,14 +125,14 @@ class Engine {
   }
 
  private:
-  Engine(LlamaModel& model, const EngineConfig& config, const KvPoolPlan& pool);
+  Engine(TransformerModel& model, const EngineConfig& config, const KvPoolPlan& pool);
   void finish(Sequence& s, FinishReason reason);
   void fork_children(Sequence& parent);
   void sample_into(Sequence& s, const float* logits, bool has_prefill,
                    std::vector<StepOutput>* out);
   void score_into(Sequence& s, const float* logits, uint32_t first_pos, uint32_t count);
 
-  LlamaModel& model_;
+  TransformerModel& model_;
   EngineConfig config_;
   KvPoolPlan kv_pool_;
   uint32_t max_model_len_ = 0;

@@ -26,7 +26,6 @@ StepLogits ModelRunner::run(std::span<const ScheduledChunk> chunks, const StepIn
   for (size_t c = 0; c < chunks.size(); ++c) {
     const Sequence& s = *chunks[c].seq;
     const uint32_t start = s.num_computed, n = chunks[c].num_tokens;
-    const uint32_t* table = inputs.block_tables.data() + c * inputs.max_blocks_per_seq;
     const LogitsPositions lp = logits_positions(s, start, n);
     for (uint32_t i = 0; i < n; ++i) {
       const uint32_t pos = start + i;
@@ -35,16 +34,20 @@ StepLogits ModelRunner::run(std::span<const ScheduledChunk> chunks, const StepIn
       tokens_.push_back(s.tokens[pos]);
       positions_.push_back(static_cast<int32_t>(pos));
       context_len_.push_back(static_cast<int32_t>(pos + 1));
-      tables_.push_back(table);
     }
     row_begin_.push_back(static_cast<uint32_t>(logits_rows_.size()));
   }
-  KVS_CHECK(inputs.slot_mapping.size() == tokens_.size());
+  KVS_CHECK(inputs.num_tokens == tokens_.size());
+  // Each token's block table in each layer group: [groups][tokens].
+  for (uint32_t g = 0; g < inputs.num_groups; ++g)
+    for (size_t c = 0; c < chunks.size(); ++c)
+      tables_.insert(tables_.end(), chunks[c].num_tokens, inputs.table(g, c));
   const int64_t vocab = model_.spec().vocab_size;
   logits_.resize(logits_rows_.size() * vocab);
   const ForwardBatch batch{.num_tokens = static_cast<int64_t>(tokens_.size()),
                            .tokens = tokens_.data(),
                            .positions = positions_.data(),
+                           .num_groups = inputs.num_groups,
                            .slot_mapping = inputs.slot_mapping.data(),
                            .context_len = context_len_.data(),
                            .block_table = tables_.data(),

@@ -14,7 +14,7 @@
 #include "engine/scheduler.h"
 #include "kvcache/kv_block_storage.h"
 #include "kvcache/kv_cache_manager.h"
-#include "model/llama_model.h"
+#include "model/transformer_model.h"
 
 namespace kvs {
 
@@ -35,14 +35,14 @@ struct StepLogits {
 
 class ModelRunner {
  public:
-  ModelRunner(LlamaModel& model, KvBlockStorage& storage, ThreadPool& threads)
+  ModelRunner(TransformerModel& model, KvBlockStorage& storage, ThreadPool& threads)
       : model_(model), storage_(storage), threads_(threads) {}
 
   // `inputs` = KvCacheManager::build_step_inputs of the chunks' rows, in chunk order.
   StepLogits run(std::span<const ScheduledChunk> chunks, const StepInputs& inputs);
 
  private:
-  LlamaModel& model_;
+  TransformerModel& model_;
   KvBlockStorage& storage_;
   ThreadPool& threads_;
   // Step arrays, reused across steps.

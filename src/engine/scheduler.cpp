@@ -61,13 +61,17 @@ void Scheduler::queue_copies(std::vector<BlockCopy>& copies, StepPlan& plan) {
 }
 
 void Scheduler::preempt(Sequence* victim, StepPlan& plan) {
-  const std::span<const BlockId> blocks = cache_.block_table(victim->id);
-  const uint32_t nb = static_cast<uint32_t>(blocks.size());
   PreemptionMode mode = PreemptionMode::kRecompute;
   // Every running sequence has all its appended slots committed between steps, so the blocks
   // hold exactly num_computed tokens of KV (no forward pass of this step has run yet).
-  if (config_.preemption_mode == PreemptionMode::kSwap && victim->num_computed > 0 &&
-      cache_.num_committed(victim->id) == victim->num_computed) {
+  const bool swap = config_.preemption_mode == PreemptionMode::kSwap &&
+                    victim->num_computed > 0 &&
+                    cache_.num_committed(victim->id) == victim->num_computed;
+  // Only what a later step can read is worth copying (sliding groups keep their window).
+  if (swap) cache_.release_out_of_window(victim->id);
+  const std::vector<BlockId> blocks = cache_.resident_blocks(victim->id);
+  const uint32_t nb = static_cast<uint32_t>(blocks.size());
+  if (swap) {
     if (auto host = host_.allocate(nb)) {
       for (uint32_t i = 0; i < nb; ++i)
         plan.transfers.push_back(
@@ -98,23 +102,19 @@ void Scheduler::preempt(Sequence* victim, StepPlan& plan) {
 }
 
 std::optional<uint32_t> Scheduler::admit_swapped(Sequence* s, uint32_t budget, StepPlan& plan) {
-  const uint32_t bs = cache_.block_size();
   const uint32_t n = std::min(budget, s->remaining());
-  const uint64_t tokens_after = uint64_t{s->num_computed} + n;
-  const uint64_t need = (tokens_after + bs - 1) / bs;
-  if (need > cache_.available_blocks(s->cache_salt)) return std::nullopt;
-  const std::span<const int32_t> restored =
+  const std::span<const int32_t> restored_tokens =
       std::span<const int32_t>(s->tokens).first(s->num_computed);
-  if (!cache_.admit_restored(s->id, restored, s->cache_salt).is_ok()) return std::nullopt;
-  if (!cache_.append_slots(s->id, n, nullptr).is_ok()) {
-    cache_.free(s->id);
-    return std::nullopt;
-  }
+  // All or nothing: the restored blocks and the chunk's, or no change (a half-restored sequence
+  // would leave prefix-cache entries whose bytes were never written).
+  auto restored = cache_.admit_restored(s->id, restored_tokens, s->cache_salt, n);
+  if (!restored.is_ok()) return std::nullopt;
   auto it = swapped_.find(s->id);
   KVS_CHECK_MSG(it != swapped_.end(), "swapped sequence without host blocks");
   const std::vector<uint32_t>& host = it->second;
-  const std::span<const BlockId> blocks = cache_.block_table(s->id);
-  KVS_CHECK(blocks.size() >= host.size());
+  // admit_restored re-created exactly the blocks swap-out copied, in the same order.
+  const std::vector<BlockId>& blocks = *restored;
+  KVS_CHECK(blocks.size() == host.size());
   for (size_t i = 0; i < host.size(); ++i)
     plan.transfers.push_back(
         {.kind = KvTransferKind::kSwapIn, .src = host[i], .dst = blocks[i].value});

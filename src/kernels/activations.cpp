@@ -33,6 +33,28 @@ void SiluMul(const float* HWY_RESTRICT gate, const float* HWY_RESTRICT up, int64
   for (; i < n; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
 }
 
+// gelu_tanh(g) = 0.5 g (1 + tanh(sqrt(2/pi) (g + 0.044715 g^3))) (torch's approximate="tanh").
+// hn::Tanh saturates to +-1 for large arguments, so any finite gate is safe.
+void GeluTanhMul(const float* HWY_RESTRICT gate, const float* HWY_RESTRICT up, int64_t n,
+                 float* out) {
+  const hn::ScalableTag<float> d;
+  const auto N = static_cast<int64_t>(hn::Lanes(d));
+  const auto half = hn::Set(d, 0.5f), one = hn::Set(d, 1.0f);
+  const auto k0 = hn::Set(d, 0.7978845608028654f), k1 = hn::Set(d, 0.044715f);
+  int64_t i = 0;
+  for (; i + N <= n; i += N) {
+    const auto g = hn::LoadU(d, gate + i);
+    const auto inner = hn::Mul(k0, hn::MulAdd(hn::Mul(k1, g), hn::Mul(g, g), g));
+    const auto gelu = hn::Mul(hn::Mul(half, g), hn::Add(one, hn::Tanh(d, inner)));
+    hn::StoreU(hn::Mul(gelu, hn::LoadU(d, up + i)), d, out + i);
+  }
+  for (; i < n; ++i) {
+    const float g = gate[i];
+    const float inner = 0.7978845608028654f * (g + 0.044715f * g * g * g);
+    out[i] = 0.5f * g * (1.0f + std::tanh(inner)) * up[i];
+  }
+}
+
 void Softmax(float* HWY_RESTRICT x, int64_t n) {
   const hn::ScalableTag<float> d;
   const auto N = static_cast<int64_t>(hn::Lanes(d));
@@ -80,6 +102,7 @@ HWY_AFTER_NAMESPACE();
 namespace kvs {
 
 HWY_EXPORT(SiluMul);
+HWY_EXPORT(GeluTanhMul);
 HWY_EXPORT(Softmax);
 HWY_EXPORT(AddInplace);
 
@@ -87,6 +110,14 @@ void silu_mul_reference(const float* gate, const float* up, int64_t n, float* ou
   for (int64_t i = 0; i < n; ++i) {
     const double g = gate[i];
     out[i] = static_cast<float>(g / (1.0 + std::exp(-g)) * up[i]);
+  }
+}
+
+void gelu_tanh_mul_reference(const float* gate, const float* up, int64_t n, float* out) {
+  for (int64_t i = 0; i < n; ++i) {
+    const double g = gate[i];
+    const double inner = std::sqrt(2.0 / 3.14159265358979323846) * (g + 0.044715 * g * g * g);
+    out[i] = static_cast<float>(0.5 * g * (1.0 + std::tanh(inner)) * up[i]);
   }
 }
 
@@ -105,6 +136,9 @@ void add_inplace_reference(float* x, const float* y, int64_t n) {
 
 void silu_mul(const float* gate, const float* up, int64_t n, float* out) {
   HWY_DYNAMIC_DISPATCH(SiluMul)(gate, up, n, out);
+}
+void gelu_tanh_mul(const float* gate, const float* up, int64_t n, float* out) {
+  HWY_DYNAMIC_DISPATCH(GeluTanhMul)(gate, up, n, out);
 }
 void softmax_inplace(float* x, int64_t n) {
   KVS_CHECK(n >= 1);

@@ -565,6 +565,8 @@ void MatmulImpl(const WeightMatrix& w, const float* x, int64_t T, float* y, Thre
     case WeightType::kQ4_1: return matmul_typed<WeightType::kQ4_1>(w, x, T, y, pool);
     case WeightType::kQ4_K: return matmul_typed<WeightType::kQ4_K>(w, x, T, y, pool);
     case WeightType::kQ6_K: return matmul_typed<WeightType::kQ6_K>(w, x, T, y, pool);
+    // No integer kernel yet: dequantize each row and dot in f32 (exact, slower).
+    case WeightType::kQ5_0: return matmul_portable(w, x, T, y, pool);
   }
 }
 #endif  // HWY_TARGET == HWY_SCALAR
@@ -605,11 +607,12 @@ void matmul_portable(const WeightMatrix& w, const float* x, int64_t T, float* y,
 }
 }  // namespace matmul_detail
 
-void matmul_reference(const WeightMatrix& w, const float* x, int64_t T, float* y) {
-  KVS_CHECK(w.row_bytes == weight_row_bytes(w.type, static_cast<uint64_t>(w.cols)));
+namespace {
+void matmul_reference_rows(const WeightMatrix& w, const float* x, int64_t T, float* y, int64_t n0,
+                           int64_t n1) {
   std::vector<float> row(static_cast<size_t>(w.cols));
   const auto* base = static_cast<const uint8_t*>(w.data);
-  for (int64_t n = 0; n < w.rows; ++n) {
+  for (int64_t n = n0; n < n1; ++n) {
     dequantize_row_reference(w.type, base + n * w.row_bytes, row.data(), w.cols);
     for (int64_t t = 0; t < T; ++t) {
       const float* xt = x + t * w.cols;
@@ -618,6 +621,20 @@ void matmul_reference(const WeightMatrix& w, const float* x, int64_t T, float* y
       y[t * w.rows + n] = static_cast<float>(s);
     }
   }
+}
+}  // namespace
+
+void matmul_reference(const WeightMatrix& w, const float* x, int64_t T, float* y) {
+  KVS_CHECK(w.row_bytes == weight_row_bytes(w.type, static_cast<uint64_t>(w.cols)));
+  matmul_reference_rows(w, x, T, y, 0, w.rows);
+}
+
+void matmul_reference(const WeightMatrix& w, const float* x, int64_t T, float* y,
+                      ThreadPool& pool) {
+  KVS_CHECK(w.row_bytes == weight_row_bytes(w.type, static_cast<uint64_t>(w.cols)));
+  pool.parallel_for(static_cast<size_t>(w.rows), 64, [&](size_t n0, size_t n1, int) {
+    matmul_reference_rows(w, x, T, y, static_cast<int64_t>(n0), static_cast<int64_t>(n1));
+  });
 }
 
 }  // namespace kvs

@@ -555,8 +555,13 @@ void PagedAttention(const PagedAttentionArgs& a, ThreadPool& pool) {
   first_item.resize(static_cast<size_t>(T) + 1);
   first_item[0] = 0;
   bool any_split = false;
+  // Keys [first_key(t), context_len[t]): all of them, or the last `window` with a sliding
+  // window. Segments start at the first key, so they still depend on the token alone.
+  auto first_key = [&](int64_t t) {
+    return a.window == 0 ? 0 : std::max<int32_t>(0, a.context_len[t] - int32_t(a.window));
+  };
   auto segments = [&](int64_t t) {
-    return std::max<int32_t>(1, (a.context_len[t] + kSegment - 1) / kSegment);
+    return std::max<int32_t>(1, (a.context_len[t] - first_key(t) + kSegment - 1) / kSegment);
   };
   for (int64_t t = 0; t < T; ++t) {
     const int32_t ns = segments(t);
@@ -588,7 +593,8 @@ void PagedAttention(const PagedAttentionArgs& a, ThreadPool& pool) {
       const uint32_t kvh = static_cast<uint32_t>(local % kv.kv_heads);
       const int32_t seg = static_cast<int32_t>(local / kv.kv_heads);
       const int32_t n = a.context_len[t];
-      const int32_t j0 = std::min(n, seg * kSegment), j1 = std::min(n, j0 + kSegment);
+      const int32_t j0 = std::min(n, first_key(t) + seg * kSegment),
+                    j1 = std::min(n, j0 + kSegment);
       const size_t need = size_t(kMaxNG) * std::max(1, j1 - j0);
       if (s.scores.size() < need) s.scores.resize(need);
       if (s.key_scales.size() < size_t(std::max(1, j1 - j0))) s.key_scales.resize(j1 - j0);
@@ -683,30 +689,31 @@ void paged_attention_reference(const PagedAttentionArgs& a) {
   std::vector<float> k(D), v(D);
   for (int64_t t = 0; t < a.num_tokens; ++t) {
     const int32_t n = a.context_len[t];
+    const int32_t j0 = a.window == 0 ? 0 : std::max<int32_t>(0, n - int32_t(a.window));
     for (uint32_t h = 0; h < a.num_heads; ++h) {
       const uint32_t kvh = h / group;
       const float* q = a.q + (t * a.num_heads + h) * D;
-      std::vector<double> sc(n);
+      std::vector<double> sc(n - j0);
       double m = -INFINITY;
-      for (int32_t j = 0; j < n; ++j) {
+      for (int32_t j = j0; j < n; ++j) {
         const uint32_t blk = a.block_table[t][j / kv.block_size];
         kv_vector_to_f32(kv.k_dtype,
                          kv.k_head(blk, a.layer, kvh) + (j % kv.block_size) * kv.k_vector_bytes, D,
                          k.data(), 0);
         double d = 0;
         for (uint32_t i = 0; i < D; ++i) d += double(q[i]) * k[i];
-        sc[j] = d * a.scale;
-        m = std::max(m, sc[j]);
+        sc[j - j0] = d * a.scale;
+        m = std::max(m, sc[j - j0]);
       }
       double sum = 0;
       for (auto& x : sc) sum += (x = std::exp(x - m));
       std::vector<double> acc(D, 0.0);
-      for (int32_t j = 0; j < n; ++j) {
+      for (int32_t j = j0; j < n; ++j) {
         const uint32_t blk = a.block_table[t][j / kv.block_size];
         kv_vector_to_f32(kv.v_dtype,
                          kv.v_head(blk, a.layer, kvh) + (j % kv.block_size) * kv.v_vector_bytes, D,
                          v.data(), 0);
-        for (uint32_t i = 0; i < D; ++i) acc[i] += sc[j] / sum * v[i];
+        for (uint32_t i = 0; i < D; ++i) acc[i] += sc[j - j0] / sum * v[i];
       }
       float* o = a.out + (t * a.num_heads + h) * D;
       for (uint32_t i = 0; i < D; ++i) o[i] = static_cast<float>(acc[i]);

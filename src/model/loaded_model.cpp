@@ -11,11 +11,25 @@ Result<TokenizerConfig> tokenizer_config_from_gguf(const GgufFile& f) {
   // (Not KVS_ASSIGN_OR_RETURN: GCC 12 reports a false maybe-uninitialized through the variant.)
   const Result<std::string> model = f.get_string("tokenizer.ggml.model");
   if (!model.is_ok()) return model.status();
-  if (model.value() != "gpt2")
+  if (model.value() == "gpt2") {
+    c.model = TokenizerModel::kByteLevelBpe;
+  } else if (model.value() == "llama") {
+    c.model = TokenizerModel::kSentencePiece;
+  } else {
     return unimplemented("tokenizer model '" + model.value() +
-                         "' is not supported (kvserve reads gpt2-style BPE)");
+                         "' is not supported (kvserve reads gpt2 and llama/SentencePiece BPE)");
+  }
   KVS_ASSIGN_OR_RETURN(c.tokens, f.get_string_array("tokenizer.ggml.tokens"));
-  KVS_ASSIGN_OR_RETURN(c.merges, f.get_string_array("tokenizer.ggml.merges"));
+  if (c.model == TokenizerModel::kByteLevelBpe) {
+    KVS_ASSIGN_OR_RETURN(c.merges, f.get_string_array("tokenizer.ggml.merges"));
+  } else {
+    KVS_ASSIGN_OR_RETURN(std::vector<double> scores,
+                         f.get_float_array("tokenizer.ggml.scores"));
+    c.scores.assign(scores.begin(), scores.end());
+    if (f.find("tokenizer.ggml.add_space_prefix") != nullptr) {
+      KVS_ASSIGN_OR_RETURN(c.add_space_prefix, f.get_bool("tokenizer.ggml.add_space_prefix"));
+    }
+  }
   if (f.find("tokenizer.ggml.token_type") != nullptr) {
     KVS_ASSIGN_OR_RETURN(std::vector<int64_t> types, f.get_int_array("tokenizer.ggml.token_type"));
     c.token_types.assign(types.begin(), types.end());
@@ -57,8 +71,8 @@ Result<LoadedModel> load_model(const std::string& path) {
   m.file = std::make_unique<GgufFile>(std::move(file));
   KVS_ASSIGN_OR_RETURN(m.spec, model_spec_from_gguf(*m.file));
   KVS_RETURN_IF_ERROR(check_engine_support(m.spec));
-  KVS_ASSIGN_OR_RETURN(LlamaModel model, LlamaModel::load(*m.file, m.spec));
-  m.model = std::make_unique<LlamaModel>(std::move(model));
+  KVS_ASSIGN_OR_RETURN(TransformerModel model, TransformerModel::load(*m.file, m.spec));
+  m.model = std::make_unique<TransformerModel>(std::move(model));
   KVS_ASSIGN_OR_RETURN(TokenizerConfig tc, tokenizer_config_from_gguf(*m.file));
   KVS_ASSIGN_OR_RETURN(Tokenizer tok, Tokenizer::create(std::move(tc)));
   m.tokenizer = std::make_unique<Tokenizer>(std::move(tok));

@@ -11,7 +11,7 @@
 #include "core/status.h"
 #include "model/chat_template.h"
 #include "model/gguf_file.h"
-#include "model/llama_model.h"
+#include "model/transformer_model.h"
 #include "model/model_spec.h"
 #include "model/tokenizer.h"
 
@@ -21,7 +21,7 @@ struct LoadedModel {
   std::string path;
   std::unique_ptr<GgufFile> file;  // the mapping the weights point into
   ModelSpec spec;
-  std::unique_ptr<LlamaModel> model;
+  std::unique_ptr<TransformerModel> model;
   std::unique_ptr<Tokenizer> tokenizer;
   std::optional<ChatTemplate> chat_template;
   // Identifies the weights in prefix-cache keys (hash of the file's size, header and metadata).

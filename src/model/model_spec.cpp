@@ -95,6 +95,10 @@ Result<ModelSpec> model_spec_from_gguf(const GgufFile& f) {
   KVS_ASSIGN_OR_RETURN(s.ffn_dim, u32_or(f, a + "feed_forward_length", 0));
   KVS_ASSIGN_OR_RETURN(s.norm_eps, f32_or(f, a + "attention.layer_norm_rms_epsilon", 1e-5f));
   KVS_ASSIGN_OR_RETURN(s.rope_freq_base, f32_or(f, a + "rope.freq_base", 10000.0f));
+  KVS_ASSIGN_OR_RETURN(
+      s.rope_freq_base_swa,
+      f32_or(f, a + "rope.freq_base_swa", s.architecture == "gemma3" ? 10000.0f : s.rope_freq_base));
+  KVS_ASSIGN_OR_RETURN(s.final_logit_softcap, f32_or(f, a + "final_logit_softcapping", 0.0f));
 
   KVS_ASSIGN_OR_RETURN(uint32_t lora, u32_or(f, a + "attention.kv_lora_rank", 0));
   if (lora > 0) {
@@ -119,6 +123,8 @@ Result<ModelSpec> model_spec_from_gguf(const GgufFile& f) {
           "cannot tell the head dimension (no attention.key_length and "
           "embedding_length is not a multiple of head_count)");
     KVS_ASSIGN_OR_RETURN(s.rope_dim, u32_or(f, a + "rope.dimension_count", s.head_dim));
+    KVS_ASSIGN_OR_RETURN(s.query_pre_attn_scalar,
+                         u32_or(f, a + "attention.query_pre_attn_scalar", s.head_dim));
     KVS_ASSIGN_OR_RETURN(uint32_t window, u32_or(f, a + "attention.sliding_window", 0));
     KVS_ASSIGN_OR_RETURN(uint32_t interval, u32_or(f, a + "full_attention_interval", 0));
     std::vector<bool> sliding(n_layers, false);
@@ -160,11 +166,18 @@ Result<ModelSpec> model_spec_from_gguf(const GgufFile& f) {
 }
 
 Status check_engine_support(const ModelSpec& s) {
-  if (s.architecture != "llama")
+  if (s.architecture != "llama" && s.architecture != "gemma3")
     return unimplemented("model architecture '" + s.architecture +
-                         "' is not supported (kvserve runs llama-architecture models)");
-  if (!s.uniform_full_attention())
-    return unimplemented("the engine runs uniform full-attention models only");
+                         "' is not supported (kvserve runs llama and gemma3 models)");
+  if (s.architecture == "llama" && !s.uniform_full_attention())
+    return unimplemented("the engine runs llama models with uniform full attention only");
+  for (const KvLayer& l : s.kv_layers) {
+    if (l.kind != KvLayerKind::kFull && l.kind != KvLayerKind::kSliding)
+      return unimplemented(std::string("the engine cannot run ") + kv_layer_kind_name(l.kind) +
+                           " layers");
+    if (l.kv_heads != s.n_kv_heads || l.head_dim_k != s.head_dim || l.head_dim_v != s.head_dim)
+      return unimplemented("the engine runs layers of equal KV heads and head dims only");
+  }
   const auto need = [](uint32_t v, const char* key) -> Status {
     if (v == 0) return not_found(std::string("metadata key '") + key + "' is missing or zero");
     return Status::ok();
@@ -174,15 +187,16 @@ Status check_engine_support(const ModelSpec& s) {
   KVS_RETURN_IF_ERROR(need(s.ffn_dim, "feed_forward_length"));
   KVS_RETURN_IF_ERROR(need(s.context_length, "context_length"));
   KVS_RETURN_IF_ERROR(need(s.vocab_size, "vocab_size (or tensor token_embd.weight)"));
-  if (s.d_model % s.n_heads != 0)
-    return invalid_argument("embedding length " + std::to_string(s.d_model) +
-                            " is not a multiple of the head count " + std::to_string(s.n_heads));
+  KVS_RETURN_IF_ERROR(need(s.query_pre_attn_scalar, "attention.query_pre_attn_scalar"));
   if (s.n_heads % s.n_kv_heads != 0)
     return invalid_argument("head count " + std::to_string(s.n_heads) +
                             " is not a multiple of the KV head count " +
                             std::to_string(s.n_kv_heads));
-  if (s.head_dim != s.d_model / s.n_heads || s.head_dim_v != s.head_dim)
-    return unimplemented("attention.key_length / value_length != embedding/heads is not supported");
+  if (s.head_dim_v != s.head_dim)
+    return unimplemented("attention.value_length != key_length is not supported");
+  // llama: head_dim = embedding / heads (the converters' layout); Gemma states key_length.
+  if (s.architecture == "llama" && s.head_dim != s.d_model / s.n_heads)
+    return unimplemented("attention.key_length != embedding/heads is not supported for llama");
   if (s.rope_dim > s.head_dim || s.rope_dim % 2 != 0)
     return invalid_argument("rope.dimension_count " + std::to_string(s.rope_dim) +
                             " is invalid for head dim " + std::to_string(s.head_dim));

@@ -46,13 +46,25 @@ struct ModelSpec {
   uint32_t context_length = 0;  // trained context (0 = not stated)
   uint32_t num_experts = 0;
   float rope_freq_base = 10000.0f;
+  // RoPE base of the sliding-window layers (<arch>.rope.freq_base_swa): Gemma 3's local layers
+  // use 10000 when the file does not say (transformers' rope_local_base_freq, llama.cpp's
+  // default); other architectures use rope_freq_base.
+  float rope_freq_base_swa = 10000.0f;
   uint32_t rope_dim = 0;
   float norm_eps = 1e-5f;
+  // Attention scores are q . k / sqrt(query_pre_attn_scalar) (<arch>.attention.
+  // query_pre_attn_scalar; head_dim when absent, as llama.cpp does for these models).
+  uint32_t query_pre_attn_scalar = 0;
+  float final_logit_softcap = 0;  // <arch>.final_logit_softcapping; 0 = none
   std::vector<KvLayer> kv_layers;  // one per layer
 
   // Every layer full attention with the same heads and K/V head dims: the shape kv_geometry's
   // uniform formula sizes.
   [[nodiscard]] bool uniform_full_attention() const;
+  // Every layer, for kv_geometry and the pool plan (one rank).
+  [[nodiscard]] KvModelShape kv_model_shape(KvDtype k, KvDtype v) const {
+    return KvModelShape{.layers = kv_layers, .k_dtype = k, .v_dtype = v, .tp = 1};
+  }
   // Precondition: uniform_full_attention().
   [[nodiscard]] KvUniformShape kv_shape(KvDtype k, KvDtype v) const {
     return {.layers = n_layers,
@@ -67,7 +79,8 @@ struct ModelSpec {
 // Reads and validates any architecture's shape (errors name the missing or inconsistent key).
 [[nodiscard]] Result<ModelSpec> model_spec_from_gguf(const GgufFile& file);
 
-// ok when the engine can run this shape: unimplemented naming what it cannot run otherwise.
+// ok when the engine can run this shape (llama, gemma3: full and sliding-window layers of equal
+// heads): unimplemented naming what it cannot run otherwise.
 [[nodiscard]] Status check_engine_support(const ModelSpec& spec);
 
 }  // namespace kvs

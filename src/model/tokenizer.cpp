@@ -3,12 +3,14 @@
 #include <algorithm>
 #include <array>
 #include <bit>
+#include <cstdio>
 #include <cstring>
 #include <queue>
 #include <utility>
 
 #include "model/byte_alphabet.h"
 #include "model/pre_tokenizer.h"
+#include "model/sentencepiece_bpe.h"
 #include "model/unicode.h"
 
 namespace kvs {
@@ -55,7 +57,19 @@ Result<Tokenizer> Tokenizer::create(TokenizerConfig config) {
   if (config.add_eos && !config.eos_id) return invalid_argument("tokenizer: add_eos without eos");
 
   Tokenizer t;
-  KVS_ASSIGN_OR_RETURN(t.pre_, parse_pre_tokenizer(config.pre));
+  t.model_ = config.model;
+  if (t.model_ == TokenizerModel::kSentencePiece) {
+    if (config.scores.size() != n)
+      return invalid_argument("tokenizer: " + std::to_string(config.scores.size()) +
+                              " scores for " + std::to_string(n) + " tokens");
+    t.scores_ = std::move(config.scores);
+    t.add_space_prefix_ = config.add_space_prefix;
+  }
+  // SentencePiece splits only at spaces (sentencepiece_bpe.h); its GGUFs say pre = "default",
+  // which, like llama.cpp, it does not read.
+  if (t.model_ == TokenizerModel::kByteLevelBpe) {
+    KVS_ASSIGN_OR_RETURN(t.pre_, parse_pre_tokenizer(config.pre));
+  }
   t.ignore_merges_ = t.pre_ == PreTokenizer::kLlama3;
   t.bos_id_ = config.bos_id;
   t.eos_id_ = config.eos_id;
@@ -118,8 +132,15 @@ Result<Tokenizer> Tokenizer::create(TokenizerConfig config) {
 
   const ByteAlphabet& alphabet = byte_alphabet();
   for (int b = 0; b < 256; ++b) {
+    // The token a lone byte becomes: its byte-level character, or SentencePiece's <0xNN>.
     std::string ch;
-    unicode::append_utf8(ch, alphabet.byte_to_cp[b]);
+    if (t.model_ == TokenizerModel::kSentencePiece) {
+      char hex[8];
+      std::snprintf(hex, sizeof hex, "<0x%02X>", b);
+      ch = hex;
+    } else {
+      unicode::append_utf8(ch, alphabet.byte_to_cp[b]);
+    }
     const auto it = t.token_ids_.find(ch);
     t.byte_token_[b] = it == t.token_ids_.end() ? -1 : it->second;
   }
@@ -286,8 +307,16 @@ struct Tokenizer::EncodeCache {
   std::vector<int32_t> ids;
 };
 
-void Tokenizer::encode_segment(std::string_view text, EncodeCache& cache,
+void Tokenizer::encode_segment(std::string_view text, bool at_start, EncodeCache& cache,
                                std::vector<int32_t>& out) const {
+  if (model_ == TokenizerModel::kSentencePiece) {
+    if (text.empty()) return;
+    spm_encode(
+        spm_escape(text, add_space_prefix_ && at_start),
+        [this](std::string_view piece) { return find_token(piece); },
+        [this](int32_t id) { return scores_[id]; }, byte_token_, unk_id_, out);
+    return;
+  }
   for (const std::string_view piece : pre_tokenize(pre_, text)) {
     if (piece.size() == 1) {  // one byte: no merges to try
       const int32_t id = byte_token_[static_cast<uint8_t>(piece[0])];
@@ -351,12 +380,12 @@ std::vector<int32_t> Tokenizer::encode_impl(
       ++pos;
       continue;
     }
-    encode_segment(utf8.substr(segment, pos - segment), cache, out);
+    encode_segment(utf8.substr(segment, pos - segment), segment == 0, cache, out);
     out.push_back(match->id);
     pos += match->text.size();
     segment = pos;
   }
-  encode_segment(utf8.substr(segment), cache, out);
+  encode_segment(utf8.substr(segment), segment == 0, cache, out);
   if (add_special && add_eos_) out.push_back(*eos_id_);
   return out;
 }
@@ -369,7 +398,20 @@ void Tokenizer::append_token_bytes(int32_t id, std::string& out) const {
   const std::string& text = tokens_[id];
   switch (types_[id]) {
     case TokenType::kNormal:
-    case TokenType::kUndefined: break;
+    case TokenType::kUndefined:
+      if (model_ == TokenizerModel::kSentencePiece) {
+        // "▁" stands for a space; everything else is the text itself.
+        for (size_t pos = 0; pos < text.size();) {
+          if (std::string_view(text).substr(pos).starts_with("\xE2\x96\x81")) {
+            out += ' ';
+            pos += 3;
+          } else {
+            out += text[pos++];
+          }
+        }
+        return;
+      }
+      break;
     case TokenType::kByte:
       // "<0xAB>" is the byte 0xAB.
       if (text.size() == 6 && text.starts_with("<0x") && text.back() == '>') {

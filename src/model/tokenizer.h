@@ -33,10 +33,20 @@ enum class TokenType : int32_t {
   kByte = 6,  // "<0xAB>": the single raw byte 0xAB
 };
 
+// The tokenizer model (GGUF tokenizer.ggml.model): byte-level BPE with merges ("gpt2": GPT-2,
+// Llama 3, SmolLM, Qwen) or SentencePiece BPE with scores ("llama": Llama 2, Gemma;
+// sentencepiece_bpe.h).
+enum class TokenizerModel : uint8_t { kByteLevelBpe, kSentencePiece };
+
 struct TokenizerConfig {
-  std::vector<std::string> tokens;   // token strings as stored (GPT-2 byte-level encoded)
+  TokenizerModel model = TokenizerModel::kByteLevelBpe;
+  // Token strings as stored: GPT-2 byte-level encoded (byte-level BPE), or with spaces as U+2581
+  // and <0xNN> byte tokens (SentencePiece).
+  std::vector<std::string> tokens;
   std::vector<int32_t> token_types;  // same length, or empty (all normal)
-  std::vector<std::string> merges;   // "left right", rank = index
+  std::vector<std::string> merges;   // "left right", rank = index (byte-level BPE)
+  std::vector<float> scores;         // one per token: merge priority (SentencePiece)
+  bool add_space_prefix = false;     // SentencePiece: a "▁" before the text
   std::string pre = "gpt2";          // pre-tokenizer name from tokenizer.ggml.pre
   std::optional<int32_t> bos_id, eos_id, unk_id, pad_id;
   bool add_bos = false, add_eos = false;
@@ -99,6 +109,7 @@ class Tokenizer {
   [[nodiscard]] std::optional<int32_t> unk_id() const { return unk_id_; }
   [[nodiscard]] std::optional<int32_t> pad_id() const { return pad_id_; }
   [[nodiscard]] PreTokenizer pre_tokenizer() const { return pre_; }
+  [[nodiscard]] TokenizerModel model() const { return model_; }
   // The id of the token stored as `text` (byte-level encoded form for normal tokens).
   [[nodiscard]] std::optional<int32_t> find_token(std::string_view text) const;
 
@@ -119,7 +130,9 @@ class Tokenizer {
   // (rank, merged id) of merging left and right, or nullopt.
   [[nodiscard]] const uint64_t* find_merge(int32_t left, int32_t right) const;
   void bpe(std::string_view piece, std::vector<int32_t>& out) const;
-  void encode_segment(std::string_view text, EncodeCache& cache, std::vector<int32_t>& out) const;
+  // `at_start`: the segment begins the text (SentencePiece's add_space_prefix applies there).
+  void encode_segment(std::string_view text, bool at_start, EncodeCache& cache,
+                      std::vector<int32_t>& out) const;
   [[nodiscard]] std::vector<int32_t> encode_impl(
       std::string_view utf8, bool add_special, bool parse_special,
       std::span<const std::pair<size_t, size_t>> plain_ranges) const;
@@ -127,6 +140,9 @@ class Tokenizer {
 
   std::vector<std::string> tokens_;
   size_t max_token_bytes_ = 1;
+  TokenizerModel model_ = TokenizerModel::kByteLevelBpe;
+  std::vector<float> scores_;  // SentencePiece
+  bool add_space_prefix_ = false;
   std::vector<TokenType> types_;
   std::vector<uint8_t> flags_;  // kFlag* per token
   std::unordered_map<std::string, int32_t, StringHash, std::equal_to<>> token_ids_;

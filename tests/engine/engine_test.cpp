@@ -31,7 +31,7 @@ TEST(EngineTest, PoolIsSizedByKvGeometry) {
   REQUIRE_MODEL();
   auto e = make_engine(*model, {.kv_cache_memory = 64ull << 20, .block_size = 16});
   // SmolLM2-135M: 30 layers x 2 x 3 KV heads x 64 x 2 bytes (f16) = 23,040 B per token.
-  EXPECT_EQ(e->kv_pool().token_bytes.bytes_per_token, 23040u);
+  EXPECT_EQ(e->kv_pool().bytes_per_token, 23040u);
   EXPECT_EQ(e->kv_pool().block_bytes, 23040u * 16);
   EXPECT_EQ(e->kv_pool().num_blocks, (64ull << 20) / (23040 * 16));
   EXPECT_EQ(e->snapshot().pool_bytes, e->kv_pool().pool_bytes);

@@ -114,6 +114,28 @@ TEST(Activations, SiluMulMatchesReference) {
   }
 }
 
+TEST(Activations, GeluTanhMulMatchesReference) {
+  std::mt19937 rng(6);
+  for (int64_t n : kSizes) {
+    auto g = test::random_floats(n + 1, 8.0f, rng);
+    auto u = test::random_floats(n + 1, 3.0f, rng);
+    if (n > 4) {
+      g[1] = -100.0f;  // gelu -> -0
+      g[2] = 100.0f;   // gelu -> g
+      g[3] = 0.0f;
+    }
+    std::vector<float> ref(n), out(n + 1);
+    gelu_tanh_mul_reference(g.data() + 1, u.data() + 1, n, ref.data());
+    test::for_each_target([&] {
+      gelu_tanh_mul(g.data() + 1, u.data() + 1, n, out.data() + 1);
+      for (int64_t i = 0; i < n; ++i) {
+        const double bound = 2e-6 * (std::fabs(g[i + 1]) + 1) * std::fabs(u[i + 1]) + 1e-30;
+        ASSERT_NEAR(out[i + 1], ref[i], bound) << n << " " << i << " g=" << g[i + 1];
+      }
+    });
+  }
+}
+
 TEST(Activations, SoftmaxMatchesReference) {
   std::mt19937 rng(5);
   for (int64_t n : kSizes) {

@@ -1,8 +1,11 @@
-// LlamaModel: the llama-architecture forward pass (SmolLM2, Llama 2/3, Mistral...):
-// token embedding -> N x [RMSNorm -> Q,K,V -> RoPE -> paged GQA attention -> O -> residual ->
-// RMSNorm -> SwiGLU MLP -> residual] -> RMSNorm -> output (tied to the embedding when the file
-// has no output.weight). Activations are f32; weights stay in their GGUF format and are read
-// straight from the file mapping; K/V go to and come from the paged pool.
+// TransformerModel: the forward pass of every architecture kvserve runs (architecture.h says
+// what differs: llama — SmolLM2, Llama 2/3, Mistral; gemma3): token embedding -> N x [RMSNorm ->
+// Q,K,V -> (q/k norm) -> RoPE -> paged GQA attention (sliding window on local layers) -> O ->
+// (post-norm) -> residual -> RMSNorm -> SwiGLU or GeGLU MLP -> (post-norm) -> residual] ->
+// RMSNorm -> output (tied to the embedding when the file has no output.weight) -> (soft-cap).
+// Activations are f32; weights stay in their GGUF format and are read straight from the file
+// mapping; K/V go to and come from the paged pool, each layer in the blocks of its layer group
+// (kvcache/kv_cache_groups.h).
 #pragma once
 
 #include <cstdint>
@@ -11,7 +14,9 @@
 #include "core/status.h"
 #include "core/thread_pool.h"
 #include "kernels/matmul.h"
-#include "kvcache/kv_block_storage.h"
+#include "kvcache/kv_cache_groups.h"
+#include "model/architecture.h"
+#include "quant/paged_kv_layout.h"
 #include "model/forward_batch.h"
 #include "model/model_spec.h"
 
@@ -19,20 +24,27 @@ namespace kvs {
 
 class GgufFile;
 
-struct LlamaLayerWeights {
+struct LayerWeights {
   const float* attn_norm = nullptr;  // [d_model]
   const float* ffn_norm = nullptr;   // [d_model]
+  const float* q_norm = nullptr;     // [head_dim] (qk_norm only)
+  const float* k_norm = nullptr;     // [head_dim] (qk_norm only)
+  const float* post_attn_norm = nullptr;  // [d_model] (post_norms only)
+  const float* post_ffn_norm = nullptr;   // [d_model] (post_norms only)
   WeightMatrix wq{}, wk{}, wv{}, wo{};
   WeightMatrix w_gate{}, w_up{}, w_down{};
 };
 
-class LlamaModel {
+class TransformerModel {
  public:
   // Binds every tensor of `file` (which must outlive the model) and checks its type and shape
   // against the spec; a missing or misshapen tensor is an error naming it.
-  static Result<LlamaModel> load(const GgufFile& file, const ModelSpec& spec);
+  static Result<TransformerModel> load(const GgufFile& file, const ModelSpec& spec);
 
   [[nodiscard]] const ModelSpec& spec() const { return spec_; }
+  [[nodiscard]] const Architecture& architecture() const { return arch_; }
+  // Where each layer's K/V live in the pool (the same grouping the pool is planned with).
+  [[nodiscard]] const KvCacheGroups& kv_groups() const { return groups_; }
   // Bytes of all weight tensors the forward pass reads.
   [[nodiscard]] uint64_t weight_bytes() const { return weight_bytes_; }
 
@@ -53,10 +65,12 @@ class LlamaModel {
   void mm(const WeightMatrix& w, const float* x, int64_t T, float* y, ThreadPool& pool) const;
 
   ModelSpec spec_;
+  Architecture arch_;
+  KvCacheGroups groups_;
   WeightMatrix embedding_{};
   WeightMatrix output_{};
   const float* output_norm_ = nullptr;
-  std::vector<LlamaLayerWeights> layers_;
+  std::vector<LayerWeights> layers_;
   uint64_t weight_bytes_ = 0;
   bool reference_matmul_ = false;
   Workspace ws_;

@@ -1,4 +1,4 @@
-#include "model/llama_model.h"
+#include "model/transformer_model.h"
 
 #include <cmath>
 #include <string>
@@ -56,9 +56,11 @@ Result<const float*> bind_vector(const GgufFile& f, const std::string& name, uin
 
 }  // namespace
 
-Result<LlamaModel> LlamaModel::load(const GgufFile& f, const ModelSpec& s) {
-  LlamaModel m;
+Result<TransformerModel> TransformerModel::load(const GgufFile& f, const ModelSpec& s) {
+  TransformerModel m;
   m.spec_ = s;
+  KVS_ASSIGN_OR_RETURN(m.arch_, architecture_of(s));
+  KVS_ASSIGN_OR_RETURN(m.groups_, KvCacheGroups::of_layers(s.kv_layers));
   uint64_t total = 0;
   const uint64_t E = s.d_model, Dq = uint64_t{s.n_heads} * s.head_dim,
                  Dkv = uint64_t{s.n_kv_heads} * s.head_dim, F = s.ffn_dim;
@@ -72,7 +74,7 @@ Result<LlamaModel> LlamaModel::load(const GgufFile& f, const ModelSpec& s) {
   m.layers_.resize(s.n_layers);
   for (uint32_t l = 0; l < s.n_layers; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";
-    LlamaLayerWeights& w = m.layers_[l];
+    LayerWeights& w = m.layers_[l];
     KVS_ASSIGN_OR_RETURN(w.attn_norm, bind_vector(f, p + "attn_norm.weight", E, &total));
     KVS_ASSIGN_OR_RETURN(w.ffn_norm, bind_vector(f, p + "ffn_norm.weight", E, &total));
     KVS_ASSIGN_OR_RETURN(w.wq, bind_matrix(f, p + "attn_q.weight", Dq, E, &total));
@@ -82,12 +84,21 @@ Result<LlamaModel> LlamaModel::load(const GgufFile& f, const ModelSpec& s) {
     KVS_ASSIGN_OR_RETURN(w.w_gate, bind_matrix(f, p + "ffn_gate.weight", F, E, &total));
     KVS_ASSIGN_OR_RETURN(w.w_up, bind_matrix(f, p + "ffn_up.weight", F, E, &total));
     KVS_ASSIGN_OR_RETURN(w.w_down, bind_matrix(f, p + "ffn_down.weight", E, F, &total));
+    if (m.arch_.qk_norm) {
+      KVS_ASSIGN_OR_RETURN(w.q_norm, bind_vector(f, p + "attn_q_norm.weight", s.head_dim, &total));
+      KVS_ASSIGN_OR_RETURN(w.k_norm, bind_vector(f, p + "attn_k_norm.weight", s.head_dim, &total));
+    }
+    if (m.arch_.post_norms) {
+      KVS_ASSIGN_OR_RETURN(w.post_attn_norm,
+                           bind_vector(f, p + "post_attention_norm.weight", E, &total));
+      KVS_ASSIGN_OR_RETURN(w.post_ffn_norm, bind_vector(f, p + "post_ffw_norm.weight", E, &total));
+    }
   }
   m.weight_bytes_ = total;
   return m;
 }
 
-void LlamaModel::ensure_workspace(int64_t T, int64_t nl) {
+void TransformerModel::ensure_workspace(int64_t T, int64_t nl) {
   const int64_t E = spec_.d_model, Dq = int64_t{spec_.n_heads} * spec_.head_dim,
                 Dkv = int64_t{spec_.n_kv_heads} * spec_.head_dim, F = spec_.ffn_dim;
   auto grow = [](std::vector<float>& v, int64_t n) {
@@ -105,20 +116,21 @@ void LlamaModel::ensure_workspace(int64_t T, int64_t nl) {
   grow(ws_.last, 2 * nl * E);
 }
 
-void LlamaModel::mm(const WeightMatrix& w, const float* x, int64_t T, float* y,
+void TransformerModel::mm(const WeightMatrix& w, const float* x, int64_t T, float* y,
                     ThreadPool& pool) const {
   if (reference_matmul_) {
-    matmul_reference(w, x, T, y);
+    matmul_reference(w, x, T, y, pool);
   } else {
     matmul(w, x, T, y, pool);
   }
 }
 
-void LlamaModel::forward(const ForwardBatch& b, const PagedKvLayout& kv, ThreadPool& pool,
-                         float* logits) {
+void TransformerModel::forward(const ForwardBatch& b, const PagedKvLayout& kv, ThreadPool& pool,
+                               float* logits) {
   const int64_t T = b.num_tokens;
   if (T == 0) return;
   KVS_CHECK(kv.head_dim == spec_.head_dim && kv.kv_heads == spec_.n_kv_heads);
+  KVS_CHECK(b.num_groups == groups_.num_groups());
   ensure_workspace(T, b.num_logits);
   const int64_t E = spec_.d_model, H = spec_.n_heads, KVH = spec_.n_kv_heads, D = spec_.head_dim,
                 F = spec_.ffn_dim;
@@ -130,37 +142,54 @@ void LlamaModel::forward(const ForwardBatch& b, const PagedKvLayout& kv, ThreadP
                    static_cast<const uint8_t*>(embedding_.data) + id * embedding_.row_bytes,
                    x + t * E, E);
   }
-  const RopeConfig rope{.head_dim = D,
-                        .rot_dim = spec_.rope_dim,
-                        .freq_base = spec_.rope_freq_base,
-                        .mode = RopeMode::kNormal};
+  if (arch_.embedding_scale != 1.0f)
+    for (int64_t i = 0; i < T * E; ++i) x[i] *= arch_.embedding_scale;
   PagedAttentionArgs attn{.kv = kv,
                           .layer = 0,
                           .num_tokens = T,
                           .num_heads = static_cast<uint32_t>(H),
-                          .scale = 1.0f / std::sqrt(static_cast<float>(D)),
+                          .scale = arch_.attention_scale,
                           .q = ws_.q.data(),
                           .out = ws_.att.data(),
-                          .context_len = b.context_len,
-                          .block_table = b.block_table};
+                          .context_len = b.context_len};
   for (uint32_t l = 0; l < spec_.n_layers; ++l) {
-    const LlamaLayerWeights& w = layers_[l];
+    const LayerWeights& w = layers_[l];
+    const KvLayerSlot slot = groups_.layer_slots[l];
+    const LayerAttention& la = arch_.layers[l];
     rms_norm_rows(x, w.attn_norm, T, E, spec_.norm_eps, ws_.xn.data());
     mm(w.wq, ws_.xn.data(), T, ws_.q.data(), pool);
     mm(w.wk, ws_.xn.data(), T, ws_.k.data(), pool);
     mm(w.wv, ws_.xn.data(), T, ws_.v.data(), pool);
+    if (arch_.qk_norm) {
+      rms_norm_rows(ws_.q.data(), w.q_norm, T * H, D, spec_.norm_eps, ws_.q.data());
+      rms_norm_rows(ws_.k.data(), w.k_norm, T * KVH, D, spec_.norm_eps, ws_.k.data());
+    }
+    const RopeConfig rope{.head_dim = D,
+                          .rot_dim = spec_.rope_dim,
+                          .freq_base = la.rope_base,
+                          .mode = arch_.rope_mode};
     rope_inplace(ws_.q.data(), T, H, b.positions, rope);
     rope_inplace(ws_.k.data(), T, KVH, b.positions, rope);
-    write_kv(kv, l, T, b.slot_mapping, ws_.k.data(), ws_.v.data());
-    attn.layer = l;
+    write_kv(kv, slot.index, T, b.slot_mapping + slot.group * T, ws_.k.data(), ws_.v.data());
+    attn.layer = slot.index;
+    attn.window = la.window;
+    attn.block_table = b.block_table + slot.group * T;
     paged_attention(attn, pool);
     mm(w.wo, ws_.att.data(), T, ws_.tmp.data(), pool);
+    if (arch_.post_norms)
+      rms_norm_rows(ws_.tmp.data(), w.post_attn_norm, T, E, spec_.norm_eps, ws_.tmp.data());
     add_inplace(x, ws_.tmp.data(), T * E);
     rms_norm_rows(x, w.ffn_norm, T, E, spec_.norm_eps, ws_.xn.data());
     mm(w.w_gate, ws_.xn.data(), T, ws_.gate.data(), pool);
     mm(w.w_up, ws_.xn.data(), T, ws_.up.data(), pool);
-    silu_mul(ws_.gate.data(), ws_.up.data(), T * F, ws_.gate.data());
+    if (arch_.ffn == FfnKind::kGeGluTanh) {
+      gelu_tanh_mul(ws_.gate.data(), ws_.up.data(), T * F, ws_.gate.data());
+    } else {
+      silu_mul(ws_.gate.data(), ws_.up.data(), T * F, ws_.gate.data());
+    }
     mm(w.w_down, ws_.gate.data(), T, ws_.tmp.data(), pool);
+    if (arch_.post_norms)
+      rms_norm_rows(ws_.tmp.data(), w.post_ffn_norm, T, E, spec_.norm_eps, ws_.tmp.data());
     add_inplace(x, ws_.tmp.data(), T * E);
   }
   if (b.num_logits == 0) return;
@@ -173,6 +202,11 @@ void LlamaModel::forward(const ForwardBatch& b, const PagedKvLayout& kv, ThreadP
   }
   rms_norm_rows(sel, output_norm_, b.num_logits, E, spec_.norm_eps, seln);
   mm(output_, seln, b.num_logits, logits, pool);
+  if (arch_.final_logit_softcap > 0) {
+    const float cap = arch_.final_logit_softcap;
+    const int64_t n = b.num_logits * static_cast<int64_t>(spec_.vocab_size);
+    for (int64_t i = 0; i < n; ++i) logits[i] = cap * std::tanh(logits[i] / cap);
+  }
 }
 
 }  // namespace kvs

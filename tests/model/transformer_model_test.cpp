@@ -1,6 +1,6 @@
 // The llama forward pass over the paged KV cache vs golden logits from an independent numpy
 // implementation (tools/gen_model_golden.py, float64, unpaged attention).
-#include "model/llama_model.h"
+#include "model/transformer_model.h"
 
 #include <gtest/gtest.h>
 
@@ -12,6 +12,7 @@
 #include <numeric>
 #include <vector>
 
+#include "kvcache/kv_block_storage.h"
 #include "model/gguf_file.h"
 #include "model/model_paths.h"
 
@@ -26,7 +27,7 @@ nlohmann::json load_golden() {
 struct Harness {
   GgufFile file;
   ModelSpec spec;
-  LlamaModel model;
+  TransformerModel model;
   KvBlockStorage storage;
   ThreadPool pool{2};
 };
@@ -36,7 +37,7 @@ std::unique_ptr<Harness> open_default(KvDtype dtype, uint32_t block_size, uint32
   if (!file.is_ok()) return nullptr;
   auto spec = model_spec_from_gguf(*file);
   EXPECT_TRUE(spec.is_ok()) << spec.status().to_string();
-  auto model = LlamaModel::load(*file, *spec);
+  auto model = TransformerModel::load(*file, *spec);
   EXPECT_TRUE(model.is_ok()) << model.status().to_string();
   auto storage = KvBlockStorage::create({.num_blocks = blocks,
                                          .block_size = block_size,
@@ -147,7 +148,7 @@ GoldenStats compare_with_golden(Harness& h, const nlohmann::json& g) {
 // Exact arithmetic (reference matmul): the forward pass itself (embedding, RMSNorm, RoPE layout,
 // GQA over the paged cache with f32 K/V, SwiGLU, tied output) must reproduce the independent
 // float64 implementation to float32 rounding, and its greedy continuations token for token.
-TEST(LlamaModelTest, ReferenceKernelsMatchIndependentNumpyImplementation) {
+TEST(TransformerModelTest, ReferenceKernelsMatchIndependentNumpyImplementation) {
   auto h = open_default(KvDtype::kF32, 16, 64);
   if (!h) GTEST_SKIP() << "default model not found at " << default_model_path();
   h->model.set_reference_matmul(true);
@@ -164,7 +165,7 @@ TEST(LlamaModelTest, ReferenceKernelsMatchIndependentNumpyImplementation) {
 // The fast kernels quantize activations to int8 per 32 elements (llama.cpp's approach; see
 // kernels/matmul.h for the per-product bound), which perturbs logits by a few tenths. Bound the
 // drift statistically and require the same argmax wherever the golden top-1 is clear.
-TEST(LlamaModelTest, FastKernelsStayCloseToIndependentImplementation) {
+TEST(TransformerModelTest, FastKernelsStayCloseToIndependentImplementation) {
   auto h = open_default(KvDtype::kF16, 16, 64);
   if (!h) GTEST_SKIP() << "default model not found at " << default_model_path();
   const nlohmann::json g = load_golden();
@@ -175,7 +176,7 @@ TEST(LlamaModelTest, FastKernelsStayCloseToIndependentImplementation) {
   EXPECT_EQ(st.clear_agree, st.clear_positions);
 }
 
-TEST(LlamaModelTest, BlockSizesGiveTheSameLogits) {
+TEST(TransformerModelTest, BlockSizesGiveTheSameLogits) {
   const std::vector<int32_t> ids = {504,   3575, 282,  4649, 314,  253, 2240, 338, 553, 719, 253,
                                     37257, 282,  5922, 284,  6168, 327, 5034, 30,  657, 506, 253};
   std::vector<float> base;
