@@ -79,8 +79,8 @@ void list_models() {
 
 void list_gpus() {
   for (const GpuPreset& p : gpu_presets())
-    std::printf("%-15s %s\n                %s\n", p.name, bytes_both_units(p.memory_bytes).c_str(),
-                p.note);
+    std::printf("%-15s %s\n                %s\n                source: %s\n", p.name,
+                bytes_both_units(p.memory_bytes).c_str(), p.note, p.source);
 }
 
 void run(const PlanFlags& f) {

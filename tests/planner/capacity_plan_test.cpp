@@ -67,6 +67,8 @@ TEST(CapacityPlan, UtilizationIsExact) {
   EXPECT_EQ(apply_utilization(80'000'000'000, 0.9), 72'000'000'000u);
   EXPECT_EQ(apply_utilization(80 * kGiB, 0.9), 72 * kGiB);
   EXPECT_EQ(apply_utilization(141 * kGiB, 0.95), 141 * kGiB * 95 / 100);
+  // The H100-80GB preset, 81,559 MiB as the device reports it.
+  EXPECT_EQ(apply_utilization(85'520'809'984, 0.9), 76'968'728'985u);
 }
 
 TEST(CapacityPlan, ExpectedCaseWithDistributionVsContiguous) {

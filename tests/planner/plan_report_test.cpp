@@ -155,9 +155,21 @@ TEST(PlanInputs, GpuPresets) {
   for (const char* name : {"H100-80GB", "h100", "H100 NVL", "H200", "A100-40GB", "A100-80GB", "L4",
                            "RTX-4090", "MI300X", "B200"})
     EXPECT_TRUE(find_gpu_preset(name).is_ok()) << name;
-  EXPECT_EQ(find_gpu_preset("h100")->memory_bytes, 80 * kGiB);
-  EXPECT_EQ(find_gpu_preset("H200")->memory_bytes, 141 * kGiB);
+  // The totals the devices report (nvidia-smi / cudaMemGetInfo), not the marketed sizes read as
+  // GiB: an H100 SXM reports 81,559 MiB (79.65 GiB, not 80), an H200 143,771 MiB (140.40 GiB,
+  // not 141). The A100s report exactly 40 and 80 GiB.
+  constexpr uint64_t kMiB = uint64_t{1} << 20;
+  EXPECT_EQ(find_gpu_preset("h100")->memory_bytes, 81'559 * kMiB);
+  EXPECT_EQ(find_gpu_preset("h100")->memory_bytes, 85'520'809'984u);
+  EXPECT_EQ(find_gpu_preset("H200")->memory_bytes, 143'771 * kMiB);
+  EXPECT_EQ(find_gpu_preset("H200")->memory_bytes, 150'754'820'096u);
   EXPECT_EQ(find_gpu_preset("a100-40gb")->memory_bytes, 40 * kGiB);
+  EXPECT_EQ(find_gpu_preset("a100-80gb")->memory_bytes, 80 * kGiB);
+  EXPECT_EQ(find_gpu_preset("MI300X")->memory_bytes, 205'822'885'888u);  // rocm-smi's total
+  for (const GpuPreset& p : gpu_presets()) {
+    EXPECT_GT(std::string(p.source).size(), 10u) << p.name;  // every preset says where from
+    EXPECT_NE(std::string(p.note).find('"'), std::string::npos) << p.name;  // the marketed size
+  }
   auto bad = find_gpu_preset("tpu");
   ASSERT_FALSE(bad.is_ok());
   EXPECT_NE(bad.status().message().find("H100-80GB"), std::string::npos);
