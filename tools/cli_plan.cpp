@@ -39,6 +39,7 @@ struct PlanFlags {
   std::string lengths_file;
   uint64_t concurrency = 0;
   uint32_t block_size = 16;
+  uint64_t max_num_batched_tokens = 0;
   uint64_t shared_prefix = 0;
   bool json = false;
   std::string svg;
@@ -121,6 +122,7 @@ void run(const PlanFlags& f) {
   r.workload.context = f.context;
   r.workload.block_size = f.block_size;
   r.workload.shared_prefix = f.shared_prefix;
+  r.workload.window_chunk_tokens = f.max_num_batched_tokens;
   if (f.concurrency > 0) r.workload.concurrency = f.concurrency;
   if (f.avg_tokens > 0) r.workload.avg_tokens = f.avg_tokens;
   if (!f.lengths_file.empty()) {
@@ -195,6 +197,9 @@ void add_plan_command(CLI::App& app) {
   cmd->add_option("--concurrency", flags->concurrency, "concurrent requests: does this fit?");
   cmd->add_option("--block-size", flags->block_size, "paging block in tokens (0 = contiguous)")
       ->capture_default_str();
+  cmd->add_option("--max-num-batched-tokens", flags->max_num_batched_tokens,
+                  "size windowed layers as the engine holds them during a step of this many "
+                  "tokens (window - 1 + N, in the blocks they span); default: the window");
   cmd->add_option("--shared-prefix", flags->shared_prefix,
                   "tokens of prompt prefix every request shares");
   cmd->add_flag("--json", flags->json, "print the plan as JSON with exact byte counts");

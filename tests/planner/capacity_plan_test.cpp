@@ -136,6 +136,31 @@ TEST(CapacityPlan, PrefixSharingStoresTheSharedBlocksOnce) {
   EXPECT_EQ(p->prefix_bytes, 40u * 512);  // window holds [120, 320): 40 prefix tokens
 }
 
+TEST(CapacityPlan, WindowedLayersChunkAwareOnlyWhenAsked) {
+  // One windowed layer (window 200) of 512 B per token, blocks of 16, a 1,000-token request.
+  PlanInputs in = base(512 * 16 * 100, 1000);
+  in.shape.layers = {KvLayer::sliding(1, 64, 64, 200)};
+  auto p = plan_capacity(in);
+  ASSERT_TRUE(p.is_ok());
+  EXPECT_EQ(p->request.total, 200u * 512);  // default: min(N, window)
+  EXPECT_EQ(p->request_paged, 208u * 512);  // rounded up to 13 blocks
+  // The engine's hold during a 64-token step ending at 1,000: [737, 1000), 263 tokens in
+  // blocks 46..62, 17 blocks.
+  in.workload.window_chunk_tokens = 64;
+  p = plan_capacity(in);
+  ASSERT_TRUE(p.is_ok());
+  EXPECT_EQ(p->request.total, 263u * 512);
+  EXPECT_EQ(p->request_paged, 17u * 16 * 512);
+  EXPECT_EQ(p->c_max_worst, 100u / 17);
+  // Prefix sharing counts the positions the window holds: [737, 1000) includes none of 160.
+  in.workload.shared_prefix = 160;
+  p = plan_capacity(in);
+  ASSERT_TRUE(p.is_ok());
+  EXPECT_EQ(p->prefix_bytes, 0u);
+  in.workload.window_chunk_tokens = uint64_t{1} << 31;
+  EXPECT_FALSE(plan_capacity(in).is_ok());
+}
+
 TEST(CapacityPlan, RejectsBadInput) {
   PlanInputs in = base(kGiB, 0);
   EXPECT_FALSE(plan_capacity(in).is_ok());
