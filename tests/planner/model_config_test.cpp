@@ -216,8 +216,8 @@ TEST(ModelConfig, MambaSsmDtypeAppliesToTheRecurrentStateOnly) {
   for (const std::string& n : m.notes)
     noted |= n.find("conv 61440 B (bf16) + recurrent 3145728 B (f32)") != std::string::npos;
   EXPECT_TRUE(noted);
-  // Without mamba_ssm_dtype both states are in the model dtype (Qwen3-Next-80B-A3B's config has
-  // none): the catalog's 1,097,728 B per layer for its 16/32-head shape.
+  // Without mamba_ssm_dtype (Qwen3-Next-80B-A3B's config has none) both states are in the model
+  // dtype: 61,440 + 48 x 128 x 128 x 2 = 61,440 + 1,572,864 B.
   text.erase("mamba_ssm_dtype");
   EXPECT_EQ(parse({{"text_config", text}}).layers[0], KvLayer::no_kv(kConv + kRecurrent / 2));
   text["mamba_ssm_dtype"] = "float8";
