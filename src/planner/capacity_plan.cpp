@@ -79,13 +79,23 @@ Status validate_inputs(const PlanInputs& in) {
 }  // namespace
 
 uint64_t kv_request_bytes_paged(const KvModelShape& s, uint64_t n, uint32_t block, uint64_t chunk) {
-  uint64_t total = 0;
-  for (const KvLayer& l : s.layers) {
-    total += kv_layer_token_bytes(l, s.k_dtype, s.v_dtype, s.tp) *
-                 kv_layer_held_slots(l, n, block, chunk) +
-             kv_layer_state_bytes(l, s.tp);
-  }
-  return total;
+  auto at = [&](uint64_t m) {
+    uint64_t total = 0;
+    for (const KvLayer& l : s.layers) {
+      total += kv_layer_token_bytes(l, s.k_dtype, s.v_dtype, s.tp) *
+                   kv_layer_held_slots(l, m, block, chunk) +
+               kv_layer_state_bytes(l, s.tp);
+    }
+    return total;
+  };
+  if (chunk == 0 || block <= 1) return at(n);
+  // Step-aware windows: the blocks a window spans depend on where it starts within a block, so
+  // a shorter request can hold one block more than a longer one. Every layer holds at least as
+  // much at m + block tokens as at m (full layers one block more, windows the same alignment), so
+  // the most a request holds on its way to n tokens is the most over its last `block` lengths.
+  uint64_t peak = 0;
+  for (uint64_t m = n >= block - 1 ? n - (block - 1) : 0; m <= n; ++m) peak = std::max(peak, at(m));
+  return peak;
 }
 
 uint64_t apply_utilization(uint64_t bytes, double utilization) {

@@ -16,8 +16,12 @@
 //
 // Windowed layers (kv_geometry.h): by default a request of N tokens holds min(N, window) tokens
 // in them (what a one-token decode step needs), rounded up to whole blocks. With
-// window_chunk_tokens C > 0 they hold what the engine holds during a step of C tokens ending at
-// N: min(N, window - 1 + C) tokens, in the whole blocks spanning them.
+// window_chunk_tokens C > 0 they hold what the engine holds during a step of up to C tokens:
+// min(N, window - 1 + C) tokens, in the whole blocks spanning them, and paged at the worst block
+// alignment met while the request grows to N (the most blocks of any step ending at m <= N; for
+// long requests ceil((window - 2 + C) / block) + 1, which is vLLM's reservation
+// cdiv(window - 1 + C, block) + 1 except when window - 1 + C is one more than a multiple of the
+// block: then vLLM reserves one block more than any alignment needs).
 #pragma once
 
 #include <cstdint>
@@ -40,8 +44,8 @@ struct PlanWorkload {
   uint32_t block_size = 16;             // 0 = no paging: exact token counts
   uint64_t shared_prefix = 0;           // tokens every request shares (system prompt)
   // Windowed layers: 0 = min(N, window) tokens rounded up to whole blocks (the default); C > 0 =
-  // the engine's hold during a step of C tokens (--max-num-batched-tokens): window - 1 + C
-  // tokens, in the blocks they span.
+  // the engine's hold during a step of up to C tokens (--max-num-batched-tokens): window - 1 + C
+  // tokens, in the blocks they span at the worst alignment on the way to N.
   uint64_t window_chunk_tokens = 0;
 };
 

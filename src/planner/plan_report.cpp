@@ -139,7 +139,8 @@ void request_section(std::ostringstream& o, const PlanOutcome& out) {
   if (windowed && w.window_chunk_tokens > 0)
     o << "  windowed layers as held during a step of " << format_thousands(w.window_chunk_tokens)
       << " tokens (--max-num-batched-tokens): min(N, window - 1 + "
-      << format_thousands(w.window_chunk_tokens) << ") tokens, in the whole blocks they span\n";
+      << format_thousands(w.window_chunk_tokens)
+      << ") tokens; paged: the most whole blocks they span at any step on the way to N\n";
   if (w.block_size > 0) {
     o << "  paged (block " << w.block_size << " tokens): " << format_thousands(p.request_paged)
       << " B (";

@@ -132,11 +132,12 @@ class Plan(unittest.TestCase):
         j = self.plan_json(*base)
         self.assertEqual(j["per_request"]["paged_bytes"], 4096 * 131072)
         self.assertNotIn("window_step_tokens", j["per_request"])
-        # A 512-token step ending at 32,768 reads [32768 - 512 - 4095, 32768) = [28161, 32768):
-        # 4,607 tokens spanning blocks 1760..2047, 288 blocks of 16.
+        # A 512-token step ending at m reads [m - 512 - 4095, m): 4,607 tokens. At m = 32,768 they
+        # span blocks 1760..2047 (288 blocks of 16); at m = 32,753, on the way, blocks 1759..2047
+        # (289, the most 4,607 positions can span: ceil(4606 / 16) + 1). The plan counts 289.
         j = self.plan_json(*base, "--max-num-batched-tokens", "512")
         self.assertEqual(j["per_request"]["bytes"], 4607 * 131072)
-        self.assertEqual(j["per_request"]["paged_bytes"], 288 * 16 * 131072)
+        self.assertEqual(j["per_request"]["paged_bytes"], 289 * 16 * 131072)
         self.assertEqual(j["per_request"]["window_step_tokens"], 512)
 
     def test_config_fixes(self):

@@ -122,12 +122,14 @@ TEST(PlanReport, ChunkAwareWindowsOnlyWithMaxNumBatchedTokens) {
   EXPECT_EQ(report.find("windowed layers as held"), std::string::npos);
   EXPECT_FALSE(
       nlohmann::json::parse(render_plan_json(*out))["per_request"].contains("window_step_tokens"));
-  // With the engine's 512-token steps: [28161, 32768) in 288 blocks of 16.
+  // With the engine's 512-token steps a step ending at m holds [m - 4607, m): 4,607 tokens,
+  // 288 blocks of 16 at m = 32,768 ([28161, 32768)) but 289 at m = 32,753 ([28146, 32753),
+  // blocks 1759..2047), a step the request passed on its way: the plan counts 289.
   r.workload.window_chunk_tokens = 512;
   out = run_plan(r);
   ASSERT_TRUE(out.is_ok()) << out.status().to_string();
   EXPECT_EQ(out->plan.request.total, 4607u * 131'072);
-  EXPECT_EQ(out->plan.request_paged, 288u * 16 * 131'072);
+  EXPECT_EQ(out->plan.request_paged, 289u * 16 * 131'072);
   report = render_plan_report(*out);
   EXPECT_NE(report.find("windowed layers as held during a step of 512 tokens"), std::string::npos)
       << report;
