@@ -39,7 +39,7 @@ struct PlanFlags {
   std::string lengths_file;
   uint64_t concurrency = 0;
   uint32_t block_size = 16;
-  uint32_t max_num_batched_tokens = 512;
+  uint64_t max_num_batched_tokens = 0;  // 0: windows at their size; the engine's chunk 512
   uint64_t shared_prefix = 0;
   bool json = false;
   std::string svg;
@@ -80,8 +80,8 @@ void list_models() {
 
 void list_gpus() {
   for (const GpuPreset& p : gpu_presets())
-    std::printf("%-15s %s\n                %s\n", p.name, bytes_both_units(p.memory_bytes).c_str(),
-                p.note);
+    std::printf("%-15s %s\n                %s\n                source: %s\n", p.name,
+                bytes_both_units(p.memory_bytes).c_str(), p.note, p.source);
 }
 
 void run(const PlanFlags& f) {
@@ -122,8 +122,11 @@ void run(const PlanFlags& f) {
   r.workload.context = f.context;
   r.workload.block_size = f.block_size;
   r.workload.shared_prefix = f.shared_prefix;
-  if (f.max_num_batched_tokens == 0) fail("--max-num-batched-tokens must be at least 1");
-  r.engine_prefill_chunk = f.max_num_batched_tokens;
+  r.workload.window_chunk_tokens = f.max_num_batched_tokens;
+  if (f.max_num_batched_tokens > 0) {
+    if (f.max_num_batched_tokens > UINT32_MAX) fail("--max-num-batched-tokens is too large");
+    r.engine_prefill_chunk = static_cast<uint32_t>(f.max_num_batched_tokens);
+  }
   if (f.concurrency > 0) r.workload.concurrency = f.concurrency;
   if (f.avg_tokens > 0) r.workload.avg_tokens = f.avg_tokens;
   if (!f.lengths_file.empty()) {
@@ -201,8 +204,9 @@ void add_plan_command(CLI::App& app) {
   cmd->add_option("--block-size", flags->block_size, "paging block in tokens (0 = contiguous)")
       ->capture_default_str();
   cmd->add_option("--max-num-batched-tokens", flags->max_num_batched_tokens,
-                  "the engine's prefill chunk, for its per-request footprint")
-      ->capture_default_str();
+                  "size windowed layers as the engine holds them during a step of this many "
+                  "tokens (window - 1 + N, in the blocks they span); default: the window. Also "
+                  "the prefill chunk of the engine footprint (default 512, the engine's)");
   cmd->add_option("--shared-prefix", flags->shared_prefix,
                   "tokens of prompt prefix every request shares");
   cmd->add_flag("--json", flags->json, "print the plan as JSON with exact byte counts");

@@ -88,7 +88,21 @@ KvModelShape KvModelShape::uniform(const KvUniformShape& u) {
 uint32_t kv_heads_per_rank(uint32_t kv_heads, uint32_t tp) {
   KVS_CHECK(tp >= 1);
   if (kv_heads == 0) return 0;  // not a valid shape; keeps the uniform formula exact for it
-  return std::max<uint32_t>(1, kv_heads / tp);
+  if (tp >= kv_heads) return 1;
+  return (kv_heads + tp - 1) / tp;  // exact when tp divides kv_heads; rounded up otherwise
+}
+
+Status check_kv_heads_split(uint32_t kv_heads, uint32_t tp) {
+  if (tp == 0) return invalid_argument("tensor parallelism must be at least 1");
+  if (kv_heads == 0 || kv_heads % tp == 0 || tp % kv_heads == 0) return Status::ok();
+  std::string divisors;
+  for (uint32_t d = 1; d <= kv_heads; ++d)
+    if (kv_heads % d == 0) divisors += (divisors.empty() ? "" : ", ") + std::to_string(d);
+  return invalid_argument(std::to_string(kv_heads) + " KV heads cannot be split over tp " +
+                          std::to_string(tp) + ": tp must divide the KV heads (" + divisors +
+                          ") or be a multiple of them (" + std::to_string(2 * kv_heads) + ", " +
+                          std::to_string(3 * kv_heads) +
+                          ", ...), as in vLLM; a rank cannot hold part of a head");
 }
 
 uint64_t kv_layer_token_bytes(const KvLayer& l, KvDtype k, KvDtype v, uint32_t tp) {
@@ -106,20 +120,57 @@ uint64_t kv_layer_token_bytes(const KvLayer& l, KvDtype k, KvDtype v, uint32_t t
   return 0;
 }
 
-uint64_t kv_layer_held_tokens(const KvLayer& l, uint64_t n) {
+uint64_t kv_window_first_needed(uint32_t window, uint64_t step_start) {
+  KVS_CHECK(window >= 1);
+  return step_start >= window ? step_start - window + 1 : 0;
+}
+
+uint64_t kv_window_held_tokens(uint32_t window, uint64_t n, uint64_t chunk_tokens) {
+  KVS_CHECK(chunk_tokens >= 1);
+  const uint64_t step_start = chunk_tokens >= n ? 0 : n - chunk_tokens;
+  return n - kv_window_first_needed(window, step_start);
+}
+
+uint64_t kv_blocks_spanned(uint64_t first, uint64_t end, uint32_t block_size) {
+  KVS_CHECK(block_size >= 1);
+  if (first >= end) return 0;
+  return (end + block_size - 1) / block_size - first / block_size;
+}
+
+uint64_t kv_layer_held_tokens(const KvLayer& l, uint64_t n, uint64_t chunk_tokens) {
   switch (l.kind) {
     case KvLayerKind::kFull:
     case KvLayerKind::kMla: return n;
-    case KvLayerKind::kSliding: return std::min<uint64_t>(n, l.window);
+    case KvLayerKind::kSliding:
+      return chunk_tokens == 0 ? std::min<uint64_t>(n, l.window)
+                               : kv_window_held_tokens(l.window, n, chunk_tokens);
     case KvLayerKind::kNoKv: return 0;
   }
   return 0;
+}
+
+uint64_t kv_layer_held_slots(const KvLayer& l, uint64_t n, uint32_t block_size,
+                             uint64_t chunk_tokens) {
+  const uint64_t held = kv_layer_held_tokens(l, n, chunk_tokens);
+  if (block_size == 0) return held;
+  if (l.kind == KvLayerKind::kSliding && chunk_tokens > 0)
+    return kv_blocks_spanned(n - held, n, block_size) * block_size;
+  return (held + block_size - 1) / block_size * block_size;
 }
 
 uint64_t kv_layer_state_bytes(const KvLayer& l, uint32_t tp) {
   KVS_CHECK(tp >= 1);
   if (l.kind != KvLayerKind::kNoKv) return 0;
   return (l.state_bytes + tp - 1) / tp;
+}
+
+LinearStateBytes gated_delta_net_state_bytes(const GatedDeltaNetShape& g, uint32_t conv_elem_bytes,
+                                             uint32_t recurrent_elem_bytes) {
+  const uint64_t conv_dim =
+      uint64_t{2} * g.key_heads * g.key_dim + uint64_t{g.value_heads} * g.value_dim;
+  const uint64_t window = g.conv_kernel > 0 ? g.conv_kernel - 1 : 0;
+  return {.conv = window * conv_dim * conv_elem_bytes,
+          .recurrent = uint64_t{g.value_heads} * g.key_dim * g.value_dim * recurrent_elem_bytes};
 }
 
 Status validate_kv_shape(const KvModelShape& s) {
@@ -135,6 +186,8 @@ Status validate_kv_shape(const KvModelShape& s) {
         [[fallthrough]];
       case KvLayerKind::kFull: {
         if (l.kv_heads == 0) return invalid_argument(where + ": no KV heads");
+        if (Status split = check_kv_heads_split(l.kv_heads, s.tp); !split.is_ok())
+          return invalid_argument(where + ": " + split.message());
         auto k = kv_vector_bytes_checked(s.k_dtype, l.head_dim_k);
         if (!k.is_ok()) return invalid_argument(where + ", K: " + k.status().message());
         auto v = kv_vector_bytes_checked(s.v_dtype, l.head_dim_v);
@@ -178,20 +231,21 @@ KvShapeBytes kv_shape_bytes(const KvModelShape& s) {
   return out;
 }
 
-KvRequestBytes kv_request_breakdown(const KvModelShape& s, uint64_t n_tokens) {
+KvRequestBytes kv_request_breakdown(const KvModelShape& s, uint64_t n_tokens,
+                                    uint64_t chunk_tokens) {
   KvRequestBytes out;
   for (const KvLayer& l : s.layers) {
-    const uint64_t b =
-        kv_layer_token_bytes(l, s.k_dtype, s.v_dtype, s.tp) * kv_layer_held_tokens(l, n_tokens) +
-        kv_layer_state_bytes(l, s.tp);
+    const uint64_t b = kv_layer_token_bytes(l, s.k_dtype, s.v_dtype, s.tp) *
+                           kv_layer_held_tokens(l, n_tokens, chunk_tokens) +
+                       kv_layer_state_bytes(l, s.tp);
     out.by_kind[static_cast<size_t>(l.kind)] += b;
     out.total += b;
   }
   return out;
 }
 
-uint64_t kv_request_bytes(const KvModelShape& s, uint64_t n_tokens) {
-  return kv_request_breakdown(s, n_tokens).total;
+uint64_t kv_request_bytes(const KvModelShape& s, uint64_t n_tokens, uint64_t chunk_tokens) {
+  return kv_request_breakdown(s, n_tokens, chunk_tokens).total;
 }
 
 KvTokenBytes kv_token_bytes(const KvUniformShape& u) {

@@ -12,10 +12,12 @@
 //   MLA latent       one latent vector per token, no heads, no K/V pair:
 //                    (kv_lora_rank + qk_rope_head_dim) elements in the K format
 //   no KV            linear attention / SSM: nothing per token, a fixed state per sequence
-// Tensor parallelism over `tp` ranks splits the KV heads: kv heads per rank =
-// max(1, kv_heads / tp) (a head is replicated when tp > kv_heads); MLA latents are replicated on
-// every rank; a linear-attention/SSM state is split by heads, ceil(state_bytes / tp) per rank.
-// All byte counts below are per rank.
+// Tensor parallelism over `tp` ranks splits the KV heads as vLLM's QKVParallelLinear does
+// (vllm/model_executor/layers/linear.py): kv_heads / tp heads per rank when tp divides kv_heads,
+// one head per rank (each replicated tp / kv_heads times) when tp is a multiple of kv_heads, and
+// any other split is refused (validate_kv_shape). MLA latents are replicated on every rank; a
+// linear-attention/SSM state is split by heads, ceil(state_bytes / tp) per rank. All byte counts
+// below are per rank.
 //
 // The uniform case (KvUniformShape: every layer full attention with the same heads) is what the
 // engine runs; kv_token_bytes(KvUniformShape) is the general code applied to it.
@@ -111,20 +113,89 @@ struct KvModelShape {
   [[nodiscard]] static KvModelShape uniform(const KvUniformShape& u);
 };
 
-// Rejects shapes the formula cannot size: no layers, zero heads/dims/window, tp = 0, or a grouped
-// format (int4, q8_0, q4_0) with a vector length that is not a multiple of its group.
+// Rejects shapes the formula cannot size: no layers, zero heads/dims/window, tp = 0, KV heads that
+// tp cannot split (check_kv_heads_split), or a grouped format (int4, q8_0, q4_0) with a vector
+// length that is not a multiple of its group.
 [[nodiscard]] Status validate_kv_shape(const KvModelShape& shape);
 
-// max(1, kv_heads / tp): KV heads one rank stores (replicated when tp > kv_heads).
+// KV heads one rank stores: kv_heads / tp, or 1 when tp >= kv_heads (the head is replicated).
+// Splits that are neither (8 heads over tp 3) are refused by check_kv_heads_split; for them this
+// rounds up (ceil(kv_heads / tp)), never down, so no caller can under-count a rank's bytes.
 [[nodiscard]] uint32_t kv_heads_per_rank(uint32_t kv_heads, uint32_t tp);
+// ok when `tp` ranks can hold `kv_heads` heads: tp divides kv_heads, or kv_heads divides tp
+// (replication). Otherwise invalid_argument naming the tp values that work; vLLM refuses the same
+// splits (its divide() asserts).
+[[nodiscard]] Status check_kv_heads_split(uint32_t kv_heads, uint32_t tp);
 
 // Bytes one token adds to `layer` on one rank (0 for kNoKv), scales included.
 [[nodiscard]] uint64_t kv_layer_token_bytes(const KvLayer& layer, KvDtype k, KvDtype v,
                                             uint32_t tp);
-// Tokens `layer` holds for a request of n tokens: n, min(n, window), or 0 (kNoKv).
-[[nodiscard]] uint64_t kv_layer_held_tokens(const KvLayer& layer, uint64_t n);
+// ---- Windowed layers: what a request holds -------------------------------------------------
+//
+// A sliding layer's query at position p attends positions [p - window + 1, p]. During a step
+// that computes positions [s, e) of a request the layer therefore needs positions
+// [max(0, s - window + 1), e): the step's first query reaches window - 1 positions back. After
+// the step it needs [max(0, e - window + 1), e) for the next query. With chunk = e - s that is
+// window - 1 + chunk tokens during the step (window during a one-token decode step), held in the
+// whole blocks spanning those positions. This is the engine's rule (docs/planner.md, "Windowed
+// layers"); vLLM reserves the same per request, plus one block for the worst alignment
+// (SlidingWindowSpec.max_memory_usage_bytes: cdiv(window - 1 + max_num_batched_tokens, block)
+// + 1).
+
+// First position a windowed layer still needs while a step computes positions from step_start:
+// max(0, step_start - window + 1).
+[[nodiscard]] uint64_t kv_window_first_needed(uint32_t window, uint64_t step_start);
+// Tokens a windowed layer holds for a request of n tokens during the step that computes its last
+// chunk_tokens positions [n - chunk, n) (chunk_tokens >= 1; larger than n means all of them):
+// min(n, window - 1 + chunk_tokens). chunk_tokens 1, a decode step, gives min(n, window).
+[[nodiscard]] uint64_t kv_window_held_tokens(uint32_t window, uint64_t n_tokens,
+                                             uint64_t chunk_tokens);
+// Whole blocks spanning positions [first, end): ceil(end / block) - floor(first / block), 0 when
+// first >= end. Precondition: block_size > 0.
+[[nodiscard]] uint64_t kv_blocks_spanned(uint64_t first, uint64_t end, uint32_t block_size);
+
+// Tokens `layer` holds for a request of n tokens: n (full, MLA), 0 (kNoKv) or, for a sliding
+// layer, min(n, window) when chunk_tokens is 0 (the planner's default, the count of a decode step)
+// and kv_window_held_tokens(window, n, chunk_tokens) otherwise.
+[[nodiscard]] uint64_t kv_layer_held_tokens(const KvLayer& layer, uint64_t n,
+                                            uint64_t chunk_tokens = 0);
+// Token slots `layer` takes for a request of n tokens in blocks of block_size (0 = exact
+// tokens): full and MLA layers round n up to whole blocks. A sliding layer
+//   chunk_tokens == 0 (default): min(n, window) rounded up to whole blocks, as if the window began
+//                     on a block boundary (it may span one block more; see docs/planner.md);
+//   chunk_tokens >= 1: the blocks spanning the positions it holds during the step that computes
+//                     the last chunk_tokens positions of the request (kv_window_held_tokens,
+//                     kv_blocks_spanned), i.e. what the engine holds.
+[[nodiscard]] uint64_t kv_layer_held_slots(const KvLayer& layer, uint64_t n, uint32_t block_size,
+                                           uint64_t chunk_tokens = 0);
 // Bytes of `layer`'s fixed per-sequence state on one rank: ceil(state_bytes / tp), 0 otherwise.
 [[nodiscard]] uint64_t kv_layer_state_bytes(const KvLayer& layer, uint32_t tp);
+
+// ---- Linear-attention state --------------------------------------------------------------------
+
+// A gated delta net layer (Qwen3-Next, Qwen3.5) holds, per sequence, a causal-conv window and a
+// recurrent state; vLLM sizes them in MambaStateShapeCalculator.gated_delta_net_state_shape
+// (vllm/model_executor/layers/mamba/mamba_utils.py):
+//   conv       (conv_kernel - 1) x (2 x key_heads x key_dim + value_heads x value_dim) elements
+//   recurrent  value_heads x key_dim x value_dim elements
+// and their dtypes in MambaStateDtypeCalculator: the conv state in the cache dtype (the model
+// dtype unless --mamba-cache-dtype says otherwise), the recurrent (temporal) state in
+// --mamba-ssm-cache-dtype, which a checkpoint's `mamba_ssm_dtype` sets (Qwen3.5: float32).
+struct GatedDeltaNetShape {
+  uint32_t key_heads = 0;
+  uint32_t value_heads = 0;
+  uint32_t key_dim = 0;
+  uint32_t value_dim = 0;
+  uint32_t conv_kernel = 4;
+};
+struct LinearStateBytes {
+  uint64_t conv = 0;  // per sequence, all ranks together
+  uint64_t recurrent = 0;
+  [[nodiscard]] uint64_t total() const { return conv + recurrent; }
+};
+[[nodiscard]] LinearStateBytes gated_delta_net_state_bytes(const GatedDeltaNetShape& shape,
+                                                           uint32_t conv_elem_bytes,
+                                                           uint32_t recurrent_elem_bytes);
 
 // Per-token bytes split by layer kind (the sum over that kind's layers), per rank.
 struct KvShapeBytes {
@@ -146,7 +217,10 @@ struct KvRequestBytes {
   std::array<uint64_t, kNumKvLayerKinds> by_kind{};  // kNoKv entry = the fixed state
   uint64_t total = 0;
 };
-[[nodiscard]] KvRequestBytes kv_request_breakdown(const KvModelShape& shape, uint64_t n_tokens);
-[[nodiscard]] uint64_t kv_request_bytes(const KvModelShape& shape, uint64_t n_tokens);
+// chunk_tokens as in kv_layer_held_tokens (0: windowed layers hold min(n, window) tokens).
+[[nodiscard]] KvRequestBytes kv_request_breakdown(const KvModelShape& shape, uint64_t n_tokens,
+                                                  uint64_t chunk_tokens = 0);
+[[nodiscard]] uint64_t kv_request_bytes(const KvModelShape& shape, uint64_t n_tokens,
+                                        uint64_t chunk_tokens = 0);
 
 }  // namespace kvs

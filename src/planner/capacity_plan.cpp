@@ -8,11 +8,6 @@
 namespace kvs {
 namespace {
 
-uint64_t round_up(uint64_t n, uint32_t block) {
-  if (block == 0) return n;
-  return (n + block - 1) / block * block;
-}
-
 // Largest N in [0, kMaxTokens] with count x paged(N) <= budget; `unbounded` when N = kMaxTokens
 // fits (only possible when every KV layer is windowed).
 struct MaxContext {
@@ -21,10 +16,11 @@ struct MaxContext {
 };
 constexpr uint64_t kMaxTokens = uint64_t{1} << 40;
 
-MaxContext max_context_for(const KvModelShape& s, uint32_t block, uint64_t count, uint64_t budget) {
+MaxContext max_context_for(const KvModelShape& s, uint32_t block, uint64_t chunk, uint64_t count,
+                           uint64_t budget) {
   auto fits = [&](uint64_t n) {
     const unsigned __int128 need =
-        static_cast<unsigned __int128>(kv_request_bytes_paged(s, n, block)) * count;
+        static_cast<unsigned __int128>(kv_request_bytes_paged(s, n, block, chunk)) * count;
     return need <= budget;
   };
   if (!fits(0)) return {};  // the per-sequence states alone do not fit
@@ -38,10 +34,10 @@ MaxContext max_context_for(const KvModelShape& s, uint32_t block, uint64_t count
 }
 
 // Bytes of the shared prefix [0, prefix) that a request of n tokens holds, summed over layers.
-uint64_t prefix_held_bytes(const KvModelShape& s, uint64_t n, uint64_t prefix) {
+uint64_t prefix_held_bytes(const KvModelShape& s, uint64_t n, uint64_t prefix, uint64_t chunk) {
   uint64_t total = 0;
   for (const KvLayer& l : s.layers) {
-    const uint64_t held = kv_layer_held_tokens(l, n);  // positions [n - held, n)
+    const uint64_t held = kv_layer_held_tokens(l, n, chunk);  // positions [n - held, n)
     const uint64_t first = n - held;
     const uint64_t overlap = prefix > first ? std::min(prefix, n) - first : 0;
     total += overlap * kv_layer_token_bytes(l, s.k_dtype, s.v_dtype, s.tp);
@@ -59,6 +55,8 @@ Status validate_inputs(const PlanInputs& in) {
   if (w.context == 0) return invalid_argument("context must be at least one token");
   if (w.context > kMaxTokens) return invalid_argument("context is implausibly large");
   if (w.block_size > (1u << 20)) return invalid_argument("block size is implausibly large");
+  if (w.window_chunk_tokens > (uint64_t{1} << 30))
+    return invalid_argument("tokens per step (--max-num-batched-tokens) is implausibly large");
   if (w.concurrency && *w.concurrency == 0)
     return invalid_argument("concurrency must be at least 1");
   if (w.avg_tokens && !(*w.avg_tokens > 0 && std::isfinite(*w.avg_tokens)))
@@ -80,14 +78,24 @@ Status validate_inputs(const PlanInputs& in) {
 
 }  // namespace
 
-uint64_t kv_request_bytes_paged(const KvModelShape& s, uint64_t n, uint32_t block) {
-  uint64_t total = 0;
-  for (const KvLayer& l : s.layers) {
-    total += kv_layer_token_bytes(l, s.k_dtype, s.v_dtype, s.tp) *
-                 round_up(kv_layer_held_tokens(l, n), block) +
-             kv_layer_state_bytes(l, s.tp);
-  }
-  return total;
+uint64_t kv_request_bytes_paged(const KvModelShape& s, uint64_t n, uint32_t block, uint64_t chunk) {
+  auto at = [&](uint64_t m) {
+    uint64_t total = 0;
+    for (const KvLayer& l : s.layers) {
+      total += kv_layer_token_bytes(l, s.k_dtype, s.v_dtype, s.tp) *
+                   kv_layer_held_slots(l, m, block, chunk) +
+               kv_layer_state_bytes(l, s.tp);
+    }
+    return total;
+  };
+  if (chunk == 0 || block <= 1) return at(n);
+  // Step-aware windows: the blocks a window spans depend on where it starts within a block, so
+  // a shorter request can hold one block more than a longer one. Every layer holds at least as
+  // much at m + block tokens as at m (full layers one block more, windows the same alignment), so
+  // the most a request holds on its way to n tokens is the most over its last `block` lengths.
+  uint64_t peak = 0;
+  for (uint64_t m = n >= block - 1 ? n - (block - 1) : 0; m <= n; ++m) peak = std::max(peak, at(m));
+  return peak;
 }
 
 uint64_t apply_utilization(uint64_t bytes, double utilization) {
@@ -102,8 +110,9 @@ Result<CapacityPlan> plan_capacity(const PlanInputs& in) {
   CapacityPlan p;
   p.tp = s.tp;
   p.per_token = kv_shape_bytes(s);
-  p.request = kv_request_breakdown(s, w.context);
-  p.request_paged = kv_request_bytes_paged(s, w.context, w.block_size);
+  const uint64_t chunk = w.window_chunk_tokens;
+  p.request = kv_request_breakdown(s, w.context, chunk);
+  p.request_paged = kv_request_bytes_paged(s, w.context, w.block_size, chunk);
 
   p.usable_bytes = apply_utilization(in.gpu_memory_bytes, in.gpu_memory_utilization);
   p.weights_per_gpu = (in.weights_bytes + s.tp - 1) / s.tp;
@@ -127,8 +136,8 @@ Result<CapacityPlan> plan_capacity(const PlanInputs& in) {
       n = std::min(n, w.context);
       weight_sum += weight;
       tokens += weight * static_cast<double>(n);
-      exact += weight * static_cast<double>(kv_request_bytes(s, n));
-      paged += weight * static_cast<double>(kv_request_bytes_paged(s, n, w.block_size));
+      exact += weight * static_cast<double>(kv_request_bytes(s, n, chunk));
+      paged += weight * static_cast<double>(kv_request_bytes_paged(s, n, w.block_size, chunk));
     };
     if (!w.length_distribution.empty()) {
       for (const auto& [n, weight] : w.length_distribution) add(n, weight);
@@ -159,7 +168,7 @@ Result<CapacityPlan> plan_capacity(const PlanInputs& in) {
   } else {
     p.fits = p.c_max_worst >= 1;
   }
-  const MaxContext mc = max_context_for(s, w.block_size, count, p.kv_budget);
+  const MaxContext mc = max_context_for(s, w.block_size, chunk, count, p.kv_budget);
   p.max_context = mc.tokens;
   p.context_unbounded = mc.unbounded;
 
@@ -168,7 +177,7 @@ Result<CapacityPlan> plan_capacity(const PlanInputs& in) {
     p.has_prefix = true;
     p.shared_prefix_tokens =
         w.block_size == 0 ? w.shared_prefix : w.shared_prefix / w.block_size * w.block_size;
-    p.prefix_bytes = prefix_held_bytes(s, w.context, p.shared_prefix_tokens);
+    p.prefix_bytes = prefix_held_bytes(s, w.context, p.shared_prefix_tokens, chunk);
     p.request_unique_bytes = p.request_paged - p.prefix_bytes;
     p.c_max_with_prefix =
         p.kv_budget < p.prefix_bytes

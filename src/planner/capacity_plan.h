@@ -13,6 +13,15 @@
 // wastes at most one partial block per layer group. A contiguous allocator instead reserves the
 // full context for every request, whatever its actual length: that is the expected-case
 // comparison.
+//
+// Windowed layers (kv_geometry.h): by default a request of N tokens holds min(N, window) tokens
+// in them (what a one-token decode step needs), rounded up to whole blocks. With
+// window_chunk_tokens C > 0 they hold what the engine holds during a step of up to C tokens:
+// min(N, window - 1 + C) tokens, in the whole blocks spanning them, and paged at the worst block
+// alignment met while the request grows to N (the most blocks of any step ending at m <= N; for
+// long requests ceil((window - 2 + C) / block) + 1, which is vLLM's reservation
+// cdiv(window - 1 + C, block) + 1 except when window - 1 + C is one more than a multiple of the
+// block: then vLLM reserves one block more than any alignment needs).
 #pragma once
 
 #include <cstdint>
@@ -34,6 +43,10 @@ struct PlanWorkload {
   std::optional<uint64_t> concurrency;  // "does this many fit?"
   uint32_t block_size = 16;             // 0 = no paging: exact token counts
   uint64_t shared_prefix = 0;           // tokens every request shares (system prompt)
+  // Windowed layers: 0 = min(N, window) tokens rounded up to whole blocks (the default); C > 0 =
+  // the engine's hold during a step of up to C tokens (--max-num-batched-tokens): window - 1 + C
+  // tokens, in the blocks they span at the worst alignment on the way to N.
+  uint64_t window_chunk_tokens = 0;
 };
 
 struct PlanInputs {
@@ -92,10 +105,11 @@ struct CapacityPlan {
   uint64_t total_kv_budget = 0;
 };
 
-// Bytes a request of n tokens holds when each layer's tokens are rounded up to whole blocks of
-// `block_size` (0 = exact).
+// Bytes a request of n tokens holds when each layer's tokens take whole blocks of `block_size`
+// (0 = exact): kv_layer_held_slots per layer, with chunk_tokens as in PlanWorkload's
+// window_chunk_tokens.
 [[nodiscard]] uint64_t kv_request_bytes_paged(const KvModelShape& shape, uint64_t n_tokens,
-                                              uint32_t block_size);
+                                              uint32_t block_size, uint64_t chunk_tokens = 0);
 
 // floor(bytes x utilization), exact for utilizations given to 6 decimals.
 [[nodiscard]] uint64_t apply_utilization(uint64_t bytes, double utilization);

@@ -6,28 +6,58 @@
 namespace kvs {
 namespace {
 
+constexpr uint64_t kMiB = uint64_t{1} << 20;
 constexpr uint64_t kGiB = uint64_t{1} << 30;
 
+// nvidia-smi totals collected by Modal for its GPU fleet (H100 81559MiB, A100 80GB 81920MiB,
+// A100 40GB 40960MiB, A10 23028MiB, L40S 46068MiB, L4 23034MiB).
+constexpr const char* kModal =
+    "nvidia-smi totals in https://github.com/modal-labs/modal-client/pull/2797";
+
 constexpr std::array<GpuPreset, 13> kPresets = {{
-    {"H100-80GB", "h100,h100sxm,h100sxm80gb,h100pcie,h10080gbhbm3", 80 * kGiB,
-     "NVIDIA H100 SXM/PCIe: 80 GiB HBM3 (nvidia-smi shows 81,559 MiB)"},
-    {"H100-NVL-94GB", "h100nvl,h100nvl94", 94 * kGiB,
-     "NVIDIA H100 NVL: 94 GiB HBM3 per GPU (nvidia-smi shows ~95,830 MiB)"},
-    {"H200-141GB", "h200,h200sxm,h200nvl", 141 * kGiB,
-     "NVIDIA H200: 141 GiB HBM3e (nvidia-smi shows ~143,771 MiB)"},
-    {"A100-40GB", "a10040,a100sxm40gb,a100pcie40gb", 40 * kGiB, "NVIDIA A100 40GB: 40 GiB HBM2"},
-    {"A100-80GB", "a100,a10080,a100sxm80gb,a100pcie80gb", 80 * kGiB,
-     "NVIDIA A100 80GB: 80 GiB HBM2e"},
-    {"L4", "l424gb", 24 * kGiB, "NVIDIA L4: 24 GiB GDDR6 (ECC on: ~22.5 GiB visible)"},
-    {"L40S", "l40s48gb", 48 * kGiB, "NVIDIA L40S: 48 GiB GDDR6"},
-    {"A10G", "a10,a10g24gb", 24 * kGiB, "NVIDIA A10/A10G: 24 GiB GDDR6"},
-    {"RTX-4090", "4090,rtx409024gb,geforcertx4090", 24 * kGiB,
-     "NVIDIA GeForce RTX 4090: 24 GiB GDDR6X"},
-    {"MI300X", "mi300x192gb,mi300", 192 * kGiB, "AMD Instinct MI300X: 192 GiB HBM3"},
-    {"MI325X", "mi325x256gb", 256 * kGiB, "AMD Instinct MI325X: 256 GiB HBM3e"},
-    {"B200", "b200180gb,hgxb200,dgxb200", 180 * kGiB,
-     "NVIDIA B200 as shipped in HGX/DGX B200: 180 GiB HBM3e per GPU (announced as 192 GB)"},
-    {"GB200", "gb200b200", 186 * kGiB, "NVIDIA B200 in GB200 NVL72: 186 GiB HBM3e per GPU"},
+    {"H100-80GB", "h100,h100sxm,h100sxm80gb,h100pcie,h10080gbhbm3", 81'559 * kMiB,
+     "NVIDIA H100 SXM/PCIe \"80GB\" (80 GiB of HBM3): the device reports 81,559 MiB",
+     "nvidia-smi on H100 80GB HBM3: https://github.com/modal-labs/modal-client/pull/2797, "
+     "https://github.com/NVIDIA/nccl/issues/1264"},
+    {"H100-NVL-94GB", "h100nvl,h100nvl94", 95'830 * kMiB,
+     "NVIDIA H100 NVL \"94GB\" per GPU (HBM3): the device reports 95,830 MiB",
+     "nvidia-smi on H100 NVL: https://github.com/NVIDIA/gpu-admin-tools/issues/4"},
+    {"H200-141GB", "h200,h200sxm,h200nvl", 143'771 * kMiB,
+     "NVIDIA H200 \"141GB\" (HBM3e): the device reports 143,771 MiB",
+     "nvidia-smi total on H200 as quoted in issue 14 (the same 143771MiB appears in many "
+     "public nvidia-smi logs; no single citable thread found)"},
+    {"A100-40GB", "a10040,a100sxm40gb,a100pcie40gb", 40'960 * kMiB,
+     "NVIDIA A100 \"40GB\" (HBM2): the device reports 40,960 MiB", kModal},
+    {"A100-80GB", "a100,a10080,a100sxm80gb,a100pcie80gb", 81'920 * kMiB,
+     "NVIDIA A100 \"80GB\" (HBM2e): the device reports 81,920 MiB", kModal},
+    {"L4", "l424gb", 23'034 * kMiB,
+     "NVIDIA L4 \"24GB\" (GDDR6, ECC on): the device reports 23,034 MiB", kModal},
+    {"L40S", "l40s48gb", 46'068 * kMiB,
+     "NVIDIA L40S \"48GB\" (GDDR6, ECC on): the device reports 46,068 MiB", kModal},
+    {"A10G", "a10,a10g24gb", 23'028 * kMiB,
+     "NVIDIA A10/A10G \"24GB\" (GDDR6): the device reports 23,028 MiB",
+     "nvidia-smi on A10 (https://github.com/modal-labs/modal-client/pull/2797) and on AWS "
+     "A10G (https://github.com/NVIDIA/DCGM/issues/232): 23028MiB"},
+    {"RTX-4090", "4090,rtx409024gb,geforcertx4090", 24'564 * kMiB,
+     "NVIDIA GeForce RTX 4090 \"24GB\" (GDDR6X): the device reports 24,564 MiB",
+     "nvidia-smi on RTX 4090: https://github.com/vllm-project/vllm/issues/7553"},
+    {"MI300X", "mi300x192gb,mi300", 196'288 * kMiB,
+     "AMD Instinct MI300X \"192GB\" (HBM3): the device reports 196,288 MiB "
+     "(205,822,885,888 B)",
+     "rocm-smi --showmeminfo vram on MI300X, VRAM Total Memory (B): 205822885888 (public "
+     "rocm-smi logs; no single citable thread found)"},
+    {"MI325X", "mi325x256gb", 256 * kGiB,
+     "AMD Instinct MI325X \"256GB\" (HBM3e): the marketed capacity read as 256 GiB; no "
+     "reported total found, so this one is the marketing figure",
+     "AMD MI325X product page (256 GB HBM3E); no rocm-smi total found"},
+    {"B200", "b200180gb,hgxb200,dgxb200", 183'359 * kMiB,
+     "NVIDIA B200 \"180GB\" in HGX/DGX B200 (HBM3e; announced as 192 GB): the device reports "
+     "183,359 MiB",
+     "nvidia-smi on 8x B200: https://github.com/NVIDIA/TensorRT-LLM/issues/10278"},
+    {"GB200", "gb200b200", 189'471 * kMiB,
+     "NVIDIA B200 \"186GB\" in GB200 NVL72 (HBM3e): the device reports 189,471 MiB",
+     "nvidia-smi total on GB200 (the same 189471MiB appears in many public nvidia-smi logs; no "
+     "single citable thread found)"},
 }};
 
 std::string squash(const std::string& s) {

@@ -55,11 +55,26 @@ std::string normalize_dtype(std::string d) {
   return d;
 }
 
-// Qwen3-Next gated delta net state per layer (elements): the causal-conv window over the
-// q/k/v projections plus the recurrent state of each value head.
-Result<uint64_t> linear_attention_state_bytes(const json& c, double state_elem_bytes) {
+// Bytes per element of a linear-attention state held in dtype `d` (a config dtype name).
+Result<uint32_t> state_elem_bytes(const std::string& d, const char* field) {
+  const std::string n = normalize_dtype(d);
+  if (n == "f32") return 4u;
+  if (n == "bf16" || n == "f16") return 2u;
+  return invalid_argument(std::string("config field '") + field + "' = '" + d +
+                          "' is not a state dtype the planner knows (float32, bfloat16, float16)");
+}
+
+struct LinearState {
+  LinearStateBytes bytes;
+  std::string conv_dtype, recurrent_dtype;
+};
+
+// A gated delta net layer's state per sequence (Qwen3-Next, Qwen3.5), as vLLM counts it
+// (kv_geometry.h, gated_delta_net_state_bytes): the conv window in the model dtype, the recurrent
+// state in `mamba_ssm_dtype` when the config sets it (Qwen3.5: float32), else the model dtype.
+Result<LinearState> linear_attention_state(const json& c, const std::string& model_dtype) {
   if (auto it = c.find("linear_state_bytes_per_layer"); it != c.end() && it->is_number_unsigned())
-    return it->get<uint64_t>();
+    return LinearState{.bytes = {.recurrent = it->get<uint64_t>()}};
   KVS_ASSIGN_OR_RETURN(uint32_t k_heads, get_u32_or(c, "linear_num_key_heads", 0));
   KVS_ASSIGN_OR_RETURN(uint32_t v_heads, get_u32_or(c, "linear_num_value_heads", 0));
   KVS_ASSIGN_OR_RETURN(uint32_t k_dim, get_u32_or(c, "linear_key_head_dim", 0));
@@ -69,10 +84,56 @@ Result<uint64_t> linear_attention_state_bytes(const json& c, double state_elem_b
     return invalid_argument(
         "linear-attention layers need linear_num_key_heads, linear_num_value_heads, "
         "linear_key_head_dim and linear_value_head_dim (or linear_state_bytes_per_layer)");
-  const uint64_t conv_dim = uint64_t{2} * k_heads * k_dim + uint64_t{v_heads} * v_dim;
-  const uint64_t elems =
-      uint64_t{conv > 0 ? conv - 1 : 0} * conv_dim + uint64_t{v_heads} * k_dim * v_dim;
-  return static_cast<uint64_t>(std::llround(static_cast<double>(elems) * state_elem_bytes));
+  LinearState st;
+  st.conv_dtype = normalize_dtype(model_dtype);
+  st.recurrent_dtype = normalize_dtype(get_string_or(c, "mamba_ssm_dtype", model_dtype));
+  KVS_ASSIGN_OR_RETURN(uint32_t conv_bytes, state_elem_bytes(model_dtype, "torch_dtype"));
+  KVS_ASSIGN_OR_RETURN(uint32_t rec_bytes, state_elem_bytes(st.recurrent_dtype, "mamba_ssm_dtype"));
+  st.bytes = gated_delta_net_state_bytes({.key_heads = k_heads,
+                                          .value_heads = v_heads,
+                                          .key_dim = k_dim,
+                                          .value_dim = v_dim,
+                                          .conv_kernel = conv},
+                                         conv_bytes, rec_bytes);
+  return st;
+}
+
+std::string linear_state_note(const LinearState& st) {
+  if (st.conv_dtype.empty()) return "";
+  return "linear-attention state per layer and sequence: conv " + std::to_string(st.bytes.conv) +
+         " B (" + st.conv_dtype + ") + recurrent " + std::to_string(st.bytes.recurrent) + " B (" +
+         st.recurrent_dtype + ")";
+}
+
+// What transformers' config class fills in for the fields that size the KV cache when a
+// config.json omits them (the published Gemma 3 27B text_config has no sliding_window_pattern,
+// Gemma 3 4B no head counts or head_dim). Only absent keys are filled; a null stays null (None).
+json transformers_defaults(const std::string& model_type) {
+  if (model_type == "gemma3" || model_type == "gemma3_text") {
+    // Gemma3TextConfig (src/transformers/models/gemma3/configuration_gemma3.py): its layer_types
+    // come from sliding_window_pattern (default 6): layer i slides unless (i + 1) % 6 == 0.
+    // query_pre_attn_scalar, rope_theta and rope_local_base_freq do not change KV bytes.
+    return {{"num_hidden_layers", 26},
+            {"hidden_size", 2304},
+            {"num_attention_heads", 8},
+            {"num_key_value_heads", 4},
+            {"head_dim", 256},
+            {"sliding_window", 4096},
+            {"sliding_window_pattern", 6},
+            {"max_position_embeddings", 131072}};
+  }
+  if (model_type == "qwen2" || model_type == "qwen2_moe" || model_type == "qwen3" ||
+      model_type == "qwen3_moe") {
+    // Qwen2Config / Qwen3Config (and their MoE variants): use_sliding_window False,
+    // sliding_window 4096, max_window_layers 28; layer i slides when use_sliding_window and
+    // i >= max_window_layers (their __post_init__ builds layer_types that way).
+    return {{"use_sliding_window", false}, {"sliding_window", 4096}, {"max_window_layers", 28}};
+  }
+  if (model_type == "falcon") {
+    // FalconConfig: multi_query True, new_decoder_architecture False.
+    return {{"multi_query", true}, {"new_decoder_architecture", false}};
+  }
+  return json::object();
 }
 
 // Rough parameter count of a llama-like decoder from its shapes (embeddings, attention, MLP or
@@ -132,7 +193,11 @@ Result<PlannerModel> model_from_hf_config(const json& top, const std::string& or
       if (k != "text_config" && !merged.contains(k)) merged[k] = v;
     cfg = &merged;
   }
-  const json& c = *cfg;
+  json c = *cfg;
+  // A named local: ranging over a temporary's items() would iterate a destroyed object.
+  const json defaults = transformers_defaults(get_string_or(c, "model_type", ""));
+  for (const auto& [k, v] : defaults.items())
+    if (!c.contains(k)) c[k] = v;
   m.name = get_string_or(top, "name", origin);
   m.display_name = get_string_or(top, "display_name", m.name);
   m.source = get_string_or(top, "source", origin);
@@ -186,7 +251,13 @@ Result<PlannerModel> model_from_hf_config(const json& top, const std::string& or
       auto alt = get_u32_or(c, "num_kv_heads", 0);
       if (alt.is_ok()) kv_heads = *alt;
     }
-    if (kv_heads == 0) kv_heads = get_bool_or(c, "multi_query", false) ? 1 : m.num_attention_heads;
+    if (kv_heads == 0) kv_heads = m.num_attention_heads;
+    // Falcon: multi_query means one KV head unless new_decoder_architecture, whatever
+    // num_kv_heads says (FalconConfig writes num_kv_heads = num_attention_heads, 71 for Falcon
+    // 7B; FalconAttention uses config.num_kv_heads only if new_decoder_architecture or not
+    // multi_query, else 1).
+    if (get_bool_or(c, "multi_query", false) && !get_bool_or(c, "new_decoder_architecture", false))
+      kv_heads = 1;
     auto hd = get_u32_or(c, "head_dim", 0);
     if (!hd.is_ok()) return fail(hd.status());
     uint32_t head_dim = *hd;
@@ -208,7 +279,13 @@ Result<PlannerModel> model_from_hf_config(const json& top, const std::string& or
     auto window_r = get_u32_or(c, "sliding_window", 0);
     if (!window_r.is_ok()) return fail(window_r.status());
     const uint32_t raw_window = *window_r;  // what layer_types' sliding layers use
-    const uint32_t window = get_bool_or(c, "use_sliding_window", true) ? raw_window : 0;
+    // Qwen-style configs (max_window_layers) window only the layers from max_window_layers on,
+    // and only with use_sliding_window (default false there); others window every layer unless
+    // use_sliding_window is false.
+    auto max_window_layers = get_uint(c, "max_window_layers", 1u << 20);
+    if (!max_window_layers.is_ok()) return fail(max_window_layers.status());
+    const bool qwen_windows = max_window_layers->has_value();
+    const uint32_t window = get_bool_or(c, "use_sliding_window", !qwen_windows) ? raw_window : 0;
     auto chunk = get_u32_or(c, "attention_chunk_size", 0);
     const KvLayer full = KvLayer::full(kv_heads, head_dim_k, head_dim_v);
     auto windowed = [&](uint32_t w) {
@@ -217,8 +294,14 @@ Result<PlannerModel> model_from_hf_config(const json& top, const std::string& or
 
     const std::string dtype =
         normalize_dtype(get_string_or(c, "torch_dtype", get_string_or(c, "dtype", "bf16")));
-    auto state_elem = weight_dtype_bytes(get_string_or(c, "mamba_ssm_dtype", dtype));
-    const double state_elem_bytes = state_elem.is_ok() ? *state_elem : 2.0;
+    std::optional<LinearState> state;
+    auto linear_layer = [&]() -> Result<KvLayer> {
+      if (!state) {
+        KVS_ASSIGN_OR_RETURN(state, linear_attention_state(c, dtype));
+        if (std::string note = linear_state_note(*state); !note.empty()) m.notes.push_back(note);
+      }
+      return KvLayer::no_kv(state->bytes.total());
+    };
 
     auto interval = get_u32_or(c, "full_attention_interval", 0);
     auto pattern = get_u32_or(c, "sliding_window_pattern", 0);
@@ -226,7 +309,6 @@ Result<PlannerModel> model_from_hf_config(const json& top, const std::string& or
       if (lt->size() != n_layers)
         return invalid_argument(origin + ": layer_types has " + std::to_string(lt->size()) +
                                 " entries for " + std::to_string(n_layers) + " layers");
-      std::optional<uint64_t> state;
       for (const auto& t : *lt) {
         const std::string type = t.is_string() ? t.get<std::string>() : "";
         if (type == "full_attention" || type == "attention") {
@@ -240,12 +322,9 @@ Result<PlannerModel> model_from_hf_config(const json& top, const std::string& or
             return invalid_argument(origin + ": chunked_attention needs attention_chunk_size");
           m.layers.push_back(windowed(*chunk));
         } else if (type == "linear_attention") {
-          if (!state) {
-            auto s = linear_attention_state_bytes(c, state_elem_bytes);
-            if (!s.is_ok()) return fail(s.status());
-            state = *s;
-          }
-          m.layers.push_back(KvLayer::no_kv(*state));
+          auto l = linear_layer();
+          if (!l.is_ok()) return fail(l.status());
+          m.layers.push_back(*l);
         } else {
           return unimplemented(origin + ": layer type '" + type +
                                "' is not known to the planner (expected full_attention, "
@@ -253,16 +332,19 @@ Result<PlannerModel> model_from_hf_config(const json& top, const std::string& or
         }
       }
     } else if (interval.is_ok() && *interval > 0) {
-      auto s = linear_attention_state_bytes(c, state_elem_bytes);
-      if (!s.is_ok()) return fail(s.status());
+      auto l = linear_layer();
+      if (!l.is_ok()) return fail(l.status());
       for (uint64_t i = 0; i < n_layers; ++i)
-        m.layers.push_back((i + 1) % *interval == 0 ? full : KvLayer::no_kv(*s));
+        m.layers.push_back((i + 1) % *interval == 0 ? full : *l);
     } else if (pattern.is_ok() && *pattern > 0 && window > 0) {
       for (uint64_t i = 0; i < n_layers; ++i)
         m.layers.push_back((i + 1) % *pattern == 0 ? full : windowed(window));
     } else if (m.architecture == "gemma2" && window > 0) {
       for (uint64_t i = 0; i < n_layers; ++i)
         m.layers.push_back(i % 2 == 0 ? windowed(window) : full);
+    } else if (qwen_windows) {
+      for (uint64_t i = 0; i < n_layers; ++i)
+        m.layers.push_back(window > 0 && i >= **max_window_layers ? windowed(window) : full);
     } else if (window > 0 && (m.max_context == 0 || window < m.max_context)) {
       m.layers.assign(n_layers, windowed(window));
     } else {
@@ -282,9 +364,12 @@ Result<PlannerModel> model_from_hf_config(const json& top, const std::string& or
         kv_heads);
     m.parameters_estimated = m.num_parameters > 0;
   }
-  if (auto it = top.find("notes"); it != top.end() && it->is_array())
+  if (auto it = top.find("notes"); it != top.end() && it->is_array()) {
+    std::vector<std::string> written;  // the catalog's notes first, then the computed ones
     for (const auto& n : *it)
-      if (n.is_string()) m.notes.push_back(n.get<std::string>());
+      if (n.is_string()) written.push_back(n.get<std::string>());
+    m.notes.insert(m.notes.begin(), written.begin(), written.end());
+  }
   return m;
 }
 

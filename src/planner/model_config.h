@@ -3,17 +3,24 @@
 // a Hugging Face config.json, a catalog entry (data/models/*.json: the config values plus
 // provenance) or a GGUF file's metadata (weights are not read).
 //
-// How the layer kinds are derived (first rule that applies):
+// Fields a config omits take transformers' defaults for its model_type first (gemma3: 8 heads,
+// 4 KV heads, head_dim 256, sliding_window 4096, sliding_window_pattern 6; qwen2/qwen3 (+ MoE):
+// use_sliding_window false, max_window_layers 28; falcon: multi_query true). How the layer kinds
+// are derived (first rule that applies):
 //   kv_lora_rank set                      -> every layer MLA (kv_lora_rank + qk_rope_head_dim)
 //   layer_types [..]                      -> per layer: full_attention, sliding_attention,
 //                                            linear_attention (fixed state), chunked_attention
 //   full_attention_interval k (Qwen3-Next)-> layer i full when (i+1) % k == 0, else linear
 //   sliding_window_pattern p (Gemma 3)    -> layer i full when (i+1) % p == 0, else windowed
 //   model_type gemma2                     -> even layers windowed, odd layers full
+//   max_window_layers m (Qwen2/Qwen3)     -> layer i windowed when use_sliding_window (default
+//                                            false) and i >= m, else full
 //   sliding_window set (and use_sliding_window not false) -> every layer windowed
 //   otherwise                             -> every layer full attention
-// KV heads default to the attention heads (MHA); `multi_query` (Falcon) means one KV head;
-// head_dim defaults to hidden_size / num_attention_heads.
+// KV heads default to the attention heads (MHA); `multi_query` without
+// `new_decoder_architecture` (Falcon) means one KV head whatever num_kv_heads says; head_dim
+// defaults to hidden_size / num_attention_heads. A linear-attention state keeps its conv window
+// in the model dtype and its recurrent part in `mamba_ssm_dtype` (when set), as vLLM does.
 #pragma once
 
 #include <cstdint>

@@ -72,6 +72,8 @@ std::string render_plan_json(const PlanOutcome& out) {
                       {"paged_bytes", p.request_paged},
                       {"block_size", r.workload.block_size},
                       {"by_layer_kind", req_kind}};
+  if (r.workload.window_chunk_tokens > 0)  // windowed layers held as during a step of this many
+    j["per_request"]["window_step_tokens"] = r.workload.window_chunk_tokens;
   j["memory"] = {{"gpu", r.gpu_name},
                  {"gpu_memory", size_json(r.gpu_memory)},
                  {"gpu_memory_utilization", r.utilization},

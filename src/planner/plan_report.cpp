@@ -98,12 +98,10 @@ void formula_section(std::ostringstream& o, const PlanOutcome& out) {
   const CapacityPlan& p = out.plan;
   o << "\nKV format: " << dtype_line(r.k_dtype, r.v_dtype) << "\n";
   if (r.tp > 1)
-    o << "Tensor parallel: " << r.tp << " GPUs; KV heads per GPU = max(1, kv_heads / " << r.tp
-      << "); MLA latents are replicated; all sizes below are per GPU unless marked total\n";
-  if (const uint32_t kvh = r.model.kv_heads();
-      r.tp > 1 && kvh > 0 && kvh % r.tp != 0 && r.tp % kvh != 0)
-    o << "  note: " << kvh << " KV heads do not split evenly over " << r.tp
-      << " GPUs; engines such as vLLM refuse this tp\n";
+    o << "Tensor parallel: " << r.tp << " GPUs; KV heads per GPU = kv_heads / " << r.tp
+      << " (1, replicated, when " << r.tp
+      << " >= kv_heads); MLA latents are replicated; all sizes below are per GPU unless marked "
+         "total\n";
   o << "Units: B = byte, GB = 10^9 B, GiB = 2^30 B; computed sizes are shown in both.\n";
   o << "\nBytes per token\n";
   o << "  KV bytes/token = layers x 2 (K,V) x kv_heads x head_dim x bytes/element"
@@ -138,10 +136,21 @@ void request_section(std::ostringstream& o, const PlanOutcome& out) {
     o << "  " << pad(kv_layer_kind_name(static_cast<KvLayerKind>(k)), 18)
       << lpad(format_thousands(p.request.by_kind[k]), 18) << " B\n";
   }
-  if (w.block_size > 0)
+  const bool windowed = p.per_token.layers_by_kind[static_cast<int>(KvLayerKind::kSliding)] > 0;
+  if (windowed && w.window_chunk_tokens > 0)
+    o << "  windowed layers as held during a step of " << format_thousands(w.window_chunk_tokens)
+      << " tokens (--max-num-batched-tokens): min(N, window - 1 + "
+      << format_thousands(w.window_chunk_tokens)
+      << ") tokens; paged: the most whole blocks they span at any step on the way to N\n";
+  if (w.block_size > 0) {
     o << "  paged (block " << w.block_size << " tokens): " << format_thousands(p.request_paged)
-      << " B (at most one partial block per layer group: +"
-      << format_thousands(p.request_paged - p.request.total) << " B)\n";
+      << " B (";
+    if (windowed && w.window_chunk_tokens > 0)
+      o << "partial blocks at both ends of each window and the last block of the others";
+    else
+      o << "at most one partial block per layer group";
+    o << ": +" << format_thousands(p.request_paged - p.request.total) << " B)\n";
+  }
 }
 
 void memory_section(std::ostringstream& o, const PlanOutcome& out) {

@@ -4,6 +4,7 @@ tests/planner/engine_kv_shape_test.cpp.) Run by CTest with KVSERVE_BIN set."""
 import json
 import os
 import subprocess
+import tempfile
 import unittest
 
 BIN = os.environ.get("KVSERVE_BIN", "build/bin/kvserve")
@@ -84,6 +85,84 @@ class BadInput(unittest.TestCase):
         for flag in ("--prompt", "--max-tokens", "--temp", "--top-k", "--top-p", "--seed", "--chat", "--parallel",
                      "--block-size", "--kv-cache-memory", "--json", "--threads", "--repeat"):
             self.assertIn(flag, gen)
+
+
+class Plan(unittest.TestCase):
+    """Issue 14's planner fixes seen from the command line (catalog entries; no model needed). Every
+    expected number is derived in the comment next to it."""
+
+    def plan_json(self, *args):
+        return json.loads(run("plan", *args, "--json").stdout)
+
+    def test_tensor_parallel_never_rounds_kv_heads_down(self):
+        # Llama 3.1 70B: 80 layers, 8 KV heads of 128. tp 3 cannot split 8 heads (vLLM refuses it):
+        # one clear line naming the tp values that work, instead of 8 // 3 = 2 heads per GPU.
+        p = run("plan", "-m", "llama-3.1-70b", "--gpu", "H100", "--tp", "3", check=False)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("8 KV heads cannot be split over tp 3", p.stderr)
+        self.assertIn("(1, 2, 4, 8)", p.stderr)
+        self.assertLessEqual(len(p.stderr.strip().splitlines()), 3, p.stderr)
+        # tp 2: 4 heads per GPU, 80 x 2 x 4 x 128 x 2 = 163,840 B; tp 16: each head on two GPUs,
+        # 1 head per GPU, 80 x 2 x 1 x 128 x 2 = 40,960 B.
+        self.assertEqual(self.plan_json("-m", "llama-3.1-70b", "--gpu", "H100", "--tp", "2")["per_token"]["bytes"],
+                         163840)
+        self.assertEqual(self.plan_json("-m", "llama-3.1-70b", "--gpu", "H100", "--tp", "16")["per_token"]["bytes"],
+                         40960)
+        # SmolLM2-135M has 3 KV heads: the "2x GPUs" lever is n/a with the same reason.
+        levers = self.plan_json("-m", "smollm2-135m", "--gpu", "H100")["levers"]
+        tp2 = [l for l in levers if l["name"].startswith("more memory")]
+        self.assertEqual(len(tp2), 1)
+        self.assertIn("3 KV heads cannot be split over tp 2", tp2[0]["why_not"])
+
+    def test_gpu_presets_are_reported_totals_with_sources(self):
+        # nvidia-smi totals: H100 81,559 MiB = 85,520,809,984 B; H200 143,771 MiB = 150,754,820,096 B.
+        self.assertEqual(self.plan_json("-m", "smollm2-135m", "--gpu", "H100")["memory"]["gpu_memory"]["bytes"],
+                         81559 << 20)
+        self.assertEqual(self.plan_json("-m", "smollm2-135m", "--gpu", "H200")["memory"]["gpu_memory"]["bytes"],
+                         143771 << 20)
+        out = run("plan", "--list-gpus").stdout
+        names = [l.split()[0] for l in out.splitlines() if l and not l.startswith(" ")]
+        self.assertIn("H100-80GB", names)
+        self.assertEqual(out.count("source: "), len(names), out)
+
+    def test_windowed_layers_per_step(self):
+        # Mistral 7B v0.1: 32 windowed layers (4,096) of 8 KV heads x 128, 131,072 B per token.
+        # Default: min(32768, 4096) = 4,096 tokens = 256 blocks of 16.
+        base = ("-m", "mistral-7b-v0.1", "--gpu", "H100", "--context", "32768")
+        j = self.plan_json(*base)
+        self.assertEqual(j["per_request"]["paged_bytes"], 4096 * 131072)
+        self.assertNotIn("window_step_tokens", j["per_request"])
+        # A 512-token step ending at m reads [m - 512 - 4095, m): 4,607 tokens. At m = 32,768 they
+        # span blocks 1760..2047 (288 blocks of 16); at m = 32,753, on the way, blocks 1759..2047
+        # (289, the most 4,607 positions can span: ceil(4606 / 16) + 1). The plan counts 289.
+        j = self.plan_json(*base, "--max-num-batched-tokens", "512")
+        self.assertEqual(j["per_request"]["bytes"], 4607 * 131072)
+        self.assertEqual(j["per_request"]["paged_bytes"], 289 * 16 * 131072)
+        self.assertEqual(j["per_request"]["window_step_tokens"], 512)
+
+    def test_config_fixes(self):
+        # Falcon 7B (catalog): multi_query, so 1 KV head: 32 x 2 x 1 x 64 x 2 = 8,192 B.
+        self.assertEqual(self.plan_json("-m", "falcon-7b", "--gpu", "H100")["per_token"]["formula"],
+                         "32 x 2 x 1 x 64 x 2 = 8,192 B")
+        # google/gemma-3-27b-it's text_config has no sliding_window_pattern: transformers' default 6
+        # makes layers 5, 11, ..., 59 full (10) and the other 52 windowed (1,024), 8,192 B per layer
+        # and token (16 KV heads x 128 x 2 x 2 B).
+        text = {"head_dim": 128, "hidden_size": 5376, "intermediate_size": 21504, "model_type": "gemma3_text",
+                "num_attention_heads": 32, "num_hidden_layers": 62, "num_key_value_heads": 16,
+                "query_pre_attn_scalar": 168, "rope_scaling": {"factor": 8.0, "rope_type": "linear"},
+                "sliding_window": 1024}
+        cfg = {"architectures": ["Gemma3ForConditionalGeneration"], "model_type": "gemma3", "text_config": text,
+               "torch_dtype": "bfloat16"}
+        with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+            json.dump(cfg, f)
+        try:
+            j = self.plan_json("-m", f.name, "--gpu", "H100", "--context", "32768")
+        finally:
+            os.unlink(f.name)
+        kinds = j["per_token"]["by_layer_kind"]
+        self.assertEqual(kinds["full_attention"]["layers"], 10)
+        self.assertEqual(kinds["sliding_window"]["layers"], 52)
+        self.assertEqual(j["per_request"]["bytes"], 10 * 8192 * 32768 + 52 * 8192 * 1024)
 
 
 if __name__ == "__main__":

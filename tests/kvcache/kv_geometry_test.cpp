@@ -94,6 +94,49 @@ TEST(KvGeometry, SlidingWindowAllLayers) {
   EXPECT_EQ(kv_request_bytes(s, 32768), 512 * kMiB);  // a windowed layer holds <= 4096 tokens
 }
 
+TEST(KvGeometry, WindowHeldTokensAndBlocksSpanned) {
+  // Mistral 7B v0.1 (https://huggingface.co/mistralai/Mistral-7B-v0.1/blob/main/config.json:
+  // sliding_window 4096). A query at position p sees [p - 4095, p]; a step computing [s, e)
+  // needs [max(0, s - 4095), e).
+  constexpr uint32_t kW = 4096;
+  EXPECT_EQ(kv_window_first_needed(kW, 0), 0u);
+  EXPECT_EQ(kv_window_first_needed(kW, 4095), 0u);
+  EXPECT_EQ(kv_window_first_needed(kW, 4096), 1u);
+  EXPECT_EQ(kv_window_first_needed(kW, 10000), 5905u);
+  // A decode step (1 token) holds min(n, window): the planner's default count.
+  EXPECT_EQ(kv_window_held_tokens(kW, 2000, 1), 2000u);
+  EXPECT_EQ(kv_window_held_tokens(kW, 10000, 1), 4096u);
+  // A 512-token prefill chunk ending at n holds window - 1 + 512.
+  EXPECT_EQ(kv_window_held_tokens(kW, 10000, 512), 4607u);
+  EXPECT_EQ(kv_window_held_tokens(kW, 3000, 512), 3000u);
+  EXPECT_EQ(kv_window_held_tokens(kW, 300, 512), 300u);  // a chunk longer than the request
+  // Blocks spanning [first, end).
+  EXPECT_EQ(kv_blocks_spanned(0, 16, 16), 1u);
+  EXPECT_EQ(kv_blocks_spanned(15, 17, 16), 2u);
+  EXPECT_EQ(kv_blocks_spanned(16, 16, 16), 0u);
+  EXPECT_EQ(kv_blocks_spanned(5905, 10001, 16), 257u);  // 4,096 tokens straddling 257 blocks
+
+  const KvLayer win = KvLayer::sliding(8, 128, 128, kW);
+  // Default: min(n, window) rounded up, as if the window started on a block boundary.
+  EXPECT_EQ(kv_layer_held_slots(win, 10001, 16), 4096u);
+  EXPECT_EQ(kv_layer_held_slots(win, 10001, 0), 4096u);
+  // The engine's count for a decode step: the 257 blocks spanning [5905, 10001).
+  EXPECT_EQ(kv_layer_held_slots(win, 10001, 16, 1), 257u * 16);
+  EXPECT_EQ(kv_layer_held_slots(win, 10000, 16, 1), 256u * 16);  // aligned: no extra block
+  // A 512-token step ending at 10,001 needs [5394, 10001): blocks 337..625, 289 blocks. vLLM
+  // reserves cdiv(4096 - 1 + 512, 16) + 1 = 289 blocks for any alignment.
+  EXPECT_EQ(kv_layer_held_slots(win, 10001, 16, 512), 289u * 16);
+  EXPECT_EQ(kv_layer_held_slots(win, 10001, 0, 512), 4607u);
+  // Full attention ignores the chunk.
+  EXPECT_EQ(kv_layer_held_slots(KvLayer::full(8, 128, 128), 10001, 16, 512), 10016u);
+
+  // Per request (32 layers, 131,072 B per token): the default is unchanged; chunk-aware is more.
+  const KvModelShape s = shape_of(std::vector<KvLayer>(32, win));
+  EXPECT_EQ(kv_request_bytes(s, 32768), 512 * kMiB);
+  EXPECT_EQ(kv_request_bytes(s, 32768, 1), 512 * kMiB);
+  EXPECT_EQ(kv_request_bytes(s, 32768, 512), 4607u * 131'072);
+}
+
 TEST(KvGeometry, SlidingWindowInterleaved) {
   // Gemma 2 9B: 42 layers alternating local (window 4096) / global, 8 KV heads, head_dim 256.
   std::vector<KvLayer> layers;
@@ -134,6 +177,25 @@ TEST(KvGeometry, HybridLinearAttentionStateReportedSeparately) {
   EXPECT_EQ(kv_shape_bytes(s).state_bytes_per_sequence, 36 * kState / 2);
 }
 
+TEST(KvGeometry, GatedDeltaNetStateConvAndRecurrent) {
+  // Qwen3-Next-80B-A3B (https://huggingface.co/Qwen/Qwen3-Next-80B-A3B-Instruct/blob/main/
+  // config.json): linear_num_key_heads 16, linear_num_value_heads 32, linear_key_head_dim 128,
+  // linear_value_head_dim 128, linear_conv_kernel_dim 4. Shapes as vLLM's
+  // gated_delta_net_state_shape: conv (4 - 1) x (2 x 16 x 128 + 32 x 128), recurrent 32 x 128 x
+  // 128.
+  const GatedDeltaNetShape g{
+      .key_heads = 16, .value_heads = 32, .key_dim = 128, .value_dim = 128, .conv_kernel = 4};
+  const LinearStateBytes bf16 = gated_delta_net_state_bytes(g, 2, 2);
+  EXPECT_EQ(bf16.conv, 3u * 8192 * 2);
+  EXPECT_EQ(bf16.recurrent, 32u * 128 * 128 * 2);
+  EXPECT_EQ(bf16.total(), 1'097'728u);
+  // An f32 recurrent state (mamba_ssm_dtype float32) leaves the conv state in the model dtype.
+  const LinearStateBytes mixed = gated_delta_net_state_bytes(g, 2, 4);
+  EXPECT_EQ(mixed.conv, bf16.conv);
+  EXPECT_EQ(mixed.recurrent, 2 * bf16.recurrent);
+  EXPECT_EQ(gated_delta_net_state_bytes({.conv_kernel = 0}, 2, 2).total(), 0u);
+}
+
 TEST(KvGeometry, TensorParallelHeadsPerRank) {
   EXPECT_EQ(kv_heads_per_rank(8, 1), 8u);
   EXPECT_EQ(kv_heads_per_rank(8, 2), 4u);
@@ -148,6 +210,43 @@ TEST(KvGeometry, TensorParallelHeadsPerRank) {
   KvModelShape s16 = s;
   s16.tp = 16;
   EXPECT_EQ(kv_shape_bytes(s16).bytes_per_token, 327'680u / 8);  // 1 head per rank
+}
+
+TEST(KvGeometry, TensorParallelNeverRoundsHeadsDown) {
+  // Llama 3.1 70B (https://huggingface.co/meta-llama/Llama-3.1-70B/blob/main/config.json:
+  // num_hidden_layers 80, num_attention_heads 64, num_key_value_heads 8, head_dim 128). vLLM's
+  // QKVParallelLinear (vllm/model_executor/layers/linear.py) gives each rank
+  // divide(total_num_kv_heads, tp) heads, or one head replicated divide(tp, total_num_kv_heads)
+  // times when tp >= the KV heads; divide() asserts, so tp 3 or 6 is refused there. Here too.
+  const std::vector<KvLayer> layers(80, KvLayer::full(8, 128, 128));
+  EXPECT_EQ(kv_heads_per_rank(8, 3), 3u);  // ceil(8 / 3): never 2, which would under-count
+  EXPECT_EQ(kv_heads_per_rank(8, 6), 2u);
+  EXPECT_EQ(kv_heads_per_rank(8, 12), 1u);
+  EXPECT_TRUE(check_kv_heads_split(8, 4).is_ok());
+  EXPECT_TRUE(check_kv_heads_split(8, 16).is_ok());  // replicated twice
+  EXPECT_TRUE(check_kv_heads_split(1, 7).is_ok());   // MQA: any tp replicates the one head
+  for (uint32_t tp : {3u, 5u, 6u, 12u}) {
+    const Status st = check_kv_heads_split(8, tp);
+    ASSERT_FALSE(st.is_ok()) << tp;
+    EXPECT_NE(st.message().find("8 KV heads cannot be split over tp " + std::to_string(tp)),
+              std::string::npos)
+        << st.message();
+    EXPECT_NE(st.message().find("(1, 2, 4, 8)"), std::string::npos) << st.message();
+    const Status v = validate_kv_shape(shape_of(layers, KvDtype::kBF16, KvDtype::kBF16, tp));
+    ASSERT_FALSE(v.is_ok()) << tp;
+    EXPECT_NE(v.message().find("layer 0 (full attention)"), std::string::npos) << v.message();
+  }
+  // Windowed layers split the same way; MLA latents and linear states have no KV heads.
+  EXPECT_FALSE(validate_kv_shape(shape_of({KvLayer::sliding(8, 128, 128, 4096)}, KvDtype::kBF16,
+                                          KvDtype::kBF16, 3))
+                   .is_ok());
+  EXPECT_TRUE(validate_kv_shape(shape_of({KvLayer::mla(512, 64), KvLayer::no_kv(100)},
+                                         KvDtype::kBF16, KvDtype::kBF16, 3))
+                  .is_ok());
+  // tp 16 replicates: 80 x 2 x 1 x 128 x 2 B per rank.
+  const KvModelShape tp16 = shape_of(layers, KvDtype::kBF16, KvDtype::kBF16, 16);
+  EXPECT_TRUE(validate_kv_shape(tp16).is_ok());
+  EXPECT_EQ(kv_shape_bytes(tp16).bytes_per_token, 40'960u);
 }
 
 TEST(KvGeometry, ValidateRejectsBrokenShapes) {

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 namespace kvs {
 namespace {
 
@@ -67,6 +69,8 @@ TEST(CapacityPlan, UtilizationIsExact) {
   EXPECT_EQ(apply_utilization(80'000'000'000, 0.9), 72'000'000'000u);
   EXPECT_EQ(apply_utilization(80 * kGiB, 0.9), 72 * kGiB);
   EXPECT_EQ(apply_utilization(141 * kGiB, 0.95), 141 * kGiB * 95 / 100);
+  // The H100-80GB preset, 81,559 MiB as the device reports it.
+  EXPECT_EQ(apply_utilization(85'520'809'984, 0.9), 76'968'728'985u);
 }
 
 TEST(CapacityPlan, ExpectedCaseWithDistributionVsContiguous) {
@@ -132,6 +136,70 @@ TEST(CapacityPlan, PrefixSharingStoresTheSharedBlocksOnce) {
   p = plan_capacity(in);
   ASSERT_TRUE(p.is_ok());
   EXPECT_EQ(p->prefix_bytes, 40u * 512);  // window holds [120, 320): 40 prefix tokens
+}
+
+TEST(CapacityPlan, WindowedLayersChunkAwareOnlyWhenAsked) {
+  // One windowed layer (window 200) of 512 B per token, blocks of 16, a 1,000-token request.
+  PlanInputs in = base(512 * 16 * 100, 1000);
+  in.shape.layers = {KvLayer::sliding(1, 64, 64, 200)};
+  auto p = plan_capacity(in);
+  ASSERT_TRUE(p.is_ok());
+  EXPECT_EQ(p->request.total, 200u * 512);  // default: min(N, window)
+  EXPECT_EQ(p->request_paged, 208u * 512);  // rounded up to 13 blocks
+  // Steps of up to 64 tokens: a step ending at m holds [m - 263, m), window - 1 + 64 = 263
+  // tokens; ending at 1,000 that is [737, 1000), blocks 46..62, 17 blocks. On its way to 1,000
+  // the request also met the step ending at 994, [731, 994), blocks 45..62: 18 blocks, the most
+  // 263 positions can span (ceil(262 / 16) + 1). The plan counts that peak.
+  in.workload.window_chunk_tokens = 64;
+  p = plan_capacity(in);
+  ASSERT_TRUE(p.is_ok());
+  EXPECT_EQ(p->request.total, 263u * 512);
+  EXPECT_EQ(p->request_paged, 18u * 16 * 512);
+  EXPECT_EQ(p->c_max_worst, 100u / 18);
+  // Prefix sharing counts the positions the window holds: [737, 1000) includes none of 160.
+  in.workload.shared_prefix = 160;
+  p = plan_capacity(in);
+  ASSERT_TRUE(p.is_ok());
+  EXPECT_EQ(p->prefix_bytes, 0u);
+  in.workload.window_chunk_tokens = uint64_t{1} << 31;
+  EXPECT_FALSE(plan_capacity(in).is_ok());
+}
+
+TEST(CapacityPlan, StepAwarePagingIsThePeakOnTheWayToN) {
+  // Reference model: the most any step of up to `chunk` tokens ending at m <= n holds, by brute
+  // force over every m, summed over one full layer and two windows (200 and 37) of 512 B/token.
+  const KvModelShape s = [] {
+    KvModelShape x = tiny();
+    x.layers = {KvLayer::full(1, 64, 64), KvLayer::sliding(1, 64, 64, 200),
+                KvLayer::sliding(1, 64, 64, 37)};
+    return x;
+  }();
+  for (uint64_t chunk : {1u, 5u, 16u, 64u}) {
+    uint64_t brute = 0, previous = 0;
+    for (uint64_t n = 0; n <= 700; ++n) {
+      uint64_t at_n = 0;
+      for (const KvLayer& l : s.layers) at_n += 512 * kv_layer_held_slots(l, n, 16, chunk);
+      brute = std::max(brute, at_n);
+      const uint64_t got = kv_request_bytes_paged(s, n, 16, chunk);
+      ASSERT_EQ(got, brute) << "chunk " << chunk << ", n " << n;
+      ASSERT_GE(got, previous) << "chunk " << chunk << ", n " << n;  // never shrinks as n grows
+      previous = got;
+    }
+  }
+  // Hence the largest context is one every shorter request also fits. Budget 29 blocks of
+  // 16 x 512 B, steps of up to 64 tokens (window 37 holds window - 1 + 64 = 100 positions):
+  //   n = 160: full 10 blocks + window 200 all 160 tokens, 10 + window 37 [60, 160), blocks 3..9,
+  //            7 = 27: fits;
+  //   n = 161: 11 + 11 + [61, 161), blocks 3..10, 8 = 30: does not;
+  //   n = 176: 11 + 11 + [76, 176), blocks 4..10, 7 = 29 would fit on its own, but a request
+  //            reaches 176 tokens through 161. So 160, not 176.
+  PlanInputs in = base(29 * 16 * 512, 64);
+  in.shape = s;
+  in.workload.window_chunk_tokens = 64;
+  auto p = plan_capacity(in);
+  ASSERT_TRUE(p.is_ok()) << p.status().to_string();
+  EXPECT_EQ(p->max_context, 160u);
+  EXPECT_FALSE(p->context_unbounded);
 }
 
 TEST(CapacityPlan, RejectsBadInput) {

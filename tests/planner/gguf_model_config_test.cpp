@@ -6,6 +6,7 @@
 #include "model/gguf_file.h"
 #include "model/gguf_writer.h"
 #include "model/model_paths.h"
+#include "model/model_spec.h"
 #include "planner/catalog.h"
 #include "planner/model_config.h"
 
@@ -51,6 +52,51 @@ TEST(GgufModelConfig, SlidingWindowGemma2AndKvLengths) {
   EXPECT_EQ(m->layers[1], KvLayer::full(4, 256, 256));
   EXPECT_EQ(*m->weight_bytes, 128u);
   EXPECT_EQ(m->num_parameters, 32u);
+}
+
+TEST(GgufModelConfig, NoHeadCountKvMeansMultiHeadAttention) {
+  // llama.cpp's convert_hf_to_gguf.py writes no head_count_kv for GPT-2 (GPT2Model's
+  // set_gguf_parameters: block_count, context_length, embedding_length, feed_forward_length,
+  // head_count, layer_norm_eps), and llama.cpp then uses n_head_kv = n_head. The values are
+  // openai-community/gpt2's config.json (n_layer 12, n_head 12, n_embd 768, n_ctx 1024,
+  // layer_norm_epsilon 1e-5). Loading must not fail: 12 KV heads of 768 / 12 = 64.
+  GgufWriter w;
+  w.add_string("general.architecture", "gpt2");
+  w.add_uint32("gpt2.block_count", 12);
+  w.add_uint32("gpt2.context_length", 1024);
+  w.add_uint32("gpt2.embedding_length", 768);
+  w.add_uint32("gpt2.feed_forward_length", 4 * 768);
+  w.add_uint32("gpt2.attention.head_count", 12);
+  w.add_float32("gpt2.attention.layer_norm_epsilon", 1e-5f);
+  auto f = GgufFile::parse_bytes(w.finish());
+  ASSERT_TRUE(f.is_ok()) << f.status().to_string();
+  auto spec = model_spec_from_gguf(*f);  // the engine's reader
+  ASSERT_TRUE(spec.is_ok()) << spec.status().to_string();
+  EXPECT_EQ(spec->n_kv_heads, 12u);
+  EXPECT_EQ(spec->head_dim, 64u);
+  EXPECT_TRUE(spec->uniform_full_attention());
+  auto m = model_from_gguf(*f, "gpt2.gguf");
+  ASSERT_TRUE(m.is_ok()) << m.status().to_string();
+  ASSERT_EQ(m->layers.size(), 12u);
+  EXPECT_EQ(m->layers[0], KvLayer::full(12, 64, 64));
+  EXPECT_EQ(m->max_context, 1024u);
+  // 12 x 2 x 12 x 64 x 2 = 36,864 B per token in f16.
+  EXPECT_EQ(kv_shape_bytes(m->kv_shape(KvDtype::kF16, KvDtype::kF16, 1)).bytes_per_token, 36'864u);
+  // The same for a llama-architecture file without the key: the engine's own checks pass it.
+  GgufWriter l;
+  l.add_string("general.architecture", "llama");
+  l.add_uint32("llama.block_count", 2);
+  l.add_uint32("llama.context_length", 2048);
+  l.add_uint32("llama.embedding_length", 256);
+  l.add_uint32("llama.feed_forward_length", 512);
+  l.add_uint32("llama.attention.head_count", 4);
+  l.add_uint32("llama.vocab_size", 100);
+  auto lf = GgufFile::parse_bytes(l.finish());
+  ASSERT_TRUE(lf.is_ok());
+  auto ls = model_spec_from_gguf(*lf);
+  ASSERT_TRUE(ls.is_ok()) << ls.status().to_string();
+  EXPECT_EQ(ls->n_kv_heads, 4u);
+  EXPECT_TRUE(check_engine_support(*ls).is_ok()) << check_engine_support(*ls).to_string();
 }
 
 TEST(GgufModelConfig, PerLayerKvHeadsAndDifferentKv) {

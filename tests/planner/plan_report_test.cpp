@@ -80,6 +80,63 @@ TEST(PlanReport, TwoH200sBothConventions) {
   EXPECT_NE(report.find("80 x 2 x 4 x 128 x 2 = 163,840 B"), std::string::npos);
 }
 
+TEST(PlanReport, TensorParallelSplitsThatDoNotDivideAreRefused) {
+  // Llama 3.1 70B's 8 KV heads (meta-llama/Llama-3.1-70B config.json) over 3 GPUs: vLLM refuses
+  // it, and so does the plan, instead of counting 8 / 3 = 2 heads per GPU.
+  PlanRequest r = h100_lesson();
+  r.model = llama(80, 8);
+  r.tp = 3;
+  auto out = run_plan(r);
+  ASSERT_FALSE(out.is_ok());
+  EXPECT_NE(out.status().message().find("8 KV heads cannot be split over tp 3"), std::string::npos)
+      << out.status().message();
+  // SmolLM2-135M (HuggingFaceTB/SmolLM2-135M config.json: 30 layers, 3 KV heads of 64): tp 1
+  // plans, and the "2x GPUs" lever says why tp 2 is not a choice.
+  r.model = llama(30, 3);
+  r.model.num_attention_heads = 9;
+  r.model.layers.assign(30, KvLayer::full(3, 64, 64));
+  r.tp = 1;
+  out = run_plan(r);
+  ASSERT_TRUE(out.is_ok()) << out.status().to_string();
+  bool seen = false;
+  for (const Lever& l : out->levers) {
+    if (l.name.rfind("more memory", 0) != 0) continue;
+    seen = true;
+    EXPECT_FALSE(l.applicable);
+    EXPECT_NE(l.why_not.find("3 KV heads cannot be split over tp 2"), std::string::npos)
+        << l.why_not;
+  }
+  EXPECT_TRUE(seen);
+}
+
+TEST(PlanReport, ChunkAwareWindowsOnlyWithMaxNumBatchedTokens) {
+  // Mistral 7B v0.1 (mistralai/Mistral-7B-v0.1 config.json: 32 layers, 8 KV heads of 128,
+  // sliding_window 4096) at 32K tokens.
+  PlanRequest r = h100_lesson();
+  r.model.layers.assign(32, KvLayer::sliding(8, 128, 128, 4096));
+  r.workload.context = 32768;
+  auto out = run_plan(r);
+  ASSERT_TRUE(out.is_ok()) << out.status().to_string();
+  EXPECT_EQ(out->plan.request_paged, 4096u * 131'072);  // the default count: unchanged
+  std::string report = render_plan_report(*out);
+  EXPECT_EQ(report.find("windowed layers as held"), std::string::npos);
+  EXPECT_FALSE(
+      nlohmann::json::parse(render_plan_json(*out))["per_request"].contains("window_step_tokens"));
+  // With the engine's 512-token steps a step ending at m holds [m - 4607, m): 4,607 tokens,
+  // 288 blocks of 16 at m = 32,768 ([28161, 32768)) but 289 at m = 32,753 ([28146, 32753),
+  // blocks 1759..2047), a step the request passed on its way: the plan counts 289.
+  r.workload.window_chunk_tokens = 512;
+  out = run_plan(r);
+  ASSERT_TRUE(out.is_ok()) << out.status().to_string();
+  EXPECT_EQ(out->plan.request.total, 4607u * 131'072);
+  EXPECT_EQ(out->plan.request_paged, 289u * 16 * 131'072);
+  report = render_plan_report(*out);
+  EXPECT_NE(report.find("windowed layers as held during a step of 512 tokens"), std::string::npos)
+      << report;
+  EXPECT_EQ(nlohmann::json::parse(render_plan_json(*out))["per_request"]["window_step_tokens"],
+            512);
+}
+
 TEST(PlanReport, JsonHasExactBytes) {
   PlanRequest r = h100_lesson();
   r.workload.concurrency = 64;
@@ -155,9 +212,21 @@ TEST(PlanInputs, GpuPresets) {
   for (const char* name : {"H100-80GB", "h100", "H100 NVL", "H200", "A100-40GB", "A100-80GB", "L4",
                            "RTX-4090", "MI300X", "B200"})
     EXPECT_TRUE(find_gpu_preset(name).is_ok()) << name;
-  EXPECT_EQ(find_gpu_preset("h100")->memory_bytes, 80 * kGiB);
-  EXPECT_EQ(find_gpu_preset("H200")->memory_bytes, 141 * kGiB);
+  // The totals the devices report (nvidia-smi / cudaMemGetInfo), not the marketed sizes read as
+  // GiB: an H100 SXM reports 81,559 MiB (79.65 GiB, not 80), an H200 143,771 MiB (140.40 GiB,
+  // not 141). The A100s report exactly 40 and 80 GiB.
+  constexpr uint64_t kMiB = uint64_t{1} << 20;
+  EXPECT_EQ(find_gpu_preset("h100")->memory_bytes, 81'559 * kMiB);
+  EXPECT_EQ(find_gpu_preset("h100")->memory_bytes, 85'520'809'984u);
+  EXPECT_EQ(find_gpu_preset("H200")->memory_bytes, 143'771 * kMiB);
+  EXPECT_EQ(find_gpu_preset("H200")->memory_bytes, 150'754'820'096u);
   EXPECT_EQ(find_gpu_preset("a100-40gb")->memory_bytes, 40 * kGiB);
+  EXPECT_EQ(find_gpu_preset("a100-80gb")->memory_bytes, 80 * kGiB);
+  EXPECT_EQ(find_gpu_preset("MI300X")->memory_bytes, 205'822'885'888u);  // rocm-smi's total
+  for (const GpuPreset& p : gpu_presets()) {
+    EXPECT_GT(std::string(p.source).size(), 10u) << p.name;  // every preset says where from
+    EXPECT_NE(std::string(p.note).find('"'), std::string::npos) << p.name;  // the marketed size
+  }
   auto bad = find_gpu_preset("tpu");
   ASSERT_FALSE(bad.is_ok());
   EXPECT_NE(bad.status().message().find("H100-80GB"), std::string::npos);

@@ -62,7 +62,8 @@ TEST(WorkedNumbers, Llama2_7B_Fp16) {
   EXPECT_EQ(kv_shape_bytes(s).bytes_per_token, kMiB / 2);
   EXPECT_EQ(kv_request_bytes(s, 4096), 2 * kGiB);
   EXPECT_EQ(8 * kv_request_bytes(s, 4096), 16 * kGiB);
-  // An 80 GB GPU (80 GiB of HBM) leaves ~66 GiB after ~14 GiB of weights: 33 sequences of 4K.
+  // The lesson: "an 80 GB GPU" taken as 80 GiB leaves 66 GiB after 14 GiB of weights: 33
+  // sequences of 4K.
   PlanInputs in = inputs(s, 80 * kGiB, 1.0, 14 * kGiB, 0, 4096);
   in.workload.concurrency = 33;
   const auto p = plan_capacity(in);
@@ -71,6 +72,21 @@ TEST(WorkedNumbers, Llama2_7B_Fp16) {
   EXPECT_EQ(p->c_max_worst, 33u);
   EXPECT_TRUE(p->fits);
   EXPECT_EQ(p->total_at_concurrency, 66 * kGiB);
+  // A real H100 reports 81,559 MiB (the H100-80GB preset since issue 14), 461 MiB less than
+  // 80 GiB: 67,223 MiB of KV budget after the weights is 32.82 sequences of 2 GiB, so 32 fit,
+  // not 33; at vLLM's default 90%, 28 (28.84).
+  const uint64_t h100 = 81'559 * kMiB;
+  in.gpu_memory_bytes = h100;
+  const auto r = plan_capacity(in);
+  ASSERT_TRUE(r.is_ok());
+  EXPECT_EQ(r->kv_budget, 67'223 * kMiB);
+  EXPECT_EQ(r->c_max_worst, 32u);
+  EXPECT_FALSE(r->fits);
+  in.gpu_memory_utilization = 0.9;
+  const auto r90 = plan_capacity(in);
+  ASSERT_TRUE(r90.is_ok());
+  EXPECT_EQ(r90->usable_bytes, 76'968'728'985u);  // floor(85,520,809,984 x 0.9)
+  EXPECT_EQ(r90->c_max_worst, 28u);
 }
 
 TEST(WorkedNumbers, Llama3_8B_Fp16_FiftyUsers) {
@@ -132,6 +148,13 @@ TEST(WorkedNumbers, TwoH200sServing70B) {
   const auto d = plan_capacity(inputs(s, 141 * kGB, 1.0, 141 * kGB, 0, 32768));
   ASSERT_TRUE(d.is_ok());
   EXPECT_EQ(d->c_max_worst, 13u);
+  // The H200-141GB preset is what the device reports, 143,771 MiB (140.40 GiB), since issue 14:
+  // 143,771 MiB - 70.5 GiB of weights = 71,579 MiB of KV per GPU, 13.98 requests of 5 GiB.
+  const auto h = plan_capacity(inputs(s, 143'771 * kMiB, 1.0, 141 * kGiB, 0, 32768));
+  ASSERT_TRUE(h.is_ok());
+  EXPECT_EQ(h->total_gpu_memory, 2 * 150'754'820'096u);
+  EXPECT_EQ(h->kv_budget, 71'579 * kMiB);
+  EXPECT_EQ(h->c_max_worst, 13u);
 }
 
 }  // namespace
