@@ -15,6 +15,9 @@ enum class WeightType : uint8_t {
   kQ4_1,  // 32 elems: f16 d, f16 m, uint8 qs[16], x = d*q + m   -> 20 bytes
   kQ4_K,  // 256 elems: f16 d, f16 dmin, uint8 scales[12], uint8 qs[128] -> 144 bytes
   kQ6_K,  // 256 elems: uint8 ql[128], uint8 qh[64], int8 scales[16], f16 d -> 210 bytes
+  // 32 elems: f16 d, uint32 qh (bit j = 5th bit of element j), uint8 qs[16] (lo nibbles as
+  // Q4_0), x = d * ((nibble | hbit << 4) - 16)                    -> 22 bytes
+  kQ5_0,
 };
 
 struct WeightTypeInfo {
@@ -29,6 +32,7 @@ constexpr WeightTypeInfo kWeightTypeInfos[] = {
     {WeightType::kBF16, "BF16", 1, 2},     {WeightType::kQ8_0, "Q8_0", 32, 34},
     {WeightType::kQ4_0, "Q4_0", 32, 18},   {WeightType::kQ4_1, "Q4_1", 32, 20},
     {WeightType::kQ4_K, "Q4_K", 256, 144}, {WeightType::kQ6_K, "Q6_K", 256, 210},
+    {WeightType::kQ5_0, "Q5_0", 32, 22},
 };
 
 constexpr const WeightTypeInfo& weight_type_info(WeightType t) {

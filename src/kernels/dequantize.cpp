@@ -140,6 +140,21 @@ void deq_q4_0(const uint8_t* b, float* y, int64_t nb) {
   }
 }
 
+void deq_q5_0(const uint8_t* b, float* y, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i, b += 22, y += 32) {
+    const float d = f16_to_f32(load_u16(b));
+    uint32_t qh;
+    std::memcpy(&qh, b + 2, 4);
+    const uint8_t* qs = b + 6;
+    for (int j = 0; j < 16; ++j) {
+      const int lo = (qs[j] & 0x0F) | static_cast<int>((qh >> j) & 1) << 4;
+      const int hi = (qs[j] >> 4) | static_cast<int>((qh >> (j + 16)) & 1) << 4;
+      y[j] = d * static_cast<float>(lo - 16);
+      y[j + 16] = d * static_cast<float>(hi - 16);
+    }
+  }
+}
+
 void deq_q4_1(const uint8_t* b, float* y, int64_t nb) {
   for (int64_t i = 0; i < nb; ++i, b += 20, y += 32) {
     const float d = f16_to_f32(load_u16(b));
@@ -215,6 +230,7 @@ void dequantize_row_reference(WeightType type, const void* src, float* dst, int6
     case WeightType::kQ4_1: deq_q4_1(b, dst, nb); return;
     case WeightType::kQ4_K: deq_q4_k(b, dst, nb); return;
     case WeightType::kQ6_K: deq_q6_k(b, dst, nb); return;
+    case WeightType::kQ5_0: deq_q5_0(b, dst, nb); return;
   }
   KVS_CHECK_MSG(false, "unknown weight type");
 }

@@ -35,7 +35,7 @@ constexpr GgmlTypeInfo kGgmlTypes[] = {
     {1, "F16", 1, 2, WeightType::kF16},
     {2, "Q4_0", 32, 18, WeightType::kQ4_0},
     {3, "Q4_1", 32, 20, WeightType::kQ4_1},
-    {6, "Q5_0", 32, 22, std::nullopt},
+    {6, "Q5_0", 32, 22, WeightType::kQ5_0},
     {7, "Q5_1", 32, 24, std::nullopt},
     {8, "Q8_0", 32, 34, WeightType::kQ8_0},
     {9, "Q8_1", 32, 36, std::nullopt},

@@ -48,7 +48,8 @@ inline std::vector<uint8_t> random_weights(WeightType type, int64_t rows, int64_
         break;
       }
       case WeightType::kQ8_0:
-      case WeightType::kQ4_0: store_f16(b, u(rng) * mag(rng) * scale * 0.01f); break;
+      case WeightType::kQ4_0:
+      case WeightType::kQ5_0: store_f16(b, u(rng) * mag(rng) * scale * 0.01f); break;
       case WeightType::kQ4_1:
         store_f16(b, mag(rng) * scale * 0.01f);
         store_f16(b + 2, u(rng) * mag(rng) * scale * 0.08f);
