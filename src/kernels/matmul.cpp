@@ -19,6 +19,7 @@
 #include "core/check.h"
 #include "core/half.h"
 #include "kernels/dequantize.h"
+#include "kernels/int8_matmul.h"
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/matmul.cpp"
@@ -598,6 +599,7 @@ void matmul(const WeightMatrix& w, const float* x, int64_t T, float* y, ThreadPo
   KVS_CHECK(w.cols % weight_type_info(w.type).block_elems == 0);
   KVS_CHECK(T >= 1);
   if (w.rows == 0) return;
+  if (int8_matmul(w, x, T, y, pool)) return;
   HWY_DYNAMIC_DISPATCH(MatmulImpl)(w, x, T, y, pool);
 }
 

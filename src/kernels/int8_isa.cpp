@@ -1,0 +1,63 @@
+#include "kernels/int8_isa.h"
+
+#include <atomic>
+
+#include "core/check.h"
+
+namespace kvs {
+namespace {
+
+// libgcc's __builtin_cpu_supports checks CPUID and that the OS saves the YMM/ZMM state (XGETBV).
+bool cpu_has(Int8Isa isa) {
+  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+                    __builtin_cpu_supports("f16c");
+  switch (isa) {
+    case Int8Isa::kNone: return true;
+    case Int8Isa::kAvx2: return avx2;
+    case Int8Isa::kAvxVnni: return avx2 && __builtin_cpu_supports("avxvnni");
+    case Int8Isa::kAvx512Vnni:
+      return avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+             __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
+  }
+  return false;
+}
+
+Int8Isa best_isa() {
+  for (Int8Isa isa : {Int8Isa::kAvx512Vnni, Int8Isa::kAvxVnni, Int8Isa::kAvx2})
+    if (cpu_has(isa)) return isa;
+  return Int8Isa::kNone;
+}
+
+// 0xFF: no override.
+std::atomic<uint8_t> g_forced{0xFF};
+
+}  // namespace
+
+const char* int8_isa_name(Int8Isa isa) {
+  switch (isa) {
+    case Int8Isa::kNone: return "highway-int16";
+    case Int8Isa::kAvx2: return "avx2";
+    case Int8Isa::kAvxVnni: return "avx-vnni";
+    case Int8Isa::kAvx512Vnni: return "avx512-vnni";
+  }
+  return "?";
+}
+
+bool int8_isa_supported(Int8Isa isa) {
+  static const bool supported[] = {cpu_has(Int8Isa::kNone), cpu_has(Int8Isa::kAvx2),
+                                   cpu_has(Int8Isa::kAvxVnni), cpu_has(Int8Isa::kAvx512Vnni)};
+  return supported[static_cast<int>(isa)];
+}
+
+Int8Isa int8_isa_active() {
+  static const Int8Isa best = best_isa();
+  const uint8_t forced = g_forced.load(std::memory_order_relaxed);
+  return forced == 0xFF ? best : static_cast<Int8Isa>(forced);
+}
+
+void set_int8_isa_for_test(std::optional<Int8Isa> isa) {
+  if (isa) KVS_CHECK_MSG(int8_isa_supported(*isa), "this CPU cannot run the requested int8 ISA");
+  g_forced.store(isa ? static_cast<uint8_t>(*isa) : 0xFF, std::memory_order_relaxed);
+}
+
+}  // namespace kvs
