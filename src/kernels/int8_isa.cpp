@@ -1,6 +1,9 @@
 #include "kernels/int8_isa.h"
 
 #include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 
 #include "core/check.h"
 
@@ -22,10 +25,35 @@ bool cpu_has(Int8Isa isa) {
   return false;
 }
 
-Int8Isa best_isa() {
-  for (Int8Isa isa : {Int8Isa::kAvx512Vnni, Int8Isa::kAvxVnni, Int8Isa::kAvx2})
+// The default: a VNNI ISA when the CPU has one. Not AVX2: its u8 x s8 dot (vpmaddubsw +
+// vpmaddwd) costs the same two multiply uops per 32 products as the Highway path's two vpmaddwd,
+// and measured no faster (docs/kernels.md), so AVX2-only CPUs keep the Highway path unless
+// KVSERVE_INT8_ISA asks otherwise.
+Int8Isa default_isa() {
+  for (Int8Isa isa : {Int8Isa::kAvx512Vnni, Int8Isa::kAvxVnni})
     if (cpu_has(isa)) return isa;
   return Int8Isa::kNone;
+}
+
+// KVSERVE_INT8_ISA=none|avx2|avx-vnni|avx512-vnni overrides the default (benchmarks compare
+// paths end to end with it); an unknown or unsupported name is reported and ignored.
+Int8Isa startup_isa() {
+  const Int8Isa def = default_isa();
+  const char* env = std::getenv("KVSERVE_INT8_ISA");
+  if (env == nullptr || *env == '\0') return def;
+  for (Int8Isa isa : kAllInt8Isas) {
+    if (std::strcmp(env, int8_isa_name(isa)) != 0 &&
+        !(isa == Int8Isa::kNone && std::strcmp(env, "none") == 0))
+      continue;
+    if (cpu_has(isa)) return isa;
+    std::fprintf(stderr, "KVSERVE_INT8_ISA=%s: this CPU cannot run it; using %s\n", env,
+                 int8_isa_name(def));
+    return def;
+  }
+  std::fprintf(stderr,
+               "KVSERVE_INT8_ISA=%s: unknown (none, avx2, avx-vnni, avx512-vnni); using %s\n", env,
+               int8_isa_name(def));
+  return def;
 }
 
 // 0xFF: no override.
@@ -50,7 +78,7 @@ bool int8_isa_supported(Int8Isa isa) {
 }
 
 Int8Isa int8_isa_active() {
-  static const Int8Isa best = best_isa();
+  static const Int8Isa best = startup_isa();
   const uint8_t forced = g_forced.load(std::memory_order_relaxed);
   return forced == 0xFF ? best : static_cast<Int8Isa>(forced);
 }

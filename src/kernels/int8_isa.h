@@ -8,8 +8,9 @@
 //   kAvx2        vpmaddubsw + vpmaddwd (AVX2 + FMA + F16C)         int8_gemm_avx2.cpp
 //   kNone        the Highway int16 (pmaddwd) path
 //
-// All four produce bit-identical results (see int8_gemm.h): the same int32 lane sums, converted
-// and accumulated in the same order.
+// kAvx2 is not a default (see int8_isa_active) but is tested like the others, and is the path
+// KVSERVE_INT8_ISA=avx2 selects. All four produce bit-identical results (see int8_gemm.h): the same
+// int32 lane sums, converted and accumulated in the same order.
 #pragma once
 
 #include <cstdint>
@@ -27,7 +28,10 @@ const char* int8_isa_name(Int8Isa isa);
 // True when this CPU (and OS: CPUID + XGETBV) can run `isa`. kNone is always supported.
 [[nodiscard]] bool int8_isa_supported(Int8Isa isa);
 
-// The best supported ISA (VNNI 512 > AVX-VNNI > AVX2 > none), unless a test forced another.
+// The ISA matmul() uses: the best VNNI ISA the CPU has (AVX512-VNNI > AVX-VNNI), else kNone
+// (the Highway path: on AVX2-only CPUs the AVX2 kernels measured no faster, see int8_isa.cpp);
+// the environment variable KVSERVE_INT8_ISA (an int8_isa_name, or "none"), read once, overrides
+// that; a test override (below) overrides both.
 [[nodiscard]] Int8Isa int8_isa_active();
 
 // Tests and benchmarks: force matmul() onto `isa` (CHECKed to be supported); nullopt restores the

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <hwy/targets.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
@@ -128,16 +129,22 @@ INSTANTIATE_TEST_SUITE_P(Isas, Int8IsaTest,
                            return name;
                          });
 
-TEST(Int8Isa, ActiveIsTheBestSupportedUnlessForced) {
+TEST(Int8Isa, ActiveIsTheBestVnniUnlessForced) {
   const Int8Isa active = int8_isa_active();
   EXPECT_TRUE(int8_isa_supported(active));
-  for (Int8Isa isa : kAllInt8Isas) {
-    if (int8_isa_supported(isa)) {
-      EXPECT_GE(static_cast<int>(active), static_cast<int>(isa));
-    }
+  const char* env = std::getenv("KVSERVE_INT8_ISA");
+  if (env == nullptr || *env == '\0') {
+    const Int8Isa want = int8_isa_supported(Int8Isa::kAvx512Vnni) ? Int8Isa::kAvx512Vnni
+                         : int8_isa_supported(Int8Isa::kAvxVnni)  ? Int8Isa::kAvxVnni
+                                                                  : Int8Isa::kNone;
+    EXPECT_EQ(active, want) << int8_isa_name(active);
   }
   set_int8_isa_for_test(Int8Isa::kNone);
   EXPECT_EQ(int8_isa_active(), Int8Isa::kNone);
+  if (int8_isa_supported(Int8Isa::kAvx2)) {
+    set_int8_isa_for_test(Int8Isa::kAvx2);
+    EXPECT_EQ(int8_isa_active(), Int8Isa::kAvx2);
+  }
   set_int8_isa_for_test(std::nullopt);
   EXPECT_EQ(int8_isa_active(), active);
 }
