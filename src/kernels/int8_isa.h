@@ -8,8 +8,7 @@
 //   kAvx2        vpmaddubsw + vpmaddwd (AVX2 + FMA + F16C)         int8_gemm_avx2.cpp
 //   kNone        the Highway int16 (pmaddwd) path
 //
-// kAvx2 is not a default (see int8_isa_active) but is tested like the others, and is the path
-// KVSERVE_INT8_ISA=avx2 selects. All four produce bit-identical results (see int8_gemm.h): the same
+// All four produce bit-identical results (see int8_gemm.h): the same
 // int32 lane sums, converted and accumulated in the same order.
 #pragma once
 
@@ -28,11 +27,16 @@ const char* int8_isa_name(Int8Isa isa);
 // True when this CPU (and OS: CPUID + XGETBV) can run `isa`. kNone is always supported.
 [[nodiscard]] bool int8_isa_supported(Int8Isa isa);
 
-// The ISA matmul() uses: the best VNNI ISA the CPU has (AVX512-VNNI > AVX-VNNI), else kNone
-// (the Highway path: on AVX2-only CPUs the AVX2 kernels measured no faster, see int8_isa.cpp);
-// the environment variable KVSERVE_INT8_ISA (an int8_isa_name, or "none"), read once, overrides
-// that; a test override (below) overrides both.
+// The ISA matmul() uses: the best VNNI ISA the CPU has (AVX512-VNNI > AVX-VNNI), else kAvx2 on
+// CPUs with AVX2 but no AVX-512F (with int8_small_steps_on_highway()), else kNone. The
+// environment variable KVSERVE_INT8_ISA (an int8_isa_name, or "none"), read once, overrides that;
+// a test override (below) overrides both.
 [[nodiscard]] Int8Isa int8_isa_active();
+
+// True when matmul() sends steps of at most 4 tokens (int8_gemm::kDirectMaxT) of types other than
+// Q5_0 to the Highway path although int8_isa_active() is kAvx2: the default on AVX2-only CPUs,
+// where Highway measured faster for them; the same bits either way. False under any override.
+[[nodiscard]] bool int8_small_steps_on_highway();
 
 // Tests and benchmarks: force matmul() onto `isa` (CHECKed to be supported); nullopt restores the
 // CPUID choice. Not thread-safe against concurrent matmul() calls.

@@ -69,6 +69,8 @@ bool int8_matmul_supports(WeightType t) {
 bool int8_matmul(const WeightMatrix& w, const float* x, int64_t T, float* y, ThreadPool& pool) {
   const Int8Isa isa = int8_isa_active();
   if (isa == Int8Isa::kNone || !int8_matmul_supports(w.type)) return false;
+  if (T <= kDirectMaxT && w.type != WeightType::kQ5_0 && int8_small_steps_on_highway())
+    return false;
   const int8_gemm::Kernels& k = kernels_for(isa);
   const int64_t K = w.cols, KB = K / 32, N = w.rows;
   // Token rows up to a whole tile, zero: a padded tile reads them and stores nothing.

@@ -4,10 +4,13 @@
 //  * integer path: Q8_0, Q4_0, Q4_1, Q5_0, Q4_K, Q6_K. Each 32-element block of every activation
 //    row is quantized once per call to int8 (dx = amax/127, q = round(x/dx)) and the rounded
 //    block's sum dx * sum(q) is kept for the min terms. Weight blocks are dotted with it exactly in
-//    int32, then scaled by d_w*dx in f32. On x86 with AVX2 this is the 8-bit GEMM of
-//    kernels/int8_gemm.h (u8 x s8 dot products: vpmaddubsw, or vpdpbusd with AVX512-VNNI /
-//    AVX-VNNI, chosen from CPUID; register-blocked tiles for steps of several tokens); elsewhere
-//    the Highway path below unpacks weights to int16 (pmaddwd). Both give the same bits on AVX2.
+//    int32, then scaled by d_w*dx in f32. Two implementations, chosen per call by
+//    kernels/int8_isa.h from CPUID: the 8-bit GEMM of kernels/int8_gemm.h (u8 x s8 dot products,
+//    vpdpbusd with AVX512-VNNI / AVX-VNNI or vpmaddubsw on AVX2; register-blocked panels for
+//    steps of more than 4 tokens), and the Highway path below, which unpacks weights to int16
+//    (pmaddwd). Defaults: VNNI CPUs take the 8-bit GEMM for every step; AVX2-only CPUs take it
+//    for steps of more than 4 tokens (and Q5_0), Highway for smaller ones; other CPUs Highway.
+//    The 8-bit GEMM gives the same bits as Highway's AVX2 target, so the mix is batch invariant.
 //  * float path: F32, F16, BF16 (converted exactly to f32, FMA), Highway.
 // (HWY_SCALAR falls back to dequantize + f32 dot.)
 //
