@@ -13,7 +13,8 @@ namespace kvs {
 // floats. Scalar, bit-exact ggml semantics:
 //   Q8_0 x = d*q;  Q4_0 x = d*(q-8) (lo nibbles are elements 0..15, hi nibbles 16..31);
 //   Q4_1 x = d*q + m;  Q4_K x = d*sc*q - dmin*mn (6-bit packed sc/mn per 32-element sub-block);
-//   Q6_K x = d*sc*(q-32) (q = 4 low bits from ql | 2 high bits from qh, int8 sc per 16 elements).
+//   Q6_K x = d*sc*(q-32) (q = 4 low bits from ql | 2 high bits from qh, int8 sc per 16 elements);
+//   Q5_0 x = d*((q | hbit << 4) - 16) (q: nibbles as Q4_0; hbit of element e: bit e of qh).
 void dequantize_row_reference(WeightType type, const void* src, float* dst, int64_t n);
 
 // Same result as dequantize_row_reference (bit-identical: every element is one f32 multiply /

@@ -19,6 +19,7 @@
 #include "core/check.h"
 #include "core/half.h"
 #include "kernels/dequantize.h"
+#include "kernels/int8_matmul.h"
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/matmul.cpp"
@@ -36,7 +37,7 @@ constexpr int64_t kPrefetchBytes = 16384;  // software prefetch distance of the 
 // Types whose matmul quantizes the activation to int8 blocks (see matmul.h for the error bound).
 constexpr bool uses_int_path(WeightType t) {
   return t == WeightType::kQ8_0 || t == WeightType::kQ4_0 || t == WeightType::kQ4_1 ||
-         t == WeightType::kQ4_K || t == WeightType::kQ6_K;
+         t == WeightType::kQ5_0 || t == WeightType::kQ4_K || t == WeightType::kQ6_K;
 }
 
 // Scratch of the calling thread: the quantized activation, reused across calls.
@@ -119,7 +120,19 @@ HWY_INLINE void quantize_act_row(const float* HWY_RESTRICT x, int64_t K, int16_t
 // Fills wv[0..kVecPerBlock) with the block's 32 integer weights in element order.
 template <WeightType kType, class D>
 HWY_INLINE void unpack_int_block(D d16, const uint8_t* HWY_RESTRICT qs, hn::Vec<D>* wv) {
-  if constexpr (kType == WeightType::kQ8_0) {
+  if constexpr (kType == WeightType::kQ5_0) {
+    // Bit e of qh (the 4 bytes before qs) is bit 4 of element e. Scalar: this path runs only on
+    // CPUs without AVX2 (kernels/int8_gemm.h has the fast one).
+    uint32_t qh;
+    std::memcpy(&qh, qs - 4, 4);
+    HWY_ALIGN int16_t v[32];
+    for (int j = 0; j < 16; ++j) {
+      v[j] = static_cast<int16_t>(((qs[j] & 0x0F) | (((qh >> j) & 1) << 4)) - 16);
+      v[j + 16] = static_cast<int16_t>(((qs[j] >> 4) | (((qh >> (j + 16)) & 1) << 4)) - 16);
+    }
+    HWY_UNROLL(8)
+    for (size_t i = 0; i < kVecPerBlock; ++i) wv[i] = hn::Load(d16, v + i * kN16);
+  } else if constexpr (kType == WeightType::kQ8_0) {
     const hn::Rebind<int8_t, D> d8;
     const auto* q8 = reinterpret_cast<const int8_t*>(qs);
     HWY_UNROLL(8)
@@ -164,10 +177,12 @@ HWY_INLINE hn::Vec<D> sub_scales(D d16, const int8_t* sc, size_t i) {
 }
 
 template <WeightType kType>
-constexpr size_t kQsOffset = kType == WeightType::kQ4_1 ? 4 : 2;
+constexpr size_t kQsOffset = kType == WeightType::kQ4_1 ? 4 : (kType == WeightType::kQ5_0 ? 6 : 2);
 template <WeightType kType>
-constexpr size_t kBlockBytes = kType == WeightType::kQ8_0 ? 34
-                                                          : (kType == WeightType::kQ4_0 ? 18 : 20);
+constexpr size_t kBlockBytes = kType == WeightType::kQ8_0   ? 34
+                               : kType == WeightType::kQ4_0 ? 18
+                               : kType == WeightType::kQ5_0 ? 22
+                                                            : 20;
 
 // The quantized activation of a tile of tokens: token t's block b is q[t*K + 32b ..], with scale
 // d[t*KB + b] and s[t*KB + b] = d * (sum of the rounded block).
@@ -223,15 +238,15 @@ HWY_INLINE void min_dot(const float* HWY_RESTRICT m, int64_t n, const float* HWY
   }
 }
 
-// Q8_0 / Q4_0 / Q4_1 block b.
+// Q8_0 / Q4_0 / Q4_1 / Q5_0 block b.
 template <WeightType kType, int NT>
 HWY_INLINE void legacy_block(const uint8_t* HWY_RESTRICT row, int64_t b, const ActTile& xa,
                              hn::Vec<DF>* acc, float* HWY_RESTRICT mslot) {
   const D16 d16;
   const DF df;
   const uint8_t* blk = row + b * kBlockBytes<kType>;
-  // d (and m for Q4_1) in one f16->f32 conversion (vcvtph2ps where available). For Q8_0/Q4_0 the
-  // second lane converts two bytes of qs and is unused.
+  // d (and m for Q4_1) in one f16->f32 conversion (vcvtph2ps where available). For the other
+  // types the second lane converts two bytes of qs (Q5_0: qh) and is unused.
   const hn::CappedTag<float, 2> df2;
   const hn::Rebind<hwy::float16_t, decltype(df2)> dh2;
   const auto dm = hn::PromoteTo(df2, hn::LoadU(dh2, reinterpret_cast<const hwy::float16_t*>(blk)));
@@ -504,7 +519,7 @@ HWY_NOINLINE void rows_tile(const WeightMatrix& w, int64_t n0, int64_t n1, const
   const int64_t K = w.cols, N = w.rows;
   int64_t n = n0;
   if constexpr (NT == 1 && (kType == WeightType::kQ8_0 || kType == WeightType::kQ4_0 ||
-                            kType == WeightType::kQ4_1)) {
+                            kType == WeightType::kQ4_1 || kType == WeightType::kQ5_0)) {
     // Rows per pass: 4 fit the 32 vector registers of AVX-512, 2 the 16 of AVX2/SSE.
     constexpr int R = kN16 >= 32 ? 4 : 2;
     const int64_t KB = K / 32;
@@ -565,8 +580,7 @@ void MatmulImpl(const WeightMatrix& w, const float* x, int64_t T, float* y, Thre
     case WeightType::kQ4_1: return matmul_typed<WeightType::kQ4_1>(w, x, T, y, pool);
     case WeightType::kQ4_K: return matmul_typed<WeightType::kQ4_K>(w, x, T, y, pool);
     case WeightType::kQ6_K: return matmul_typed<WeightType::kQ6_K>(w, x, T, y, pool);
-    // No integer kernel yet: dequantize each row and dot in f32 (exact, slower).
-    case WeightType::kQ5_0: return matmul_portable(w, x, T, y, pool);
+    case WeightType::kQ5_0: return matmul_typed<WeightType::kQ5_0>(w, x, T, y, pool);
   }
 }
 #endif  // HWY_TARGET == HWY_SCALAR
@@ -585,6 +599,7 @@ void matmul(const WeightMatrix& w, const float* x, int64_t T, float* y, ThreadPo
   KVS_CHECK(w.cols % weight_type_info(w.type).block_elems == 0);
   KVS_CHECK(T >= 1);
   if (w.rows == 0) return;
+  if (int8_matmul(w, x, T, y, pool)) return;
   HWY_DYNAMIC_DISPATCH(MatmulImpl)(w, x, T, y, pool);
 }
 

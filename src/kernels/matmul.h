@@ -1,12 +1,18 @@
 // Weight matmul: Y = X * W^T for every weight type of core/weight_type.h.
 //
-// Two inner paths (Highway, runtime dispatch over SSSE3/SSE4/AVX2/AVX-512/EMU128; HWY_SCALAR
-// falls back to dequantize + f32 dot):
-//  * integer path: Q8_0, Q4_0, Q4_1, Q4_K, Q6_K. Each 32-element block of every activation row is
-//    quantized once per call to int8 (dx = amax/127, q = round(x/dx)) and the exact f32 block sum
-//    is kept for the min terms. Weight blocks are unpacked to int16 (Q6_K: with its int8
-//    sub-scale folded in) and dotted exactly in int32 (pmaddwd), then scaled by d_w*dx in f32.
-//  * float path: F32, F16, BF16 (converted exactly to f32, FMA).
+// Paths:
+//  * integer path: Q8_0, Q4_0, Q4_1, Q5_0, Q4_K, Q6_K. Each 32-element block of every activation
+//    row is quantized once per call to int8 (dx = amax/127, q = round(x/dx)) and the rounded
+//    block's sum dx * sum(q) is kept for the min terms. Weight blocks are dotted with it exactly in
+//    int32, then scaled by d_w*dx in f32. Two implementations, chosen per call by
+//    kernels/int8_isa.h from CPUID: the 8-bit GEMM of kernels/int8_gemm.h (u8 x s8 dot products,
+//    vpdpbusd with AVX512-VNNI / AVX-VNNI or vpmaddubsw on AVX2; register-blocked panels for
+//    steps of more than 4 tokens), and the Highway path below, which unpacks weights to int16
+//    (pmaddwd). Defaults: VNNI CPUs take the 8-bit GEMM for every step; AVX2-only CPUs take it
+//    for steps of more than 4 tokens (and Q5_0), Highway for smaller ones; other CPUs Highway.
+//    The 8-bit GEMM gives the same bits as Highway's AVX2 target, so the mix is batch invariant.
+//  * float path: F32, F16, BF16 (converted exactly to f32, FMA), Highway.
+// (HWY_SCALAR falls back to dequantize + f32 dot.)
 //
 // Error bound of matmul() vs. matmul_reference() (exact double sum of dequantized weights), per
 // output y[t][n], with p_k = |w_k * x_k|:
@@ -18,6 +24,9 @@
 //    sum_{k in b} |w_k| + f32 rounding; for random-sign errors ~0.3% of |y| on SmolLM2's
 //    weights. This is llama.cpp's activation quantization (Q8_0/Q8_1). Tested with 1.01 * that
 //    bound + 3e-5 * sum_k p_k, and against the reference on the rounded activations to 3e-5.
+//
+// Batch invariance: a token's output is the same bits whatever the other tokens of the call,
+// the tiling and the thread count (each (token, row) dot product is summed in one fixed order).
 #pragma once
 
 #include <cstdint>
@@ -37,11 +46,10 @@ struct WeightMatrix {
 
 // Y[t*N + n] = sum_k X[t*K + k] * W[n][k] for t in [0, T).
 // X: [T][K] f32, Y: [T][N] f32 (no alignment needed, must not overlap). T >= 1.
-// Output rows are split across the pool's threads in chunks of 16 rows; each thread walks its rows
-// once per tile of up to 4 tokens, so each weight block is unpacked once per tile and stays in
-// L1/L2 for the next tile. Scratch (the quantized activation, T*K*2 + T*K/4 bytes) lives in a
-// thread_local buffer of the calling thread, grown on demand and reused: no allocation per call
-// once warm. Must not be called from inside a parallel_for of the same pool (not reentrant).
+// Threads split output rows (and, in the 8-bit GEMM, token ranges when the rows run out).
+// Scratch (the quantized activation, about 2.3 bytes per element of X) lives in thread_local
+// buffers of the calling thread, grown on demand and reused: no allocation per call once warm.
+// Must not be called from inside a parallel_for of the same pool (not reentrant).
 void matmul(const WeightMatrix& w, const float* x, int64_t T, float* y, ThreadPool& pool);
 
 // Scalar oracle: dequantize_row_reference per row, dot in double.

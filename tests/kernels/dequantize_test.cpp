@@ -43,6 +43,23 @@ TEST(Dequantize, Q4_0HandBlock) {
   }
 }
 
+TEST(Dequantize, Q5_0HandBlock) {
+  // Element e: low 4 bits from nibble e (lo nibbles of qs = elements 0..15, hi = 16..31), bit 4
+  // from bit e of the 32-bit little-endian qh; value d * (q - 16).
+  uint8_t b[22];
+  store_f16(b, 0.5f);
+  const uint32_t qh = 0xA5C3F00Fu;
+  std::memcpy(b + 2, &qh, 4);
+  for (int j = 0; j < 16; ++j) b[6 + j] = static_cast<uint8_t>(j | ((15 - j) << 4));
+  float y[32];
+  dequantize_row_reference(WeightType::kQ5_0, b, y, 32);
+  for (int e = 0; e < 32; ++e) {
+    const int nib = e < 16 ? e : 15 - (e - 16);
+    const int q = nib | static_cast<int>(((qh >> e) & 1) << 4);
+    EXPECT_EQ(y[e], 0.5f * static_cast<float>(q - 16)) << e;
+  }
+}
+
 TEST(Dequantize, Q8_0HandBlock) {
   uint8_t b[34];
   store_f16(b, 0.25f);
@@ -103,7 +120,7 @@ TEST(Dequantize, FastMatchesReferenceExactly) {
   std::mt19937 rng(5);
   for (WeightType type :
        {WeightType::kF32, WeightType::kF16, WeightType::kBF16, WeightType::kQ8_0, WeightType::kQ4_0,
-        WeightType::kQ4_1, WeightType::kQ4_K, WeightType::kQ6_K}) {
+        WeightType::kQ4_1, WeightType::kQ5_0, WeightType::kQ4_K, WeightType::kQ6_K}) {
     const int64_t be = weight_type_info(type).block_elems >= 256 ? 256 : 32;
     for (int64_t blocks : {1, 2, 3, 7, 18, 48}) {
       const int64_t n = blocks * be;
@@ -127,7 +144,8 @@ TEST(Dequantize, FastMatchesReferenceExactly) {
 }
 
 // Golden rows made by tools/gen_kernel_golden.py with the gguf Python package
-// (gguf.quants.dequantize): real Q4_1/Q8_0 rows of SmolLM2-135M plus random Q4_0/Q4_K/Q6_K blocks.
+// (gguf.quants.dequantize): real Q4_1/Q8_0 rows of SmolLM2-135M and Q5_0 rows of Gemma 3 270M,
+// plus random Q4_0/Q4_K/Q6_K/Q5_0 blocks.
 TEST(Dequantize, MatchesGgufPythonGolden) {
   const std::string path = std::string(KVSERVE_TEST_DATA_DIR) + "/dequant_golden.json";
   std::ifstream in(path);

@@ -13,6 +13,7 @@
 
 #include "core/half.h"
 #include "core/weight_type.h"
+#include "kernels/int8_isa.h"
 
 namespace kvs::test {
 
@@ -81,6 +82,29 @@ void for_each_target(F&& f) {
     f();
   }
   hwy::SetSupportedTargetsForTest(0);
+}
+
+// Runs f() once with the default path choice, then once per matmul code path this CPU
+// supports: each 8-bit GEMM ISA (AVX2, AVX-VNNI,
+// AVX512-VNNI), and the Highway int16 fallback (forced) on every Highway target. Paths the CPU
+// lacks are not run; tests/kernels/int8_matmul_test.cpp reports them as skipped.
+template <class F>
+void for_each_matmul_path(F&& f) {
+  {
+    SCOPED_TRACE("default path choice");  // e.g. AVX2: small steps on Highway, larger on 8-bit
+    f();
+  }
+  for (Int8Isa isa : kAllInt8Isas) {
+    if (!int8_isa_supported(isa)) continue;
+    set_int8_isa_for_test(isa);
+    SCOPED_TRACE(int8_isa_name(isa));
+    if (isa == Int8Isa::kNone) {
+      for_each_target(f);
+    } else {
+      f();
+    }
+  }
+  set_int8_isa_for_test(std::nullopt);
 }
 
 }  // namespace kvs::test

@@ -3,6 +3,7 @@
 // deviation is a bug, not "quantization noise". (An exact-sum min term once added 1.3% error on
 // Q4_1 weights where rounding the whole product adds 0.3%.)
 #include <gtest/gtest.h>
+#include <hwy/targets.h>
 
 #include <cmath>
 #include <random>
@@ -30,28 +31,32 @@ std::vector<float> round_activations(const std::vector<float>& x) {
 TEST(MatmulActivationQuantTest, IntegerPathEqualsReferenceOnRoundedActivations) {
   std::mt19937 rng(5);
   for (WeightType type : {WeightType::kQ8_0, WeightType::kQ4_0, WeightType::kQ4_1,
-                          WeightType::kQ4_K, WeightType::kQ6_K}) {
+                          WeightType::kQ5_0, WeightType::kQ4_K, WeightType::kQ6_K}) {
     const int64_t rows = 48, cols = 512;
     const auto wb = test::random_weights(type, rows, cols, 1.0f, rng);
     const WeightMatrix w{type, wb.data(), rows, cols, weight_row_bytes(type, cols)};
     std::normal_distribution<float> nd(0.0f, 1.5f);
-    for (int64_t T : {1, 3, 4, 6}) {
+    for (int64_t T : {1, 3, 4, 6, 13}) {
       std::vector<float> x(T * cols);
       for (auto& v : x) v = nd(rng);
       const std::vector<float> xq = round_activations(x);
       ThreadPool pool(2);
       std::vector<float> y(T * rows), yref(T * rows), wrow(cols);
-      matmul(w, x.data(), T, y.data(), pool);
       matmul_reference(w, xq.data(), T, yref.data());
-      for (int64_t t = 0; t < T; ++t)
-        for (int64_t n = 0; n < rows; ++n) {
-          dequantize_row_reference(type, static_cast<const uint8_t*>(w.data) + n * w.row_bytes,
-                                   wrow.data(), cols);
-          double mag = 0;
-          for (int64_t k = 0; k < cols; ++k) mag += std::fabs(double(wrow[k]) * xq[t * cols + k]);
-          ASSERT_NEAR(y[t * rows + n], yref[t * rows + n], 3e-5 * mag + 1e-6)
-              << weight_type_info(type).name << " T " << T << " t " << t << " n " << n;
-        }
+      test::for_each_matmul_path([&] {
+        // HWY_SCALAR has no integer path (dequantize + f32 dot): matmul_test.cpp covers it.
+        if (hwy::SupportedTargets() == HWY_SCALAR) return;
+        matmul(w, x.data(), T, y.data(), pool);
+        for (int64_t t = 0; t < T; ++t)
+          for (int64_t n = 0; n < rows; ++n) {
+            dequantize_row_reference(type, static_cast<const uint8_t*>(w.data) + n * w.row_bytes,
+                                     wrow.data(), cols);
+            double mag = 0;
+            for (int64_t k = 0; k < cols; ++k) mag += std::fabs(double(wrow[k]) * xq[t * cols + k]);
+            ASSERT_NEAR(y[t * rows + n], yref[t * rows + n], 3e-5 * mag + 1e-6)
+                << weight_type_info(type).name << " T " << T << " t " << t << " n " << n;
+          }
+      });
     }
   }
 }

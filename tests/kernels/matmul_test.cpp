@@ -16,7 +16,7 @@ namespace {
 
 bool uses_int_path(WeightType t) {
   return t == WeightType::kQ8_0 || t == WeightType::kQ4_0 || t == WeightType::kQ4_1 ||
-         t == WeightType::kQ4_K || t == WeightType::kQ6_K;
+         t == WeightType::kQ5_0 || t == WeightType::kQ4_K || t == WeightType::kQ6_K;
 }
 
 // Per-output error bound of matmul() (see kernels/matmul.h): f32 rounding for every type plus,
@@ -76,18 +76,25 @@ void check_matmul(WeightType type, int64_t N, int64_t K, int64_t T, ThreadPool& 
     }
     EXPECT_TRUE(std::isnan(y_buf[0])) << "wrote before y";
   };
-  // The row split is target independent, so the SIMD targets are swept single-threaded and the
-  // multi-threaded runs use the best target (keeps the test fast on oversubscribed CI machines).
+  // Every path (8-bit GEMM ISAs, Highway targets) single-threaded; the work split is path
+  // independent, so multi-threaded runs take the 8-bit ISAs and the best Highway target only
+  // (keeps the test fast on oversubscribed CI machines).
   if (pool.num_threads() == 1) {
-    test::for_each_target(run);
+    test::for_each_matmul_path(run);
   } else {
-    run();
+    for (Int8Isa isa : kAllInt8Isas) {
+      if (!int8_isa_supported(isa)) continue;
+      set_int8_isa_for_test(isa);
+      SCOPED_TRACE(int8_isa_name(isa));
+      run();
+    }
+    set_int8_isa_for_test(std::nullopt);
   }
 }
 
 constexpr WeightType kAllTypes[] = {WeightType::kF32,  WeightType::kF16,  WeightType::kBF16,
                                     WeightType::kQ8_0, WeightType::kQ4_0, WeightType::kQ4_1,
-                                    WeightType::kQ4_K, WeightType::kQ6_K};
+                                    WeightType::kQ5_0, WeightType::kQ4_K, WeightType::kQ6_K};
 
 TEST(Matmul, MatchesReferenceOverShapesTokensAndThreads) {
   std::mt19937 rng(1234);
@@ -103,6 +110,23 @@ TEST(Matmul, MatchesReferenceOverShapesTokensAndThreads) {
           ThreadPool& pool = pools[iter++ % 3];
           check_matmul(type, N, K, T, pool, 1.0f, 1.0f, rng);
         }
+      }
+    }
+  }
+}
+
+TEST(Matmul, BatchesThatFillPanelsAndSplitTokens) {
+  // Steps of more than kDirectMaxT tokens take the panel kernels of the 8-bit GEMM: token tiles
+  // with a padded remainder, row panels with a partial last one, token ranges split over threads
+  // when the rows run out (N = 24: two panels).
+  std::mt19937 rng(21);
+  ThreadPool pools[] = {ThreadPool(1), ThreadPool(3)};
+  for (WeightType type : kAllTypes) {
+    if (!uses_int_path(type)) continue;
+    const int64_t K = weight_type_info(type).block_elems >= 256 ? 512 : 576;
+    for (int64_t N : {24, 37}) {
+      for (int64_t T : {16, 23, 64}) {
+        for (ThreadPool& pool : pools) check_matmul(type, N, K, T, pool, 1.0f, 1.0f, rng);
       }
     }
   }
@@ -147,20 +171,22 @@ TEST(Matmul, ZeroActivationBlocksAndSpikes) {
   std::mt19937 rng(7);
   ThreadPool pool(1);
   for (WeightType type : {WeightType::kQ8_0, WeightType::kQ4_0, WeightType::kQ4_1,
-                          WeightType::kQ4_K, WeightType::kQ6_K}) {
-    const int64_t N = 20, K = 256, T = 3;
-    const auto wbuf = test::random_weights(type, N, K, 1.0f, rng);
-    const WeightMatrix w{type, wbuf.data(), N, K, weight_row_bytes(type, K)};
-    auto x = test::random_floats(T * K, 1.0f, rng);
-    for (int k = 0; k < 64; ++k) x[k] = 0.0f;
-    x[K + 5] = 1e6f;
-    std::vector<float> y(T * N), y_ref(T * N);
-    matmul_reference(w, x.data(), T, y_ref.data());
-    const auto bound = error_bounds(w, x.data(), T);
-    test::for_each_target([&] {
-      matmul(w, x.data(), T, y.data(), pool);
-      for (int64_t i = 0; i < T * N; ++i) EXPECT_LE(std::fabs(y[i] - y_ref[i]), bound[i]) << i;
-    });
+                          WeightType::kQ5_0, WeightType::kQ4_K, WeightType::kQ6_K}) {
+    for (int64_t T : {3, 9}) {
+      const int64_t N = 20, K = 256;
+      const auto wbuf = test::random_weights(type, N, K, 1.0f, rng);
+      const WeightMatrix w{type, wbuf.data(), N, K, weight_row_bytes(type, K)};
+      auto x = test::random_floats(T * K, 1.0f, rng);
+      for (int k = 0; k < 64; ++k) x[k] = 0.0f;
+      x[K + 5] = 1e6f;
+      std::vector<float> y(T * N), y_ref(T * N);
+      matmul_reference(w, x.data(), T, y_ref.data());
+      const auto bound = error_bounds(w, x.data(), T);
+      test::for_each_matmul_path([&] {
+        matmul(w, x.data(), T, y.data(), pool);
+        for (int64_t i = 0; i < T * N; ++i) EXPECT_LE(std::fabs(y[i] - y_ref[i]), bound[i]) << i;
+      });
+    }
   }
 }
 

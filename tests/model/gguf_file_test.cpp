@@ -20,7 +20,7 @@
 namespace kvs {
 namespace {
 
-constexpr uint32_t kF32 = 0, kF16 = 1, kQ5_0 = 6, kQ8_0 = 8, kQ4_K = 12, kBF16 = 30;
+constexpr uint32_t kF32 = 0, kF16 = 1, kQ5_0 = 6, kQ5_1 = 7, kQ8_0 = 8, kQ4_K = 12, kBF16 = 30;
 
 std::vector<uint8_t> filled(size_t n, uint8_t seed) {
   std::vector<uint8_t> v(n);
@@ -252,13 +252,14 @@ TEST(GgufFileTest, RoundTripsTensorsWithAlignment32And64InV2AndV3) {
       w.add_tensor("c", {256}, kQ4_K, filled(144, 3));
       w.add_tensor("d", {2, 2, 2, 2}, kBF16, filled(32, 4));
       w.add_tensor("e", {64}, kQ5_0, filled(44, 5));  // Q5_0: 22 bytes / 32
+      w.add_tensor("f", {64}, kQ5_1, filled(48, 6));  // Q5_1: 24 bytes / 32, no kernel
       auto f = GgufFile::parse_bytes(w.finish(version, alignment));
       ASSERT_TRUE(f.is_ok()) << f.status().to_string();
       EXPECT_EQ(f->version(), version);
       EXPECT_EQ(f->alignment(), alignment);
       EXPECT_EQ(f->data_offset() % alignment, 0u);
-      ASSERT_EQ(f->tensors().size(), 5u);
-      EXPECT_EQ(f->total_tensor_bytes(), 12u + 68 + 144 + 32 + 44);
+      ASSERT_EQ(f->tensors().size(), 6u);
+      EXPECT_EQ(f->total_tensor_bytes(), 12u + 68 + 144 + 32 + 44 + 48);
       const GgufTensorInfo* b = f->find_tensor("b");
       ASSERT_NE(b, nullptr);
       EXPECT_EQ(b->dims, (std::vector<uint64_t>{32, 2}));
@@ -274,10 +275,13 @@ TEST(GgufFileTest, RoundTripsTensorsWithAlignment32And64InV2AndV3) {
       const GgufTensorInfo* e = f->find_tensor("e");
       EXPECT_EQ(e->size_bytes, 44u);
       EXPECT_EQ(std::string(e->type_name()), "Q5_0");
-      auto wt = e->weight_type();
+      EXPECT_EQ(*e->weight_type(), WeightType::kQ5_0);
+      const GgufTensorInfo* g = f->find_tensor("f");
+      EXPECT_EQ(g->size_bytes, 48u);
+      auto wt = g->weight_type();
       ASSERT_FALSE(wt.is_ok());
       EXPECT_EQ(wt.status().code(), StatusCode::kUnimplemented);
-      EXPECT_NE(wt.status().message().find("tensor 'e' has ggml type Q5_0"), std::string::npos)
+      EXPECT_NE(wt.status().message().find("tensor 'f' has ggml type Q5_1"), std::string::npos)
           << wt.status().message();
       EXPECT_EQ(f->find_tensor("zzz"), nullptr);
       for (const auto& t : f->tensors()) {

@@ -1,0 +1,45 @@
+// The instruction sets of the 8-bit integer matmul path (kernels/int8_gemm.h), chosen at run time
+// from CPUID. Highway 1.0.3 has no u8 x s8 dot product, so these kernels are raw intrinsics in
+// translation units compiled with explicit target flags (never -march=native); every other CPU
+// runs the Highway int16 path of kernels/matmul.cpp.
+//
+//   kAvx512Vnni  vpdpbusd (AVX512-VNNI, EVEX, 256-bit vectors)    int8_gemm_avx512vnni.cpp
+//   kAvxVnni     vpdpbusd (AVX-VNNI, VEX)                          int8_gemm_avxvnni.cpp
+//   kAvx2        vpmaddubsw + vpmaddwd (AVX2 + FMA + F16C)         int8_gemm_avx2.cpp
+//   kNone        the Highway int16 (pmaddwd) path
+//
+// All four produce bit-identical results (see int8_gemm.h): the same
+// int32 lane sums, converted and accumulated in the same order.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+namespace kvs {
+
+enum class Int8Isa : uint8_t { kNone, kAvx2, kAvxVnni, kAvx512Vnni };
+
+constexpr Int8Isa kAllInt8Isas[] = {Int8Isa::kNone, Int8Isa::kAvx2, Int8Isa::kAvxVnni,
+                                    Int8Isa::kAvx512Vnni};
+
+const char* int8_isa_name(Int8Isa isa);
+
+// True when this CPU (and OS: CPUID + XGETBV) can run `isa`. kNone is always supported.
+[[nodiscard]] bool int8_isa_supported(Int8Isa isa);
+
+// The ISA matmul() uses: the best VNNI ISA the CPU has (AVX512-VNNI > AVX-VNNI), else kAvx2 on
+// CPUs with AVX2 but no AVX-512F (with int8_small_steps_on_highway()), else kNone. The
+// environment variable KVSERVE_INT8_ISA (an int8_isa_name, or "none"), read once, overrides that;
+// a test override (below) overrides both.
+[[nodiscard]] Int8Isa int8_isa_active();
+
+// True when matmul() sends steps of at most 4 tokens (int8_gemm::kDirectMaxT) of types other than
+// Q5_0 to the Highway path although int8_isa_active() is kAvx2: the default on AVX2-only CPUs,
+// where Highway measured faster for them; the same bits either way. False under any override.
+[[nodiscard]] bool int8_small_steps_on_highway();
+
+// Tests and benchmarks: force matmul() onto `isa` (CHECKed to be supported); nullopt restores the
+// CPUID choice. Not thread-safe against concurrent matmul() calls.
+void set_int8_isa_for_test(std::optional<Int8Isa> isa);
+
+}  // namespace kvs

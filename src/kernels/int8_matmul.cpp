@@ -1,0 +1,136 @@
+#include "kernels/int8_matmul.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+
+#include "core/check.h"
+#include "kernels/int8_gemm.h"
+
+namespace kvs {
+namespace {
+
+using int8_gemm::kDirectMaxT;
+using int8_gemm::kPanelBlockBytes;
+using int8_gemm::kPanelRows;
+using int8_gemm::kTileTokens;
+
+constexpr int64_t kRowGrain = 16;  // rows per parallel_for chunk when there is no panel
+
+// A growable 64-byte aligned buffer (the panel kernels use aligned loads).
+class AlignedBytes {
+ public:
+  uint8_t* get(size_t n) {
+    if (n > cap_) {
+      const size_t rounded = (n + 63) / 64 * 64;
+      buf_.reset(static_cast<uint8_t*>(std::aligned_alloc(64, rounded)));
+      KVS_CHECK(buf_ != nullptr);
+      cap_ = rounded;
+    }
+    return buf_.get();
+  }
+
+ private:
+  struct Free {
+    void operator()(uint8_t* p) const { std::free(p); }
+  };
+  std::unique_ptr<uint8_t, Free> buf_;
+  size_t cap_ = 0;
+};
+
+// The calling thread's quantized activation, reused across calls.
+struct ActScratch {
+  AlignedBytes q, d, s, off;
+};
+
+const int8_gemm::Kernels& kernels_for(Int8Isa isa) {
+  switch (isa) {
+    case Int8Isa::kAvx512Vnni: return int8_gemm::kernels_avx512vnni();
+    case Int8Isa::kAvxVnni: return int8_gemm::kernels_avxvnni();
+    default: return int8_gemm::kernels_avx2();
+  }
+}
+
+}  // namespace
+
+bool int8_matmul_supports(WeightType t) {
+  switch (t) {
+    case WeightType::kQ4_0:
+    case WeightType::kQ4_1:
+    case WeightType::kQ5_0:
+    case WeightType::kQ8_0:
+    case WeightType::kQ4_K:
+    case WeightType::kQ6_K: return true;
+    default: return false;
+  }
+}
+
+bool int8_matmul(const WeightMatrix& w, const float* x, int64_t T, float* y, ThreadPool& pool) {
+  const Int8Isa isa = int8_isa_active();
+  if (isa == Int8Isa::kNone || !int8_matmul_supports(w.type)) return false;
+  if (T <= kDirectMaxT && w.type != WeightType::kQ5_0 && int8_small_steps_on_highway())
+    return false;
+  const int8_gemm::Kernels& k = kernels_for(isa);
+  const int64_t K = w.cols, KB = K / 32, N = w.rows;
+  // Token rows up to a whole tile, zero: a padded tile reads them and stores nothing.
+  const int64_t Tp = (T + kTileTokens - 1) / kTileTokens * kTileTokens;
+  thread_local ActScratch scratch;
+  const auto bytes = [](int64_t n) { return static_cast<size_t>(n); };
+  const int8_gemm::Acts a{
+      .q = reinterpret_cast<int8_t*>(scratch.q.get(bytes(Tp * K))),
+      .d = reinterpret_cast<float*>(scratch.d.get(bytes(Tp * KB * 4))),
+      .s = reinterpret_cast<float*>(scratch.s.get(bytes(Tp * KB * 4))),
+      .off = scratch.off.get(bytes(Tp * KB * 32)),
+      .K = K,
+      .KB = KB,
+  };
+  if (Tp > T) {
+    std::memset(a.q + T * K, 0, bytes((Tp - T) * K));
+    std::memset(a.d + T * KB, 0, bytes((Tp - T) * KB * 4));
+    std::memset(a.s + T * KB, 0, bytes((Tp - T) * KB * 4));
+    std::memset(a.off + T * KB * 32, 0, bytes((Tp - T) * KB * 32));
+  }
+  const int threads = pool.num_threads();
+  if (threads > 1 && T * K >= (int64_t{1} << 16)) {
+    const auto grain = static_cast<size_t>(std::max<int64_t>(1, T / (4 * threads)));
+    pool.parallel_for(static_cast<size_t>(T), grain, [&](size_t b, size_t e, int) {
+      k.quantize(w.type, x, static_cast<int64_t>(b), static_cast<int64_t>(e), a);
+    });
+  } else {
+    k.quantize(w.type, x, 0, T, a);
+  }
+  const int8_gemm::Weights wt{w.type, static_cast<const uint8_t*>(w.data), N, K, w.row_bytes};
+  if (T <= kDirectMaxT) {
+    pool.parallel_for(static_cast<size_t>(N), kRowGrain, [&](size_t b, size_t e, int) {
+      k.gemm(wt, a, static_cast<int64_t>(b), static_cast<int64_t>(e), 0, T, y, nullptr);
+    });
+    return true;
+  }
+  // Work items: a panel of rows x a range of tokens. Split the tokens only when the panels are
+  // too few to keep every thread busy (a token's result does not depend on the split).
+  const int64_t panels = (N + kPanelRows - 1) / kPanelRows;
+  int64_t splits = 1;
+  while (panels * splits < 4 * threads && T / (2 * splits) >= 2 * kTileTokens) splits *= 2;
+  const int64_t per_split =
+      ((T + splits - 1) / splits + kTileTokens - 1) / kTileTokens * kTileTokens;
+  splits = (T + per_split - 1) / per_split;
+  const size_t panel_bytes = bytes(kPanelRows * KB * kPanelBlockBytes);
+  pool.parallel_for(static_cast<size_t>(panels * splits), 1, [&](size_t b, size_t e, int) {
+    thread_local AlignedBytes panel;
+    uint8_t* p = panel.get(panel_bytes);
+    for (size_t i = b; i < e; ++i) {
+      const int64_t pi = static_cast<int64_t>(i) / splits, si = static_cast<int64_t>(i) % splits;
+      const int64_t n0 = pi * kPanelRows, t0 = si * per_split;
+      k.gemm(wt, a, n0, std::min(N, n0 + kPanelRows), t0, std::min(T, t0 + per_split), y, p);
+    }
+  });
+  return true;
+}
+
+int64_t int8_peak_loop(Int8Isa isa, int64_t iters) {
+  KVS_CHECK(isa != Int8Isa::kNone && int8_isa_supported(isa));
+  return kernels_for(isa).peak_loop(iters);
+}
+
+}  // namespace kvs

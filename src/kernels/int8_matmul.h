@@ -1,0 +1,26 @@
+// The driver of the 8-bit integer GEMM (kernels/int8_gemm.h): quantizes the activation once per
+// call, splits (rows x tokens) over the pool's threads and calls the kernels of the active ISA
+// (kernels/int8_isa.h). matmul() tries it first and falls back to the Highway int16 path.
+#pragma once
+
+#include <cstdint>
+
+#include "core/thread_pool.h"
+#include "kernels/int8_isa.h"
+#include "kernels/matmul.h"
+
+namespace kvs {
+
+// Weight types the int8 GEMM handles (the block-quantized ones).
+[[nodiscard]] bool int8_matmul_supports(WeightType t);
+
+// matmul() through the int8 GEMM of int8_isa_active(). Returns false, doing nothing, when that is
+// Int8Isa::kNone or the type is not supported. Same contract and scratch rules as matmul().
+bool int8_matmul(const WeightMatrix& w, const float* x, int64_t T, float* y, ThreadPool& pool);
+
+// matmul_bench's peak: `iters` rounds of the ISA's tight dot-product loop (12 independent 32-byte
+// dot products, 384 multiply-adds per round) on the calling thread. CHECKs isa != kNone.
+int64_t int8_peak_loop(Int8Isa isa, int64_t iters);
+constexpr int64_t kInt8PeakMacsPerIter = 12 * 32;
+
+}  // namespace kvs
