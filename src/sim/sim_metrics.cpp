@@ -119,7 +119,8 @@ std::vector<SeriesPoint> time_series(std::span<const ReplicaResult> replicas, ui
     for (const StepSample& st : rr.steps) {
       // Spread the sample's constant values over the buckets it overlaps.
       size_t b = std::min(buckets - 1, static_cast<size_t>(std::max(0.0, st.start_s / width)));
-      if (st.preemptions > 0) out[b].preemptions += st.preemptions;
+      out[b].preempted_recompute += st.preempted_recompute;
+      out[b].preempted_swap += st.preempted_swap;
       for (; b < buckets && out[b].start_s < st.end_s; ++b) {
         const double overlap =
             std::min(st.end_s, out[b].end_s) - std::max(st.start_s, out[b].start_s);

@@ -19,13 +19,14 @@ struct Percentiles {
 [[nodiscard]] Percentiles percentiles(std::vector<double> values);
 
 // One point of the time series: averages over [start_s, end_s) summed over replicas (running,
-// waiting) or averaged (KV fractions); preemptions counted in the interval.
+// waiting) or averaged (KV fractions); preemptions counted in the interval (by the step that
+// started in it), by mode.
 struct SeriesPoint {
   double start_s = 0, end_s = 0;
   double running = 0, waiting = 0;
   double kv_in_use = 0;       // fraction of the pool's blocks referenced by sequences
   double kv_cached_free = 0;  // fraction kept only as prefix cache (reusable, evictable)
-  uint64_t preemptions = 0;
+  uint64_t preempted_recompute = 0, preempted_swap = 0;
 };
 
 struct SimSummary {

@@ -136,10 +136,8 @@ class Replica {
         finished_.push_back(i);
       }
     }
-    for (const PreemptionEvent& e : scheduler_.take_preemption_events()) {
-      (void)e;
-      ++sample.preemptions;
-    }
+    for (const PreemptionEvent& e : scheduler_.take_preemption_events())
+      ++(e.mode == PreemptionMode::kSwap ? sample.preempted_swap : sample.preempted_recompute);
     scheduler_.remove_finished();
     for (size_t i : finished_) seqs_[i].reset();  // the scheduler no longer holds it
     finished_.clear();

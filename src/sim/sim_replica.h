@@ -55,7 +55,8 @@ struct StepSample {
   uint32_t blocks_in_use = 0;  // after the step
   uint32_t blocks_cached_free = 0;
   uint32_t tokens = 0;
-  uint32_t preemptions = 0;
+  uint32_t preempted_recompute = 0;  // preemptions this step, by mode
+  uint32_t preempted_swap = 0;
   bool compute_bound = false;
 };
 

@@ -224,7 +224,8 @@ std::string render_sim_json(const SimSetup& s, const SimResult& r, size_t series
                              {"waiting", p.waiting},
                              {"kv_in_use", p.kv_in_use},
                              {"kv_cached_free", p.kv_cached_free},
-                             {"preemptions", p.preemptions}});
+                             {"preempted_recompute", p.preempted_recompute},
+                             {"preempted_swap", p.preempted_swap}});
     j["time_series"] = std::move(series);
   }
   return j.dump(2) + "\n";

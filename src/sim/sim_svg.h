@@ -1,6 +1,7 @@
-// sim_svg: `kvserve simulate --svg FILE`: the run over (virtual) time in three stacked panels:
-// running and waiting requests; the KV pool's blocks in use and kept only as prefix cache; and
-// preemptions per interval. Hand-written SVG, like the planner's chart (plan_svg.h).
+// sim_svg: `kvserve simulate --svg FILE`: the run over (virtual) time in four stacked panels:
+// running requests (against max-num-seqs), waiting requests, the KV pool's blocks in use and kept
+// only as prefix cache, and preemptions per interval by mode. 300 intervals (time_series).
+// Hand-written SVG, like the planner's chart (plan_svg.h); elements carry a class per series.
 #pragma once
 
 #include <string>

@@ -161,6 +161,51 @@ TEST_F(Simulation, ReportsJsonSvgAndSweepTable) {
   EXPECT_TRUE(sj["sweep"][0].contains("prefix_cache_hit_rate"));
 }
 
+// The time series (JSON and SVG) carries the summary's numbers: preemptions by mode add up, the
+// time-weighted running mean is the summary's, the KV fractions stay within the pool; the SVG
+// draws one point per interval and bars for the mode that preempted.
+TEST_F(Simulation, TimeSeriesAndSvgAgreeWithTheSummary) {
+  const Trace t = generate_trace({.requests = 100, .rate_per_s = 100, .seed = 2});
+  SimArgs a = test::llama_h100_args();
+  a.kv_cache_memory = "3GiB";
+  for (const char* mode : {"recompute", "swap"}) {
+    a.preemption_mode = mode;
+    a.swap_space = "64GiB";
+    const SimSetup setup = test::resolve_or_die(a);
+    const SimResult r = run(a, t);
+    const SimSummary& m = r.summary;
+    ASSERT_GT(m.preemptions_recompute + m.preemptions_swap, 0u) << mode;
+    const size_t n = 37;
+    const auto pts = time_series(r.replicas, setup.pool.num_blocks, m.makespan_s, n);
+    ASSERT_EQ(pts.size(), n);
+    uint64_t rc = 0, sw = 0;
+    double running = 0;
+    for (const SeriesPoint& p : pts) {
+      rc += p.preempted_recompute;
+      sw += p.preempted_swap;
+      running += p.running * (p.end_s - p.start_s);
+      EXPECT_GE(p.kv_in_use, 0.0);
+      EXPECT_LE(p.kv_in_use + p.kv_cached_free, 1.0 + 1e-9);
+    }
+    EXPECT_EQ(rc, m.preemptions_recompute);
+    EXPECT_EQ(sw, m.preemptions_swap);
+    EXPECT_NEAR(running / m.makespan_s, m.running_mean, 1e-9 * m.running_mean);
+
+    const std::string svg = render_sim_svg(setup, r);
+    const size_t line = svg.find("<polyline class=\"running\"");
+    ASSERT_NE(line, std::string::npos);
+    const std::string points = svg.substr(line, svg.find("/>", line) - line);
+    EXPECT_EQ(std::count(points.begin(), points.end(), ','), 300);  // one x,y per interval
+    EXPECT_NE(svg.find("max-num-seqs x replicas"), std::string::npos);
+    const bool swap = std::string(mode) == "swap";
+    EXPECT_EQ(svg.find("class=\"swap\"") != std::string::npos, swap && m.preemptions_swap > 0);
+    EXPECT_EQ(svg.find("class=\"recompute\"") != std::string::npos, m.preemptions_recompute > 0);
+    EXPECT_NE(svg.find(std::to_string(m.preemptions_recompute) + " recompute + " +
+                       std::to_string(m.preemptions_swap) + " swap"),
+              std::string::npos);
+  }
+}
+
 TEST(Sweep, BadSpecsAreErrors) {
   for (const char* bad : {"gpus", "=1,2", "gpus=", "gpus=1,,2"})
     EXPECT_FALSE(expand_sweep({bad}).is_ok()) << bad;
