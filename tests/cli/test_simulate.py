@@ -73,6 +73,30 @@ class Simulate(unittest.TestCase):
         self.assertEqual(out["results"]["completed"], 20)
         self.assertEqual(out["prefix_cache_hit_rate"], 0)  # CSV prompts share nothing
 
+    def test_cpu_device_file(self):
+        dev = os.path.join(self.dir.name, "cpu.json")
+        with open(dev, "w") as f:
+            json.dump({"device": "cpu", "linear_flops_per_s": 8e9, "attention_flops_per_s": 8e9,
+                       "memory_bandwidth_bytes_per_s": 8e9, "step_overhead_s": 0.01,
+                       "sequence_overhead_s": 0}, f)
+        args = ["--device", "cpu", "--model", "llama-3.1-8b", "--kv-cache-memory", "4GiB",
+                "--trace", self.trace, "--json", "--device-file"]
+        slow = json.loads(run(*args, dev).stdout)
+        self.assertEqual(slow["results"]["completed"], 30)
+        self.assertEqual(slow["setup"]["device"], "cpu")
+        with open(dev, "w") as f:  # twice the rates: every step (compute-bound) is faster
+            json.dump({"device": "cpu", "linear_flops_per_s": 16e9, "attention_flops_per_s": 16e9,
+                       "memory_bandwidth_bytes_per_s": 16e9, "step_overhead_s": 0.01,
+                       "sequence_overhead_s": 0}, f)
+        fast = json.loads(run(*args, dev).stdout)
+        self.assertLess(fast["results"]["ttft_s"]["p50"], slow["results"]["ttft_s"]["p50"])
+        with open(dev, "w") as f:
+            f.write('{"linear_flops_per_s": "fast"}')
+        p = run(*args, dev, check=False)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("linear_flops_per_s", p.stderr)
+        self.assertEqual(len(p.stderr.strip().splitlines()), 1, p.stderr)
+
     def test_bad_input_is_one_clear_line(self):
         bad = os.path.join(self.dir.name, "bad.jsonl")
         with open(bad, "w") as f:
