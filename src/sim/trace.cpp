@@ -62,7 +62,7 @@ TraceStats trace_stats(const Trace& t) {
     s.input_tokens += r.input_tokens;
     s.output_tokens += r.output_tokens;
     s.max_input_tokens = std::max(s.max_input_tokens, r.input_tokens);
-    s.max_total_tokens = std::max(s.max_total_tokens, r.input_tokens + r.output_tokens);
+    s.max_total_tokens = std::max(s.max_total_tokens, uint64_t{r.input_tokens} + r.output_tokens);
     uint64_t key = 0;
     uint64_t k = 0;
     bool matching = true;

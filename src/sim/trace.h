@@ -46,7 +46,7 @@ struct TraceStats {
   uint64_t input_tokens = 0;
   uint64_t output_tokens = 0;
   uint32_t max_input_tokens = 0;
-  uint32_t max_total_tokens = 0;  // input + output
+  uint64_t max_total_tokens = 0;  // input + output (each may be up to 2^32 - 1)
   // Prompt tokens that repeat an earlier request's prompt prefix at hash-block granularity (the
   // trace's own reuse, Mooncake's "cache ratio"): per request, min(k x block_tokens, input) for
   // the longest run of leading ids k seen as a prefix before. 0 when the trace has no ids.

@@ -47,7 +47,7 @@ Result<uint32_t> json_count(const json& j, const char* key, const std::string& w
   const auto it = j.find(key);
   if (it == j.end()) return invalid_argument(where + "'" + key + "' is missing");
   if (!it->is_number_integer() || it->get<int64_t>() < 0 || it->get<int64_t>() > UINT32_MAX)
-    return invalid_argument(where + "'" + key + "' must be a whole number >= 0");
+    return invalid_argument(where + "'" + key + "' must be a whole number in [0, 4294967295]");
   return static_cast<uint32_t>(it->get<int64_t>());
 }
 

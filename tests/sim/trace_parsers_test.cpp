@@ -46,6 +46,8 @@ TEST(MooncakeJsonl, BadLinesNameTheLine) {
        "line 2: 'input_length' must be a whole number"},
       {"{\"timestamp\": 1, \"input_length\": 0, \"output_length\": 1}",
        "line 2: 'input_length' must be at least 1"},
+      {"{\"timestamp\": 1, \"input_length\": 99999999999, \"output_length\": 1}",
+       "line 2: 'input_length' must be a whole number in [0, 4294967295]"},
       {"{\"timestamp\": 1, \"input_length\": 10, \"output_length\": 1, \"hash_ids\": 3}",
        "line 2: 'hash_ids' must be an array"},
       {"{\"timestamp\": 1, \"input_length\": 10, \"output_length\": 1, \"hash_ids\": [-1]}",
@@ -161,6 +163,9 @@ TEST(TraceStats, ReuseAtHashBlockGranularity) {
   EXPECT_EQ(s.input_tokens, 90u);
   EXPECT_EQ(s.reused_tokens, 45u);
   EXPECT_EQ(s.max_total_tokens, 26u);
+  Trace huge;
+  huge.requests = {{.input_tokens = UINT32_MAX, .output_tokens = UINT32_MAX}};
+  EXPECT_EQ(trace_stats(huge).max_total_tokens, 2 * uint64_t{UINT32_MAX});  // no wrap-around
   EXPECT_TRUE(scale_trace_rate(t, 2).is_ok());
   EXPECT_FALSE(scale_trace_rate(t, 0).is_ok());
   truncate_trace(t, 2);
