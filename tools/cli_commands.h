@@ -18,5 +18,6 @@ void add_generate_command(CLI::App& app);
 void add_perplexity_command(CLI::App& app);
 void add_plan_command(CLI::App& app);
 void add_serve_command(CLI::App& app);
+void add_simulate_command(CLI::App& app);
 
 }  // namespace kvs::cli

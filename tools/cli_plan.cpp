@@ -13,27 +13,19 @@
 #include "model/gguf_file.h"
 #include "planner/catalog.h"
 #include "planner/gpu_presets.h"
+#include "planner/plan_hardware.h"
 #include "planner/plan_json.h"
 #include "planner/plan_report.h"
 #include "planner/plan_request.h"
 #include "planner/plan_svg.h"
 #include "tools/cli_commands.h"
+#include "tools/cli_hardware_flags.h"
 
 namespace kvs::cli {
 namespace {
 
 struct PlanFlags {
-  std::string model;
-  std::string kv_dtype = "auto";
-  std::string k_dtype;
-  std::string v_dtype;
-  uint32_t tp = 1;
-  std::string gpu;
-  std::string memory;
-  double utilization = 0.9;
-  std::string weights;
-  std::string weight_dtype;
-  std::string workspace = "0";
+  HardwareArgs hw;
   uint64_t context = 8192;
   double avg_tokens = 0;
   std::string lengths_file;
@@ -52,16 +44,6 @@ template <typename T>
 T or_fail(Result<T> r, const std::string& what) {
   if (!r.is_ok()) fail(what + r.status().message());
   return std::move(r).value();
-}
-
-KvDtype resolve_dtype(const std::string& name, const PlannerModel& model) {
-  if (name == "auto") {
-    // The model's activation dtype: what an engine stores KV in by default.
-    if (model.weight_dtype == "f16" || model.weight_dtype == "gguf") return KvDtype::kF16;
-    if (model.weight_dtype == "f32") return KvDtype::kF32;
-    return KvDtype::kBF16;
-  }
-  return or_fail(parse_kv_dtype(name), "--kv-dtype: ");
 }
 
 void list_models() {
@@ -87,37 +69,11 @@ void list_gpus() {
 void run(const PlanFlags& f) {
   if (f.list_models) return list_models();
   if (f.list_gpus) return list_gpus();
-  if (f.model.empty())
+  if (f.hw.model.empty())
     fail(
         "plan: --model is required (a catalog name, config.json or GGUF; "
         "--list-models shows the catalog)");
-  PlanRequest r;
-  r.model = or_fail(load_planner_model(f.model), "--model: ");
-  r.k_dtype = resolve_dtype(f.k_dtype.empty() ? f.kv_dtype : f.k_dtype, r.model);
-  r.v_dtype = resolve_dtype(f.v_dtype.empty() ? f.kv_dtype : f.v_dtype, r.model);
-  if (f.tp == 0) fail("--tp must be at least 1");
-  r.tp = f.tp;
-
-  if (!f.gpu.empty() && !f.memory.empty()) fail("give --gpu or --memory, not both");
-  if (!f.memory.empty()) {
-    r.gpu_memory = or_fail(parse_size_input(f.memory), "--memory: ");
-  } else {
-    const GpuPreset g = or_fail(find_gpu_preset(f.gpu.empty() ? "H100-80GB" : f.gpu), "--gpu: ");
-    r.gpu_name = g.name;
-    r.gpu_note = std::string(g.note) + (f.gpu.empty() ? "; the default, choose with --gpu" : "");
-    // The preset's unit is stated in its note; only typed sizes get the other-unit reading.
-    r.gpu_memory = size_from_bytes(g.memory_bytes, UnitConvention::kBytes, "");
-  }
-  r.utilization = f.utilization;
-  if (!f.weights.empty()) {
-    r.weights = or_fail(parse_size_input(f.weights), "--weights: ");
-    r.weights_origin = "--weights";
-  } else {
-    auto [size, origin] = or_fail(default_weights(r.model, f.weight_dtype), "");
-    r.weights = size;
-    r.weights_origin = origin;
-  }
-  r.workspace = or_fail(parse_size_input(f.workspace), "--workspace: ");
+  PlanRequest r = or_fail(plan_request_from_hardware(f.hw), "");
 
   r.workload.context = f.context;
   r.workload.block_size = f.block_size;
@@ -170,31 +126,7 @@ void add_plan_command(CLI::App& app) {
       "plan",
       "KV cache capacity planner: bytes per token, per request, how many requests fit.\n"
       "Units: GB = 10^9 B, GiB = 2^30 B (both accepted, e.g. --memory 80GB or 75GiB).");
-  cmd->add_option("-m,--model", flags->model,
-                  "catalog name (--list-models), config.json, a directory with one, or a GGUF");
-  cmd->add_option("--kv-dtype,--kv-cache-dtype", flags->kv_dtype,
-                  "KV format for K and V: auto (the model's dtype), f32, f16, bf16, fp8 "
-                  "(fp8_e4m3), fp8_e5m2, int8, int4, q8_0, q4_0")
-      ->capture_default_str();
-  cmd->add_option("--k-dtype,--kv-cache-dtype-k", flags->k_dtype,
-                  "K format (overrides --kv-dtype)");
-  cmd->add_option("--v-dtype,--kv-cache-dtype-v", flags->v_dtype,
-                  "V format (overrides --kv-dtype)");
-  cmd->add_option("--tp", flags->tp, "tensor-parallel GPUs")->capture_default_str();
-  cmd->add_option("--gpu", flags->gpu, "GPU preset (--list-gpus); default H100-80GB");
-  cmd->add_option("--memory", flags->memory, "memory per GPU instead of a preset: 80GB, 75GiB");
-  cmd->add_option("--gpu-memory-utilization", flags->utilization,
-                  "fraction of GPU memory the engine may use")
-      ->capture_default_str()
-      ->check(CLI::Range(0.0, 1.0));
-  cmd->add_option("--weights", flags->weights,
-                  "weights of the whole model (default: catalog parameters x dtype, or the "
-                  "GGUF's tensor bytes)");
-  cmd->add_option("--weight-dtype", flags->weight_dtype,
-                  "dtype for parameters x bytes: bf16, f16, fp8, int8, int4");
-  cmd->add_option("--workspace", flags->workspace,
-                  "per-GPU memory for activations, CUDA graphs, fragmentation")
-      ->capture_default_str();
+  add_hardware_flags(cmd, &flags->hw);
   cmd->add_option("--context", flags->context, "tokens per request (worst case: all at this)")
       ->capture_default_str();
   cmd->add_option("--avg-tokens", flags->avg_tokens, "expected tokens per request");

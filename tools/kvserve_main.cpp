@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
   kvs::cli::add_perplexity_command(app);
   kvs::cli::add_plan_command(app);
   kvs::cli::add_serve_command(app);
+  kvs::cli::add_simulate_command(app);
   std::string names;
   bool known = false;
   for (const CLI::App* sub : app.get_subcommands({})) {

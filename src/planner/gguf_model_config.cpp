@@ -21,6 +21,8 @@ Result<PlannerModel> model_from_gguf(const GgufFile& f, const std::string& origi
   m.hidden_size = spec->d_model;
   m.max_context = spec->context_length;
   m.num_experts = spec->num_experts;
+  m.vocab_size = spec->vocab_size;
+  m.tied_embeddings = f.find_tensor("output.weight") == nullptr;
   uint64_t params = 0;
   for (const GgufTensorInfo& t : f.tensors()) params += t.num_elements();
   m.num_parameters = params;

@@ -225,6 +225,10 @@ Result<PlannerModel> model_from_hf_config(const json& top, const std::string& or
   m.hidden_size = *hidden;
   auto max_ctx = get_u32_or(c, "max_position_embeddings", 0);
   if (max_ctx.is_ok()) m.max_context = *max_ctx;
+  auto vocab = get_u32_or(c, "vocab_size", 0);
+  if (vocab.is_ok()) m.vocab_size = *vocab;
+  if (const auto tie = c.find("tie_word_embeddings"); tie != c.end() && tie->is_boolean())
+    m.tied_embeddings = tie->get<bool>();
   for (const char* key : {"num_local_experts", "n_routed_experts", "num_experts"}) {
     auto e = get_u32_or(c, key, 0);
     if (e.is_ok() && *e > 0) {

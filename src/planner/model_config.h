@@ -47,6 +47,11 @@ struct PlannerModel {
   uint32_t hidden_size = 0;
   uint32_t max_context = 0;  // max_position_embeddings / context_length (0 = unknown)
   uint32_t num_experts = 0;  // MoE routed experts (0 = dense); experts change weights, not KV
+  // Token embedding rows and whether the LM head reuses them (tie_word_embeddings, or a GGUF
+  // without output.weight): what a FLOP count needs to leave the embedding gather out and count
+  // the LM head per sampled row (kvserve simulate's step-time model). 0 = unknown.
+  uint32_t vocab_size = 0;
+  bool tied_embeddings = false;
 
   uint64_t num_parameters = 0;           // 0 = unknown
   bool parameters_estimated = false;     // estimated from the config's shapes

@@ -33,6 +33,8 @@ TEST(GgufModelConfig, DefaultModel) {
   ASSERT_TRUE(m->weight_bytes.has_value());
   EXPECT_EQ(*m->weight_bytes, f->total_tensor_bytes());
   EXPECT_NEAR(static_cast<double>(m->num_parameters), 134.5e6, 1e6);
+  EXPECT_EQ(m->vocab_size, 49'152u);
+  EXPECT_TRUE(m->tied_embeddings);  // no output.weight: the LM head is the embedding
 }
 
 TEST(GgufModelConfig, SlidingWindowGemma2AndKvLengths) {

@@ -63,6 +63,17 @@ TEST_F(Catalog, LessonModels) {
   EXPECT_EQ(bpt("qwen3-next-80b-a3b"), 24'576u);  // 12 full-attention layers only
 }
 
+TEST_F(Catalog, VocabularyAndTiedEmbeddings) {
+  auto llama = load_catalog_model("llama-3.1-8b");
+  ASSERT_TRUE(llama.is_ok());
+  EXPECT_EQ(llama->vocab_size, 128'256u);
+  EXPECT_FALSE(llama->tied_embeddings);
+  auto smol = load_catalog_model("smollm2-135m");
+  ASSERT_TRUE(smol.is_ok());
+  EXPECT_EQ(smol->vocab_size, 49'152u);
+  EXPECT_TRUE(smol->tied_embeddings);
+}
+
 TEST_F(Catalog, SlidingAndHybridLayouts) {
   auto mistral = load_catalog_model("mistral-7b-v0.1");
   ASSERT_TRUE(mistral.is_ok());

@@ -1,0 +1,342 @@
+#!/usr/bin/env python3
+"""Replays a (scaled) Mooncake trace against a real `kvserve serve` and compares the run with
+`kvserve simulate --device cpu` on the same requests (standard library only).
+
+1. Takes --requests consecutive requests of the trace from --start, scales every length by
+   --length-scale (a 512-token hash block becomes 512 x scale tokens, the partial last block keeps
+   its share, so two scaled prompts share exactly the blocks the trace says), outputs by
+   --output-scale (capped at --max-output), and arrivals by --time-scale; drops requests longer
+   than --max-model-len (both sides would reject them). Writes the scaled trace (--scaled-trace).
+2. Synthesizes the prompts' token ids exactly as `kvserve simulate` does (TokenSynthesizer:
+   first token of a block = its index among its parent's children, body tokens a fixed mix of
+   (id, offset), untraced tails and outputs private), so the server sees the very token ids the
+   simulator replays.
+3. Starts `kvserve serve` with the engine flags, sends every request at its scaled arrival time
+   (streaming /v1/completions with token ids, ignore_eos, max_tokens = the trace's output), and
+   measures TTFT, end-to-end latency, throughput, usage.cached_tokens, and from /metrics the
+   prefix-cache hits, queries and preemptions.
+4. Runs `kvserve simulate --device cpu` with the same flags on the scaled trace and prints both
+   and their errors.
+
+Example (docs/simulate.md, "Validation"; --block-size equal to the scaled hash block keeps the
+trace's sharing in whole engine blocks):
+  python3 bench/replay_trace.py --kvserve build/bin/kvserve \\
+      --trace ../shared/data/traces/mooncake_conversation_trace.jsonl --start 0 --requests 60 \\
+      --length-scale 0.015625 --output-scale 0.0625 --time-scale 4 \\
+      --kv-cache-memory 256MiB --block-size 8 --max-model-len 1024
+"""
+import argparse
+import http.client
+import json
+import re
+import subprocess
+import sys
+import threading
+import time
+
+MASK = (1 << 64) - 1
+ROOT = MASK
+
+
+def body_token(hash_id, offset, vocab):
+    """TokenSynthesizer's body(id, offset): the same 64-bit mix."""
+    x = (hash_id * 0x9E3779B97F4A7C15 + offset * 0xD1B54A32D192ED03 + 0x8CB92BA72F3D8DD7) & MASK
+    x ^= x >> 32
+    x = (x * 0xD6E8FEB86659FD93) & MASK
+    x ^= x >> 32
+    return x % vocab
+
+
+class Synthesizer:
+    """A port of src/sim/token_synthesizer.cpp (must stay identical to it)."""
+
+    def __init__(self, requests, block_tokens, vocab):
+        self.block_tokens = block_tokens
+        self.vocab = vocab
+        self.first_range = vocab // 2
+        children, index = {}, {}
+        self.first = []
+        self.own_first = []
+        for r in requests:
+            ids = r["hash_ids"]
+            firsts = []
+            own = 0
+            if not ids:
+                own = children.get(ROOT, 0)
+                children[ROOT] = own + 1
+            parent = ROOT
+            for h in ids:
+                key = (parent, h)
+                if key not in index:
+                    index[key] = children.get(parent, 0)
+                    children[parent] = index[key] + 1
+                firsts.append(index[key] % self.first_range)
+                parent = h
+            self.first.append(firsts)
+            self.own_first.append(own % self.first_range)
+        self.requests = requests
+
+    def own_token(self, i):
+        return self.first_range + i % (self.vocab - self.first_range)
+
+    def prompt(self, i):
+        r = self.requests[i]
+        n, ids, bs = r["input_length"], r["hash_ids"], self.block_tokens
+        own = self.own_token(i)
+        if not ids:
+            return [self.own_first[i]] + [own] * (n - 1)
+        out = []
+        for j, h in enumerate(ids):
+            if len(out) >= n:
+                break
+            end = min(n, len(out) + bs)
+            out.append(self.first[i][j])
+            out.extend(body_token(h, q, self.vocab) for q in range(1, end - (len(out) - 1)))
+        out.extend([own] * (n - len(out)))
+        return out
+
+
+def scale_trace(lines, args):
+    """The scaled slice: lengths x length_scale in whole scaled blocks, arrivals x time_scale."""
+    block = max(1, round(512 * args.length_scale))
+    picked = lines[args.start:args.start + args.requests]
+    if not picked:
+        raise SystemExit(f"--start {args.start}: the trace has only {len(lines)} requests")
+    t0 = picked[0]["timestamp"]
+    out, dropped = [], 0
+    for r in picked:
+        ids = r["hash_ids"]
+        last_fill = r["input_length"] - (len(ids) - 1) * 512 if ids else r["input_length"]
+        scaled_last = max(1, round(last_fill * args.length_scale))
+        n_in = (len(ids) - 1) * block + min(block, scaled_last) if ids else scaled_last
+        n_out = min(args.max_output, max(1, round(r["output_length"] * args.output_scale)))
+        if n_in + n_out > args.max_model_len:
+            dropped += 1
+            continue
+        out.append({"timestamp": round((r["timestamp"] - t0) * args.time_scale),
+                    "input_length": n_in, "output_length": n_out, "hash_ids": ids})
+    return out, block, dropped
+
+
+def percentile(values, p):
+    if not values:
+        return float("nan")
+    v = sorted(values)
+    k = (len(v) - 1) * p / 100
+    lo, hi = int(k), min(int(k) + 1, len(v) - 1)
+    return v[lo] + (v[hi] - v[lo]) * (k - lo)
+
+
+def metrics(host, port, api_key):
+    conn = http.client.HTTPConnection(host, port, timeout=60)
+    headers = {"Authorization": "Bearer " + api_key} if api_key else {}
+    conn.request("GET", "/metrics", headers=headers)
+    text = conn.getresponse().read().decode()
+    conn.close()
+    out = {}
+    for line in text.splitlines():
+        if line.startswith("#") or not line.strip():
+            continue
+        name, value = line.rsplit(" ", 1)
+        base = name.split("{")[0]
+        out[base] = out.get(base, 0.0) + float(value)
+    return out
+
+
+def send(host, port, api_key, prompt, max_tokens):
+    """Streams one completion; returns (ttft, end, completion tokens, cached tokens)."""
+    conn = http.client.HTTPConnection(host, port, timeout=3600)
+    headers = {"Content-Type": "application/json"}
+    if api_key:
+        headers["Authorization"] = "Bearer " + api_key
+    body = {"prompt": prompt, "max_tokens": max_tokens, "temperature": 0, "ignore_eos": True,
+            "stream": True, "stream_options": {"include_usage": True}}
+    t0 = time.perf_counter()
+    conn.request("POST", "/v1/completions", json.dumps(body), headers)
+    resp = conn.getresponse()
+    if resp.status != 200:
+        raise RuntimeError(f"HTTP {resp.status}: {resp.read()[:300]!r}")
+    ttft, tokens, cached = None, 0, 0
+    while True:
+        line = resp.readline()
+        if not line:
+            break
+        line = line.strip()
+        if not line.startswith(b"data: "):
+            continue
+        if line[6:] == b"[DONE]":
+            break
+        chunk = json.loads(line[6:])
+        if chunk.get("usage"):
+            tokens = chunk["usage"]["completion_tokens"]
+            cached = (chunk["usage"].get("prompt_tokens_details") or {}).get("cached_tokens", 0)
+        if chunk.get("choices") and ttft is None:
+            ttft = time.perf_counter() - t0
+    end = time.perf_counter()
+    conn.close()
+    return t0, ttft, end, tokens, cached
+
+
+def replay(host, port, api_key, trace, synth):
+    prompts = [synth.prompt(i) for i in range(len(trace))]
+    results = [None] * len(trace)
+    errors = []
+    start = time.perf_counter() + 0.5
+
+    def worker(i):
+        delay = start + trace[i]["timestamp"] / 1000.0 - time.perf_counter()
+        if delay > 0:
+            time.sleep(delay)
+        try:
+            results[i] = send(host, port, api_key, prompts[i], trace[i]["output_length"])
+        except Exception as e:  # noqa: BLE001 - counted and reported
+            errors.append(f"request {i}: {e}")
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(len(trace))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    done = [r for r in results if r is not None]
+    first = min(r[0] for r in done)
+    last = max(r[2] for r in done)
+    makespan = last - first
+    out_tokens = sum(r[3] for r in done)
+    in_tokens = sum(trace[i]["input_length"] for i, r in enumerate(results) if r is not None)
+    ttft = [r[1] for r in done if r[1] is not None]
+    e2e = [r[2] - r[0] for r in done]
+    return {"completed": len(done), "errors": errors, "makespan_s": makespan,
+            "output_tokens_per_s": out_tokens / makespan, "input_tokens_per_s": in_tokens / makespan,
+            "ttft_p50_s": percentile(ttft, 50), "ttft_p99_s": percentile(ttft, 99),
+            "e2e_p50_s": percentile(e2e, 50), "e2e_p99_s": percentile(e2e, 99),
+            "cached_tokens": sum(r[4] for r in done), "input_tokens": in_tokens}
+
+
+class Server:
+    def __init__(self, binary, args):
+        cmd = [binary, "serve", "--host", "127.0.0.1", "--port", "0", "--quiet-preemptions",
+               *args]
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                     text=True)
+        self.port, self.report = None, []
+        for line in self.proc.stderr:
+            self.report.append(line.rstrip())
+            m = re.search(r"listening on http://127\.0\.0\.1:(\d+)", line)
+            if m:
+                self.port = int(m.group(1))
+                break
+        if self.port is None:
+            raise SystemExit("server did not start:\n" + "\n".join(self.report))
+        threading.Thread(target=lambda: [None for _ in self.proc.stderr], daemon=True).start()
+
+    def stop(self):
+        self.proc.terminate()
+        self.proc.wait(timeout=30)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--kvserve", default="build/bin/kvserve")
+    ap.add_argument("--trace", required=True, help="Mooncake JSONL (read in place)")
+    ap.add_argument("--start", type=int, default=0)
+    ap.add_argument("--requests", type=int, default=200)
+    ap.add_argument("--length-scale", type=float, default=1 / 16)
+    ap.add_argument("--output-scale", type=float, default=None, help="default: --length-scale")
+    ap.add_argument("--max-output", type=int, default=256)
+    ap.add_argument("--time-scale", type=float, default=1.0, help="arrival times x this")
+    ap.add_argument("--vocab", type=int, default=49152, help="the served model's vocabulary")
+    ap.add_argument("--kv-cache-memory", default="64MiB")
+    ap.add_argument("--max-model-len", type=int, default=2048)
+    ap.add_argument("--max-num-seqs", type=int, default=64)
+    ap.add_argument("--max-num-batched-tokens", type=int, default=512)
+    ap.add_argument("--block-size", type=int, default=16)
+    ap.add_argument("--threads", type=int, default=0, help="-t for serve (0 = all cores)")
+    ap.add_argument("--device-file", default="", help="for simulate (default: data/devices/cpu.json)")
+    ap.add_argument("--scaled-trace", default="/tmp/kvserve_replay_trace.jsonl")
+    ap.add_argument("--api-key", default="")
+    ap.add_argument("--json", help="write both runs' numbers to this file")
+    ap.add_argument("--no-serve", action="store_true", help="only write the scaled trace and simulate")
+    args = ap.parse_args()
+    if args.output_scale is None:
+        args.output_scale = args.length_scale
+
+    with open(args.trace) as f:
+        lines = [json.loads(line) for line in f if line.strip()]
+    trace, block, dropped = scale_trace(lines, args)
+    if not trace:
+        raise SystemExit(f"every request is longer than --max-model-len {args.max_model_len}")
+    with open(args.scaled_trace, "w") as f:
+        for r in trace:
+            f.write(json.dumps(r) + "\n")
+    print(f"scaled trace: {len(trace)} requests ({dropped} longer than --max-model-len dropped), "
+          f"{block}-token blocks, {trace[-1]['timestamp'] / 1000:.1f} s of arrivals, mean prompt "
+          f"{sum(r['input_length'] for r in trace) / len(trace):.0f}, mean output "
+          f"{sum(r['output_length'] for r in trace) / len(trace):.0f} -> {args.scaled_trace}",
+          flush=True)
+    engine_flags = ["--kv-cache-memory", args.kv_cache_memory, "--max-model-len",
+                    str(args.max_model_len), "--max-num-seqs", str(args.max_num_seqs),
+                    "--max-num-batched-tokens", str(args.max_num_batched_tokens), "--block-size",
+                    str(args.block_size)]
+    real = None
+    if not args.no_serve:
+        serve_flags = engine_flags + ["--max-queued-requests", str(len(trace) + 16)]
+        if args.threads:
+            serve_flags += ["-t", str(args.threads)]
+        server = Server(args.kvserve, serve_flags)
+        try:
+            synth = Synthesizer(trace, block, args.vocab)
+            before = metrics("127.0.0.1", server.port, args.api_key)
+            real = replay("127.0.0.1", server.port, args.api_key, trace, synth)
+            after = metrics("127.0.0.1", server.port, args.api_key)
+        finally:
+            server.stop()
+        delta = {k: after.get(k, 0) - before.get(k, 0) for k in after}
+        real["prefix_queries"] = delta.get("kvserve_prefix_cache_queries_tokens_total", 0)
+        real["prefix_hits"] = delta.get("kvserve_prefix_cache_hits_tokens_total", 0)
+        real["prefix_cache_hit_rate"] = (real["prefix_hits"] / real["prefix_queries"]
+                                         if real["prefix_queries"] else 0)
+        real["preemptions"] = delta.get("kvserve_preemptions_total", 0)
+        if real["errors"]:
+            print(f"{len(real['errors'])} errors, first: {real['errors'][0]}", file=sys.stderr)
+
+    sim_cmd = [args.kvserve, "simulate", "--device", "cpu", "--trace", args.scaled_trace,
+               "--trace-block-tokens", str(block), "--vocab-size", str(args.vocab), "--json",
+               "--series-points", "0", *engine_flags]
+    if args.device_file:
+        sim_cmd += ["--device-file", args.device_file]
+    sim_out = subprocess.run(sim_cmd, capture_output=True, text=True, check=True).stdout
+    s = json.loads(sim_out)["results"]
+    sim = {"completed": s["completed"], "makespan_s": s["makespan_s"],
+           "output_tokens_per_s": s["output_tokens_per_s"],
+           "input_tokens_per_s": s["input_tokens_per_s"],
+           "ttft_p50_s": s["ttft_s"]["p50"], "ttft_p99_s": s["ttft_s"]["p99"],
+           "e2e_p50_s": s["e2e_s"]["p50"], "e2e_p99_s": s["e2e_s"]["p99"],
+           "prefix_cache_hit_rate": s["prefix_cache_hit_rate"],
+           "preemptions": s["preemptions"]["recompute"] + s["preemptions"]["swap"],
+           "wall_s": s["wall_s"]}
+    print("| metric | kvserve serve | simulate --device cpu | error |")
+    print("|---|---|---|---|")
+    for key in ["completed", "makespan_s", "output_tokens_per_s", "input_tokens_per_s",
+                "ttft_p50_s", "ttft_p99_s", "e2e_p50_s", "e2e_p99_s", "prefix_cache_hit_rate",
+                "preemptions"]:
+        sv = sim[key]
+        if real is None:
+            print(f"| {key} | - | {sv:.4g} | - |")
+            continue
+        rv = real[key]
+        if key == "prefix_cache_hit_rate":
+            err = f"{(sv - rv) * 100:+.2f} points"
+        elif key in ("completed", "preemptions"):
+            err = f"{sv - rv:+.0f}"
+        else:
+            err = f"{(sv - rv) / rv * 100:+.1f}%" if rv else "-"
+        print(f"| {key} | {rv:.4g} | {sv:.4g} | {err} |")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"serve": real, "simulate": sim, "args": vars(args)}, f, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

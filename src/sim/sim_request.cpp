@@ -1,0 +1,232 @@
+#include "sim/sim_request.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <filesystem>
+#include <limits>
+
+#include "core/byte_size.h"
+#include "model/model_paths.h"
+#include "planner/capacity_plan.h"
+#include "planner/catalog.h"
+#include "sim/token_synthesizer.h"
+
+namespace kvs {
+
+namespace {
+
+// Device defaults for the scheduler: vLLM's V1 defaults on datacenter GPUs, the engine's own
+// (`kvserve serve`) on the CPU.
+constexpr uint32_t kGpuMaxNumSeqs = 256;
+constexpr uint32_t kGpuMaxBatchedTokens = 8192;
+constexpr uint32_t kCpuMaxNumSeqs = 64;
+constexpr uint32_t kCpuMaxBatchedTokens = 512;
+
+template <typename T>
+Result<T> parse_number(const std::string& key, const std::string& v) {
+  T out{};
+  const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), out);
+  if (ec != std::errc() || end != v.data() + v.size())
+    return invalid_argument("--sweep " + key + ": '" + v + "' is not a number");
+  return out;
+}
+
+}  // namespace
+
+Result<SimSetup> resolve_sim(const SimArgs& a) {
+  SimSetup s;
+  s.args = a;
+  const bool cpu = a.device == "cpu";
+  if (!cpu && a.device != "gpu")
+    return invalid_argument("--device must be gpu or cpu, got '" + a.device + "'");
+  HardwareArgs hw = a.hw;
+  if (cpu && hw.model.empty()) {
+    KVS_ASSIGN_OR_RETURN(hw.model, resolve_model_path(""));
+  }
+  if (hw.model.empty())
+    return invalid_argument(
+        "--model is required (a catalog name, config.json or GGUF; kvserve plan --list-models)");
+  KVS_ASSIGN_OR_RETURN(s.plan, plan_request_from_hardware(hw));
+  const PlannerModel& model = s.plan.model;
+  s.tp = s.plan.tp;
+  if (cpu && s.tp != 1) return invalid_argument("--device cpu runs one rank: --tp must be 1");
+  const uint32_t gpus = a.gpus == 0 ? s.tp : a.gpus;
+  if (gpus % s.tp != 0)
+    return invalid_argument("--gpus " + std::to_string(gpus) + " is not a multiple of --tp " +
+                            std::to_string(s.tp));
+  s.replicas = gpus / s.tp;
+
+  auto uniform = engine_kv_shape(model, s.plan.k_dtype, s.plan.v_dtype);
+  if (!uniform.is_ok())
+    return Status(uniform.status().code(),
+                  "kvserve simulate runs the engine's scheduler and cache, which need a model "
+                  "the engine can run: " +
+                      uniform.status().message());
+  KvUniformShape shape = *uniform;
+  shape.kv_heads = kv_heads_per_rank(shape.kv_heads, s.tp);
+
+  s.max_model_len = a.max_model_len != 0     ? a.max_model_len
+                    : model.max_context != 0 ? model.max_context
+                                             : std::numeric_limits<uint32_t>::max();
+  uint64_t pool_bytes = 0;
+  if (!a.kv_cache_memory.empty()) {
+    auto mem = parse_byte_size(a.kv_cache_memory);
+    if (!mem.is_ok())
+      return Status(mem.status().code(), "--kv-cache-memory: " + mem.status().message());
+    pool_bytes = *mem;
+    s.pool_origin = "--kv-cache-memory " + a.kv_cache_memory;
+  } else if (cpu) {
+    return invalid_argument(
+        "--device cpu needs --kv-cache-memory (the pool `kvserve serve` would get, e.g. 512MiB)");
+  } else {
+    PlanInputs in;
+    in.shape = model.kv_shape(s.plan.k_dtype, s.plan.v_dtype, s.tp);
+    in.gpu_memory_bytes = s.plan.gpu_memory.bytes;
+    in.gpu_memory_utilization = s.plan.utilization;
+    in.weights_bytes = s.plan.weights.bytes;
+    in.workspace_bytes = s.plan.workspace.bytes;
+    in.workload.context = std::min<uint64_t>(s.max_model_len, 1u << 30);
+    in.workload.block_size = a.block_size;
+    KVS_ASSIGN_OR_RETURN(const CapacityPlan cap, plan_capacity(in));
+    if (cap.kv_budget_signed <= 0)
+      return resource_exhausted("no memory left for the KV cache: usable " +
+                                format_thousands(cap.usable_bytes) + " B - weights " +
+                                format_thousands(cap.weights_per_gpu) + " B per GPU - workspace " +
+                                format_thousands(s.plan.workspace.bytes) + " B <= 0");
+    pool_bytes = cap.kv_budget;
+    s.kv_budget = cap.kv_budget;
+    s.pool_origin = "floor(" + format_thousands(s.plan.gpu_memory.bytes) + " B x " +
+                    std::to_string(s.plan.utilization).substr(0, 4) + ") - weights " +
+                    format_thousands(cap.weights_per_gpu) + " B - workspace " +
+                    format_thousands(s.plan.workspace.bytes) + " B per GPU";
+  }
+  auto pool = plan_kv_pool(shape, pool_bytes, a.block_size);
+  if (!pool.is_ok()) return Status(pool.status().code(), "KV pool: " + pool.status().message());
+  s.pool = *pool;
+
+  if (cpu) {
+    std::string path = a.device_file;
+    if (path.empty()) {
+      KVS_ASSIGN_OR_RETURN(const std::string dir, find_data_dir());
+      path = (std::filesystem::path(dir) / "devices" / "cpu.json").string();
+    }
+    KVS_ASSIGN_OR_RETURN(s.device, read_device_file(path));
+  } else {
+    KVS_ASSIGN_OR_RETURN(s.device,
+                         gpu_device_model(s.plan.gpu_name.empty() ? "H100-80GB" : s.plan.gpu_name));
+    if (s.plan.gpu_name.empty())
+      s.device.description += " (--memory given: the H100 roofline is assumed)";
+  }
+  const bool fp8_weights = a.hw.weight_dtype == "fp8" || model.weight_dtype == "fp8";
+  KVS_ASSIGN_OR_RETURN(s.cost, model_cost(model, s.plan.weights.bytes, s.pool, s.tp, fp8_weights));
+
+  s.scheduler.max_num_seqs =
+      a.max_num_seqs != 0 ? a.max_num_seqs : (cpu ? kCpuMaxNumSeqs : kGpuMaxNumSeqs);
+  s.scheduler.max_num_batched_tokens = a.max_num_batched_tokens != 0
+                                           ? a.max_num_batched_tokens
+                                           : (cpu ? kCpuMaxBatchedTokens : kGpuMaxBatchedTokens);
+  KVS_ASSIGN_OR_RETURN(s.scheduler.preemption_mode, parse_preemption_mode(a.preemption_mode));
+  auto swap = parse_byte_size(a.swap_space);
+  if (!swap.is_ok())
+    return Status(swap.status().code(), "--swap-space: " + swap.status().message());
+  s.host_blocks =
+      static_cast<uint32_t>(std::min<uint64_t>(*swap / s.pool.block_bytes, kMaxPoolBlocks));
+  if (s.scheduler.preemption_mode == PreemptionMode::kSwap && s.host_blocks == 0)
+    return invalid_argument("--preemption-mode swap needs --swap-space of at least one block (" +
+                            format_thousands(s.pool.block_bytes) + " B)");
+  if (s.scheduler.preemption_mode != PreemptionMode::kSwap) s.host_blocks = 0;
+  s.enable_prefix_caching = a.enable_prefix_caching;
+  s.vocab_size = a.vocab_size != 0        ? a.vocab_size
+                 : model.vocab_size >= 64 ? model.vocab_size
+                                          : kDefaultSimVocab;
+  if (s.vocab_size < 64) return invalid_argument("--vocab-size must be at least 64");
+  if (!(a.rate_scale > 0) || !std::isfinite(a.rate_scale))
+    return invalid_argument("--rate-scale must be a positive number");
+  return s;
+}
+
+std::vector<std::string> sim_setting_keys() {
+  return {"model",
+          "kv-cache-dtype",
+          "k-dtype",
+          "v-dtype",
+          "gpu",
+          "gpus",
+          "tp",
+          "memory",
+          "gpu-memory-utilization",
+          "weights",
+          "weight-dtype",
+          "workspace",
+          "kv-cache-memory",
+          "block-size",
+          "max-num-seqs",
+          "max-num-batched-tokens",
+          "preemption-mode",
+          "swap-space",
+          "enable-prefix-caching",
+          "max-model-len",
+          "rate-scale"};
+}
+
+Status apply_sim_setting(SimArgs& a, const std::string& key, const std::string& v) {
+  if (key == "model") {
+    a.hw.model = v;
+  } else if (key == "kv-cache-dtype" || key == "kv-dtype") {
+    a.hw.kv_dtype = v;
+  } else if (key == "k-dtype" || key == "kv-cache-dtype-k") {
+    a.hw.k_dtype = v;
+  } else if (key == "v-dtype" || key == "kv-cache-dtype-v") {
+    a.hw.v_dtype = v;
+  } else if (key == "gpu") {
+    a.hw.gpu = v;
+    a.hw.memory.clear();
+  } else if (key == "gpus") {
+    KVS_ASSIGN_OR_RETURN(a.gpus, parse_number<uint32_t>(key, v));
+  } else if (key == "tp") {
+    KVS_ASSIGN_OR_RETURN(a.hw.tp, parse_number<uint32_t>(key, v));
+  } else if (key == "memory") {
+    a.hw.memory = v;
+    a.hw.gpu.clear();
+  } else if (key == "gpu-memory-utilization") {
+    KVS_ASSIGN_OR_RETURN(a.hw.utilization, parse_number<double>(key, v));
+  } else if (key == "weights") {
+    a.hw.weights = v;
+  } else if (key == "weight-dtype") {
+    a.hw.weight_dtype = v;
+  } else if (key == "workspace") {
+    a.hw.workspace = v;
+  } else if (key == "kv-cache-memory") {
+    a.kv_cache_memory = v;
+  } else if (key == "block-size") {
+    KVS_ASSIGN_OR_RETURN(a.block_size, parse_number<uint32_t>(key, v));
+  } else if (key == "max-num-seqs") {
+    KVS_ASSIGN_OR_RETURN(a.max_num_seqs, parse_number<uint32_t>(key, v));
+  } else if (key == "max-num-batched-tokens") {
+    KVS_ASSIGN_OR_RETURN(a.max_num_batched_tokens, parse_number<uint32_t>(key, v));
+  } else if (key == "preemption-mode") {
+    a.preemption_mode = v;
+  } else if (key == "swap-space") {
+    a.swap_space = v;
+  } else if (key == "enable-prefix-caching" || key == "prefix-caching") {
+    if (v == "on" || v == "true" || v == "1") {
+      a.enable_prefix_caching = true;
+    } else if (v == "off" || v == "false" || v == "0") {
+      a.enable_prefix_caching = false;
+    } else {
+      return invalid_argument("--sweep " + key + ": '" + v + "' is not on/off");
+    }
+  } else if (key == "max-model-len") {
+    KVS_ASSIGN_OR_RETURN(a.max_model_len, parse_number<uint32_t>(key, v));
+  } else if (key == "rate-scale") {
+    KVS_ASSIGN_OR_RETURN(a.rate_scale, parse_number<double>(key, v));
+  } else {
+    std::string keys;
+    for (const std::string& k : sim_setting_keys()) keys += (keys.empty() ? "" : ", ") + k;
+    return invalid_argument("--sweep: unknown key '" + key + "' (one of " + keys + ")");
+  }
+  return Status::ok();
+}
+
+}  // namespace kvs

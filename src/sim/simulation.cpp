@@ -1,0 +1,69 @@
+#include "sim/simulation.h"
+
+#include <algorithm>
+#include <chrono>
+#include <future>
+
+#include "sim/token_synthesizer.h"
+
+namespace kvs {
+
+Result<SimResult> run_simulation(const SimSetup& setup, const Trace& input) {
+  const auto t0 = std::chrono::steady_clock::now();
+  Trace scaled;
+  const Trace* trace = &input;
+  if (setup.args.rate_scale != 1) {
+    scaled = input;
+    KVS_RETURN_IF_ERROR(scale_trace_rate(scaled, setup.args.rate_scale));
+    trace = &scaled;
+  }
+  KVS_RETURN_IF_ERROR(validate_trace(*trace));
+  SimResult out;
+  out.trace = trace_stats(*trace);
+  out.trace_source = trace->source;
+  const TokenSynthesizer tokens(*trace, setup.vocab_size);
+  out.first_token_wraps = tokens.first_token_wraps();
+
+  ReplicaConfig rc;
+  rc.cache = KvCacheConfig{.num_blocks = setup.pool.num_blocks,
+                           .block_size = setup.pool.block_size,
+                           .enable_prefix_caching = setup.enable_prefix_caching,
+                           .model_fingerprint = 0,
+                           .hash_seed = 0,  // deterministic runs; no one outside to guard against
+                           .k_dtype = setup.pool.shape.k_dtype,
+                           .v_dtype = setup.pool.shape.v_dtype};
+  rc.scheduler = setup.scheduler;
+  rc.host_blocks = setup.host_blocks;
+  rc.max_model_len = setup.max_model_len;
+  rc.block_bytes = setup.pool.block_bytes;
+  rc.device = setup.device;
+  rc.cost = setup.cost;
+
+  std::vector<std::vector<uint32_t>> assigned(setup.replicas);
+  for (uint32_t i = 0; i < trace->requests.size(); ++i) assigned[i % setup.replicas].push_back(i);
+  std::vector<std::future<ReplicaResult>> running;
+  for (uint32_t r = 0; r < setup.replicas; ++r)
+    running.push_back(std::async(
+        std::launch::async, [&, r] { return run_replica(rc, *trace, tokens, assigned[r], r); }));
+  for (auto& f : running) out.replicas.push_back(f.get());
+  out.summary = summarize(out.replicas, setup.pool.num_blocks);
+
+  const uint32_t bs = setup.pool.block_size;
+  double blocks = 0;
+  uint64_t longest = 0;
+  for (const TraceRequest& r : trace->requests) {
+    const uint64_t tokens_needed = uint64_t{r.input_tokens} + r.output_tokens;
+    blocks += static_cast<double>((tokens_needed + bs - 1) / bs);
+    longest = std::max(longest, (tokens_needed + bs - 1) / bs);
+  }
+  if (!trace->requests.empty()) {
+    blocks /= static_cast<double>(trace->requests.size());
+    out.static_concurrency_mean = setup.pool.num_blocks / blocks;
+    out.static_concurrency_longest =
+        static_cast<double>(setup.pool.num_blocks) / static_cast<double>(longest);
+  }
+  out.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return out;
+}
+
+}  // namespace kvs

@@ -1,0 +1,32 @@
+// simulation: one `kvserve simulate` run. Scales the trace's rate, synthesizes its tokens once
+// (token_synthesizer.h), assigns requests to the setup's replicas round robin in arrival order,
+// runs every replica (independent, so on threads) and summarizes them.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "sim/sim_metrics.h"
+#include "sim/sim_replica.h"
+#include "sim/sim_request.h"
+#include "sim/trace.h"
+
+namespace kvs {
+
+struct SimResult {
+  std::vector<ReplicaResult> replicas;
+  SimSummary summary;
+  TraceStats trace;  // of the replayed (scaled, truncated) trace
+  std::string trace_source;
+  // What the static plan would say for this pool: requests that fit when every request is at the
+  // trace's mean length (prompt + output, whole blocks), and when every one is at the longest.
+  double static_concurrency_mean = 0;
+  double static_concurrency_longest = 0;
+  uint64_t first_token_wraps = 0;  // TokenSynthesizer::first_token_wraps (0 = exact sharing)
+  double wall_s = 0;               // time the simulation took on this machine
+};
+
+// `trace` is replayed as given except for setup.args.rate_scale.
+[[nodiscard]] Result<SimResult> run_simulation(const SimSetup& setup, const Trace& trace);
+
+}  // namespace kvs

@@ -1,0 +1,122 @@
+"""CLI tests of `kvserve simulate`: a small Mooncake-format trace through the real binary (summary,
+--json with prefix_cache_hit_rate, --svg, --sweep table), the CSV format, and bad input (one clear
+line naming the file and line, non-zero exit). Run by CTest with KVSERVE_BIN set."""
+import json
+import os
+import subprocess
+import tempfile
+import unittest
+
+BIN = os.environ.get("KVSERVE_BIN", "build/bin/kvserve")
+
+
+def run(*args, check=True):
+    p = subprocess.run([BIN, "simulate", *args], capture_output=True, text=True, timeout=300)
+    if check and p.returncode != 0:
+        raise AssertionError(f"{args} exited {p.returncode}: {p.stderr}")
+    return p
+
+
+class Simulate(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.TemporaryDirectory()
+        cls.trace = os.path.join(cls.dir.name, "t.jsonl")
+        with open(cls.trace, "w") as f:
+            # Ten conversations of three turns: each turn repeats the previous prompt's blocks.
+            for turn in range(3):
+                for c in range(10):
+                    ids = [0] + [1000 * c + k for k in range(1, 2 + 2 * turn)]
+                    f.write(json.dumps({"timestamp": 2000 * turn + 50 * c,
+                                        "input_length": 512 * len(ids) - 100,
+                                        "output_length": 40, "hash_ids": ids}) + "\n")
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.dir.cleanup()
+
+    def test_summary_json_and_svg(self):
+        svg = os.path.join(self.dir.name, "run.svg")
+        p = run("--model", "llama-3.1-8b", "--gpu", "H100", "--trace", self.trace, "--svg", svg)
+        for key in ("TTFT", "TPOT", "prefix cache", "preemptions", "30 of 30"):
+            self.assertIn(key, p.stdout)
+        with open(svg) as f:
+            self.assertTrue(f.read().startswith("<svg"))
+        out = json.loads(run("--model", "llama-3.1-8b", "--trace", self.trace, "--json").stdout)
+        self.assertEqual(out["results"]["completed"], 30)
+        rate = out["prefix_cache_hit_rate"]
+        self.assertGreater(rate, 0.3)
+        self.assertLessEqual(rate, 1.0)
+        self.assertEqual(out["results"]["prefix_cache_hit_rate"], rate)
+        off = json.loads(run("--model", "llama-3.1-8b", "--trace", self.trace, "--json",
+                             "--no-enable-prefix-caching").stdout)
+        self.assertEqual(off["prefix_cache_hit_rate"], 0)
+
+    def test_sweep_table(self):
+        p = run("--model", "llama-3.1-8b", "--trace", self.trace, "--sweep",
+                "kv-cache-dtype=bf16,fp8", "--sweep", "gpus=1,2", "--sweep", "block-size=16,32")
+        rows = [line for line in p.stdout.splitlines() if line.startswith(("bf16", "fp8"))]
+        self.assertEqual(len(rows), 8)
+        self.assertIn("hit rate", p.stdout)
+        j = json.loads(run("--model", "llama-3.1-8b", "--trace", self.trace, "--json", "--sweep",
+                           "gpus=1,2").stdout)
+        self.assertEqual([r["settings"]["gpus"] for r in j["sweep"]], ["1", "2"])
+        self.assertEqual(j["sweep"][1]["setup"]["replicas"], 2)
+
+    def test_csv_trace(self):
+        csv = os.path.join(self.dir.name, "azure.csv")
+        with open(csv, "w") as f:
+            f.write("TIMESTAMP,ContextTokens,GeneratedTokens\n")
+            for i in range(20):
+                f.write(f"2023-11-16 18:15:{10 + i:02d}.5,{300 + 10 * i},{20 + i}\n")
+        out = json.loads(run("--model", "llama-3.1-8b", "--trace", csv, "--json").stdout)
+        self.assertEqual(out["results"]["completed"], 20)
+        self.assertEqual(out["prefix_cache_hit_rate"], 0)  # CSV prompts share nothing
+
+    def test_cpu_device_file(self):
+        dev = os.path.join(self.dir.name, "cpu.json")
+        with open(dev, "w") as f:
+            json.dump({"device": "cpu", "linear_flops_per_s": 8e9, "attention_flops_per_s": 8e9,
+                       "memory_bandwidth_bytes_per_s": 8e9, "step_overhead_s": 0.01,
+                       "sequence_overhead_s": 0}, f)
+        args = ["--device", "cpu", "--model", "llama-3.1-8b", "--kv-cache-memory", "4GiB",
+                "--trace", self.trace, "--json", "--device-file"]
+        slow = json.loads(run(*args, dev).stdout)
+        self.assertEqual(slow["results"]["completed"], 30)
+        self.assertEqual(slow["setup"]["device"], "cpu")
+        with open(dev, "w") as f:  # twice the rates: every step (compute-bound) is faster
+            json.dump({"device": "cpu", "linear_flops_per_s": 16e9, "attention_flops_per_s": 16e9,
+                       "memory_bandwidth_bytes_per_s": 16e9, "step_overhead_s": 0.01,
+                       "sequence_overhead_s": 0}, f)
+        fast = json.loads(run(*args, dev).stdout)
+        self.assertLess(fast["results"]["ttft_s"]["p50"], slow["results"]["ttft_s"]["p50"])
+        with open(dev, "w") as f:
+            f.write('{"linear_flops_per_s": "fast"}')
+        p = run(*args, dev, check=False)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("linear_flops_per_s", p.stderr)
+        self.assertEqual(len(p.stderr.strip().splitlines()), 1, p.stderr)
+
+    def test_bad_input_is_one_clear_line(self):
+        bad = os.path.join(self.dir.name, "bad.jsonl")
+        with open(bad, "w") as f:
+            f.write('{"timestamp": 0, "input_length": 10, "output_length": 1}\n{"timestamp": 1}\n')
+        cases = [
+            (["--model", "llama-3.1-8b", "--trace", bad], "bad.jsonl line 2: 'input_length'"),
+            (["--model", "llama-3.1-8b", "--trace", "/nonexistent.jsonl"], "cannot open trace"),
+            (["--model", "llama-3.1-8b"], "--trace FILE is required"),
+            (["--model", "gemma-2-9b", "--trace", self.trace], "a model the engine can run"),
+            (["--model", "llama-3.1-8b", "--trace", self.trace, "--sweep", "colour=red"],
+             "unknown key 'colour'"),
+            (["--model", "llama-3.1-8b", "--trace", self.trace, "--device", "cpu"],
+             "--device cpu needs --kv-cache-memory"),
+        ]
+        for args, message in cases:
+            p = run(*args, check=False)
+            self.assertNotEqual(p.returncode, 0, args)
+            self.assertIn(message, p.stderr, args)
+            self.assertEqual(len(p.stderr.strip().splitlines()), 1, p.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
