@@ -130,6 +130,7 @@ KvFrames KvFrameEncoder::encode(const KvView& view, bool want_key, std::string_v
   append_field(&occ, "preempt_recompute", view.engine.preemptions_recompute);
   append_field(&occ, "preempt_swap", view.engine.preemptions_swap);
   append_field(&occ, "evictions", c.evictions);
+  append_field(&occ, "steps", view.steps);
   occ += "},\"cost_us\":{";
   append_field(&occ, "view", view.take_us, false);
   append_field(&occ, "encode", encode_us_);

@@ -9,7 +9,7 @@
 //                                           table as (first, count) pairs, null = unchanged
 //    "gone": [seq, ...],                    sequences that no longer hold blocks
 //    "occ": {free, cached_free, in_use, running, waiting, swapped, preempt_recompute,
-//            preempt_swap, evictions}
+//            preempt_swap, evictions, steps}     steps: engine steps so far
 //    "cost_us": {view, encode}            what the server spent: taking this view on the engine
 //                                           thread, encoding the previous frame
 //    ...caller's fields}                    (config on key frames, metrics now and then)

@@ -24,6 +24,7 @@ KvView take_kv_view(const Engine& engine) {
             [](const KvViewSequence& a, const KvViewSequence& b) { return a.seq < b.seq; });
   v.tenants = engine.tenant_stats();
   v.engine = engine.snapshot();
+  v.steps = engine.counters().steps;
   v.take_us = static_cast<uint32_t>(std::chrono::duration_cast<std::chrono::microseconds>(
                                         std::chrono::steady_clock::now() - start)
                                         .count());

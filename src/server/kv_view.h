@@ -29,6 +29,7 @@ struct KvView {
   std::vector<KvViewSequence> sequences;  // ascending seq
   std::vector<TenantStats> tenants;
   EngineSnapshot engine;
+  uint64_t steps = 0;  // engine steps so far (an update can only be taken between two)
 };
 
 // Call on the engine thread.

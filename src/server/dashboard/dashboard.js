@@ -45,6 +45,7 @@ class Perf {
     this.apply = new Samples();     // ms to apply one frame to the state
     this.wait = new Samples();      // ms from a frame's arrival to the animation frame drawing it
     this.arrivals = [];             // performance.now() of applied frames (last 5 s)
+    this.steps = [];                // the engine's step count in those frames
     this.updates = 0;
     this.longTasks = 0;
     this.firstDraw = null;          // ms after navigation when the first frame was drawn
@@ -53,18 +54,29 @@ class Perf {
           .observe({type: 'longtask', buffered: true});
     } catch (e) { /* not supported */ }
   }
-  arrived(now) {
+  arrived(now, steps) {
     this.updates++;
     this.arrivals.push(now);
-    while (this.arrivals.length && this.arrivals[0] < now - 5000) this.arrivals.shift();
+    this.steps.push(steps);
+    while (this.arrivals.length && this.arrivals[0] < now - 5000) {
+      this.arrivals.shift();
+      this.steps.shift();
+    }
   }
   rate() {
     const a = this.arrivals;
     return a.length < 2 ? 0 : (a.length - 1) / ((a[a.length - 1] - a[0]) / 1000);
   }
+  // Engine steps per second over the same frames: updates are taken between steps, so when a
+  // step takes longer than the server's tick, this bounds the update rate.
+  stepRate() {
+    const a = this.arrivals, s = this.steps;
+    return a.length < 2 ? 0 : (s[s.length - 1] - s[0]) / ((a[a.length - 1] - a[0]) / 1000);
+  }
   summary() {
     const q = (s) => ({p50: s.quantile(0.5), p99: s.quantile(0.99), max: s.max(), n: s.values.length});
-    return {updates: this.updates, updates_per_s: this.rate(), latency_ms: q(this.latency),
+    return {updates: this.updates, updates_per_s: this.rate(), steps_per_s: this.stepRate(),
+            latency_ms: q(this.latency),
             work_ms: q(this.work), apply_ms: q(this.apply), arrival_to_draw_ms: q(this.wait),
             long_tasks: this.longTasks, first_draw_ms: this.firstDraw,
             server_cost_us: state.cost};
@@ -109,7 +121,7 @@ function onFrame(frame, receivedAt) {
   const t0 = performance.now();
   if (!state.apply(frame)) return;
   perf.apply.push(performance.now() - t0);
-  perf.arrived(receivedAt);
+  perf.arrived(receivedAt, frame.occ.steps);
   if (frame.key) pendingMs = [];
   pendingMs.push(frame.ms);
   if (firstPendingAt === null) firstPendingAt = receivedAt;
@@ -248,7 +260,8 @@ function renderPerf() {
   const p = perf.summary();
   const f = (v) => (v === null ? '–' : v.toFixed(1));
   const cost = state.cost ? ` · server ${state.cost.view + state.cost.encode} µs/upd` : '';
-  $('perf').textContent = `${p.updates_per_s.toFixed(1)} upd/s · latency p50 ${f(p.latency_ms.p50)} ms · ` +
+  $('perf').textContent = `${p.updates_per_s.toFixed(1)} upd/s (engine ${p.steps_per_s.toFixed(1)} ` +
+                          `steps/s) · latency p50 ${f(p.latency_ms.p50)} ms · ` +
                           `draw p99 ${f(p.work_ms.p99)} ms${cost}`;
 }
 
