@@ -3,7 +3,7 @@
 
 Checked: the page loads with no console errors and fetches nothing but its own files and the
 stream; a wrong API key is refused and the right one works (and never appears in a URL or the
-server's log); the map has one cell per block of the pool; cells change colour while requests
+server's log), and a server without keys needs none; the map has one cell per block of the pool; cells change colour while requests
 run; two cache salts get different hues; clicking a running request highlights exactly its block
 table (compared with /v1/kv); the page never polls /v1/kv; preemptions under a tight pool are
 counted as /metrics counts them and marked on the occupancy chart; a 100,000-block pool keeps
@@ -411,4 +411,20 @@ def test_preemptions_and_hit_rates_are_drawn(start_server, browser):
     # The tenant's hit-rate bar is drawn from the stream's metrics (same numbers as /metrics).
     wait_for(driver, "document.querySelectorAll('#hit-tenants .row').length > 0",
              what="the tenant hit-rate bars")
+    assert console_errors(driver) == []
+
+
+def test_without_api_keys_the_page_asks_for_none(start_server, browser):
+    server = start_server("--kv-cache-memory", "24MiB", "--max-model-len", "512", api_key=False)
+    assert requests.get(server.url + "/dashboard/auth.json", timeout=10).json() == {
+        "key_required": False}
+    with requests.get(server.url + "/v1/kv/stream", stream=True, timeout=10) as r:
+        assert r.status_code == 200
+    driver = browser
+    driver.get(server.url + "/dashboard")
+    wait_for(driver, "window.kvDashboard.ready()", what="the first frame, with no key")
+    assert not shown(driver, "auth")
+    assert js(driver, "return document.getElementById('status').dataset.state") == "live"
+    assert js(driver, "return window.kvDashboard.state.cells.length") == \
+        server.get("/v1/kv", headers={}).json()["num_blocks"]
     assert console_errors(driver) == []
