@@ -266,6 +266,18 @@ EngineSnapshot Engine::snapshot(bool with_fragmentation) const {
   return s;
 }
 
+void Engine::for_each_block_table(const std::function<void(const SequenceBlocks&)>& fn) const {
+  for (const auto& [id, s] : seqs_) {
+    if (s->status != SeqStatus::kRunning || !cache_->contains(s->id)) continue;
+    fn(SequenceBlocks{.seq = s->id,
+                      .request = s->parent.value != 0 ? s->parent : s->id,
+                      .sample = s->index,
+                      .num_tokens = cache_->num_tokens(s->id),
+                      .cache_salt = s->cache_salt,
+                      .blocks = cache_->block_table(s->id)});
+  }
+}
+
 Status Engine::check_integrity() const {
   KVS_RETURN_IF_ERROR(cache_->check_integrity());
   return host_blocks_->check_integrity();

@@ -6,13 +6,16 @@
 //                 positions scored), finished sequences give their blocks back.
 // Nothing below the scheduler decides, and the scheduler moves no bytes.
 //
-// Outside code reads the engine through snapshot(), block_infos(), tenant_stats() and
-// check_integrity(); the cache manager and scheduler stay inside.
+// Outside code reads the engine through snapshot(), block_infos(), tenant_stats(),
+// for_each_block_table() and check_integrity(); the cache manager and scheduler stay inside.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
+#include <span>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -78,6 +81,17 @@ struct EngineSnapshot {
   uint64_t pool_bytes = 0, block_bytes = 0;
 };
 
+// One live sequence's blocks, in block-table order (what the dashboard lights up when a request
+// is clicked). The views are valid only during the for_each_block_table callback.
+struct SequenceBlocks {
+  SeqId seq;
+  SeqId request;                // the request's first sequence (Sequence::parent, or seq itself)
+  uint32_t sample = 0;          // Sequence::index
+  uint32_t num_tokens = 0;      // token slots appended (the last block may be partly filled)
+  std::string_view cache_salt;  // the prefix-cache namespace (never shown as such)
+  std::span<const BlockId> blocks;  // block_table order
+};
+
 class Engine {
  public:
   static Result<std::unique_ptr<Engine>> create(TransformerModel& model, const EngineConfig& config);
@@ -117,6 +131,9 @@ class Engine {
   [[nodiscard]] EngineSnapshot snapshot(bool with_fragmentation = false) const;
   [[nodiscard]] std::vector<BlockInfo> block_infos() const { return cache_->block_infos(); }
   [[nodiscard]] std::vector<TenantStats> tenant_stats() const { return cache_->tenant_stats(); }
+  // Calls fn for every sequence that holds blocks (running ones; a swapped or recompute-
+  // preempted sequence holds none), in no particular order. O(sequences + table entries).
+  void for_each_block_table(const std::function<void(const SequenceBlocks&)>& fn) const;
   // The cache manager's and the host area's integrity checks.
   [[nodiscard]] Status check_integrity() const;
   // See KvCacheManager::forget_idle_tenants.

@@ -75,6 +75,23 @@ void Histogram::render(const std::string& name, const std::string& labels, std::
   sample(out, name + "_count", labels, num(count_));
 }
 
+std::optional<double> Histogram::quantile(double q) const {
+  if (count_ == 0) return std::nullopt;
+  const double rank = std::clamp(q, 0.0, 1.0) * static_cast<double>(count_);
+  uint64_t below = 0;
+  for (size_t i = 0; i < counts_.size(); ++i) {
+    const uint64_t in_bucket = counts_[i];
+    if (in_bucket > 0 && static_cast<double>(below + in_bucket) >= rank) {
+      if (i == bounds_.size()) return bounds_.empty() ? 0.0 : bounds_.back();
+      const double lo = i == 0 ? 0.0 : bounds_[i - 1], hi = bounds_[i];
+      const double within = (rank - static_cast<double>(below)) / static_cast<double>(in_bucket);
+      return lo + (hi - lo) * std::clamp(within, 0.0, 1.0);
+    }
+    below += in_bucket;
+  }
+  return bounds_.empty() ? 0.0 : bounds_.back();
+}
+
 std::string TenantLabeler::label(std::string_view ns) const {
   const auto hex12 = [&](std::string_view salt) {
     char buf[17];
@@ -120,6 +137,19 @@ ServerMetrics::ServerMetrics()
 
 const char* ServerMetrics::prompt_bucket(uint32_t n) {
   return kPromptBucketNames[n < 128 ? 0 : n < 512 ? 1 : n < 2048 ? 2 : 3];
+}
+
+const char* ServerMetrics::prompt_bucket_name(int i) { return kPromptBucketNames[i]; }
+
+MetricsSummary ServerMetrics::summary() const {
+  std::lock_guard lock(mu_);
+  MetricsSummary s{.ttft = std::vector<Histogram>(ttft_.begin(), ttft_.end()),
+                   .itl = itl_,
+                   .length_fraction = length_fraction_};
+  for (const auto& [route, r] : routes_)
+    s.routes.push_back(
+        {.route = route, .query_tokens = r.query_tokens, .hit_tokens = r.hit_tokens});
+  return s;
 }
 
 void ServerMetrics::observe_ttft(double seconds, uint32_t prompt_tokens) {

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,16 @@ class Histogram {
   void observe(double v);
   // Appends the _bucket/_sum/_count lines; `labels` is "" or `k="v",...` (no braces).
   void render(const std::string& name, const std::string& labels, std::string* out) const;
+
+  // The q-quantile (0 <= q <= 1) estimated from the buckets as Prometheus' histogram_quantile
+  // does: the bucket holding rank q x count, linear between its bounds (the first bucket starts
+  // at 0); a rank in the +Inf bucket gives the highest finite bound. Only as exact as the
+  // buckets; nullopt with no observation.
+  [[nodiscard]] std::optional<double> quantile(double q) const;
+  [[nodiscard]] const std::vector<double>& bounds() const { return bounds_; }
+  [[nodiscard]] const std::vector<uint64_t>& counts() const { return counts_; }
+  [[nodiscard]] uint64_t count() const { return count_; }
+  [[nodiscard]] double sum() const { return sum_; }
 
  private:
   std::vector<double> bounds_;
@@ -67,6 +78,19 @@ class TenantLabeler {
 [[nodiscard]] std::vector<TenantSeries> cap_tenant_series(std::vector<TenantSeries> tenants,
                                                           size_t max_named);
 
+// A copy of the request-level histograms and per-route counters (for the dashboard).
+struct MetricsSummary {
+  static constexpr int kPromptBuckets = 4;
+  std::vector<Histogram> ttft;  // [kPromptBuckets], by prompt length (prompt_bucket_name)
+  Histogram itl{{}};
+  Histogram length_fraction{{}};
+  struct Route {
+    std::string route;
+    uint64_t query_tokens = 0, hit_tokens = 0;
+  };
+  std::vector<Route> routes;
+};
+
 class ServerMetrics {
  public:
   ServerMetrics();
@@ -82,12 +106,15 @@ class ServerMetrics {
   void count_http(const std::string& route, int status);
 
   [[nodiscard]] std::string render(const MetricsSnapshot& snap) const;
+  [[nodiscard]] MetricsSummary summary() const;
 
   // The label of a prompt length in the TTFT histogram.
   [[nodiscard]] static const char* prompt_bucket(uint32_t prompt_tokens);
+  // The label of TTFT histogram i (0 <= i < kPromptBuckets): "1-127", "128-511", ...
+  [[nodiscard]] static const char* prompt_bucket_name(int i);
 
  private:
-  static constexpr int kPromptBuckets = 4;
+  static constexpr int kPromptBuckets = MetricsSummary::kPromptBuckets;
   mutable std::mutex mu_;
   std::array<Histogram, kPromptBuckets> ttft_;
   Histogram itl_;

@@ -10,6 +10,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "server/dashboard_routes.h"
 #include "server/request_parser.h"
 #include "server/response_json.h"
 
@@ -47,6 +48,7 @@ struct OpenAiServer::Impl {
   EngineWorker worker;
   httplib::Server http;
   std::atomic<uint64_t> next_id{1};
+  DashboardRoutes dashboard;  // after `worker`: its streams end before the worker stops
 
   Impl(Engine& e, const LoadedModel& m, ServerConfig c)
       : engine(e),
@@ -61,7 +63,19 @@ struct OpenAiServer::Impl {
         worker(e, *m.tokenizer, metrics,
                {.max_in_flight = e.config().max_num_seqs + config.max_queued_requests,
                 .log_preemptions = config.log_preemptions,
-                .tenant_idle_seconds = config.tenant_idle_seconds}) {}
+                .tenant_idle_seconds = config.tenant_idle_seconds}),
+        dashboard({.engine = e,
+                   .worker = worker,
+                   .metrics = metrics,
+                   .labeler = labeler,
+                   .served_model_name = config.served_model_name,
+                   .max_tenant_series = config.max_tenant_metrics,
+                   .max_dashboards = config.max_dashboards,
+                   .key_required = config.api_keys.enabled(),
+                   .authorize = [this](const httplib::Request& req, httplib::Response& res,
+                                       const std::string& route) {
+                     return authenticate(req, res, route).has_value();
+                   }}) {}
 
   void reply_error(httplib::Response& res, const std::string& route, const ApiError& e) {
     res.status = e.status;
@@ -272,6 +286,17 @@ struct OpenAiServer::Impl {
     for (const TenantStats& t : e.tenant_stats()) labels.emplace(t.id, labeler.label(t.cache_salt));
     const EngineSnapshot snap = e.snapshot(/*with_fragmentation=*/true);
     const KvCacheCounters& c = snap.cache;
+    json sequences = json::array();
+    e.for_each_block_table([&](const SequenceBlocks& s) {
+      json ids = json::array();
+      for (const BlockId b : s.blocks) ids.push_back(b.value);
+      sequences.push_back({{"id", s.seq.value},
+                           {"request", s.request.value},
+                           {"sample", s.sample},
+                           {"tokens", s.num_tokens},
+                           {"tenant", labeler.label(s.cache_salt)},
+                           {"blocks", std::move(ids)}});
+    });
     json blocks = json::array();
     for (uint32_t b = 0; b < infos.size(); ++b) {
       const BlockInfo& i = infos[b];
@@ -297,7 +322,8 @@ struct OpenAiServer::Impl {
               {"usage", static_cast<double>(c.blocks_in_use) / c.num_blocks},
               {"fragmentation", snap.fragmentation},
               {"sequences", c.num_sequences}}},
-            {"blocks", std::move(blocks)}};
+            {"blocks", std::move(blocks)},
+            {"sequences", std::move(sequences)}};
   }
 
   void routes() {
@@ -371,6 +397,7 @@ struct OpenAiServer::Impl {
           }
           reply_error(res, req.path, {.status = 500, .message = what, .type = "internal_error"});
         });
+    dashboard.install(http);
   }
 };
 
@@ -404,6 +431,7 @@ Status OpenAiServer::bind() {
 void OpenAiServer::serve() {
   impl_->worker.start();
   impl_->http.listen_after_bind();
+  impl_->dashboard.stop();
   impl_->worker.stop();
 }
 

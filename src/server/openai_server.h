@@ -4,6 +4,7 @@
 //   POST /v1/completions, POST /v1/chat/completions   (non-streaming, or SSE with stream: true)
 //   GET  /v1/models, GET /health, GET /metrics (Prometheus text), GET /v1/kv (the KV pool, JSON),
 //   GET  /debug/integrity (the cache manager's integrity check)
+//   GET  /dashboard, GET /v1/kv/stream (the live view of the cache: dashboard_routes.h)
 //
 // With API keys (api_keys.h) every route but /health needs "Authorization: Bearer KEY"; each key
 // belongs to a tenant whose requests share one prefix-cache namespace. /metrics is open only
@@ -47,6 +48,7 @@ struct ServerConfig {
   size_t max_tenant_metrics = 100;  // tenant label series in /metrics; the rest are "other"
   bool trust_message_special_tokens = false;  // parse control tokens in chat message content
   double tenant_idle_seconds = 600;
+  uint32_t max_dashboards = 4;  // /v1/kv/stream subscribers at once (each holds a thread)
 };
 
 class OpenAiServer {

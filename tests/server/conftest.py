@@ -30,10 +30,11 @@ def default_model():
 
 
 class Server:
-    def __init__(self, *args):
+    def __init__(self, *args, api_key=True):
         threads = [] if "-t" in args else ["-t", "2"]
+        keys = ["--api-key", API_KEY] if api_key else []
         cmd = [kvserve_bin(), "serve", "--host", "127.0.0.1", "--port", "0", *threads,
-               "--served-model-name", MODEL_NAME, "--api-key", API_KEY, *args]
+               "--served-model-name", MODEL_NAME, *keys, *args]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                      text=True)
         self.log = []
@@ -122,8 +123,8 @@ def start_server():
     require_model()
     started = []
 
-    def start(*args):
-        s = Server(*args)
+    def start(*args, **kwargs):
+        s = Server(*args, **kwargs)
         started.append(s)
         return s
 

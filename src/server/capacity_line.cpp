@@ -1,0 +1,112 @@
+#include "server/capacity_line.h"
+
+#include "core/check.h"
+
+namespace kvs {
+
+namespace {
+
+bool at_most_a_byte(KvDtype d) {
+  return kv_dtype_info(d).group_elems != 0 || kv_dtype_info(d).elem_bits <= 8;
+}
+
+uint64_t blocks_for(uint64_t tokens, uint32_t block_size) {
+  return (tokens + block_size - 1) / block_size;
+}
+
+CapacityLever lever_for(const char* name, const KvUniformShape& shape, KvDtype dtype,
+                        const CapacityLine& base) {
+  CapacityLever l{.name = name, .change = std::string("--kv-cache-dtype ") + kv_dtype_name(dtype)};
+  KvUniformShape s = shape;
+  s.k_dtype = s.v_dtype = dtype;
+  const Result<KvPoolPlan> p = plan_kv_pool(s, base.kv_cache_memory, base.block_size);
+  if (!p.is_ok()) {
+    l.applicable = false;
+    l.why_not = p.status().message();
+    return l;
+  }
+  l.bytes_per_token = p->token_bytes.bytes_per_token;
+  l.num_blocks = p->num_blocks;
+  l.fully_reserved = p->num_blocks / base.blocks_per_request;
+  l.more_requests =
+      static_cast<int64_t>(l.fully_reserved) - static_cast<int64_t>(base.fully_reserved);
+  return l;
+}
+
+}  // namespace
+
+CapacityLine capacity_line(const KvPoolPlan& pool, uint64_t kv_cache_memory,
+                           uint32_t max_model_len) {
+  KVS_CHECK_MSG(max_model_len >= 1 && pool.block_size >= 1, "capacity_line of an empty plan");
+  CapacityLine c{.formula = pool.token_bytes.formula,
+                 .k_dtype = kv_dtype_name(pool.shape.k_dtype),
+                 .v_dtype = kv_dtype_name(pool.shape.v_dtype),
+                 .bytes_per_token = pool.token_bytes.bytes_per_token,
+                 .kv_cache_memory = kv_cache_memory,
+                 .pool_bytes = pool.pool_bytes,
+                 .num_blocks = pool.num_blocks,
+                 .block_size = pool.block_size,
+                 .pool_tokens = pool.num_tokens,
+                 .max_model_len = max_model_len};
+  c.blocks_per_request = blocks_for(max_model_len, pool.block_size);
+  c.max_concurrency = static_cast<double>(pool.num_tokens) / max_model_len;
+  c.fully_reserved = pool.num_blocks / c.blocks_per_request;
+
+  const KvUniformShape& shape = pool.shape;
+  if (at_most_a_byte(shape.k_dtype) && at_most_a_byte(shape.v_dtype)) {
+    c.levers.push_back(
+        {.name = "KV fp8 (e4m3)", .applicable = false, .why_not = "KV is already 8 bits or less"});
+  } else {
+    c.levers.push_back(lever_for("KV fp8 (e4m3)", shape, KvDtype::kFp8E4M3, c));
+  }
+  if (shape.k_dtype == KvDtype::kInt4 && shape.v_dtype == KvDtype::kInt4) {
+    c.levers.push_back(
+        {.name = "KV int4 (+f16 scale/32)", .applicable = false, .why_not = "already int4"});
+  } else {
+    c.levers.push_back(lever_for("KV int4 (+f16 scale/32)", shape, KvDtype::kInt4, c));
+  }
+  {
+    const uint32_t half = std::max<uint32_t>(1, max_model_len / 2);
+    CapacityLever l{.name = "half the context",
+                    .change = "--max-model-len " + std::to_string(half),
+                    .bytes_per_token = c.bytes_per_token,
+                    .num_blocks = c.num_blocks,
+                    .fully_reserved = c.num_blocks / blocks_for(half, c.block_size)};
+    l.more_requests =
+        static_cast<int64_t>(l.fully_reserved) - static_cast<int64_t>(c.fully_reserved);
+    c.levers.push_back(l);
+  }
+  return c;
+}
+
+nlohmann::json capacity_json(const CapacityLine& c) {
+  nlohmann::json levers = nlohmann::json::array();
+  for (const CapacityLever& l : c.levers) {
+    nlohmann::json j = {{"name", l.name}, {"change", l.change}, {"applicable", l.applicable}};
+    if (l.applicable) {
+      j["bytes_per_token"] = l.bytes_per_token;
+      j["num_blocks"] = l.num_blocks;
+      j["fully_reserved"] = l.fully_reserved;
+      j["more_requests"] = l.more_requests;
+    } else {
+      j["why_not"] = l.why_not;
+    }
+    levers.push_back(std::move(j));
+  }
+  return {{"formula", c.formula},
+          {"k_dtype", c.k_dtype},
+          {"v_dtype", c.v_dtype},
+          {"bytes_per_token", c.bytes_per_token},
+          {"kv_cache_memory", c.kv_cache_memory},
+          {"pool_bytes", c.pool_bytes},
+          {"num_blocks", c.num_blocks},
+          {"block_size", c.block_size},
+          {"pool_tokens", c.pool_tokens},
+          {"max_model_len", c.max_model_len},
+          {"blocks_per_request", c.blocks_per_request},
+          {"max_concurrency", c.max_concurrency},
+          {"fully_reserved", c.fully_reserved},
+          {"levers", std::move(levers)}};
+}
+
+}  // namespace kvs
