@@ -10,14 +10,16 @@ bool at_most_a_byte(KvDtype d) {
   return kv_dtype_info(d).group_elems != 0 || kv_dtype_info(d).elem_bits <= 8;
 }
 
-uint64_t blocks_for(uint64_t tokens, uint32_t block_size) {
-  return (tokens + block_size - 1) / block_size;
+// Blocks one request of `tokens` tokens holds at its peak (all layer groups, a sliding group's
+// window + prefill chunk; ceil(tokens / block_size) for a uniform model).
+uint64_t blocks_for(const KvPoolPlan& pool, uint64_t tokens, uint32_t prefill_chunk) {
+  return sequence_footprint(pool, tokens, prefill_chunk).blocks;
 }
 
-CapacityLever lever_for(const char* name, const KvUniformShape& shape, KvDtype dtype,
+CapacityLever lever_for(const char* name, const KvModelShape& shape, KvDtype dtype,
                         const CapacityLine& base) {
   CapacityLever l{.name = name, .change = std::string("--kv-cache-dtype ") + kv_dtype_name(dtype)};
-  KvUniformShape s = shape;
+  KvModelShape s = shape;
   s.k_dtype = s.v_dtype = dtype;
   const Result<KvPoolPlan> p = plan_kv_pool(s, base.kv_cache_memory, base.block_size);
   if (!p.is_ok()) {
@@ -25,7 +27,7 @@ CapacityLever lever_for(const char* name, const KvUniformShape& shape, KvDtype d
     l.why_not = p.status().message();
     return l;
   }
-  l.bytes_per_token = p->token_bytes.bytes_per_token;
+  l.bytes_per_token = p->bytes_per_token;
   l.num_blocks = p->num_blocks;
   l.fully_reserved = p->num_blocks / base.blocks_per_request;
   l.more_requests =
@@ -36,23 +38,23 @@ CapacityLever lever_for(const char* name, const KvUniformShape& shape, KvDtype d
 }  // namespace
 
 CapacityLine capacity_line(const KvPoolPlan& pool, uint64_t kv_cache_memory,
-                           uint32_t max_model_len) {
+                           uint32_t max_model_len, uint32_t prefill_chunk) {
   KVS_CHECK_MSG(max_model_len >= 1 && pool.block_size >= 1, "capacity_line of an empty plan");
-  CapacityLine c{.formula = pool.token_bytes.formula,
+  CapacityLine c{.formula = pool.formula,
                  .k_dtype = kv_dtype_name(pool.shape.k_dtype),
                  .v_dtype = kv_dtype_name(pool.shape.v_dtype),
-                 .bytes_per_token = pool.token_bytes.bytes_per_token,
+                 .bytes_per_token = pool.bytes_per_token,
                  .kv_cache_memory = kv_cache_memory,
                  .pool_bytes = pool.pool_bytes,
                  .num_blocks = pool.num_blocks,
                  .block_size = pool.block_size,
                  .pool_tokens = pool.num_tokens,
                  .max_model_len = max_model_len};
-  c.blocks_per_request = blocks_for(max_model_len, pool.block_size);
-  c.max_concurrency = static_cast<double>(pool.num_tokens) / max_model_len;
+  c.blocks_per_request = blocks_for(pool, max_model_len, prefill_chunk);
+  c.max_concurrency = static_cast<double>(pool.num_blocks) / c.blocks_per_request;
   c.fully_reserved = pool.num_blocks / c.blocks_per_request;
 
-  const KvUniformShape& shape = pool.shape;
+  const KvModelShape& shape = pool.shape;
   if (at_most_a_byte(shape.k_dtype) && at_most_a_byte(shape.v_dtype)) {
     c.levers.push_back(
         {.name = "KV fp8 (e4m3)", .applicable = false, .why_not = "KV is already 8 bits or less"});
@@ -71,7 +73,7 @@ CapacityLine capacity_line(const KvPoolPlan& pool, uint64_t kv_cache_memory,
                     .change = "--max-model-len " + std::to_string(half),
                     .bytes_per_token = c.bytes_per_token,
                     .num_blocks = c.num_blocks,
-                    .fully_reserved = c.num_blocks / blocks_for(half, c.block_size)};
+                    .fully_reserved = c.num_blocks / blocks_for(pool, half, prefill_chunk)};
     l.more_requests =
         static_cast<int64_t>(l.fully_reserved) - static_cast<int64_t>(c.fully_reserved);
     c.levers.push_back(l);

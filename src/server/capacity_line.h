@@ -37,15 +37,19 @@ struct CapacityLine {
   uint32_t block_size = 0;
   uint64_t pool_tokens = 0;
   uint32_t max_model_len = 0;
-  uint64_t blocks_per_request = 0;  // ceil(max_model_len / block_size)
-  double max_concurrency = 0;       // pool tokens / max_model_len
+  // Blocks one max_model_len request holds at its peak: ceil(max_model_len / block_size) for a
+  // uniform model, less with sliding-window layers (sequence_footprint).
+  uint64_t blocks_per_request = 0;
+  double max_concurrency = 0;       // num_blocks / blocks_per_request
   uint64_t fully_reserved = 0;      // num_blocks / blocks_per_request
   std::vector<CapacityLever> levers;
 };
 
 // Precondition: max_model_len >= 1 and `pool` came from plan_kv_pool(.., kv_cache_memory, ..).
+// prefill_chunk: the engine's max_num_batched_tokens (what a sliding-window group holds beyond
+// its window while a prompt is prefilled; kv_pool_plan.h, sequence_footprint).
 [[nodiscard]] CapacityLine capacity_line(const KvPoolPlan& pool, uint64_t kv_cache_memory,
-                                         uint32_t max_model_len);
+                                         uint32_t max_model_len, uint32_t prefill_chunk = 512);
 [[nodiscard]] nlohmann::json capacity_json(const CapacityLine& line);
 
 }  // namespace kvs

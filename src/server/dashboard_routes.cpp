@@ -21,8 +21,9 @@ constexpr const char* kContentSecurityPolicy =
 
 std::string config_fields(const DashboardDeps& d) {
   const Engine& e = d.engine;
-  const CapacityLine cap = capacity_line(e.kv_pool(), e.config().kv_cache_memory,
-                                         std::max<uint32_t>(1, e.max_model_len()));
+  const CapacityLine cap =
+      capacity_line(e.kv_pool(), e.config().kv_cache_memory,
+                    std::max<uint32_t>(1, e.max_model_len()), e.config().max_num_batched_tokens);
   const nlohmann::json config = {
       {"model", d.served_model_name},
       {"num_blocks", e.kv_pool().num_blocks},

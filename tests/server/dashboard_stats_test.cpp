@@ -56,7 +56,7 @@ TEST(DashboardCapacity, AgreesWithThePoolPlanAndPricesTheLevers) {
   const KvPoolPlan pool = *plan_kv_pool(smol_shape(KvDtype::kF16), memory, 16);
   const CapacityLine c = capacity_line(pool, memory, 2048);
   EXPECT_EQ(c.bytes_per_token, 23040u);
-  EXPECT_EQ(c.formula, pool.token_bytes.formula);
+  EXPECT_EQ(c.formula, pool.formula);
   EXPECT_EQ(c.num_blocks, pool.num_blocks);
   EXPECT_EQ(c.pool_bytes, pool.pool_bytes);
   EXPECT_EQ(c.blocks_per_request, 128u);
