@@ -69,7 +69,7 @@ ojson setup_json(const SimSetup& s) {
   j["replicas"] = s.replicas;
   j["kv_cache_dtype_k"] = kv_dtype_name(s.pool.shape.k_dtype);
   j["kv_cache_dtype_v"] = kv_dtype_name(s.pool.shape.v_dtype);
-  j["kv_bytes_per_token_per_rank"] = s.pool.token_bytes.bytes_per_token;
+  j["kv_bytes_per_token_per_rank"] = s.pool.bytes_per_token;
   j["block_size"] = s.pool.block_size;
   j["num_blocks"] = s.pool.num_blocks;
   j["pool_bytes_per_rank"] = s.pool.pool_bytes;
@@ -161,7 +161,7 @@ std::string render_sim_report(const SimSetup& s, const SimResult& r) {
   o << "  model       " << s.plan.model.display_name << " (" << s.plan.model.name << "), weights "
     << format_thousands(s.plan.weights.bytes) << " B\n";
   o << "  device      " << device_line(s) << "\n";
-  o << "  KV pool     " << s.pool.token_bytes.formula << " per token per rank ("
+  o << "  KV pool     " << s.pool.formula << " per token per rank ("
     << kv_dtype_name(s.pool.shape.k_dtype) << "); " << format_thousands(s.pool.num_blocks)
     << " blocks of " << s.pool.block_size << " = " << format_thousands(s.pool.num_tokens)
     << " tokens per replica\n";

@@ -57,14 +57,15 @@ Result<SimSetup> resolve_sim(const SimArgs& a) {
                             std::to_string(s.tp));
   s.replicas = gpus / s.tp;
 
-  auto uniform = engine_kv_shape(model, s.plan.k_dtype, s.plan.v_dtype);
-  if (!uniform.is_ok())
-    return Status(uniform.status().code(),
+  auto engine_shape = engine_kv_shape(model, s.plan.k_dtype, s.plan.v_dtype);
+  if (!engine_shape.is_ok())
+    return Status(engine_shape.status().code(),
                   "kvserve simulate runs the engine's scheduler and cache, which need a model "
                   "the engine can run: " +
-                      uniform.status().message());
-  KvUniformShape shape = *uniform;
-  shape.kv_heads = kv_heads_per_rank(shape.kv_heads, s.tp);
+                      engine_shape.status().message());
+  // One rank's pool: the KV heads a rank holds (the engine's pool is one rank, tp 1).
+  KvModelShape shape = *engine_shape;
+  for (KvLayer& l : shape.layers) l.kv_heads = kv_heads_per_rank(l.kv_heads, s.tp);
 
   s.max_model_len = a.max_model_len != 0     ? a.max_model_len
                     : model.max_context != 0 ? model.max_context

@@ -27,6 +27,7 @@ Result<SimResult> run_simulation(const SimSetup& setup, const Trace& input) {
   ReplicaConfig rc;
   rc.cache = KvCacheConfig{.num_blocks = setup.pool.num_blocks,
                            .block_size = setup.pool.block_size,
+                           .group_windows = setup.pool.groups.windows,
                            .enable_prefix_caching = setup.enable_prefix_caching,
                            .model_fingerprint = 0,
                            .hash_seed = 0,  // deterministic runs; no one outside to guard against

@@ -36,7 +36,7 @@ Result<ModelCost> model_cost(const PlannerModel& m, uint64_t weights_bytes, cons
   // LM head anyway.
   const double embed_share = m.tied_embeddings || params <= 0 ? 0 : std::min(0.5, embed / params);
   c.weights_read_bytes = per_rank * (1 - embed_share);
-  c.kv_bytes_per_token = static_cast<double>(pool.token_bytes.bytes_per_token);
+  c.kv_bytes_per_token = static_cast<double>(pool.bytes_per_token);
   return c;
 }
 
