@@ -192,9 +192,8 @@ void run_generate(GenerateFlags& f) {
                static_cast<unsigned long long>(runs[0]["prompt_tokens"].get<uint64_t>()),
                static_cast<unsigned long long>(runs.back()["cached_tokens"].get<uint64_t>()),
                static_cast<unsigned long long>(c.generated_tokens), prefill_tps, decode_tps,
-               pool.formula.c_str(), format_bytes_binary(kv_in_use).c_str(),
-               c.peak_blocks_in_use, pool.block_size, format_bytes_binary(pool.pool_bytes).c_str(),
-               pool.num_blocks);
+               pool.formula.c_str(), format_bytes_binary(kv_in_use).c_str(), c.peak_blocks_in_use,
+               pool.block_size, format_bytes_binary(pool.pool_bytes).c_str(), pool.num_blocks);
 }
 
 }  // namespace

@@ -27,13 +27,15 @@ uint64_t random_seed() {
 Engine::Engine(TransformerModel& model, const EngineConfig& config, const KvPoolPlan& pool)
     : model_(model), config_(config), kv_pool_(pool) {}
 
-Result<std::unique_ptr<Engine>> Engine::create(TransformerModel& model, const EngineConfig& config) {
+Result<std::unique_ptr<Engine>> Engine::create(TransformerModel& model,
+                                               const EngineConfig& config) {
   if (config.max_num_batched_tokens == 0)
     return invalid_argument("--max-num-batched-tokens must be positive");
   if (config.max_num_seqs == 0) return invalid_argument("--max-num-seqs must be positive");
   const ModelSpec& spec = model.spec();
-  KVS_ASSIGN_OR_RETURN(KvPoolPlan pool, plan_kv_pool(spec.kv_model_shape(config.k_dtype, config.v_dtype),
-                                                     config.kv_cache_memory, config.block_size));
+  KVS_ASSIGN_OR_RETURN(KvPoolPlan pool,
+                       plan_kv_pool(spec.kv_model_shape(config.k_dtype, config.v_dtype),
+                                    config.kv_cache_memory, config.block_size));
   std::unique_ptr<Engine> e(new Engine(model, config, pool));
   e->max_model_len_ = config.max_model_len ? config.max_model_len : spec.context_length;
   e->threads_ = std::make_unique<ThreadPool>(config.threads > 0 ? config.threads

@@ -94,7 +94,8 @@ struct SequenceBlocks {
 
 class Engine {
  public:
-  static Result<std::unique_ptr<Engine>> create(TransformerModel& model, const EngineConfig& config);
+  static Result<std::unique_ptr<Engine>> create(TransformerModel& model,
+                                                const EngineConfig& config);
 
   // Validates and queues a sequence: non-empty prompt of in-vocabulary ids, prompt + max_tokens
   // within max_model_len and within the whole pool, valid sampling parameters, 1 <= n <=

@@ -64,8 +64,7 @@ void Scheduler::preempt(Sequence* victim, StepPlan& plan) {
   PreemptionMode mode = PreemptionMode::kRecompute;
   // Every running sequence has all its appended slots committed between steps, so the blocks
   // hold exactly num_computed tokens of KV (no forward pass of this step has run yet).
-  const bool swap = config_.preemption_mode == PreemptionMode::kSwap &&
-                    victim->num_computed > 0 &&
+  const bool swap = config_.preemption_mode == PreemptionMode::kSwap && victim->num_computed > 0 &&
                     cache_.num_committed(victim->id) == victim->num_computed;
   // Only what a later step can read is worth copying (sliding groups keep their window).
   if (swap) cache_.release_out_of_window(victim->id);

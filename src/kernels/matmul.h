@@ -55,7 +55,6 @@ void matmul(const WeightMatrix& w, const float* x, int64_t T, float* y, ThreadPo
 // Scalar oracle: dequantize_row_reference per row, dot in double.
 void matmul_reference(const WeightMatrix& w, const float* x, int64_t T, float* y);
 // The same, rows split over the pool's threads (each output is computed exactly as above).
-void matmul_reference(const WeightMatrix& w, const float* x, int64_t T, float* y,
-                      ThreadPool& pool);
+void matmul_reference(const WeightMatrix& w, const float* x, int64_t T, float* y, ThreadPool& pool);
 
 }  // namespace kvs

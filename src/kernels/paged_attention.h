@@ -15,8 +15,8 @@ struct PagedAttentionArgs {
   PagedKvLayout kv;
   uint32_t layer = 0;
   int64_t num_tokens = 0;
-  uint32_t num_heads = 0;    // query heads; num_heads % kv.kv_heads == 0 (grouped-query attention)
-  float scale = 1.0f;        // usually 1/sqrt(head_dim)
+  uint32_t num_heads = 0;  // query heads; num_heads % kv.kv_heads == 0 (grouped-query attention)
+  float scale = 1.0f;      // usually 1/sqrt(head_dim)
   // Sliding-window attention: a token at position p sees keys [p - window + 1, p] only (its
   // last `window` positions); 0 = every position. Blocks before the window are never read.
   uint32_t window = 0;

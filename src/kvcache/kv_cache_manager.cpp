@@ -39,10 +39,10 @@ KvCacheManager::KvCacheManager(const KvCacheConfig& config)
     : config_(config),
       cache_(std::make_unique<PrefixCache>(config.num_blocks, config.block_size)),
       pool_(config.num_blocks, resolve_quota(config), cache_.get()),
-      tenants_(std::make_unique<TenantRegistry>(
-          extra_keys_hash(config.model_fingerprint, config.k_dtype, config.v_dtype,
-                          config.hash_seed),
-          pool_)),
+      tenants_(
+          std::make_unique<TenantRegistry>(extra_keys_hash(config.model_fingerprint, config.k_dtype,
+                                                           config.v_dtype, config.hash_seed),
+                                           pool_)),
       hash_fn_(&default_block_hash),
       block_group_(config.num_blocks, 0) {
   KVS_CHECK_MSG(config.num_blocks > 0 && config.block_size > 0,
@@ -153,8 +153,7 @@ AdmitPlan KvCacheManager::plan_admit(std::span<const int32_t> prompt,
   const uint32_t total = ceil_div(prompt.size(), bs);
   for (uint32_t g = 0; g < num_groups(); ++g) {
     const uint32_t need = total - m.hit_blocks;
-    plan.blocks_needed +=
-        window(g) == 0 ? need : std::min(need, ceil_div(window(g), bs) + 1);
+    plan.blocks_needed += window(g) == 0 ? need : std::min(need, ceil_div(window(g), bs) + 1);
   }
   // The next full block of the prompt: is another sequence computing it right now?
   if (tenant && config_.enable_prefix_caching && !in_flight_.empty() &&
@@ -473,8 +472,7 @@ Result<std::vector<BlockId>> KvCacheManager::admit_restored(SeqId seq,
   for (uint32_t g = 0; g < num_groups(); ++g)
     need += ceil_div(uint64_t{n} + chunk, bs) - held_from(g, n);
   const std::optional<TenantId> known = tenants_->find(cache_salt);
-  const uint32_t available =
-      known ? pool_.available_for(*known) : pool_.available_for_new_tenant();
+  const uint32_t available = known ? pool_.available_for(*known) : pool_.available_for_new_tenant();
   if (need > available) {
     return resource_exhausted("admit_restored: " + std::to_string(need) + " blocks needed, " +
                               std::to_string(available) + " available");

@@ -24,9 +24,7 @@ std::vector<BlockId> KvCacheManager::resident_blocks(SeqId seq) const {
   return out;
 }
 
-uint32_t KvCacheManager::num_tokens(SeqId seq) const {
-  return seq_ref(seq).tables[0].num_tokens();
-}
+uint32_t KvCacheManager::num_tokens(SeqId seq) const { return seq_ref(seq).tables[0].num_tokens(); }
 
 uint32_t KvCacheManager::num_committed(SeqId seq) const { return seq_ref(seq).num_committed; }
 

@@ -10,8 +10,8 @@ namespace kvs {
 
 Result<KvPoolPlan> plan_kv_layout(const KvModelShape& shape, uint32_t block_size) {
   if (block_size < 1 || block_size > kMaxBlockSize)
-    return invalid_argument("--block-size must be between 1 and " +
-                            std::to_string(kMaxBlockSize) + ", got " + std::to_string(block_size));
+    return invalid_argument("--block-size must be between 1 and " + std::to_string(kMaxBlockSize) +
+                            ", got " + std::to_string(block_size));
   if (shape.tp != 1) return invalid_argument("the engine's pool is one rank (tp 1)");
   KVS_RETURN_IF_ERROR(validate_kv_shape(shape));
   KvPoolPlan p;
@@ -65,8 +65,8 @@ KvSequenceFootprint sequence_footprint(const KvPoolPlan& pool, uint64_t tokens,
     std::vector<uint32_t> held(groups);
     uint64_t total = 0;
     for (uint32_t g = 0; g < groups; ++g) {
-      const uint64_t from = first_held_block(pool.groups.windows[g], static_cast<uint32_t>(first),
-                                             pool.block_size);
+      const uint64_t from =
+          first_held_block(pool.groups.windows[g], static_cast<uint32_t>(first), pool.block_size);
       held[g] = static_cast<uint32_t>((end + bs - 1) / bs - from);
       total += held[g];
     }

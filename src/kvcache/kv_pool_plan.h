@@ -29,7 +29,7 @@ inline constexpr uint64_t kMaxPoolBlocks = uint64_t{1} << 31;
 struct KvPoolPlan {
   KvModelShape shape;  // the model's layers and K/V formats (one rank)
   KvCacheGroups groups;
-  KvUniformShape unit;  // the layers of one group: what one block stores per token
+  KvUniformShape unit;             // the layers of one group: what one block stores per token
   uint64_t layer_token_bytes = 0;  // one layer's K and V for one token
   // Every layer's K and V for one token (sliding layers while the sequence is within their
   // window), and the formula with the model's numbers (kv_geometry's text).

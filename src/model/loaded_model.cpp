@@ -23,8 +23,7 @@ Result<TokenizerConfig> tokenizer_config_from_gguf(const GgufFile& f) {
   if (c.model == TokenizerModel::kByteLevelBpe) {
     KVS_ASSIGN_OR_RETURN(c.merges, f.get_string_array("tokenizer.ggml.merges"));
   } else {
-    KVS_ASSIGN_OR_RETURN(std::vector<double> scores,
-                         f.get_float_array("tokenizer.ggml.scores"));
+    KVS_ASSIGN_OR_RETURN(std::vector<double> scores, f.get_float_array("tokenizer.ggml.scores"));
     c.scores.assign(scores.begin(), scores.end());
     if (f.find("tokenizer.ggml.add_space_prefix") != nullptr) {
       KVS_ASSIGN_OR_RETURN(c.add_space_prefix, f.get_bool("tokenizer.ggml.add_space_prefix"));

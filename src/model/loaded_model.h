@@ -11,9 +11,9 @@
 #include "core/status.h"
 #include "model/chat_template.h"
 #include "model/gguf_file.h"
-#include "model/transformer_model.h"
 #include "model/model_spec.h"
 #include "model/tokenizer.h"
+#include "model/transformer_model.h"
 
 namespace kvs {
 

@@ -95,9 +95,9 @@ Result<ModelSpec> model_spec_from_gguf(const GgufFile& f) {
   KVS_ASSIGN_OR_RETURN(s.ffn_dim, u32_or(f, a + "feed_forward_length", 0));
   KVS_ASSIGN_OR_RETURN(s.norm_eps, f32_or(f, a + "attention.layer_norm_rms_epsilon", 1e-5f));
   KVS_ASSIGN_OR_RETURN(s.rope_freq_base, f32_or(f, a + "rope.freq_base", 10000.0f));
-  KVS_ASSIGN_OR_RETURN(
-      s.rope_freq_base_swa,
-      f32_or(f, a + "rope.freq_base_swa", s.architecture == "gemma3" ? 10000.0f : s.rope_freq_base));
+  KVS_ASSIGN_OR_RETURN(s.rope_freq_base_swa,
+                       f32_or(f, a + "rope.freq_base_swa",
+                              s.architecture == "gemma3" ? 10000.0f : s.rope_freq_base));
   KVS_ASSIGN_OR_RETURN(s.final_logit_softcap, f32_or(f, a + "final_logit_softcapping", 0.0f));
 
   KVS_ASSIGN_OR_RETURN(uint32_t lora, u32_or(f, a + "attention.kv_lora_rank", 0));

@@ -55,7 +55,7 @@ struct ModelSpec {
   // Attention scores are q . k / sqrt(query_pre_attn_scalar) (<arch>.attention.
   // query_pre_attn_scalar; head_dim when absent, as llama.cpp does for these models).
   uint32_t query_pre_attn_scalar = 0;
-  float final_logit_softcap = 0;  // <arch>.final_logit_softcapping; 0 = none
+  float final_logit_softcap = 0;   // <arch>.final_logit_softcapping; 0 = none
   std::vector<KvLayer> kv_layers;  // one per layer
 
   // Every layer full attention with the same heads and K/V head dims: the shape kv_geometry's

@@ -117,7 +117,7 @@ void TransformerModel::ensure_workspace(int64_t T, int64_t nl) {
 }
 
 void TransformerModel::mm(const WeightMatrix& w, const float* x, int64_t T, float* y,
-                    ThreadPool& pool) const {
+                          ThreadPool& pool) const {
   if (reference_matmul_) {
     matmul_reference(w, x, T, y, pool);
   } else {

@@ -16,19 +16,19 @@
 #include "kernels/matmul.h"
 #include "kvcache/kv_cache_groups.h"
 #include "model/architecture.h"
-#include "quant/paged_kv_layout.h"
 #include "model/forward_batch.h"
 #include "model/model_spec.h"
+#include "quant/paged_kv_layout.h"
 
 namespace kvs {
 
 class GgufFile;
 
 struct LayerWeights {
-  const float* attn_norm = nullptr;  // [d_model]
-  const float* ffn_norm = nullptr;   // [d_model]
-  const float* q_norm = nullptr;     // [head_dim] (qk_norm only)
-  const float* k_norm = nullptr;     // [head_dim] (qk_norm only)
+  const float* attn_norm = nullptr;       // [d_model]
+  const float* ffn_norm = nullptr;        // [d_model]
+  const float* q_norm = nullptr;          // [head_dim] (qk_norm only)
+  const float* k_norm = nullptr;          // [head_dim] (qk_norm only)
   const float* post_attn_norm = nullptr;  // [d_model] (post_norms only)
   const float* post_ffn_norm = nullptr;   // [d_model] (post_norms only)
   WeightMatrix wq{}, wk{}, wv{}, wo{};

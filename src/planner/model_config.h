@@ -83,7 +83,6 @@ struct PlannerModel {
 // The KV shape the engine would run for `model` in formats k / v: full-attention and
 // sliding-window layers with the same heads and K/V head sizes (the engine pages them in layer
 // groups, kv_cache_groups.h); unimplemented, naming why, for any other shape.
-[[nodiscard]] Result<KvModelShape> engine_kv_shape(const PlannerModel& model, KvDtype k,
-                                                   KvDtype v);
+[[nodiscard]] Result<KvModelShape> engine_kv_shape(const PlannerModel& model, KvDtype k, KvDtype v);
 
 }  // namespace kvs

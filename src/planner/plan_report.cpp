@@ -313,9 +313,9 @@ static void engine_sequence_section(std::ostringstream& o, const PlanOutcome& ou
   }
   o << "  peak " << format_thousands(q.blocks) << " blocks = " << bytes_both_units(q.bytes);
   if (q.all_full_bytes != q.bytes)
-    o << " (every layer full: " << bytes_both_units(q.all_full_bytes) << ", "
-      << std::fixed << std::setprecision(1)
-      << 100.0 * (1.0 - double(q.bytes) / double(q.all_full_bytes)) << "% saved)";
+    o << " (every layer full: " << bytes_both_units(q.all_full_bytes) << ", " << std::fixed
+      << std::setprecision(1) << 100.0 * (1.0 - double(q.bytes) / double(q.all_full_bytes))
+      << "% saved)";
   o << "\n  (= kvserve generate --json kv_bytes_in_use for such a prompt)\n";
 }
 

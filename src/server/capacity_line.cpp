@@ -37,8 +37,8 @@ CapacityLever lever_for(const char* name, const KvModelShape& shape, KvDtype dty
 
 }  // namespace
 
-CapacityLine capacity_line(const KvPoolPlan& pool, uint64_t kv_cache_memory,
-                           uint32_t max_model_len, uint32_t prefill_chunk) {
+CapacityLine capacity_line(const KvPoolPlan& pool, uint64_t kv_cache_memory, uint32_t max_model_len,
+                           uint32_t prefill_chunk) {
   KVS_CHECK_MSG(max_model_len >= 1 && pool.block_size >= 1, "capacity_line of an empty plan");
   CapacityLine c{.formula = pool.formula,
                  .k_dtype = kv_dtype_name(pool.shape.k_dtype),

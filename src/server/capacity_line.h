@@ -40,8 +40,8 @@ struct CapacityLine {
   // Blocks one max_model_len request holds at its peak: ceil(max_model_len / block_size) for a
   // uniform model, less with sliding-window layers (sequence_footprint).
   uint64_t blocks_per_request = 0;
-  double max_concurrency = 0;       // num_blocks / blocks_per_request
-  uint64_t fully_reserved = 0;      // num_blocks / blocks_per_request
+  double max_concurrency = 0;   // num_blocks / blocks_per_request
+  uint64_t fully_reserved = 0;  // num_blocks / blocks_per_request
   std::vector<CapacityLever> levers;
 };
 

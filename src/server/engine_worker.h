@@ -32,8 +32,8 @@
 
 #include "engine/engine.h"
 #include "model/tokenizer.h"
-#include "server/metrics.h"
 #include "model/utf8_stream_decoder.h"
+#include "server/metrics.h"
 
 namespace kvs {
 

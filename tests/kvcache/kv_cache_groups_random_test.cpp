@@ -62,11 +62,16 @@ class GroupHarness {
     for (uint32_t op = 0; op < ops; ++op) {
       const uint32_t r = uniform(100);
       SCOPED_TRACE("op " + std::to_string(op) + " kind " + std::to_string(r));
-      if (r < 18) admit();
-      else if (r < 70) step();
-      else if (r < 77) fork();
-      else if (r < 84) swap();
-      else free_one();
+      if (r < 18)
+        admit();
+      else if (r < 70)
+        step();
+      else if (r < 77)
+        fork();
+      else if (r < 84)
+        swap();
+      else
+        free_one();
       const Status st = m_.check_integrity();
       ASSERT_TRUE(st.is_ok()) << "op " << op << ": " << st.to_string();
       for (const auto& [id, s] : seqs_) verify(SeqId{id}, s);
@@ -347,10 +352,7 @@ TEST(KvCacheGroupsRandom, OneFullTwoSlidingTightPool) {
 
 TEST(KvCacheGroupsRandom, GemmaShapeRoomyPool) {
   // Gemma 3's grouping (one full group, five sliding), window smaller than a block multiple.
-  GroupHarness h({.num_blocks = 2000,
-                  .block_size = 4,
-                  .group_windows = {0, 7, 7, 7, 7, 7}},
-                 22, 3);
+  GroupHarness h({.num_blocks = 2000, .block_size = 4, .group_windows = {0, 7, 7, 7, 7, 7}}, 22, 3);
   h.run(8000);
   EXPECT_GT(h.hit_admits, 200u);
   EXPECT_GT(h.swaps, 100u);

@@ -17,16 +17,16 @@ namespace {
 KvModelShape gemma3_shape(KvDtype dtype) {
   KvModelShape s;
   for (int l = 0; l < 18; ++l)
-    s.layers.push_back(l % 6 == 5 ? KvLayer::full(1, 256, 256) : KvLayer::sliding(1, 256, 256, 512));
+    s.layers.push_back(l % 6 == 5 ? KvLayer::full(1, 256, 256)
+                                  : KvLayer::sliding(1, 256, 256, 512));
   s.k_dtype = s.v_dtype = dtype;
   return s;
 }
 
 // Peak blocks in use while the manager runs one prompt of `tokens` tokens in chunks.
 uint64_t manager_peak(const KvPoolPlan& plan, uint32_t tokens, uint32_t chunk) {
-  KvCacheManager m({.num_blocks = 100000,
-                    .block_size = plan.block_size,
-                    .group_windows = plan.groups.windows});
+  KvCacheManager m(
+      {.num_blocks = 100000, .block_size = plan.block_size, .group_windows = plan.groups.windows});
   std::vector<int32_t> prompt(tokens);
   for (uint32_t i = 0; i < tokens; ++i) prompt[i] = static_cast<int32_t>(i % 1000 + 1);
   const SeqId id{1};

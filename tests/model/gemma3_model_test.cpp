@@ -189,9 +189,10 @@ Drift compare(Harness& h, const nlohmann::json& g, int64_t chunk) {
       }
     }
   }
-  std::printf("max |d| %.5f (relative %.2e), rms %.5f, argmax agrees at %lld/%lld clear positions\n",
-              d.max_abs, d.max_rel, std::sqrt(d.sum_sq / static_cast<double>(d.count)),
-              static_cast<long long>(d.clear_agree), static_cast<long long>(d.clear));
+  std::printf(
+      "max |d| %.5f (relative %.2e), rms %.5f, argmax agrees at %lld/%lld clear positions\n",
+      d.max_abs, d.max_rel, std::sqrt(d.sum_sq / static_cast<double>(d.count)),
+      static_cast<long long>(d.clear_agree), static_cast<long long>(d.clear));
   return d;
 }
 

@@ -58,7 +58,7 @@ TEST_F(StepTime, TensorParallelismFp8KvAndSwaps) {
   const SimSetup tp2 = test::resolve_or_die(a);
   const SimSetup tp1 = test::resolve_or_die(test::llama_h100_args());
   EXPECT_NEAR(tp2.cost.flops_per_token, tp1.cost.flops_per_token / 2, 1);
-  EXPECT_EQ(tp2.pool.bytes_per_token, 65536u);  // 4 of 8 KV heads per rank
+  EXPECT_EQ(tp2.pool.bytes_per_token, 65536u);              // 4 of 8 KV heads per rank
   EXPECT_GT(tp2.pool.num_blocks, 2 * tp1.pool.num_blocks);  // and half the weights per rank
   StepWork w;
   w.add_chunk(0, 1024, true);
