@@ -248,19 +248,46 @@ TEST(Gemma3ModelTest, FastKernelsStayCloseToTransformers) {
   auto h = open_gemma(KvDtype::kF16);
   if (!h) GTEST_SKIP() << "run scripts/fetch-model gemma3-270m";
   const nlohmann::json g = load_golden();
+  const int64_t V = h->spec.vocab_size;
   const Drift d = compare(*h, g, 256);
-  // Measured: rms 0.16, max 0.77, 9/9 (llama.cpp: rms 0.35-0.43, max 1.96-2.56, 8-9/9).
-  EXPECT_LT(std::sqrt(d.sum_sq / static_cast<double>(d.count)), 0.3);
-  EXPECT_LT(d.max_abs, 1.5);
+  // Measured (AVX2, Q5_0 through the 8-bit GEMM): rms 0.25, max 1.43, 9/9 (with Q5_0 exact:
+  // rms 0.16, max 0.77; llama.cpp against the same file: rms 0.35-0.43, max 1.96-2.56, 8-9/9).
+  EXPECT_LT(std::sqrt(d.sum_sq / static_cast<double>(d.count)), 0.35);
+  EXPECT_LT(d.max_abs, 2.0);
   EXPECT_EQ(d.clear_agree, d.clear);
-  // Greedy continuations, over the steps where the golden top-1 leads by more than 0.5.
+  // The golden greedy continuation, teacher-forced (one prefill of prompt + continuation): the
+  // fast path's argmax must be the golden token wherever the golden top-1 leads by more than
+  // twice the largest drift allowed above (a flip needs one logit up and one down); where it
+  // leads by more than 0.5, at least 90% of the time. (Free-running greedy can part ways at the
+  // first near-tie and never meet again: measured, "kjv" flips at a 0.63 margin.)
+  int64_t firm = 0, firm_agree = 0, loose = 0, loose_agree = 0;
   for (const auto& p : g["prompts"]) {
-    const auto want = p["greedy"].get<std::vector<int32_t>>();
-    const size_t n = decided_steps(p, 0.5);
-    const auto got = greedy(*h, p["ids"].get<std::vector<int32_t>>(), static_cast<int>(n));
-    EXPECT_TRUE(std::equal(got.begin(), got.end(), want.begin()))
-        << p["name"] << ": greedy differs within the first " << n << " decided steps";
+    std::vector<int32_t> ids = p["ids"].get<std::vector<int32_t>>();
+    const auto cont = p["greedy"].get<std::vector<int32_t>>();
+    const auto margins = p["greedy_margins"].get<std::vector<double>>();
+    const int32_t first = static_cast<int32_t>(ids.size()) - 1;
+    ids.insert(ids.end(), cont.begin(), cont.end() - 1);
+    std::vector<int32_t> want;
+    for (size_t i = 0; i < cont.size(); ++i) want.push_back(first + static_cast<int32_t>(i));
+    const std::vector<float> logits = prefill(*h, ids, 256, want);
+    for (size_t i = 0; i < cont.size(); ++i) {
+      const bool agree = argmax(logits.data() + i * V, V) == cont[i];
+      if (margins[i] > 3.0) {
+        ++firm;
+        firm_agree += agree;
+        EXPECT_TRUE(agree) << p["name"] << " step " << i << " margin " << margins[i];
+      }
+      if (margins[i] > 0.5) {
+        ++loose;
+        loose_agree += agree;
+      }
+    }
   }
+  std::printf("teacher-forced greedy: %lld/%lld steps with margin > 3, %lld/%lld with > 0.5\n",
+              static_cast<long long>(firm_agree), static_cast<long long>(firm),
+              static_cast<long long>(loose_agree), static_cast<long long>(loose));
+  EXPECT_GT(firm, 20);
+  EXPECT_GE(loose_agree * 10, loose * 9);
 }
 
 // The tokenizer the GGUF declares (SentencePiece-style, byte fallback, no space prefix) gives
