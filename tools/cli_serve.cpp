@@ -70,10 +70,10 @@ void run_serve(ServeFlags& f) {
                            config.kv_cache_memory, config.block_size);
   if (!pool.is_ok()) fail(pool.status().message());
   const KvPoolPlan& p = *pool;
-  // A request's blocks in every layer group (a sliding group holds fewer once the request is
-  // past its window; counting them all keeps the check on the safe side).
+  // The most blocks one request of max_len tokens holds (all layer groups; a sliding group holds
+  // its window + a prefill chunk, kv_pool_plan.h): what must fit for it to run alone.
   const uint64_t blocks_per_seq =
-      p.groups.num_groups() * ((uint64_t{max_len} + p.block_size - 1) / p.block_size);
+      sequence_footprint(p, max_len, config.max_num_batched_tokens).blocks;
   std::fprintf(stderr,
                "kvserve serve: %s\n"
                "  weights              %s (%s B)\n"
@@ -88,7 +88,7 @@ void run_serve(ServeFlags& f) {
                commas(p.pool_bytes).c_str(), p.num_blocks, p.block_size,
                commas(p.num_tokens).c_str(), max_len,
                static_cast<unsigned long long>(blocks_per_seq), max_len,
-               static_cast<double>(p.num_tokens) / max_len,
+               static_cast<double>(p.num_blocks) / static_cast<double>(blocks_per_seq),
                static_cast<unsigned long long>(p.num_blocks / blocks_per_seq));
   if (p.num_blocks < blocks_per_seq) {
     const uint64_t need = blocks_per_seq * p.block_bytes;

@@ -98,10 +98,15 @@ Result<SeqId> Engine::add_request(SequenceRequest req) {
     return invalid_argument("prompt (" + std::to_string(req.prompt.size()) +
                             " tokens) + max_tokens (" + std::to_string(req.max_tokens) +
                             ") exceeds the maximum model length " + std::to_string(max_model_len_));
-  if (total > kv_pool_.num_tokens)
-    return resource_exhausted(
-        "prompt + max_tokens = " + std::to_string(total) + " tokens cannot fit in the KV pool of " +
-        std::to_string(kv_pool_.num_tokens) + " tokens (raise --kv-cache-memory)");
+  // The most blocks the request can hold (every token prefilled in the engine's chunks; a
+  // sliding group holds only its window + a chunk): it must fit the pool when it runs alone.
+  if (const uint64_t need =
+          sequence_footprint(kv_pool_, total, config_.max_num_batched_tokens).blocks;
+      need > kv_pool_.num_blocks)
+    return resource_exhausted("prompt + max_tokens = " + std::to_string(total) +
+                              " tokens need up to " + std::to_string(need) +
+                              " blocks, more than the KV pool's " +
+                              std::to_string(kv_pool_.num_blocks) + " (raise --kv-cache-memory)");
   const SeqId id{next_id_++};
   auto seq = std::make_unique<Sequence>(id, std::move(req));
   scheduler_->add(seq.get());

@@ -105,7 +105,7 @@ class Simulate(unittest.TestCase):
             (["--model", "llama-3.1-8b", "--trace", bad], "bad.jsonl line 2: 'input_length'"),
             (["--model", "llama-3.1-8b", "--trace", "/nonexistent.jsonl"], "cannot open trace"),
             (["--model", "llama-3.1-8b"], "--trace FILE is required"),
-            (["--model", "gemma-2-9b", "--trace", self.trace], "a model the engine can run"),
+            (["--model", "deepseek-v3", "--trace", self.trace], "a model the engine can run"),
             (["--model", "llama-3.1-8b", "--trace", self.trace, "--sweep", "colour=red"],
              "unknown key 'colour'"),
             (["--model", "llama-3.1-8b", "--trace", self.trace, "--device", "cpu"],

@@ -78,7 +78,7 @@ TEST_F(StepTime, PoolPerRankIsThePlannersBudget) {
   const SimSetup s = test::resolve_or_die(test::llama_h100_args());
   PlanInputs in;
   in.shape = s.plan.model.kv_shape(KvDtype::kBF16, KvDtype::kBF16, 1);
-  in.gpu_memory_bytes = 80ull << 30;
+  in.gpu_memory_bytes = s.plan.gpu_memory.bytes;  // the preset's reported total
   in.weights_bytes = 8'030'261'248ull * 2;
   in.workload.context = 8192;
   auto plan = plan_capacity(in);
@@ -98,7 +98,7 @@ TEST_F(StepTime, RefusalsNameTheProblem) {
     EXPECT_NE(s.status().message().find(text), std::string::npos) << s.status().message();
   };
   SimArgs a = test::llama_h100_args();
-  a.hw.model = "gemma-2-9b";  // sliding windows: not a pool of uniform blocks
+  a.hw.model = "deepseek-v3";  // MLA latents: not K/V heads the engine's pool pages
   expect_error(a, "a model the engine can run");
   a = test::llama_h100_args();
   a.gpus = 3;
