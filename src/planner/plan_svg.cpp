@@ -5,44 +5,14 @@
 #include <cstdio>
 #include <sstream>
 
+#include "planner/svg_text.h"
+
 namespace kvs {
 namespace {
 
 constexpr double kGiB = 1024.0 * 1024 * 1024;
 constexpr double kW = 820, kH = 440;
 constexpr double kLeft = 70, kRight = 250, kTop = 50, kBottom = 60;
-
-std::string num(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f", v);
-  return buf;
-}
-
-std::string escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '<')
-      out += "&lt;";
-    else if (c == '>')
-      out += "&gt;";
-    else if (c == '&')
-      out += "&amp;";
-    else if (c == '"')
-      out += "&quot;";
-    else
-      out.push_back(c);
-  }
-  return out;
-}
-
-// A "nice" tick step for a range.
-double tick_step(double range, int ticks) {
-  const double raw = range / ticks;
-  const double mag = std::pow(10.0, std::floor(std::log10(raw)));
-  for (double m : {1.0, 2.0, 2.5, 5.0, 10.0})
-    if (raw <= m * mag) return m * mag;
-  return 10 * mag;
-}
 
 }  // namespace
 
@@ -68,23 +38,23 @@ std::string render_plan_svg(const PlanOutcome& out) {
     << "\" font-family=\"sans-serif\" font-size=\"12\">\n";
   s << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
   s << "<text x=\"" << kLeft << "\" y=\"22\" font-size=\"15\" font-weight=\"bold\">"
-    << escape(r.model.display_name) << ": GPU memory vs concurrency</text>\n";
-  s << "<text x=\"" << kLeft << "\" y=\"40\" fill=\"#555\">" << escape(p.per_token.formula)
+    << svg_escape(r.model.display_name) << ": GPU memory vs concurrency</text>\n";
+  s << "<text x=\"" << kLeft << "\" y=\"40\" fill=\"#555\">" << svg_escape(p.per_token.formula)
     << " per token; " << r.workload.context << " tokens per request; per GPU"
     << (r.tp > 1 ? " (tp " + std::to_string(r.tp) + ")" : "") << "</text>\n";
 
   // Axes and grid.
-  const double ystep = tick_step(y_max, 6);
+  const double ystep = svg_tick_step(y_max, 6);
   for (double g = 0; g <= y_max + 1e-9; g += ystep) {
-    s << "<line x1=\"" << kLeft << "\" x2=\"" << kLeft + pw << "\" y1=\"" << num(Y(g)) << "\" y2=\""
-      << num(Y(g)) << "\" stroke=\"#eee\"/>\n";
-    s << "<text x=\"" << kLeft - 6 << "\" y=\"" << num(Y(g) + 4) << "\" text-anchor=\"end\">"
-      << num(g) << "</text>\n";
+    s << "<line x1=\"" << kLeft << "\" x2=\"" << kLeft + pw << "\" y1=\"" << svg_num(Y(g))
+      << "\" y2=\"" << svg_num(Y(g)) << "\" stroke=\"#eee\"/>\n";
+    s << "<text x=\"" << kLeft - 6 << "\" y=\"" << svg_num(Y(g) + 4) << "\" text-anchor=\"end\">"
+      << svg_num(g) << "</text>\n";
   }
-  const double xstep = std::max(1.0, std::round(tick_step(x_max, 8)));
+  const double xstep = std::max(1.0, std::round(svg_tick_step(x_max, 8)));
   for (double c = 0; c <= x_max + 1e-9; c += xstep)
-    s << "<text x=\"" << num(X(c)) << "\" y=\"" << kTop + ph + 18 << "\" text-anchor=\"middle\">"
-      << c << "</text>\n";
+    s << "<text x=\"" << svg_num(X(c)) << "\" y=\"" << kTop + ph + 18
+      << "\" text-anchor=\"middle\">" << c << "</text>\n";
   s << "<line x1=\"" << kLeft << "\" y1=\"" << kTop + ph << "\" x2=\"" << kLeft + pw << "\" y2=\""
     << kTop + ph << "\" stroke=\"black\"/>\n";
   s << "<line x1=\"" << kLeft << "\" y1=\"" << kTop << "\" x2=\"" << kLeft << "\" y2=\""
@@ -99,30 +69,32 @@ std::string render_plan_svg(const PlanOutcome& out) {
   // Where the KV line leaves the plot (it is clipped at the top).
   const double x_end = std::min(x_max, (y_max * kGiB - floor_bytes) / req);
   const double top = (floor_bytes + x_end * req) / kGiB;
-  s << "<rect x=\"" << kLeft << "\" y=\"" << num(Y(fl)) << "\" width=\"" << pw << "\" height=\""
-    << num(Y(0) - Y(fl)) << "\" fill=\"#9ecae1\"/>\n";
-  s << "<polygon points=\"" << num(X(0)) << "," << num(Y(fl)) << " " << num(X(x_max)) << ","
-    << num(Y(fl)) << " " << num(X(x_max)) << "," << num(Y(x_end < x_max ? y_max : top)) << " "
-    << num(X(x_end)) << "," << num(Y(top)) << "\" fill=\"#fdae6b\" fill-opacity=\"0.8\"/>\n";
-  s << "<line x1=\"" << num(X(0)) << "\" y1=\"" << num(Y(fl)) << "\" x2=\"" << num(X(x_end))
-    << "\" y2=\"" << num(Y(top)) << "\" stroke=\"#e6550d\" stroke-width=\"2\"/>\n";
+  s << "<rect x=\"" << kLeft << "\" y=\"" << svg_num(Y(fl)) << "\" width=\"" << pw << "\" height=\""
+    << svg_num(Y(0) - Y(fl)) << "\" fill=\"#9ecae1\"/>\n";
+  s << "<polygon points=\"" << svg_num(X(0)) << "," << svg_num(Y(fl)) << " " << svg_num(X(x_max))
+    << "," << svg_num(Y(fl)) << " " << svg_num(X(x_max)) << ","
+    << svg_num(Y(x_end < x_max ? y_max : top)) << " " << svg_num(X(x_end)) << "," << svg_num(Y(top))
+    << "\" fill=\"#fdae6b\" fill-opacity=\"0.8\"/>\n";
+  s << "<line x1=\"" << svg_num(X(0)) << "\" y1=\"" << svg_num(Y(fl)) << "\" x2=\""
+    << svg_num(X(x_end)) << "\" y2=\"" << svg_num(Y(top))
+    << "\" stroke=\"#e6550d\" stroke-width=\"2\"/>\n";
   // Usable and physical memory lines.
-  s << "<line x1=\"" << kLeft << "\" x2=\"" << kLeft + pw << "\" y1=\"" << num(Y(usable / kGiB))
-    << "\" y2=\"" << num(Y(usable / kGiB)) << "\" stroke=\"#d62728\" stroke-width=\"2\"/>\n";
-  s << "<line x1=\"" << kLeft << "\" x2=\"" << kLeft + pw << "\" y1=\"" << num(Y(gpu / kGiB))
-    << "\" y2=\"" << num(Y(gpu / kGiB)) << "\" stroke=\"#333\" stroke-dasharray=\"6,4\"/>\n";
+  s << "<line x1=\"" << kLeft << "\" x2=\"" << kLeft + pw << "\" y1=\"" << svg_num(Y(usable / kGiB))
+    << "\" y2=\"" << svg_num(Y(usable / kGiB)) << "\" stroke=\"#d62728\" stroke-width=\"2\"/>\n";
+  s << "<line x1=\"" << kLeft << "\" x2=\"" << kLeft + pw << "\" y1=\"" << svg_num(Y(gpu / kGiB))
+    << "\" y2=\"" << svg_num(Y(gpu / kGiB)) << "\" stroke=\"#333\" stroke-dasharray=\"6,4\"/>\n";
   // C_max marker and the requested concurrency.
   const double cx = X(static_cast<double>(p.c_max_worst));
-  s << "<line x1=\"" << num(cx) << "\" x2=\"" << num(cx) << "\" y1=\"" << kTop << "\" y2=\""
+  s << "<line x1=\"" << svg_num(cx) << "\" x2=\"" << svg_num(cx) << "\" y1=\"" << kTop << "\" y2=\""
     << kTop + ph << "\" stroke=\"#2ca02c\" stroke-dasharray=\"3,3\"/>\n";
-  s << "<text x=\"" << num(cx + 4) << "\" y=\"" << kTop + 12
+  s << "<text x=\"" << svg_num(cx + 4) << "\" y=\"" << kTop + 12
     << "\" fill=\"#2ca02c\">C_max = " << p.c_max_worst << "</text>\n";
   if (p.has_concurrency) {
     const double y = (floor_bytes + want * req) / kGiB;
-    s << "<circle cx=\"" << num(X(want)) << "\" cy=\"" << num(Y(y)) << "\" r=\"5\" fill=\""
+    s << "<circle cx=\"" << svg_num(X(want)) << "\" cy=\"" << svg_num(Y(y)) << "\" r=\"5\" fill=\""
       << (p.fits ? "#2ca02c" : "#d62728") << "\"/>\n";
-    s << "<text x=\"" << num(X(want) + 7) << "\" y=\"" << num(Y(y) - 7) << "\">" << p.concurrency
-      << " requests: " << (p.fits ? "fits" : "does not fit") << "</text>\n";
+    s << "<text x=\"" << svg_num(X(want) + 7) << "\" y=\"" << svg_num(Y(y) - 7) << "\">"
+      << p.concurrency << " requests: " << (p.fits ? "fits" : "does not fit") << "</text>\n";
   }
   // Legend.
   const double lx = kLeft + pw + 14;
@@ -133,7 +105,7 @@ std::string render_plan_svg(const PlanOutcome& out) {
   const Item items[] = {
       {"#9ecae1", "weights + workspace"},
       {"#fdae6b", "KV cache (grows per request)"},
-      {"#d62728", "usable (" + num(r.utilization * 100) + "%)"},
+      {"#d62728", "usable (" + svg_num(r.utilization * 100) + "%)"},
       {"#333", "GPU memory"},
       {"#2ca02c", "C_max (worst case)"},
   };
@@ -141,7 +113,8 @@ std::string render_plan_svg(const PlanOutcome& out) {
   for (const Item& it : items) {
     s << "<rect x=\"" << lx << "\" y=\"" << ly - 9 << "\" width=\"12\" height=\"12\" fill=\""
       << it.color << "\"/>\n";
-    s << "<text x=\"" << lx + 18 << "\" y=\"" << ly + 1 << "\">" << escape(it.label) << "</text>\n";
+    s << "<text x=\"" << lx + 18 << "\" y=\"" << ly + 1 << "\">" << svg_escape(it.label)
+      << "</text>\n";
     ly += 20;
   }
   s << "<text x=\"" << lx << "\" y=\"" << ly + 10

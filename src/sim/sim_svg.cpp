@@ -7,6 +7,8 @@
 #include <sstream>
 #include <vector>
 
+#include "planner/svg_text.h"
+
 namespace kvs {
 
 namespace {
@@ -14,38 +16,6 @@ namespace {
 constexpr double kW = 900, kLeft = 70, kRight = 170, kTop = 56;
 constexpr double kPanelH = 150, kGap = 40;
 constexpr size_t kPoints = 300;
-
-std::string num(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f", v);
-  return buf;
-}
-
-std::string escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '<')
-      out += "&lt;";
-    else if (c == '>')
-      out += "&gt;";
-    else if (c == '&')
-      out += "&amp;";
-    else if (c == '"')
-      out += "&quot;";
-    else
-      out.push_back(c);
-  }
-  return out;
-}
-
-double tick_step(double range, int ticks) {
-  if (!(range > 0)) return 1;
-  const double raw = range / ticks;
-  const double mag = std::pow(10.0, std::floor(std::log10(raw)));
-  for (double m : {1.0, 2.0, 2.5, 5.0, 10.0})
-    if (raw <= m * mag) return m * mag;
-  return 10 * mag;
-}
 
 // One panel: a frame, y grid with labels, and the x axis ticks (time).
 struct Panel {
@@ -72,20 +42,20 @@ std::string label(double v, double step, bool percent) {
 
 void frame(std::ostringstream& s, const Panel& p, const std::string& title, bool percent) {
   const double pw = kW - kLeft - kRight;
-  s << "<text x=\"" << kLeft << "\" y=\"" << num(p.top - 8) << "\" font-weight=\"bold\">"
-    << escape(title) << "</text>\n";
-  const double step = tick_step(p.y_max, 4);
+  s << "<text x=\"" << kLeft << "\" y=\"" << svg_num(p.top - 8) << "\" font-weight=\"bold\">"
+    << svg_escape(title) << "</text>\n";
+  const double step = svg_tick_step(p.y_max, 4);
   for (double v = 0; v <= p.y_max + 1e-9; v += step) {
-    s << "<line x1=\"" << kLeft << "\" x2=\"" << num(kLeft + pw) << "\" y1=\"" << num(p.Y(v))
-      << "\" y2=\"" << num(p.Y(v)) << "\" stroke=\"#eee\"/>\n";
-    s << "<text x=\"" << kLeft - 6 << "\" y=\"" << num(p.Y(v) + 4)
+    s << "<line x1=\"" << kLeft << "\" x2=\"" << svg_num(kLeft + pw) << "\" y1=\""
+      << svg_num(p.Y(v)) << "\" y2=\"" << svg_num(p.Y(v)) << "\" stroke=\"#eee\"/>\n";
+    s << "<text x=\"" << kLeft - 6 << "\" y=\"" << svg_num(p.Y(v) + 4)
       << "\" text-anchor=\"end\" fill=\"#555\">" << label(v, step, percent) << "</text>\n";
   }
-  const double xstep = tick_step(p.x_max, 8);
+  const double xstep = svg_tick_step(p.x_max, 8);
   for (double t = 0; t <= p.x_max + 1e-9; t += xstep)
-    s << "<text x=\"" << num(p.X(t)) << "\" y=\"" << num(p.top + kPanelH + 14)
+    s << "<text x=\"" << svg_num(p.X(t)) << "\" y=\"" << svg_num(p.top + kPanelH + 14)
       << "\" text-anchor=\"middle\" fill=\"#555\">" << label(t, xstep, false) << "</text>\n";
-  s << "<rect x=\"" << kLeft << "\" y=\"" << num(p.top) << "\" width=\"" << num(pw)
+  s << "<rect x=\"" << kLeft << "\" y=\"" << svg_num(p.top) << "\" width=\"" << svg_num(pw)
     << "\" height=\"" << kPanelH << "\" fill=\"none\" stroke=\"#999\"/>\n";
 }
 
@@ -96,25 +66,25 @@ void polyline(std::ostringstream& s, const Panel& p, const std::vector<SeriesPoi
   s << "<polyline class=\"" << cls << "\" fill=\"none\" stroke=\"" << color
     << "\" stroke-width=\"1.5\" points=\"";
   for (const SeriesPoint& q : pts)
-    s << num(p.X((q.start_s + q.end_s) / 2)) << "," << num(p.Y(value(q))) << " ";
+    s << svg_num(p.X((q.start_s + q.end_s) / 2)) << "," << svg_num(p.Y(value(q))) << " ";
   s << "\"/>\n";
 }
 
 // A horizontal dashed reference line at `v` with a label at its right end.
 void reference(std::ostringstream& s, const Panel& p, double v, const std::string& text) {
   const double x2 = kW - kRight;
-  s << "<line x1=\"" << kLeft << "\" x2=\"" << num(x2) << "\" y1=\"" << num(p.Y(v)) << "\" y2=\""
-    << num(p.Y(v)) << "\" stroke=\"#555\" stroke-dasharray=\"4 3\"/>\n<text x=\"" << num(x2 - 4)
-    << "\" y=\"" << num(p.Y(v) - 4) << "\" text-anchor=\"end\" fill=\"#555\">" << escape(text)
-    << "</text>\n";
+  s << "<line x1=\"" << kLeft << "\" x2=\"" << svg_num(x2) << "\" y1=\"" << svg_num(p.Y(v))
+    << "\" y2=\"" << svg_num(p.Y(v)) << "\" stroke=\"#555\" stroke-dasharray=\"4 3\"/>\n<text x=\""
+    << svg_num(x2 - 4) << "\" y=\"" << svg_num(p.Y(v) - 4)
+    << "\" text-anchor=\"end\" fill=\"#555\">" << svg_escape(text) << "</text>\n";
 }
 
 void legend(std::ostringstream& s, const Panel& p, int row, const char* color,
             const std::string& text) {
   const double x = kW - kRight + 14, y = p.top + 14 + row * 18;
-  s << "<rect x=\"" << num(x) << "\" y=\"" << num(y - 9) << "\" width=\"12\" height=\"10\" fill=\""
-    << color << "\"/>\n<text x=\"" << num(x + 18) << "\" y=\"" << num(y) << "\">" << escape(text)
-    << "</text>\n";
+  s << "<rect x=\"" << svg_num(x) << "\" y=\"" << svg_num(y - 9)
+    << "\" width=\"12\" height=\"10\" fill=\"" << color << "\"/>\n<text x=\"" << svg_num(x + 18)
+    << "\" y=\"" << svg_num(y) << "\">" << svg_escape(text) << "</text>\n";
 }
 
 }  // namespace
@@ -140,9 +110,9 @@ std::string render_sim_svg(const SimSetup& setup, const SimResult& r) {
     << "\" font-family=\"sans-serif\" font-size=\"12\">\n";
   s << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
   s << "<text x=\"" << kLeft << "\" y=\"20\" font-size=\"15\" font-weight=\"bold\">"
-    << escape(setup.plan.model.display_name + " on " +
-              (setup.args.device == "cpu" ? std::string("cpu") : setup.device.name) +
-              ": requests, KV cache and preemptions over time")
+    << svg_escape(setup.plan.model.display_name + " on " +
+                  (setup.args.device == "cpu" ? std::string("cpu") : setup.device.name) +
+                  ": requests, KV cache and preemptions over time")
     << "</text>\n";
   char sub[2][200];
   std::snprintf(sub[0], sizeof sub[0],
@@ -154,8 +124,8 @@ std::string render_sim_svg(const SimSetup& setup, const SimResult& r) {
       sub[1], sizeof sub[1], "prefix-cache hit rate %.1f%%; preemptions %llu recompute + %llu swap",
       m.prefix_cache_hit_rate * 100, static_cast<unsigned long long>(m.preemptions_recompute),
       static_cast<unsigned long long>(m.preemptions_swap));
-  s << "<text x=\"" << kLeft << "\" y=\"36\" fill=\"#555\">" << escape(sub[0]) << "</text>\n";
-  s << "<text x=\"" << kLeft << "\" y=\"52\" fill=\"#555\">" << escape(sub[1]) << "</text>\n";
+  s << "<text x=\"" << kLeft << "\" y=\"36\" fill=\"#555\">" << svg_escape(sub[0]) << "</text>\n";
+  s << "<text x=\"" << kLeft << "\" y=\"52\" fill=\"#555\">" << svg_escape(sub[1]) << "</text>\n";
 
   // The max-num-seqs bound as a line when it is near the curve, else as a note.
   const bool limit_in_range = seq_limit <= 1.5 * run_max;
@@ -165,7 +135,7 @@ std::string render_sim_svg(const SimSetup& setup, const SimResult& r) {
   if (limit_in_range) {
     reference(s, run, seq_limit, "max-num-seqs x replicas");
   } else {
-    s << "<text x=\"" << num(kW - kRight - 4) << "\" y=\"" << num(run.top + 14)
+    s << "<text x=\"" << svg_num(kW - kRight - 4) << "\" y=\"" << svg_num(run.top + 14)
       << "\" text-anchor=\"end\" fill=\"#555\">max-num-seqs x replicas = " << seq_limit
       << " (above)</text>\n";
   }
@@ -183,10 +153,10 @@ std::string render_sim_svg(const SimSetup& setup, const SimResult& r) {
   frame(s, kv, "KV pool (fraction of blocks, mean over replicas)", true);
   // In use filled from the bottom; the line above adds the blocks kept only as prefix cache.
   s << "<polygon class=\"kv_in_use\" fill=\"#2ca02c\" fill-opacity=\"0.5\" points=\""
-    << num(kv.X(0)) << "," << num(kv.Y(0)) << " ";
+    << svg_num(kv.X(0)) << "," << svg_num(kv.Y(0)) << " ";
   for (const SeriesPoint& q : pts)
-    s << num(kv.X((q.start_s + q.end_s) / 2)) << "," << num(kv.Y(q.kv_in_use)) << " ";
-  s << num(kv.X(makespan)) << "," << num(kv.Y(0)) << "\"/>\n";
+    s << svg_num(kv.X((q.start_s + q.end_s) / 2)) << "," << svg_num(kv.Y(q.kv_in_use)) << " ";
+  s << svg_num(kv.X(makespan)) << "," << svg_num(kv.Y(0)) << "\"/>\n";
   polyline(
       s, kv, pts, [](const SeriesPoint& q) { return q.kv_in_use + q.kv_cached_free; }, "#9467bd",
       "kv_cached");
@@ -201,18 +171,18 @@ std::string render_sim_svg(const SimSetup& setup, const SimResult& r) {
     const double rc = static_cast<double>(q.preempted_recompute);
     const double sw = static_cast<double>(q.preempted_swap);
     if (rc > 0)
-      s << "<rect class=\"recompute\" x=\"" << num(pre.X(q.start_s)) << "\" y=\"" << num(pre.Y(rc))
-        << "\" width=\"" << num(bar) << "\" height=\"" << num(pre.Y(0) - pre.Y(rc))
-        << "\" fill=\"#ff7f0e\"/>\n";
+      s << "<rect class=\"recompute\" x=\"" << svg_num(pre.X(q.start_s)) << "\" y=\""
+        << svg_num(pre.Y(rc)) << "\" width=\"" << svg_num(bar) << "\" height=\""
+        << svg_num(pre.Y(0) - pre.Y(rc)) << "\" fill=\"#ff7f0e\"/>\n";
     if (sw > 0)
-      s << "<rect class=\"swap\" x=\"" << num(pre.X(q.start_s)) << "\" y=\"" << num(pre.Y(rc + sw))
-        << "\" width=\"" << num(bar) << "\" height=\"" << num(pre.Y(rc) - pre.Y(rc + sw))
-        << "\" fill=\"#8c564b\"/>\n";
+      s << "<rect class=\"swap\" x=\"" << svg_num(pre.X(q.start_s)) << "\" y=\""
+        << svg_num(pre.Y(rc + sw)) << "\" width=\"" << svg_num(bar) << "\" height=\""
+        << svg_num(pre.Y(rc) - pre.Y(rc + sw)) << "\" fill=\"#8c564b\"/>\n";
   }
   legend(s, pre, 0, "#ff7f0e", "recompute");
   legend(s, pre, 1, "#8c564b", "swap");
-  s << "<text x=\"" << num(kLeft + (kW - kLeft - kRight) / 2) << "\" y=\""
-    << num(pre.top + kPanelH + 32) << "\" text-anchor=\"middle\">time (s)</text>\n";
+  s << "<text x=\"" << svg_num(kLeft + (kW - kLeft - kRight) / 2) << "\" y=\""
+    << svg_num(pre.top + kPanelH + 32) << "\" text-anchor=\"middle\">time (s)</text>\n";
   s << "</svg>\n";
   return s.str();
 }

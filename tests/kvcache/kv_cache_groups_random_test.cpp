@@ -22,17 +22,13 @@
 #include <string>
 #include <vector>
 
+#include "kvcache/content_hash.h"
 #include "kvcache/kv_cache_manager.h"
 
 namespace kvs {
 namespace {
 
-uint64_t mix(uint64_t h, uint64_t v) {
-  uint64_t z = h ^ (v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2));
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
+using test::mix;
 
 struct Seq {
   uint32_t tenant = 0;
