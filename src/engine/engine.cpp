@@ -274,14 +274,18 @@ EngineSnapshot Engine::snapshot(bool with_fragmentation) const {
 }
 
 void Engine::for_each_block_table(const std::function<void(const SequenceBlocks&)>& fn) const {
+  SequenceBlocks view;
   for (const auto& [id, s] : seqs_) {
     if (s->status != SeqStatus::kRunning || !cache_->contains(s->id)) continue;
-    fn(SequenceBlocks{.seq = s->id,
-                      .request = s->parent.value != 0 ? s->parent : s->id,
-                      .sample = s->index,
-                      .num_tokens = cache_->num_tokens(s->id),
-                      .cache_salt = s->cache_salt,
-                      .blocks = cache_->block_table(s->id)});
+    view.seq = s->id;
+    view.request = s->parent.value != 0 ? s->parent : s->id;
+    view.sample = s->index;
+    view.num_tokens = cache_->num_tokens(s->id);
+    view.cache_salt = s->cache_salt;
+    view.tables.clear();
+    for (uint32_t g = 0; g < kv_pool_.groups.num_groups(); ++g)
+      view.tables.push_back(cache_->block_table(s->id, g));
+    fn(view);
   }
 }
 

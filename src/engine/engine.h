@@ -81,15 +81,18 @@ struct EngineSnapshot {
   uint64_t pool_bytes = 0, block_bytes = 0;
 };
 
-// One live sequence's blocks, in block-table order (what the dashboard lights up when a request
-// is clicked). The views are valid only during the for_each_block_table callback.
+// One live sequence's blocks, one block table per layer group (what the dashboard lights up when
+// a request is clicked). The views are valid only during the for_each_block_table callback.
 struct SequenceBlocks {
   SeqId seq;
   SeqId request;                // the request's first sequence (Sequence::parent, or seq itself)
   uint32_t sample = 0;          // Sequence::index
   uint32_t num_tokens = 0;      // token slots appended (the last block may be partly filled)
   std::string_view cache_salt;  // the prefix-cache namespace (never shown as such)
-  std::span<const BlockId> blocks;  // block_table order
+  // Per layer group (kv_cache_groups.h), in block-table order: tables[0] is the first full
+  // group's (a block per block_size tokens); a sliding group's released entries are
+  // BlockId::invalid().
+  std::vector<std::span<const BlockId>> tables;
 };
 
 class Engine {

@@ -19,18 +19,6 @@ constexpr const char* kContentSecurityPolicy =
     "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
     "img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
 
-// The pool's layer groups as the page lists them: "group 0: 3 layers, full attention", ...
-nlohmann::json layer_groups(const KvCacheGroups& g) {
-  nlohmann::json out = nlohmann::json::array();
-  for (uint32_t i = 0; i < g.num_groups(); ++i) {
-    out.push_back("group " + std::to_string(i) + ": " + std::to_string(g.layers_per_group) +
-                  " layers, " +
-                  (g.windows[i] == 0 ? std::string("full attention")
-                                     : "window " + std::to_string(g.windows[i])));
-  }
-  return out;
-}
-
 std::string config_fields(const DashboardDeps& d) {
   const Engine& e = d.engine;
   const CapacityLine cap =
@@ -46,7 +34,7 @@ std::string config_fields(const DashboardDeps& d) {
       {"preemption_mode", preemption_mode_name(e.config().preemption_mode)},
       {"prefix_caching", e.config().enable_prefix_caching},
       {"interval_ms", d.interval.count()},
-      {"layer_groups", layer_groups(e.kv_pool().groups)},
+      {"layer_groups", layer_groups_json(e.kv_pool().groups)},
       {"lower_tiers", nlohmann::json::array()},
       {"capacity", capacity_json(cap)}};
   return "\"config\":" + json_text(config);

@@ -56,7 +56,10 @@ Status apply_cell_runs(std::span<const uint32_t> runs, std::span<uint32_t> cells
 
 void block_ranges(std::span<const BlockId> table, std::vector<uint32_t>* out) {
   size_t i = 0;
+  while (i < table.size() && !table[i].is_valid()) ++i;
+  out->push_back(static_cast<uint32_t>(i));
   while (i < table.size()) {
+    KVS_CHECK_MSG(table[i].is_valid(), "a released entry after a held block");
     size_t j = i + 1;
     while (j < table.size() && table[j].value == table[j - 1].value + 1) ++j;
     out->push_back(table[i].value);

@@ -17,8 +17,13 @@
 // changed cells with the same new value share one run. Applying the runs of diff(a, b) to a
 // gives b.
 //
-// Block ranges: a block table (in order) as pairs (first, count) of consecutive ascending block
-// ids; tables allocated from the free list are mostly a few long ranges.
+// Block ranges: a block table (in order) as [released, first, count, first, count, ...]: the
+// number of leading entries a sliding layer group has released (0 for a full group), then the
+// held blocks as pairs (first, count) of consecutive ascending block ids; tables allocated from
+// the free list are mostly a few long ranges.
+//
+// Group plane: a second array of one value per block, the layer group the block holds (0 when
+// free), diffed and sent as runs the same way (a uniform model's plane is all zeros).
 #pragma once
 
 #include <cstdint>
@@ -54,7 +59,8 @@ void diff_cells(std::span<const uint32_t> before, std::span<const uint32_t> afte
 // a run is empty, out of range, or not after the previous one.
 [[nodiscard]] Status apply_cell_runs(std::span<const uint32_t> runs, std::span<uint32_t> cells);
 
-// Appends a block table as (first, count) pairs of consecutive ascending ids.
+// Appends a block table as [released, (first, count) pairs of consecutive ascending ids].
+// Precondition: invalid (released) entries only lead the table.
 void block_ranges(std::span<const BlockId> table, std::vector<uint32_t>* out);
 
 }  // namespace kvs

@@ -29,6 +29,15 @@ void append_uints(std::string* out, const std::vector<uint32_t>& values) {
 
 void append_string(std::string* out, const std::string& s) { *out += json_text(s); }
 
+void append_tables(std::string* out, const std::vector<std::vector<uint32_t>>& tables) {
+  out->push_back('[');
+  for (size_t g = 0; g < tables.size(); ++g) {
+    if (g > 0) out->push_back(',');
+    append_uints(out, tables[g]);
+  }
+  out->push_back(']');
+}
+
 void append_field(std::string* out, const char* name, uint64_t v, bool comma = true) {
   if (comma) out->push_back(',');
   out->push_back('"');
@@ -60,7 +69,7 @@ void KvFrameEncoder::append_seq(uint64_t id, const SeqState& s, bool with_ranges
   append_string(out, s.label);
   out->push_back(',');
   if (with_ranges) {
-    append_uints(out, s.ranges);
+    append_tables(out, s.ranges);
   } else {
     *out += "null";
   }
@@ -72,12 +81,14 @@ KvFrames KvFrameEncoder::encode(const KvView& view, bool want_key, std::string_v
   const auto start = std::chrono::steady_clock::now();
   ++frame_;
   const size_t n = view.blocks.size();
-  std::vector<uint32_t> cells(n);
+  std::vector<uint32_t> cells(n), groups(n);
   for (size_t b = 0; b < n; ++b) {
     const BlockInfo& i = view.blocks[b];
     cells[b] = pack_cell(i.state, i.refcount, i.filled, i.tenant);
+    groups[b] = i.state == BlockState::kFree ? 0 : i.group;
   }
   if (cells_.size() != n) cells_.assign(n, 0);
+  if (groups_.size() != n) groups_.assign(n, 0);
 
   // Tenants: label a slot again only when its namespace changed (slots are reused).
   std::unordered_map<uint32_t, TenantLabel> tenants;
@@ -103,7 +114,8 @@ KvFrames KvFrameEncoder::encode(const KvView& view, bool want_key, std::string_v
     SeqState st{.request = s.request, .sample = s.sample, .num_tokens = s.num_tokens};
     const auto label = label_of_salt.find(s.cache_salt);
     st.label = label != label_of_salt.end() ? *label->second : labeler_.label(s.cache_salt);
-    block_ranges(s.blocks, &st.ranges);
+    st.ranges.resize(s.tables.size());
+    for (size_t g = 0; g < s.tables.size(); ++g) block_ranges(s.tables[g], &st.ranges[g]);
     const auto old = seqs_.find(s.seq);
     const bool new_table = old == seqs_.end() || old->second.ranges != st.ranges;
     if (new_table || old->second.num_tokens != st.num_tokens || old->second.label != st.label)
@@ -137,6 +149,7 @@ KvFrames KvFrameEncoder::encode(const KvView& view, bool want_key, std::string_v
   occ += "}";
 
   const auto frame = [&](bool key, const std::vector<uint32_t>& runs,
+                         const std::vector<uint32_t>& group_runs,
                          const std::vector<uint32_t>& tenant_slots, const std::string& seq_list,
                          const std::vector<uint64_t>& gone_ids, std::string_view extra) {
     std::string f = "{";
@@ -145,6 +158,8 @@ KvFrames KvFrameEncoder::encode(const KvView& view, bool want_key, std::string_v
     f += ",\"ms\":" + std::to_string(view.unix_ms);
     f += ",\"cells\":";
     append_uints(&f, runs);
+    f += ",\"groups\":";
+    append_uints(&f, group_runs);
     f += ",\"tenants\":[";
     for (size_t i = 0; i < tenant_slots.size(); ++i) {
       if (i > 0) f.push_back(',');
@@ -173,18 +188,24 @@ KvFrames KvFrameEncoder::encode(const KvView& view, bool want_key, std::string_v
   };
 
   KvFrames out;
+  std::vector<uint32_t> group_runs;
   scratch_.clear();
   diff_cells(cells_, cells, &scratch_);
-  out.delta = frame(false, scratch_, relabelled, seqs_delta, gone, {});
+  diff_cells(groups_, groups, &group_runs);
+  out.delta = frame(false, scratch_, group_runs, relabelled, seqs_delta, gone, {});
   if (want_key) {
     std::vector<uint32_t> slots;
     for (const auto& [slot, t] : tenants_) slots.push_back(slot);
     std::sort(slots.begin(), slots.end());
+    const std::vector<uint32_t> zeros(n, 0);
     scratch_.clear();
-    diff_cells(std::vector<uint32_t>(n, 0), cells, &scratch_);
-    out.key = frame(true, scratch_, slots, seqs_key, {}, key_fields);
+    diff_cells(zeros, cells, &scratch_);
+    group_runs.clear();
+    diff_cells(zeros, groups, &group_runs);
+    out.key = frame(true, scratch_, group_runs, slots, seqs_key, {}, key_fields);
   }
   cells_ = std::move(cells);
+  groups_ = std::move(groups);
   encode_us_ = static_cast<uint32_t>(std::chrono::duration_cast<std::chrono::microseconds>(
                                          std::chrono::steady_clock::now() - start)
                                          .count());

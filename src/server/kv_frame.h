@@ -3,10 +3,13 @@
 //
 //   {"frame": N, "key": bool, "ms": unix ms when the view was taken,
 //    "cells": [first, count, value, ...],   runs of changed cells (kv_delta.h)
+//    "groups": [first, count, value, ...],  runs of changed entries of the group plane: the
+//                                           layer group each block holds (kv_delta.h)
 //    "tenants": [[slot, "label"], ...],     tenant slots whose label is new or changed
-//    "seqs": [[seq, request, sample, tokens, "tenant label", ranges or null], ...]
-//                                           new or changed sequences; ranges = the block
-//                                           table as (first, count) pairs, null = unchanged
+//    "seqs": [[seq, request, sample, tokens, "tenant label", tables or null], ...]
+//                                           new or changed sequences; tables = one block
+//                                           table per layer group, each as [released, first,
+//                                           count, ...] (kv_delta.h), null = unchanged
 //    "gone": [seq, ...],                    sequences that no longer hold blocks
 //    "occ": {free, cached_free, in_use, running, waiting, swapped, preempt_recompute,
 //            preempt_swap, evictions, steps}     steps: engine steps so far
@@ -54,7 +57,7 @@ class KvFrameEncoder {
     uint32_t sample = 0;
     uint32_t num_tokens = 0;
     std::string label;
-    std::vector<uint32_t> ranges;
+    std::vector<std::vector<uint32_t>> ranges;  // per layer group (block_ranges)
   };
   struct TenantLabel {
     std::string salt;
@@ -64,8 +67,9 @@ class KvFrameEncoder {
 
   const TenantLabeler& labeler_;
   uint64_t frame_ = 0;
-  uint32_t encode_us_ = 0;       // of the previous encode()
-  std::vector<uint32_t> cells_;  // of the previous view
+  uint32_t encode_us_ = 0;        // of the previous encode()
+  std::vector<uint32_t> cells_;   // of the previous view
+  std::vector<uint32_t> groups_;  // the previous view's group plane
   std::vector<uint32_t> scratch_;
   std::unordered_map<uint64_t, SeqState> seqs_;
   std::unordered_map<uint32_t, TenantLabel> tenants_;

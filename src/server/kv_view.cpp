@@ -13,12 +13,14 @@ KvView take_kv_view(const Engine& engine) {
                   .count();
   v.blocks = engine.block_infos();
   engine.for_each_block_table([&](const SequenceBlocks& s) {
-    v.sequences.push_back({.seq = s.seq.value,
-                           .request = s.request.value,
-                           .sample = s.sample,
-                           .num_tokens = s.num_tokens,
-                           .cache_salt = std::string(s.cache_salt),
-                           .blocks = std::vector<BlockId>(s.blocks.begin(), s.blocks.end())});
+    KvViewSequence& out =
+        v.sequences.emplace_back(KvViewSequence{.seq = s.seq.value,
+                                                .request = s.request.value,
+                                                .sample = s.sample,
+                                                .num_tokens = s.num_tokens,
+                                                .cache_salt = std::string(s.cache_salt)});
+    out.tables.reserve(s.tables.size());
+    for (const auto& t : s.tables) out.tables.emplace_back(t.begin(), t.end());
   });
   std::sort(v.sequences.begin(), v.sequences.end(),
             [](const KvViewSequence& a, const KvViewSequence& b) { return a.seq < b.seq; });

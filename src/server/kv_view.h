@@ -18,8 +18,10 @@ struct KvViewSequence {
   uint64_t request = 0;  // the request id (its first sequence)
   uint32_t sample = 0;
   uint32_t num_tokens = 0;
-  std::string cache_salt;       // labelled (TenantLabeler) before it leaves the process
-  std::vector<BlockId> blocks;  // block-table order
+  std::string cache_salt;  // labelled (TenantLabeler) before it leaves the process
+  // Per layer group, block-table order (SequenceBlocks::tables); a sliding group's released
+  // entries, always the leading ones, are BlockId::invalid().
+  std::vector<std::vector<BlockId>> tables;
 };
 
 struct KvView {

@@ -288,14 +288,20 @@ struct OpenAiServer::Impl {
     const KvCacheCounters& c = snap.cache;
     json sequences = json::array();
     e.for_each_block_table([&](const SequenceBlocks& s) {
-      json ids = json::array();
-      for (const BlockId b : s.blocks) ids.push_back(b.value);
+      json tables = json::array();
+      for (const auto& table : s.tables) {
+        json ids = json::array();
+        for (const BlockId b : table) ids.push_back(b.is_valid() ? json(b.value) : json(nullptr));
+        tables.push_back(std::move(ids));
+      }
+      json first = tables.at(0);
       sequences.push_back({{"id", s.seq.value},
                            {"request", s.request.value},
                            {"sample", s.sample},
                            {"tokens", s.num_tokens},
                            {"tenant", labeler.label(s.cache_salt)},
-                           {"blocks", std::move(ids)}});
+                           {"blocks", std::move(first)},
+                           {"groups", std::move(tables)}});
     });
     json blocks = json::array();
     for (uint32_t b = 0; b < infos.size(); ++b) {
@@ -310,7 +316,8 @@ struct OpenAiServer::Impl {
            {"owners", i.refcount},
            {"tenant", i.state == BlockState::kFree || label == labels.end() ? json(nullptr)
                                                                             : json(label->second)},
-           {"fill", i.filled}});
+           {"fill", i.filled},
+           {"group", i.state == BlockState::kFree ? json(nullptr) : json(i.group)}});
     }
     return {{"block_size", c.block_size},
             {"num_blocks", c.num_blocks},
@@ -322,6 +329,7 @@ struct OpenAiServer::Impl {
               {"usage", static_cast<double>(c.blocks_in_use) / c.num_blocks},
               {"fragmentation", snap.fragmentation},
               {"sequences", c.num_sequences}}},
+            {"layer_groups", layer_groups_json(e.kv_pool().groups)},
             {"blocks", std::move(blocks)},
             {"sequences", std::move(sequences)}};
   }

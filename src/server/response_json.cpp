@@ -94,4 +94,12 @@ json usage_chunk_json(const CompletionIds& ids, const Usage& usage) {
   return chunk;
 }
 
+nlohmann::json layer_groups_json(const KvCacheGroups& groups) {
+  nlohmann::json out = nlohmann::json::array();
+  for (uint32_t g = 0; g < groups.num_groups(); ++g)
+    out.push_back(
+        {{"group", g}, {"layers", groups.layers_per_group}, {"window", groups.windows[g]}});
+  return out;
+}
+
 }  // namespace kvs

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/status.h"
+#include "kvcache/kv_cache_groups.h"
 #include "server/engine_worker.h"
 #include "server/request_parser.h"
 
@@ -48,5 +49,9 @@ struct CompletionIds {
                                         bool first_of_choice, bool include_usage);
 // The final usage chunk of a stream with include_usage (no choices).
 [[nodiscard]] nlohmann::json usage_chunk_json(const CompletionIds& ids, const Usage& usage);
+
+// A pool's layer groups as /v1/kv and the dashboard's config give them:
+// [{"group": g, "layers": n, "window": w (0 = full attention)}, ...].
+[[nodiscard]] nlohmann::json layer_groups_json(const KvCacheGroups& groups);
 
 }  // namespace kvs

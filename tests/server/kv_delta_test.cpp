@@ -111,10 +111,22 @@ TEST(DashboardKvDelta, BlockTablesBecomeRangesOfConsecutiveIds) {
                                       BlockId{9}, BlockId{10}, BlockId{8}};
   std::vector<uint32_t> out;
   block_ranges(table, &out);
-  EXPECT_EQ(out, (std::vector<uint32_t>{4, 3, 2, 1, 9, 2, 8, 1}));
+  EXPECT_EQ(out, (std::vector<uint32_t>{0, 4, 3, 2, 1, 9, 2, 8, 1}));
   out.clear();
   block_ranges({}, &out);
-  EXPECT_TRUE(out.empty());
+  EXPECT_EQ(out, (std::vector<uint32_t>{0}));
+}
+
+TEST(DashboardKvDelta, ASlidingGroupsReleasedEntriesAreCountedFirst) {
+  // A sliding layer group releases the blocks behind its window: its table leads with them.
+  const std::vector<BlockId> table = {BlockId::invalid(), BlockId::invalid(), BlockId::invalid(),
+                                      BlockId{7},         BlockId{8},         BlockId{3}};
+  std::vector<uint32_t> out;
+  block_ranges(table, &out);
+  EXPECT_EQ(out, (std::vector<uint32_t>{3, 7, 2, 3, 1}));
+  out.clear();
+  block_ranges(std::vector<BlockId>(4, BlockId::invalid()), &out);
+  EXPECT_EQ(out, (std::vector<uint32_t>{4}));
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // The frames of /v1/kv/stream (kv_frame.h): a page that applies a key frame and then only deltas
 // holds exactly what a fresh key frame of the latest view says, over long random runs; tenant
-// labels never carry a salt; unchanged tables are not resent.
+// labels never carry a salt; unchanged tables are not resent; every layer group's table and the
+// group of each block travel.
 #include "server/kv_frame.h"
 
 #include <gtest/gtest.h>
@@ -16,14 +17,16 @@ namespace {
 
 using nlohmann::json;
 
+constexpr uint32_t kGroups = 3;  // a full group and two sliding ones
+
 // What the page keeps (kv_state.js), rebuilt from frames.
 struct PageModel {
-  std::vector<uint32_t> cells;
+  std::vector<uint32_t> cells, groups;
   struct Seq {
     uint64_t request = 0;
     uint32_t sample = 0, tokens = 0;
     std::string label;
-    std::vector<uint32_t> ranges;
+    std::vector<std::vector<uint32_t>> tables;
     bool operator==(const Seq&) const = default;
   };
   std::map<uint64_t, Seq> seqs;
@@ -33,11 +36,13 @@ struct PageModel {
   void apply(const json& f, size_t num_blocks) {
     if (f["key"].get<bool>()) {
       cells.assign(num_blocks, 0);
+      groups.assign(num_blocks, 0);
       seqs.clear();
       tenants.clear();
     }
     const auto runs = f["cells"].get<std::vector<uint32_t>>();
     ASSERT_TRUE(apply_cell_runs(runs, cells).is_ok());
+    ASSERT_TRUE(apply_cell_runs(f["groups"].get<std::vector<uint32_t>>(), groups).is_ok());
     for (const json& t : f["tenants"]) tenants[t[0].get<uint32_t>()] = t[1].get<std::string>();
     for (const json& s : f["seqs"]) {
       Seq& q = seqs[s[0].get<uint64_t>()];
@@ -45,7 +50,7 @@ struct PageModel {
       q.sample = s[2].get<uint32_t>();
       q.tokens = s[3].get<uint32_t>();
       q.label = s[4].get<std::string>();
-      if (!s[5].is_null()) q.ranges = s[5].get<std::vector<uint32_t>>();
+      if (!s[5].is_null()) q.tables = s[5].get<std::vector<std::vector<uint32_t>>>();
     }
     for (const json& g : f["gone"]) seqs.erase(g.get<uint64_t>());
     occ = f["occ"];
@@ -68,12 +73,21 @@ KvView random_view(std::mt19937& rng, uint32_t n, uint64_t* next_seq,
     i.refcount = i.state == BlockState::kInUse ? 1 + rng() % 3 : 0;
     i.tenant = rng() % 4;
     i.filled = rng() % 17;
+    i.group = rng() % kGroups;
   }
   // Sequences come and go; survivors keep or grow their tables.
   std::vector<KvViewSequence> next;
   for (KvViewSequence& s : *live) {
     if (rng() % 6 == 0) continue;  // finished
-    if (rng() % 3 == 0) s.blocks.push_back(BlockId{static_cast<uint32_t>(rng() % n)});
+    const uint32_t g = rng() % kGroups;
+    if (rng() % 3 == 0) s.tables[g].push_back(BlockId{static_cast<uint32_t>(rng() % n)});
+    // A sliding group releases its first held block.
+    if (g > 0 && rng() % 4 == 0)
+      for (auto& b : s.tables[g])
+        if (b.is_valid()) {
+          b = BlockId::invalid();
+          break;
+        }
     s.num_tokens += rng() % 3;
     next.push_back(s);
   }
@@ -83,8 +97,11 @@ KvView random_view(std::mt19937& rng, uint32_t n, uint64_t* next_seq,
                      .num_tokens = static_cast<uint32_t>(1 + rng() % 40),
                      .cache_salt = salts[rng() % salts.size()]};
     s.request = s.seq;
-    const uint32_t first = rng() % n;
-    for (uint32_t b = 0; b < 1 + rng() % 6; ++b) s.blocks.push_back(BlockId{(first + b) % n});
+    s.tables.resize(kGroups);
+    for (auto& t : s.tables) {
+      const uint32_t first = rng() % n;
+      for (uint32_t b = 0; b < 1 + rng() % 6; ++b) t.push_back(BlockId{(first + b) % n});
+    }
     next.push_back(s);
   }
   *live = next;
@@ -124,9 +141,19 @@ TEST(DashboardFrames, DeltasApplyToTheSameStateAsAFreshKeyFrame) {
     for (const auto& [slot, label] : fresh.tenants) ASSERT_EQ(page.tenants[slot], label);
     ASSERT_EQ(page.occ, fresh.occ);
     ASSERT_EQ(page.seqs.size(), view.sequences.size());
+    for (const KvViewSequence& s : view.sequences) {
+      const auto& tables = page.seqs.at(s.seq).tables;
+      ASSERT_EQ(tables.size(), kGroups);
+      for (uint32_t g = 0; g < kGroups; ++g) {
+        std::vector<uint32_t> ranges;
+        block_ranges(s.tables[g], &ranges);
+        ASSERT_EQ(tables[g], ranges);
+      }
+    }
     for (uint32_t b = 0; b < n; ++b) {
       const BlockInfo& i = view.blocks[b];
       ASSERT_EQ(page.cells[b], pack_cell(i.state, i.refcount, i.filled, i.tenant));
+      ASSERT_EQ(page.groups[b], i.state == BlockState::kFree ? 0u : i.group);
     }
   }
 }
@@ -142,14 +169,15 @@ TEST(DashboardFrames, LabelsNeverCarryASaltAndUnchangedTablesAreNotResent) {
                          .request = 5,
                          .num_tokens = 3,
                          .cache_salt = "alice\x1fsecret-salt",
-                         .blocks = {BlockId{2}}});
+                         .tables = {{BlockId{2}}}});
   const KvFrames first = encoder.encode(v, false, "", "");
   EXPECT_TRUE(first.key.empty());
   EXPECT_EQ(first.delta.find("secret"), std::string::npos) << first.delta;
   const json f1 = json::parse(first.delta);
   EXPECT_EQ(f1["tenants"][0][1], labeler.label("alice\x1fsecret-salt"));
   EXPECT_EQ(f1["seqs"][0][4], labeler.label("alice\x1fsecret-salt"));
-  EXPECT_EQ(f1["seqs"][0][5], json::array({2, 1}));
+  EXPECT_EQ(f1["seqs"][0][5], json::array({json::array({0, 2, 1})}));
+  EXPECT_TRUE(f1["groups"].empty());  // one layer group: the plane stays zero
   EXPECT_EQ(f1["cells"], json::array({2, 1, pack_cell(CellState::kInUse, false, 3, 1)}));
 
   // One more token in the same block: the sequence is resent without its ranges, the cell's fill

@@ -5,15 +5,24 @@
 //
 // A cell: free = dark grey; cached-free = the tenant's hue, dim; in use = the tenant's hue, the
 // filled part bright from the bottom up (fill / block size), the rest dark; loading = amber
-// stripes; shared (refcount > 1) = a white mark in the top-left corner. A second canvas on top
-// draws the selected sequence's block table: everything else dimmed, its blocks joined in table
-// order by a line that is drawn out from the first block to the last.
+// stripes; shared (refcount > 1) = a white mark in the top-left corner. With several layer groups
+// (sliding-window models) one pool serves them all; choosing a group (setGroup) paints the other
+// groups' blocks in a flat grey. A second canvas on top draws the selected sequence's block
+// tables: everything else dimmed, each group's blocks joined in table order by a line that is
+// drawn out from the first block to the last.
 
-import {BACKGROUND, FREE, LOADING, LOADING_DARK, SHARED_MARK} from './palette.js';
+import {BACKGROUND, FREE, LOADING, LOADING_DARK, OTHER_GROUP, SHARED_MARK} from './palette.js';
 import {CACHED, IN_USE, LOADING as LOADING_STATE, STATE_NAMES, cellFill, cellShared, cellState,
         cellTenant} from './kv_state.js';
 
 const REVEAL_MS = 900;
+
+// "layer group 2: 3 layers, window 512" (config.layer_groups: [{group, layers, window}]).
+export function groupName(config, g) {
+  const d = config.layer_groups[g];
+  if (!d) return `layer group ${g}`;
+  return `layer group ${g}: ${d.layers} layers, ${d.window ? 'window ' + d.window : 'full attention'}`;
+}
 
 export class BlockMap {
   constructor({canvas, overlay, tooltip, wrap}, state, palette) {
@@ -32,7 +41,9 @@ export class BlockMap {
     this.image = null;
     this.pixels = null;
     this.selected = null;     // seq id
-    this.selectedTable = [];  // its block ids, in order
+    this.selectedTables = []; // its block ids, per layer group, in table order
+    this.selectedTable = [];  // all of them, group after group
+    this.group = null;        // the layer group shown (null: all)
     this.revealStart = 0;
     this.onSelect = () => {};
     canvas.addEventListener('mousemove', (e) => this.hover(e));
@@ -77,9 +88,13 @@ export class BlockMap {
     const cell = this.state.cells[i];
     const {x, y, size} = this.cellRect(i);
     const w = this.image.width, px = this.pixels, cs = this.cs;
-    const st = cellState(cell);
+    let st = cellState(cell);
     let top = FREE, bottom = FREE, split = 0;
-    if (st === IN_USE || st === CACHED) {
+    const hidden = this.group !== null && st !== 0 && this.state.groups[i] !== this.group;
+    if (hidden) {
+      top = bottom = OTHER_GROUP;
+      st = 0;
+    } else if (st === IN_USE || st === CACHED) {
       const t = this.palette.tenant(cellTenant(cell));
       if (st === CACHED) {
         top = bottom = t.cached;
@@ -92,7 +107,7 @@ export class BlockMap {
         bottom = t.used;
       }
     }
-    const mark = cellShared(cell) ? Math.max(1, Math.floor(size / 3)) : 0;
+    const mark = cellShared(cell) && !hidden ? Math.max(1, Math.floor(size / 3)) : 0;
     for (let dy = 0; dy < cs; dy++) {
       let o = (y + dy) * w + x;
       for (let dx = 0; dx < cs; dx++, o++) {
@@ -134,11 +149,23 @@ export class BlockMap {
     return painted;
   }
 
-  // ---- selection: a sequence's block table, in order ----
+  // Shows one layer group's blocks (null: all groups).
+  setGroup(group) {
+    this.group = group;
+    this.state.fullRepaint = true;
+    this.draw();
+  }
+
+  // ---- selection: a sequence's block tables, in order ----
+
+  setSelection(tables) {
+    this.selectedTables = tables;
+    this.selectedTable = tables.flat();
+  }
 
   select(seqId) {
     this.selected = seqId;
-    this.selectedTable = seqId === null ? [] : this.state.table(seqId);
+    this.setSelection(seqId === null ? [] : this.state.tables(seqId));
     this.revealStart = performance.now();
     this.drawOverlay();
     this.onSelect(seqId);
@@ -148,15 +175,16 @@ export class BlockMap {
   refreshSelection() {
     if (this.selected === null) return;
     if (!this.state.seqs.has(this.selected)) {
-      this.selectedTable = [];
+      this.setSelection([]);
       this.drawOverlay();
       return;
     }
-    const table = this.state.table(this.selected);
-    const same = table.length === this.selectedTable.length &&
-                 table.every((b, i) => b === this.selectedTable[i]);
+    const tables = this.state.tables(this.selected);
+    const flat = tables.flat();
+    const same = flat.length === this.selectedTable.length &&
+                 flat.every((b, i) => b === this.selectedTable[i]);
     if (!same) {
-      this.selectedTable = table;
+      this.setSelection(tables);
       this.drawOverlay();
     }
   }
@@ -175,9 +203,15 @@ export class BlockMap {
       const r = this.cellRect(b);
       c.clearRect(r.x, r.y, size, size);
     }
-    const t = this.selectedTable;
     const progress = Math.min(1, (performance.now() - this.revealStart) / REVEAL_MS);
-    const shown = Math.max(1, Math.ceil(progress * t.length));
+    for (const t of this.selectedTables) {
+      if (t.length) this.drawTable(t, Math.max(1, Math.ceil(progress * t.length)));
+    }
+  }
+
+  // One table's first `shown` blocks, outlined and joined in order (green dot = first).
+  drawTable(t, shown) {
+    const c = this.octx, cs = this.cs, size = cs - this.gap;
     const center = (b) => {
       const r = this.cellRect(b);
       return [r.x + size / 2, r.y + size / 2];
@@ -239,6 +273,7 @@ export class BlockMap {
     if (st !== 0) {
       lines.push(`fill ${Math.min(cellFill(cell), bs)} / ${bs} tokens`);
       lines.push(`tenant ${this.state.tenants.get(cellTenant(cell)) ?? '?'}`);
+      if (this.state.numGroups > 1) lines.push(groupName(this.state.config, this.state.groups[i]));
     }
     if (owners.length) {
       const names = owners.slice(0, 6).map(({seq, index}) =>

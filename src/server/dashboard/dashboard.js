@@ -8,7 +8,7 @@
 // second; probeFrames() measures the gaps between animation frames.
 // window.kvDashboard exposes these and the state to tests (tests/server/test_dashboard.py).
 
-import {BlockMap} from './block_map.js';
+import {BlockMap, groupName} from './block_map.js';
 import {drawOccupancy, renderCapacity, renderHitRates, renderLatency, renderLengths} from './charts.js';
 import {KvState} from './kv_state.js';
 import {KvStreamClient} from './kv_stream_client.js';
@@ -162,10 +162,55 @@ function applyConfig() {
   $('model').textContent = `${c.model} · ${c.num_blocks.toLocaleString('en-US')} blocks of ` +
                            `${c.block_size} tokens · --max-model-len ${c.max_model_len}`;
   const tiers = c.lower_tiers.length ? c.lower_tiers.join(', ') : 'none';
-  $('map-groups').textContent = `layer groups: ${c.layer_groups.join(', ')} · lower tiers: ${tiers}`;
+  $('map-groups').textContent = `${c.layer_groups.length === 1 ? 'one layer group (all layers, ' +
+      'full attention)' : c.layer_groups.length + ' layer groups share the pool'} · lower tiers: ${tiers}`;
+  renderGroupFilter();
   renderCapacity($('capacity'), c.capacity);
   state.configChanged = false;
   shownMetrics = null;
+}
+
+// With several layer groups: one button per group (and "all") that shows only that group's
+// blocks, each with its blocks in use and cached-free now.
+function renderGroupFilter() {
+  const box = $('group-filter');
+  const n = state.numGroups;
+  if (n <= 1) {
+    box.replaceChildren();
+    box.hidden = true;
+    if (map.group !== null) map.setGroup(null);
+    return;
+  }
+  box.hidden = false;
+  if (box.children.length !== n + 1) {
+    const buttons = [];
+    for (let g = -1; g < n; g++) {
+      const b = document.createElement('button');
+      b.type = 'button';
+      b.dataset.group = g < 0 ? 'all' : String(g);
+      b.title = g < 0 ? 'every layer group' : groupName(state.config, g);
+      b.addEventListener('click', () => {
+        map.setGroup(g < 0 ? null : g);
+        renderGroupFilter();
+      });
+      buttons.push(b);
+    }
+    box.replaceChildren(...buttons);
+  }
+  const counts = state.groupCounts();
+  for (const b of box.children) {
+    const g = b.dataset.group === 'all' ? null : Number(b.dataset.group);
+    let text;
+    if (g === null) {
+      text = 'all groups';
+    } else {
+      const d = state.config.layer_groups[g];
+      text = `g${g} ${d.window ? 'win ' + d.window : 'full'} · ${counts[g].in_use} in use` +
+             (counts[g].cached_free ? ` · ${counts[g].cached_free} cached` : '');
+    }
+    if (b.textContent !== text) b.textContent = text;
+    b.classList.toggle('selected', g === map.group);
+  }
 }
 
 const rows = new Map();  // seq id -> its <li>, reused so hover and clicks survive updates
@@ -189,9 +234,7 @@ function requestRow(s) {
   hue.style.background = tenantColor(s.label);
   const title = `req ${s.request}${s.sample ? '.' + s.sample : ''}  ${s.label}`;
   if (name.textContent !== title) name.textContent = title;
-  let blocks = 0;
-  for (let k = 1; k < s.ranges.length; k += 2) blocks += s.ranges[k];
-  const text = `${s.tokens} tok · ${blocks} blk`;
+  const text = `${s.tokens} tok · ${KvState.heldBlocks(s)} blk`;
   if (size.textContent !== text) size.textContent = text;
   li.classList.toggle('selected', s.id === map.selected);
   return li;
@@ -221,9 +264,10 @@ function renderSelection() {
   for (const b of t) if ((state.cells[b] >>> 2) & 1) shared++;
   const bs = state.config.block_size;
   const partial = s.tokens % bs;
+  const groups = state.numGroups > 1 ? ` of ${state.numGroups} layer groups (one line each)` : '';
   out.textContent = `req ${s.request}${s.sample ? ' sample ' + s.sample : ''} · tenant ${s.label} · ` +
-      `${s.tokens} tokens in ${t.length} blocks (green = first, white = last) · ${shared} shared ` +
-      `with other requests${partial ? ` · last block ${partial}/${bs} filled` : ''}`;
+      `${s.tokens} tokens in ${t.length} blocks${groups} (green = first, white = last) · ${shared} ` +
+      `shared with other requests${partial ? ` · last block ${partial}/${bs} filled` : ''}`;
 }
 
 map.onSelect = () => {
@@ -283,6 +327,7 @@ function tick(now) {
       if (listDirty && now - lastList > LIST_EVERY_MS) renderRequests();
       renderSelection();
       renderSummary();
+      if (state.numGroups > 1) renderGroupFilter();
       drawOccupancy($('occupancy'), state, colors);
       renderMetrics();
       const drawnAt = Date.now();
@@ -345,6 +390,8 @@ window.kvDashboard = {
   perf: () => perf.summary(),
   probeFrames,
   highlighted: () => [...map.selectedTable],
+  highlightedByGroup: () => map.selectedTables.map((t) => [...t]),
+  groupCounts: () => state.groupCounts(),
   select: (seq) => map.select(seq),
   cellRect: (i) => map.cellRect(i),
   // [r, g, b] of the bottom-right pixel of a cell (the filled part of an in-use cell).

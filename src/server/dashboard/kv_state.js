@@ -3,7 +3,10 @@
 // the runs of changed cells, the changed sequences and tenant labels, and the counters.
 //
 // Cell (32 bits): state = bits 0-1 (0 free, 1 cached-free, 2 in use, 3 loading), shared = bit 2,
-// fill = bits 3-11, tenant slot = bits 12-31.
+// fill = bits 3-11, tenant slot = bits 12-31. A second plane, `groups`, holds the layer group
+// of each block (0 when free). A sequence has one block table per layer group, each sent as
+// [released, first, count, first, count, ...]: the leading entries a sliding group released,
+// then the held blocks as runs of consecutive ids.
 
 export const FREE = 0, CACHED = 1, IN_USE = 2, LOADING = 3;
 export const STATE_NAMES = ['free', 'cached-free', 'in use', 'loading'];
@@ -20,7 +23,8 @@ export class KvState {
   constructor() {
     this.config = null;
     this.cells = null;
-    this.seqs = new Map();     // seq id -> {id, request, sample, tokens, label, ranges}
+    this.groups = null;        // per block: its layer group
+    this.seqs = new Map();     // seq id -> {id, request, sample, tokens, label, tables}
     this.tenants = new Map();  // slot -> label
     this.occ = null;
     this.history = [];         // {t, free, cached_free, in_use}
@@ -45,6 +49,7 @@ export class KvState {
     if (f.key) {
       this.config = f.config;
       this.cells = new Uint32Array(f.config.num_blocks);
+      this.groups = new Uint32Array(f.config.num_blocks);
       this.seqs.clear();
       this.tenants.clear();
       this.history = [];
@@ -63,10 +68,17 @@ export class KvState {
       cells.fill(runs[k + 2], first, first + count);
       if (!this.fullRepaint) this.dirtyRuns.push(first, count);
     }
+    const groupRuns = f.groups || [];
+    for (let k = 0; k + 2 < groupRuns.length; k += 3) {
+      const first = groupRuns[k], count = groupRuns[k + 1];
+      if (first + count > cells.length) continue;
+      this.groups.fill(groupRuns[k + 2], first, first + count);
+      if (!this.fullRepaint) this.dirtyRuns.push(first, count);
+    }
     for (const [slot, label] of f.tenants) this.tenants.set(slot, label);
-    for (const [id, request, sample, tokens, label, ranges] of f.seqs) {
+    for (const [id, request, sample, tokens, label, tables] of f.seqs) {
       const old = this.seqs.get(id);
-      this.seqs.set(id, {id, request, sample, tokens, label, ranges: ranges ?? (old ? old.ranges : [])});
+      this.seqs.set(id, {id, request, sample, tokens, label, tables: tables ?? (old ? old.tables : [])});
     }
     for (const id of f.gone) this.seqs.delete(id);
     if (f.seqs.length || f.gone.length || f.key) this.seqsChanged = true;
@@ -110,29 +122,64 @@ export class KvState {
     return best.metrics;
   }
 
-  // A sequence's block table, in order.
-  table(id) {
-    const s = this.seqs.get(id);
-    if (!s) return [];
-    const out = [];
-    for (let k = 0; k + 1 < s.ranges.length; k += 2)
-      for (let b = s.ranges[k]; b < s.ranges[k] + s.ranges[k + 1]; b++) out.push(b);
-    return out;
+  get numGroups() {
+    return this.config ? this.config.layer_groups.length : 1;
   }
 
-  // Sequences whose table holds block b (its owners), with b's position in each table.
+  // A sequence's held blocks, one array per layer group, each in table order.
+  tables(id) {
+    const s = this.seqs.get(id);
+    if (!s) return [];
+    return s.tables.map((r) => {
+      const out = [];
+      for (let k = 1; k + 1 < r.length; k += 2)
+        for (let b = r[k]; b < r[k] + r[k + 1]; b++) out.push(b);
+      return out;
+    });
+  }
+
+  // Every block a sequence holds: its groups' tables one after the other.
+  table(id) {
+    return this.tables(id).flat();
+  }
+
+  // Blocks a sequence holds (all groups).
+  static heldBlocks(s) {
+    let n = 0;
+    for (const r of s.tables) for (let k = 2; k < r.length; k += 2) n += r[k];
+    return n;
+  }
+
+  // Sequences whose tables hold block b (its owners), with the group and b's position in that
+  // group's table (released entries count: position = token position / block size).
   owners(b) {
     const out = [];
     for (const s of this.seqs.values()) {
-      let pos = 0;
-      for (let k = 0; k + 1 < s.ranges.length; k += 2) {
-        const first = s.ranges[k], count = s.ranges[k + 1];
-        if (b >= first && b < first + count) {
-          out.push({seq: s, index: pos + (b - first)});
-          break;
+      s.tables.forEach((r, group) => {
+        let pos = r[0] || 0;
+        for (let k = 1; k + 1 < r.length; k += 2) {
+          const first = r[k], count = r[k + 1];
+          if (b >= first && b < first + count) {
+            out.push({seq: s, group, index: pos + (b - first)});
+            return;
+          }
+          pos += count;
         }
-        pos += count;
-      }
+      });
+    }
+    return out;
+  }
+
+  // Per layer group: blocks in use and cached-free.
+  groupCounts() {
+    const out = Array.from({length: this.numGroups}, () => ({in_use: 0, cached_free: 0}));
+    if (!this.cells) return out;
+    for (let i = 0; i < this.cells.length; i++) {
+      const st = this.cells[i] & 3;
+      if (st === FREE) continue;
+      const g = out[this.groups[i]];
+      if (!g) continue;
+      if (st === CACHED) g.cached_free++; else g.in_use++;
     }
     return out;
   }

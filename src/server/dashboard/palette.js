@@ -26,6 +26,7 @@ export function cssRgb([r, g, b]) {
 
 export const BACKGROUND = packRgb([22, 27, 34]);   // --card
 export const FREE = packRgb([33, 38, 45]);         // --free
+export const OTHER_GROUP = packRgb([58, 64, 72]);  // a block of a layer group not shown
 export const LOADING = packRgb([210, 153, 34]);
 export const LOADING_DARK = packRgb([107, 78, 15]);
 export const SHARED_MARK = packRgb([255, 255, 255]);
