@@ -31,7 +31,7 @@ void run_perplexity(PerplexityFlags& f) {
   if (text.empty()) fail("-f: '" + f.file + "' is empty");
   auto model = load_model_or_fail(f.engine);
   // The whole text is one token stream (no special-token parsing); BOS first when the model
-  // asks for it.
+  // asks for it, and then at the start of every window (perplexity.h).
   std::vector<int32_t> tokens =
       model->tokenizer->encode(text, /*add_special=*/true, /*parse_special=*/false);
   if (f.max_windows > 0 && tokens.size() > uint64_t{f.max_windows} * f.ctx)
@@ -40,8 +40,10 @@ void run_perplexity(PerplexityFlags& f) {
   config.enable_prefix_caching = false;
   auto engine = create_engine_or_fail(*model, config);
   const bool tty = isatty(fileno(stderr));
-  auto result =
-      compute_perplexity(*engine, tokens, f.ctx, [&](uint32_t done, uint32_t total, double ppl) {
+  auto result = compute_perplexity(
+      *engine, tokens, f.ctx,
+      model->tokenizer->adds_bos() ? model->tokenizer->bos_id() : std::nullopt,
+      [&](uint32_t done, uint32_t total, double ppl) {
         if (tty)
           std::fprintf(stderr, "\rperplexity: window %u/%u, running ppl %.4f", done, total, ppl);
       });

@@ -8,7 +8,7 @@
 namespace kvs {
 
 Result<PerplexityResult> compute_perplexity(
-    Engine& engine, std::span<const int32_t> tokens, uint32_t ctx,
+    Engine& engine, std::span<const int32_t> tokens, uint32_t ctx, std::optional<int32_t> bos,
     const std::function<void(uint32_t, uint32_t, double)>& progress) {
   if (ctx < 4) return invalid_argument("--ctx must be at least 4");
   if (ctx > engine.kv_pool().num_tokens)
@@ -38,6 +38,7 @@ Result<PerplexityResult> compute_perplexity(
                                          tokens.begin() + uint64_t{submitted + 1} * ctx),
           .max_tokens = 0,
           .score_from = ctx / 2};
+      if (bos) req.prompt[0] = *bos;
       KVS_ASSIGN_OR_RETURN(SeqId id, engine.add_request(std::move(req)));
       running.push_back(id);
       ++submitted;

@@ -147,8 +147,8 @@ TEST(EngineTest, PerplexityDoesNotDependOnBlockSizeOrChunking) {
                                 .block_size = 3,
                                 .max_num_batched_tokens = 37,
                                 .enable_prefix_caching = false});
-  auto ra = compute_perplexity(*a, toks, 128);
-  auto rb = compute_perplexity(*b, toks, 128);
+  auto ra = compute_perplexity(*a, toks, 128, std::nullopt);
+  auto rb = compute_perplexity(*b, toks, 128, std::nullopt);
   ASSERT_TRUE(ra.is_ok()) << ra.status().to_string();
   ASSERT_TRUE(rb.is_ok());
   EXPECT_GT(ra->scored_tokens, 0u);
@@ -156,6 +156,31 @@ TEST(EngineTest, PerplexityDoesNotDependOnBlockSizeOrChunking) {
   EXPECT_LT(ra->perplexity, 5.0);
   EXPECT_NEAR(ra->perplexity, rb->perplexity, 1e-3 * ra->perplexity);
   EXPECT_EQ(a->snapshot().cache.blocks_in_use, 0u);
+}
+
+TEST(EngineTest, PerplexityStartsEveryWindowWithTheBosItIsGiven) {
+  // llama.cpp's method for models that add BOS: each window's first token becomes BOS. The same
+  // numbers as windows edited by hand, and different from plain slices.
+  REQUIRE_MODEL();
+  std::string text;
+  for (int i = 0; i < 12; ++i)
+    text += "Rivers carry sand to the sea, and the sea returns it as rain over the hills. ";
+  const auto toks = model->tokenizer->encode(text, true, false);
+  const uint32_t ctx = 64;
+  const int32_t bos = 1;  // any id: the comparison is exact either way
+  std::vector<int32_t> edited = toks;
+  for (size_t k = 0; k + ctx <= edited.size(); k += ctx) edited[k] = bos;
+  const EngineConfig config{.kv_cache_memory = 64ull << 20, .enable_prefix_caching = false};
+  auto a = make_engine(*model, config);
+  auto b = make_engine(*model, config);
+  auto c = make_engine(*model, config);
+  auto with_bos = compute_perplexity(*a, toks, ctx, bos);
+  auto by_hand = compute_perplexity(*b, edited, ctx, std::nullopt);
+  auto plain = compute_perplexity(*c, toks, ctx, std::nullopt);
+  ASSERT_TRUE(with_bos.is_ok() && by_hand.is_ok() && plain.is_ok());
+  ASSERT_GE(with_bos->windows, 2u);
+  EXPECT_EQ(with_bos->mean_nll, by_hand->mean_nll);
+  EXPECT_NE(with_bos->mean_nll, plain->mean_nll);
 }
 
 }  // namespace
