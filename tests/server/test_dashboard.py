@@ -151,6 +151,37 @@ def open_dashboard(driver, server):
                                                         message="the key prompt")
 
 
+def click_still_request(driver, server, wanted, hook, timeout):
+    """Clicks (in the request list) a running sequence of /v1/kv for which wanted(seq) holds, and
+    returns it with window.kvDashboard.<hook> read after the page's frames caught up: only once
+    /v1/kv taken before and after shows the same tables, so the page and the server describe
+    the same instant. (None, None) if no such request held still within `timeout` seconds."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        before = server.get("/v1/kv").json()
+        running = [s for s in before["sequences"] if wanted(s)]
+        if not running:
+            time.sleep(0.1)
+            continue
+        seq = running[0]
+        frame = js(driver, "return window.kvDashboard.state.frame")
+        try:
+            wait_for(driver, f"window.kvDashboard.state.frame >= {frame + 2} && "
+                             f"window.kvDashboard.state.seqs.has({seq['id']})", timeout=10)
+            item = driver.find_element(By.CSS_SELECTOR, f"#requests li[data-seq='{seq['id']}']")
+            if "selected" not in (item.get_attribute("class") or ""):
+                item.click()
+        except Exception:  # noqa: BLE001 - the request finished meanwhile: try another
+            continue
+        lit = js(driver, "return window.kvDashboard." + hook)
+        after = server.get("/v1/kv").json()
+        same = [s for s in after["sequences"] if s["id"] == seq["id"]]
+        if same and same[0]["groups"] == seq["groups"] and \
+                js(driver, "return window.kvDashboard.map.selected") == seq["id"]:
+            return seq, lit
+    return None, None
+
+
 def test_dashboard_under_load(start_server, browser, tmp_path):
     server = start_server("--kv-cache-memory", "24MiB", "--max-model-len", "512",
                           "--max-num-seqs", "8")
@@ -195,34 +226,11 @@ def test_dashboard_under_load(start_server, browser, tmp_path):
     assert len(hashes) >= 5, "the block map did not change while requests ran"
     assert http_count(server, "/v1/kv") == kv_polls
 
-    # Clicking a running request lights up exactly its block table (checked against /v1/kv
-    # taken before and after the page's frame, when the table did not change in between).
-    matched = None
-    for _ in range(60):
-        before = server.get("/v1/kv").json()
-        running = [s for s in before["sequences"] if len(s["blocks"]) >= 2]
-        if not running:
-            time.sleep(0.1)
-            continue
-        seq = running[0]
-        frame = js(driver, "return window.kvDashboard.state.frame")
-        try:
-            wait_for(driver, f"window.kvDashboard.state.frame >= {frame + 2} && "
-                             f"window.kvDashboard.state.seqs.has({seq['id']})", timeout=5)
-            item = driver.find_element(By.CSS_SELECTOR, f"#requests li[data-seq='{seq['id']}']")
-            if "selected" not in (item.get_attribute("class") or ""):
-                item.click()
-        except Exception:  # noqa: BLE001 - the request finished meanwhile: try another
-            continue
-        lit = js(driver, "return window.kvDashboard.highlighted()")
-        selected = js(driver, "return window.kvDashboard.map.selected")
-        after = server.get("/v1/kv").json()
-        same = [s for s in after["sequences"] if s["id"] == seq["id"]]
-        if selected == seq["id"] and same and same[0]["blocks"] == seq["blocks"]:
-            assert lit == seq["blocks"], (lit, seq)
-            matched = seq
-            break
+    # Clicking a running request lights up exactly its block table.
+    matched, lit = click_still_request(driver, server, lambda s: len(s["blocks"]) >= 2,
+                                       "highlighted()", timeout=120)
     assert matched, "no running request held still long enough to compare"
+    assert lit == matched["blocks"], (lit, matched)
     overlay = js(driver, """
         const c = document.getElementById('map-overlay');
         const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
@@ -473,33 +481,11 @@ def test_layer_groups_of_a_sliding_window_model(start_server, browser):
         t.start()
     # A running request past its window: its sliding tables have released entries (null in
     # /v1/kv). Clicking it lights up exactly the blocks of all its tables, group by group.
-    matched = None
-    deadline = time.time() + 240
-    while time.time() < deadline and not matched:
-        before = server.get("/v1/kv").json()
-        running = [s for s in before["sequences"] if None in s["groups"][1]]
-        if not running:
-            time.sleep(0.2)
-            continue
-        seq = running[0]
-        frame = js(driver, "return window.kvDashboard.state.frame")
-        try:
-            wait_for(driver, f"window.kvDashboard.state.frame >= {frame + 2} && "
-                             f"window.kvDashboard.state.seqs.has({seq['id']})", timeout=10)
-            item = driver.find_element(By.CSS_SELECTOR, f"#requests li[data-seq='{seq['id']}']")
-            if "selected" not in (item.get_attribute("class") or ""):
-                item.click()
-        except Exception:  # noqa: BLE001 - the request finished meanwhile: try another
-            continue
-        lit = js(driver, "return window.kvDashboard.highlightedByGroup()")
-        after = server.get("/v1/kv").json()
-        same = [s for s in after["sequences"] if s["id"] == seq["id"]]
-        if same and same[0]["groups"] == seq["groups"] and \
-                js(driver, "return window.kvDashboard.map.selected") == seq["id"]:
-            assert lit == [held(t) for t in seq["groups"]], (lit, seq["groups"])
-            assert len(lit[0]) == len(seq["blocks"]) > len(lit[1]), lit
-            matched = seq
+    matched, lit = click_still_request(driver, server, lambda s: None in s["groups"][1],
+                                       "highlightedByGroup()", timeout=240)
     assert matched, "no request past its window held still long enough to compare"
+    assert lit == [held(t) for t in matched["groups"]], (lit, matched)
+    assert len(lit[0]) == len(matched["blocks"]) > len(lit[1]), lit
     assert "6 layer groups" in driver.find_element(By.ID, "selection").text
 
     # Showing one group greys the others' blocks.
