@@ -28,11 +28,14 @@ trace's sharing in whole engine blocks):
 import argparse
 import http.client
 import json
-import re
+import os
 import subprocess
 import sys
 import threading
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from load_gen import Server, percentile  # noqa: E402  (bench/load_gen.py)
 
 MASK = (1 << 64) - 1
 ROOT = MASK
@@ -118,15 +121,6 @@ def scale_trace(lines, args):
     return out, block, dropped
 
 
-def percentile(values, p):
-    if not values:
-        return float("nan")
-    v = sorted(values)
-    k = (len(v) - 1) * p / 100
-    lo, hi = int(k), min(int(k) + 1, len(v) - 1)
-    return v[lo] + (v[hi] - v[lo]) * (k - lo)
-
-
 def metrics(host, port, api_key):
     conn = http.client.HTTPConnection(host, port, timeout=60)
     headers = {"Authorization": "Bearer " + api_key} if api_key else {}
@@ -210,28 +204,6 @@ def replay(host, port, api_key, trace, synth):
             "ttft_p50_s": percentile(ttft, 50), "ttft_p99_s": percentile(ttft, 99),
             "e2e_p50_s": percentile(e2e, 50), "e2e_p99_s": percentile(e2e, 99),
             "cached_tokens": sum(r[4] for r in done), "input_tokens": in_tokens}
-
-
-class Server:
-    def __init__(self, binary, args):
-        cmd = [binary, "serve", "--host", "127.0.0.1", "--port", "0", "--quiet-preemptions",
-               *args]
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                     text=True)
-        self.port, self.report = None, []
-        for line in self.proc.stderr:
-            self.report.append(line.rstrip())
-            m = re.search(r"listening on http://127\.0\.0\.1:(\d+)", line)
-            if m:
-                self.port = int(m.group(1))
-                break
-        if self.port is None:
-            raise SystemExit("server did not start:\n" + "\n".join(self.report))
-        threading.Thread(target=lambda: [None for _ in self.proc.stderr], daemon=True).start()
-
-    def stop(self):
-        self.proc.terminate()
-        self.proc.wait(timeout=30)
 
 
 def main():
