@@ -74,32 +74,47 @@ class Server:
         self.proc.wait(timeout=30)
 
 
-def one_request(host, port, body, api_key):
-    """Streams one chat completion; returns (ttft, [inter-token gaps], completion tokens)."""
-    conn = http.client.HTTPConnection(host, port, timeout=600)
+def stream_chunks(host, port, route, body, api_key, timeout):
+    """POSTs a streaming request; returns (t0, generator of its decoded SSE chunks until [DONE]).
+    The connection closes when the generator is exhausted."""
+    conn = http.client.HTTPConnection(host, port, timeout=timeout)
     headers = {"Content-Type": "application/json"}
     if api_key:
         headers["Authorization"] = "Bearer " + api_key
     t0 = time.perf_counter()
-    conn.request("POST", "/v1/chat/completions", json.dumps(body), headers)
+    conn.request("POST", route, json.dumps(body), headers)
     resp = conn.getresponse()
     if resp.status != 200:
-        raise RuntimeError(f"HTTP {resp.status}: {resp.read()[:200]!r}")
+        raise RuntimeError(f"HTTP {resp.status}: {resp.read()[:300]!r}")
+
+    def chunks():
+        try:
+            for line in iter(resp.readline, b""):
+                line = line.strip()
+                if not line.startswith(b"data: "):
+                    continue
+                if line[6:] == b"[DONE]":
+                    return
+                yield json.loads(line[6:])
+        finally:
+            conn.close()
+
+    return t0, chunks()
+
+
+def usage_tokens(chunk):
+    """(completion tokens, cached prompt tokens) of a usage chunk."""
+    u = chunk["usage"]
+    return u["completion_tokens"], (u.get("prompt_tokens_details") or {}).get("cached_tokens", 0)
+
+
+def one_request(host, port, body, api_key):
+    """Streams one chat completion; returns (ttft, [inter-token gaps], completion tokens)."""
+    t0, chunks = stream_chunks(host, port, "/v1/chat/completions", body, api_key, timeout=600)
     ttft, first, last, gaps, tokens, cached = None, None, None, [], 0, 0
-    while True:
-        line = resp.readline()
-        if not line:
-            break
-        line = line.strip()
-        if not line.startswith(b"data: "):
-            continue
-        data = line[6:]
-        if data == b"[DONE]":
-            break
-        chunk = json.loads(data)
+    for chunk in chunks:
         if chunk.get("usage"):
-            tokens = chunk["usage"]["completion_tokens"]
-            cached = (chunk["usage"].get("prompt_tokens_details") or {}).get("cached_tokens", 0)
+            tokens, cached = usage_tokens(chunk)
         for c in chunk.get("choices", []):
             if c.get("delta", {}).get("content"):
                 now = time.perf_counter()
@@ -109,7 +124,6 @@ def one_request(host, port, body, api_key):
                 else:
                     gaps.append(now - last)
                 last = now
-    conn.close()
     return ttft, gaps, tokens, cached, first, last
 
 

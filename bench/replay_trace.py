@@ -35,7 +35,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from load_gen import Server, percentile  # noqa: E402  (bench/load_gen.py)
+from load_gen import Server, percentile, stream_chunks, usage_tokens  # noqa: E402
 
 MASK = (1 << 64) - 1
 ROOT = MASK
@@ -138,37 +138,17 @@ def metrics(host, port, api_key):
 
 
 def send(host, port, api_key, prompt, max_tokens):
-    """Streams one completion; returns (ttft, end, completion tokens, cached tokens)."""
-    conn = http.client.HTTPConnection(host, port, timeout=3600)
-    headers = {"Content-Type": "application/json"}
-    if api_key:
-        headers["Authorization"] = "Bearer " + api_key
+    """Streams one completion; returns (t0, ttft, end, completion tokens, cached tokens)."""
     body = {"prompt": prompt, "max_tokens": max_tokens, "temperature": 0, "ignore_eos": True,
             "stream": True, "stream_options": {"include_usage": True}}
-    t0 = time.perf_counter()
-    conn.request("POST", "/v1/completions", json.dumps(body), headers)
-    resp = conn.getresponse()
-    if resp.status != 200:
-        raise RuntimeError(f"HTTP {resp.status}: {resp.read()[:300]!r}")
+    t0, chunks = stream_chunks(host, port, "/v1/completions", body, api_key, timeout=3600)
     ttft, tokens, cached = None, 0, 0
-    while True:
-        line = resp.readline()
-        if not line:
-            break
-        line = line.strip()
-        if not line.startswith(b"data: "):
-            continue
-        if line[6:] == b"[DONE]":
-            break
-        chunk = json.loads(line[6:])
+    for chunk in chunks:
         if chunk.get("usage"):
-            tokens = chunk["usage"]["completion_tokens"]
-            cached = (chunk["usage"].get("prompt_tokens_details") or {}).get("cached_tokens", 0)
+            tokens, cached = usage_tokens(chunk)
         if chunk.get("choices") and ttft is None:
             ttft = time.perf_counter() - t0
-    end = time.perf_counter()
-    conn.close()
-    return t0, ttft, end, tokens, cached
+    return t0, ttft, time.perf_counter(), tokens, cached
 
 
 def replay(host, port, api_key, trace, synth):
