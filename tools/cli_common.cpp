@@ -35,6 +35,22 @@ void add_engine_flags(CLI::App* cmd, EngineFlags* f) {
                 "reuse cached KV blocks of identical prompt prefixes (default: on)");
   cmd->add_option("--max-model-len", f->max_model_len,
                   "maximum tokens per sequence, prompt + output (default: the model's context)");
+  cmd->add_option("--kv-offload-memory", f->kv_offload_memory,
+                  "host RAM for the KV tier under the pool (L2): cached blocks the pool evicts "
+                  "go there instead of being forgotten; 0 = off")
+      ->capture_default_str();
+  cmd->add_option("--kv-offload-dir", f->kv_offload_dir,
+                  "directory of the disk KV tier (L3); survives restarts (default: off)");
+  cmd->add_option("--kv-offload-disk-bytes", f->kv_offload_disk_bytes,
+                  "capacity of the disk tier (least recently used extents are deleted)")
+      ->capture_default_str();
+  cmd->add_option("--kv-offload-policy", f->kv_offload_policy,
+                  "write-back (blocks go down when evicted) or write-through (as soon as cached)")
+      ->capture_default_str();
+  cmd->add_option("--kv-offload-disk-admit", f->kv_offload_disk_admit,
+                  "prefix hits a block must have served before it is written to disk "
+                  "(write-back; docs/offload.md measures the choice)")
+      ->capture_default_str();
 }
 
 std::unique_ptr<LoadedModel> load_model_or_fail(const EngineFlags& flags) {
@@ -67,6 +83,17 @@ EngineConfig engine_config_or_fail(const EngineFlags& f, const LoadedModel& mode
   c.enable_prefix_caching = f.enable_prefix_caching;
   c.max_model_len = f.max_model_len;
   c.model_fingerprint = model.fingerprint;
+  auto offload_mem = parse_byte_size(f.kv_offload_memory);
+  if (!offload_mem.is_ok()) fail("--kv-offload-memory: " + offload_mem.status().message());
+  c.offload.host_bytes = *offload_mem;
+  c.offload.disk_dir = f.kv_offload_dir;
+  auto disk = parse_byte_size(f.kv_offload_disk_bytes);
+  if (!disk.is_ok()) fail("--kv-offload-disk-bytes: " + disk.status().message());
+  c.offload.disk_bytes = *disk;
+  auto policy = parse_offload_policy(f.kv_offload_policy);
+  if (!policy.is_ok()) fail(policy.status().message());
+  c.offload.policy = *policy;
+  c.offload.disk_admit_hits = f.kv_offload_disk_admit;
   c.eog_ids = model.eog_ids;
   return c;
 }

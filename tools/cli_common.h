@@ -22,10 +22,15 @@ struct EngineFlags {
   uint32_t max_num_seqs = 64;
   bool enable_prefix_caching = true;
   uint32_t max_model_len = 0;
+  std::string kv_offload_memory = "0";
+  std::string kv_offload_dir;
+  std::string kv_offload_disk_bytes = "4GiB";
+  std::string kv_offload_policy = "write-back";
+  uint32_t kv_offload_disk_admit = 1;
 };
 
 // Adds -m, --kv-cache-memory, --block-size, --kv-cache-dtype(-k/-v), -t, --max-num-batched-tokens,
-// --max-num-seqs, --[no-]enable-prefix-caching, --max-model-len.
+// --max-num-seqs, --[no-]enable-prefix-caching, --max-model-len and the --kv-offload-* tiers.
 void add_engine_flags(CLI::App* cmd, EngineFlags* flags);
 
 // Loads the model named by flags.model (or the default model); fails with one clear line.

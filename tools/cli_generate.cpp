@@ -9,6 +9,7 @@
 
 #include "core/byte_size.h"
 #include "model/utf8_stream_decoder.h"
+#include "server/response_json.h"
 #include "tools/cli_commands.h"
 #include "tools/cli_common.h"
 
@@ -172,6 +173,7 @@ void run_generate(GenerateFlags& f) {
                         {"kv_cache_dtype_v", kv_dtype_name(config.v_dtype)},
                         {"prefix_cache_hit_rate", hit_rate},
                         {"preemptions", engine->num_preemptions()},
+                        {"kv_offload", offload_json(engine->snapshot().offload)},
                         {"threads", engine->num_threads()},
                         {"runs", runs}};
     std::printf("%s\n", j.dump(2).c_str());

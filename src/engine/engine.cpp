@@ -42,11 +42,28 @@ Result<std::unique_ptr<Engine>> Engine::create(TransformerModel& model,
                                                                 : ThreadPool::hardware_threads());
   KVS_ASSIGN_OR_RETURN(KvBlockStorage storage, KvBlockStorage::create(KvStorageShape::of(pool)));
   e->storage_ = std::make_unique<KvBlockStorage>(std::move(storage));
-  // The host swap area: as many whole blocks as --swap-space holds (swap mode only).
-  const uint64_t host_blocks =
+  // The host area: swap's share, as many whole blocks as --swap-space holds (swap mode only),
+  // and the host tier's, as many as --kv-offload-memory holds.
+  const KvOffloadConfig& oc = config.offload;
+  if (oc.enabled()) {
+    if (!config.enable_prefix_caching)
+      return invalid_argument(
+          "the KV offload tiers hold prefix-cache blocks: they need prefix "
+          "caching (drop --no-prefix-caching)");
+    if (pool.groups.num_groups() != 1)
+      return invalid_argument(
+          "the KV offload tiers support models whose layers all attend to "
+          "the full context; this model has sliding-window layer groups");
+  }
+  const uint64_t swap_blocks =
       config.preemption_mode == PreemptionMode::kSwap
           ? std::min<uint64_t>(config.swap_space / pool.block_bytes, kMaxPoolBlocks)
           : 0;
+  const uint64_t tier_blocks = std::min<uint64_t>(oc.host_bytes / pool.block_bytes, kMaxPoolBlocks);
+  if (oc.host_bytes > 0 && tier_blocks == 0)
+    return invalid_argument("--kv-offload-memory " + std::to_string(oc.host_bytes) +
+                            " holds no block of " + std::to_string(pool.block_bytes) + " bytes");
+  const uint64_t host_blocks = std::min<uint64_t>(swap_blocks + tier_blocks, kMaxPoolBlocks);
   if (host_blocks > 0) {
     KvStorageShape host = KvStorageShape::of(pool);
     host.num_blocks = static_cast<uint32_t>(host_blocks);
@@ -54,23 +71,41 @@ Result<std::unique_ptr<Engine>> Engine::create(TransformerModel& model,
     e->host_storage_ = std::make_unique<KvBlockStorage>(std::move(h));
   }
   e->host_blocks_ = std::make_unique<HostBlockPool>(static_cast<uint32_t>(host_blocks));
-  e->cache_ = std::make_unique<KvCacheManager>(
-      KvCacheConfig{.num_blocks = pool.num_blocks,
-                    .block_size = config.block_size,
-                    .group_windows = pool.groups.windows,
-                    .enable_prefix_caching = config.enable_prefix_caching,
-                    .model_fingerprint = config.model_fingerprint,
-                    .hash_seed = config.prefix_hash_seed ? *config.prefix_hash_seed : random_seed(),
-                    .k_dtype = config.k_dtype,
-                    .v_dtype = config.v_dtype});
-  e->transfers_ = std::make_unique<KvTransferExecutor>(*e->storage_, e->host_storage_.get());
+  e->cache_ = std::make_unique<KvCacheManager>(KvCacheConfig{
+      .num_blocks = pool.num_blocks,
+      .block_size = config.block_size,
+      .group_windows = pool.groups.windows,
+      .enable_prefix_caching = config.enable_prefix_caching,
+      .model_fingerprint = config.model_fingerprint,
+      .hash_seed = config.prefix_hash_seed ? *config.prefix_hash_seed : random_seed(),
+      .k_dtype = config.k_dtype,
+      .v_dtype = config.v_dtype,
+      .tier_keys = oc.enabled(),
+      .log_completed_blocks = oc.enabled() && oc.policy == OffloadPolicy::kWriteThrough});
+  if (oc.enabled()) {
+    const ExtentNamespace ns{.model_fingerprint = config.model_fingerprint,
+                             .k_dtype = config.k_dtype,
+                             .v_dtype = config.v_dtype,
+                             .block_size = config.block_size,
+                             .block_bytes = pool.block_bytes};
+    KVS_ASSIGN_OR_RETURN(e->offload_,
+                         KvOffload::create(oc, ns, *e->host_blocks_, e->host_storage_.get(),
+                                           static_cast<uint32_t>(tier_blocks)));
+  }
+  e->transfers_ =
+      std::make_unique<KvTransferExecutor>(*e->storage_, e->host_storage_.get(), e->offload_.get());
   e->runner_ = std::make_unique<ModelRunner>(model, *e->storage_, *e->threads_);
   e->scheduler_ = std::make_unique<Scheduler>(
       SchedulerConfig{.max_num_batched_tokens = config.max_num_batched_tokens,
                       .max_num_seqs = config.max_num_seqs,
                       .preemption_mode = config.preemption_mode},
       *e->cache_, *e->host_blocks_);
+  e->scheduler_->attach_offload(e->offload_.get());
   return e;
+}
+
+Engine::~Engine() {
+  if (offload_ != nullptr) offload_->persist(*storage_, *cache_, config_.offload_flush_seconds);
 }
 
 Result<SeqId> Engine::add_request(SequenceRequest req) {
@@ -206,10 +241,13 @@ void Engine::release(SeqId id) {
 std::vector<StepOutput> Engine::step() {
   std::vector<StepOutput> out;
   // 1. Schedule: decisions only.
+  if (offload_ != nullptr && counters_.prefill_step_seconds > 0)
+    scheduler_->set_prefill_rate(counters_.prompt_tokens_computed / counters_.prefill_step_seconds);
   const StepPlan plan = scheduler_->schedule();
-  if (plan.empty()) return out;
   // 2. Transfer: block bytes move in the order the scheduler queued them.
-  transfers_->run(plan.transfers);
+  transfers_->run(plan);
+  if (offload_ != nullptr) offload_->end_step();
+  if (plan.empty()) return out;
   // 3. Forward: the step's inputs, built once by the cache manager.
   rows_.clear();
   bool has_prefill = false;
@@ -266,8 +304,12 @@ EngineSnapshot Engine::snapshot(bool with_fragmentation) const {
   if (with_fragmentation) s.fragmentation = cache_->stats().fragmentation;
   s.preemptions_recompute = scheduler_->num_preemptions(PreemptionMode::kRecompute);
   s.preemptions_swap = scheduler_->num_preemptions(PreemptionMode::kSwap);
-  s.swap_used_bytes = uint64_t{host_blocks_->num_used()} * kv_pool_.block_bytes;
-  s.swap_space_bytes = uint64_t{host_blocks_->num_blocks()} * kv_pool_.block_bytes;
+  if (offload_ != nullptr) s.offload = offload_->stats();
+  // The host area is swap's share plus the host tier's; swap may borrow from the tier's.
+  const uint64_t tier_blocks = s.offload.host.blocks;
+  const uint64_t tier_capacity = s.offload.host.capacity_bytes / kv_pool_.block_bytes;
+  s.swap_used_bytes = (host_blocks_->num_used() - tier_blocks) * kv_pool_.block_bytes;
+  s.swap_space_bytes = (host_blocks_->num_blocks() - tier_capacity) * kv_pool_.block_bytes;
   s.pool_bytes = kv_pool_.pool_bytes;
   s.block_bytes = kv_pool_.block_bytes;
   return s;
@@ -291,7 +333,8 @@ void Engine::for_each_block_table(const std::function<void(const SequenceBlocks&
 
 Status Engine::check_integrity() const {
   KVS_RETURN_IF_ERROR(cache_->check_integrity());
-  return host_blocks_->check_integrity();
+  KVS_RETURN_IF_ERROR(host_blocks_->check_integrity());
+  return offload_ != nullptr ? offload_->check_integrity() : Status::ok();
 }
 
 }  // namespace kvs

@@ -21,6 +21,7 @@
 
 #include "core/status.h"
 #include "core/thread_pool.h"
+#include "engine/kv_offload.h"
 #include "engine/kv_transfer_executor.h"
 #include "engine/model_runner.h"
 #include "engine/scheduler.h"
@@ -50,6 +51,11 @@ struct EngineConfig {
   // so no client can predict keys or craft collisions.
   std::optional<uint64_t> prefix_hash_seed;
   std::vector<int32_t> eog_ids;  // tokens that end generation
+  // Lower tiers under the pool (host RAM, disk); off by default. Their host share and swap's
+  // are one host area.
+  KvOffloadConfig offload;
+  // Seconds a clean shutdown may spend writing the tiers' pending blocks to disk.
+  double offload_flush_seconds = 10;
 };
 
 struct StepOutput {
@@ -79,6 +85,7 @@ struct EngineSnapshot {
   uint64_t preemptions_recompute = 0, preemptions_swap = 0;
   uint64_t swap_used_bytes = 0, swap_space_bytes = 0;
   uint64_t pool_bytes = 0, block_bytes = 0;
+  KvOffloadStats offload;  // enabled == false when there are no tiers
 };
 
 // One live sequence's blocks, one block table per layer group (what the dashboard lights up when
@@ -99,6 +106,8 @@ class Engine {
  public:
   static Result<std::unique_ptr<Engine>> create(TransformerModel& model,
                                                 const EngineConfig& config);
+  // Writes what the disk tier would keep (KvOffload::persist), within offload_flush_seconds.
+  ~Engine();
 
   // Validates and queues a sequence: non-empty prompt of in-vocabulary ids, prompt + max_tokens
   // within max_model_len and within the whole pool, valid sampling parameters, 1 <= n <=
@@ -159,9 +168,10 @@ class Engine {
   uint32_t max_model_len_ = 0;
   std::unique_ptr<ThreadPool> threads_;
   std::unique_ptr<KvBlockStorage> storage_;       // the device pool's bytes
-  std::unique_ptr<KvBlockStorage> host_storage_;  // the host swap area's bytes (may be null)
+  std::unique_ptr<KvBlockStorage> host_storage_;  // the host area's bytes: swap + host tier
   std::unique_ptr<KvCacheManager> cache_;
   std::unique_ptr<HostBlockPool> host_blocks_;
+  std::unique_ptr<KvOffload> offload_;  // null without tiers
   std::unique_ptr<KvTransferExecutor> transfers_;
   std::unique_ptr<ModelRunner> runner_;
   std::unique_ptr<Scheduler> scheduler_;

@@ -4,8 +4,8 @@
 
 namespace kvs {
 
-void KvTransferExecutor::run(std::span<const KvTransfer> transfers) {
-  for (const KvTransfer& t : transfers) {
+void KvTransferExecutor::run(const KvTransferPlan& plan) {
+  for (const KvTransfer& t : plan.transfers) {
     switch (t.kind) {
       case KvTransferKind::kCopyTokens: device_.copy_tokens(t.src, t.dst, t.num_tokens); break;
       case KvTransferKind::kSwapOut:
@@ -16,6 +16,23 @@ void KvTransferExecutor::run(std::span<const KvTransfer> transfers) {
         KVS_CHECK_MSG(host_ != nullptr, "a swap-in without a host area");
         host_->copy_block_to(t.src, device_, t.dst);
         break;
+      default:
+        KVS_CHECK_MSG(offload_ != nullptr, "a tier transfer without tiers");
+        switch (t.kind) {
+          case KvTransferKind::kTierStore: offload_->store(device_, t.src, t.dst); break;
+          case KvTransferKind::kTierLoad: offload_->load(device_, t.src, t.dst); break;
+          case KvTransferKind::kTierDemote:
+            offload_->demote(offload_->host_storage()->block_data(t.src),
+                             plan.tier_records.at(t.dst));
+            break;
+          case KvTransferKind::kDiskStore:
+            offload_->demote(device_.block_data(t.src), plan.tier_records.at(t.dst));
+            break;
+          case KvTransferKind::kDiskLoad:
+            offload_->load_disk(device_, plan.disk_reads.at(t.src), t.dst);
+            break;
+          default: KVS_CHECK_MSG(false, "unknown transfer kind");
+        }
     }
   }
 }

@@ -51,7 +51,14 @@ std::vector<PreemptionEvent> Scheduler::take_preemption_events() {
   return out;
 }
 
-void Scheduler::queue_copies(std::vector<BlockCopy>& copies, StepPlan& plan) {
+void Scheduler::queue_tier_evictions(StepPlan& plan) {
+  if (offload_ == nullptr) return;
+  for (const PrefixCache::Erased& e : cache_.take_tier_evictions())
+    offload_->plan_store(e.block, e.meta, e.tokens, plan);
+}
+
+void Scheduler::queue_cache_output(std::vector<BlockCopy>& copies, StepPlan& plan) {
+  queue_tier_evictions(plan);
   for (const BlockCopy& c : copies)
     plan.transfers.push_back({.kind = KvTransferKind::kCopyTokens,
                               .src = c.src.value,
@@ -71,6 +78,8 @@ void Scheduler::preempt(Sequence* victim, StepPlan& plan) {
   const std::vector<BlockId> blocks = cache_.resident_blocks(victim->id);
   const uint32_t nb = static_cast<uint32_t>(blocks.size());
   if (swap) {
+    // The host tier gives back blocks of its share when swap's own is used up.
+    if (offload_ != nullptr && host_.num_free() < nb) offload_->make_host_room(nb, plan);
     if (auto host = host_.allocate(nb)) {
       for (uint32_t i = 0; i < nb; ++i)
         plan.transfers.push_back(
@@ -108,6 +117,7 @@ std::optional<uint32_t> Scheduler::admit_swapped(Sequence* s, uint32_t budget, S
   // would leave prefix-cache entries whose bytes were never written).
   auto restored = cache_.admit_restored(s->id, restored_tokens, s->cache_salt, n);
   if (!restored.is_ok()) return std::nullopt;
+  queue_tier_evictions(plan);  // before the swap-ins overwrite the evicted blocks
   auto it = swapped_.find(s->id);
   KVS_CHECK_MSG(it != swapped_.end(), "swapped sequence without host blocks");
   const std::vector<uint32_t>& host = it->second;
@@ -125,8 +135,39 @@ std::optional<uint32_t> Scheduler::admit_swapped(Sequence* s, uint32_t budget, S
   return n;
 }
 
+bool Scheduler::import_from_tiers(Sequence* s, const AdmitPlan& ap, uint32_t budget,
+                                  StepPlan& plan) {
+  const uint32_t bs = cache_.block_size();
+  // Whole blocks before the last prompt token (always recomputed, for its logits).
+  const uint32_t max_blocks = static_cast<uint32_t>((s->tokens.size() - 1) / bs);
+  const uint32_t first = ap.cached_blocks;
+  if (first >= max_blocks) return false;
+  const std::vector<TierBlockMeta> chain = cache_.tier_chain(s->tokens, s->cache_salt, max_blocks);
+  const std::span<const TierBlockMeta> rest = std::span(chain).subspan(first);
+  const std::vector<KvOffload::Hit> hits =
+      offload_->find(rest, std::span<const int32_t>(s->tokens).subspan(uint64_t{first} * bs),
+                     prefill_tokens_per_s_, plan);
+  if (hits.empty()) return false;
+  std::vector<TierBlockMeta> metas;
+  for (const KvOffload::Hit& h : hits) metas.push_back(h.meta);
+  // Room for the imported blocks and the blocks of the first chunk after them.
+  const uint32_t after = static_cast<uint32_t>(s->tokens.size()) - (first + hits.size()) * bs;
+  const uint32_t keep_free = (std::min(after, budget) + bs - 1) / bs;
+  auto imported = cache_.import_blocks(s->tokens, s->cache_salt, first, metas, keep_free);
+  queue_tier_evictions(plan);  // their bytes are read before the loads overwrite the blocks
+  if (!imported.is_ok()) return false;
+  offload_->plan_loads(hits, *imported, plan);
+  return !imported->empty();
+}
+
 StepPlan Scheduler::schedule() {
   StepPlan plan;
+  // Write-through: the blocks cached during the last step go down now, before anything can
+  // evict them.
+  if (offload_ != nullptr && offload_->write_through()) {
+    for (BlockId b : cache_.take_completed_blocks())
+      offload_->plan_store(b, cache_.tier_meta(b), cache_.cached_tokens_of(b), plan);
+  }
   std::vector<ScheduledChunk>& out = plan.chunks;
   uint32_t budget = config_.max_num_batched_tokens;
   auto scheduled = [&](const Sequence* s) {
@@ -137,7 +178,7 @@ StepPlan Scheduler::schedule() {
   auto reserve = [&](Sequence* s, uint32_t n) {
     for (;;) {
       const bool ok = cache_.append_slots(s->id, n, &copies_).is_ok();
-      queue_copies(copies_, plan);
+      queue_cache_output(copies_, plan);
       if (ok) return true;
       Sequence* victim = nullptr;
       for (Sequence* r : running_) {
@@ -184,14 +225,16 @@ StepPlan Scheduler::schedule() {
       if (!admitted) break;
       n = *admitted;
     } else {
-      const AdmitPlan ap = cache_.plan_admit(s->tokens, s->cache_salt);
+      AdmitPlan ap = cache_.plan_admit(s->tokens, s->cache_salt);
       if (ap.prefix_in_flight) {
         ++w;
         continue;
       }
+      if (offload_ != nullptr && import_from_tiers(s, ap, budget, plan))
+        ap = cache_.plan_admit(s->tokens, s->cache_salt);
       if (!ap.fits) break;
       auto cached = cache_.admit(s->id, s->tokens, s->cache_salt, &copies_, budget);
-      queue_copies(copies_, plan);
+      queue_cache_output(copies_, plan);
       if (!cached.is_ok()) break;  // nothing changed, no copy queued
       s->num_computed = *cached;
       if (s->num_preemptions == 0) s->cached_tokens = std::min(*cached, s->prompt_len);

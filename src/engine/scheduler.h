@@ -23,6 +23,12 @@
 //              (KvCacheManager::admit_restored) and queue a kSwapIn of each. Falls back to
 //              recompute when the host area is full.
 // Either way the victim's output is unchanged (the same tokens are recomputed or restored).
+//
+// Tiers (KvOffload, when attached): every cached block the cache manager evicts is handed to
+// the tiers before that call's own copies are queued (its bytes are read first); an admission
+// whose cached prefix ends early continues the lookup down the tiers, imports the hits into
+// fresh cached blocks and queues their loads, so that admit() then hits them like any cached
+// block; swap takes host blocks from the host tier's share when its own is used up.
 // Transfers are queued in decision order, and executing them in that order is what makes the
 // reuse of a just-freed block within the same step safe (kv_transfer.h).
 #pragma once
@@ -34,6 +40,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "engine/kv_offload.h"
 #include "engine/sequence.h"
 #include "kvcache/host_block_pool.h"
 #include "kvcache/kv_cache_manager.h"
@@ -58,9 +65,8 @@ struct ScheduledChunk {
 };
 
 // One step's decisions: the chunks to run and, before them, the bytes to move (in order).
-struct StepPlan {
+struct StepPlan : KvTransferPlan {
   std::vector<ScheduledChunk> chunks;
-  std::vector<KvTransfer> transfers;
   [[nodiscard]] bool empty() const { return chunks.empty(); }
 };
 
@@ -81,6 +87,11 @@ class Scheduler {
   // `host` is the host area swap mode uses (may have no blocks in recompute mode).
   Scheduler(const SchedulerConfig& config, KvCacheManager& cache, HostBlockPool& host)
       : config_(config), cache_(cache), host_(host) {}
+
+  // Lower tiers (not owned; null = none).
+  void attach_offload(KvOffload* offload) { offload_ = offload; }
+  // The measured prefill rate (tokens/s, 0 = unknown) the load-or-recompute choice compares with.
+  void set_prefill_rate(double tokens_per_s) { prefill_tokens_per_s_ = tokens_per_s; }
 
   void add(Sequence* seq);
   // A sequence that already holds blocks (a forked child) joins the running set directly.
@@ -111,8 +122,13 @@ class Scheduler {
   // Re-admits a swapped sequence and queues its swap-in; the tokens scheduled, or nullopt when
   // its blocks are not available.
   std::optional<uint32_t> admit_swapped(Sequence* s, uint32_t budget, StepPlan& plan);
-  // Appends the cache manager's block copies to the plan's transfers, in order.
-  static void queue_copies(std::vector<BlockCopy>& copies, StepPlan& plan);
+  // After a cache manager call: hands its evicted cached blocks to the tiers, then appends its
+  // block copies to the plan's transfers, in that order.
+  void queue_cache_output(std::vector<BlockCopy>& copies, StepPlan& plan);
+  void queue_tier_evictions(StepPlan& plan);
+  // Continues s's cached prefix down the tiers: imports the hits into the cache and queues their
+  // loads. Returns whether anything was imported.
+  bool import_from_tiers(Sequence* s, const AdmitPlan& ap, uint32_t budget, StepPlan& plan);
 
   SchedulerConfig config_;
   KvCacheManager& cache_;
@@ -121,6 +137,8 @@ class Scheduler {
   std::vector<Sequence*> running_;
   std::unordered_map<SeqId, std::vector<uint32_t>> swapped_;  // host blocks of swapped ones
   std::vector<BlockCopy> copies_;                             // scratch
+  KvOffload* offload_ = nullptr;
+  double prefill_tokens_per_s_ = 0;
   uint64_t num_preemptions_[2] = {0, 0};
   std::vector<PreemptionEvent> events_;
 };

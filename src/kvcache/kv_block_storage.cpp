@@ -80,4 +80,9 @@ const uint8_t* KvBlockStorage::block_data(uint32_t block) const {
   return layout_.base + uint64_t{block} * layout_.block_bytes;
 }
 
+void KvBlockStorage::write_block(uint32_t block, const uint8_t* bytes) {
+  KVS_CHECK(block < shape_.num_blocks);
+  std::memcpy(layout_.base + uint64_t{block} * layout_.block_bytes, bytes, layout_.block_bytes);
+}
+
 }  // namespace kvs

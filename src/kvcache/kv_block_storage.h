@@ -68,6 +68,8 @@ class KvBlockStorage {
   void copy_block_to(uint32_t block, KvBlockStorage& other, uint32_t dst) const;
   // The bytes of one block (block_bytes of them).
   [[nodiscard]] const uint8_t* block_data(uint32_t block) const;
+  // Overwrites one whole block with block_bytes bytes (a block loaded from the disk tier).
+  void write_block(uint32_t block, const uint8_t* bytes);
 
  private:
   struct Unmapper {

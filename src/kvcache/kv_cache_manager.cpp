@@ -51,6 +51,11 @@ KvCacheManager::KvCacheManager(const KvCacheConfig& config)
                 "KvCacheConfig needs 1..255 layer groups");
   // Prefix caching chains through group 0's blocks, which only a full group keeps.
   if (config_.group_windows[0] != 0) config_.enable_prefix_caching = false;
+  KVS_CHECK_MSG(!config_.tier_keys || (config_.enable_prefix_caching && num_groups() == 1),
+                "lower tiers need prefix caching and a single layer group");
+  tier_namespace_ = tier_namespace(config_.model_fingerprint, config_.k_dtype, config_.v_dtype,
+                                   config_.block_size);
+  cache_->set_eviction_log(config_.tier_keys);
 }
 
 void KvCacheManager::set_hash_function_for_testing(BlockHashFn fn) {
@@ -150,6 +155,7 @@ AdmitPlan KvCacheManager::plan_admit(std::span<const int32_t> prompt,
   const uint32_t bs = config_.block_size;
   AdmitPlan plan;
   plan.cached_tokens = m.full_tokens(bs) + (m.partial ? m.partial->num_tokens : 0);
+  plan.cached_blocks = m.hit_blocks;
   const uint32_t total = ceil_div(prompt.size(), bs);
   for (uint32_t g = 0; g < num_groups(); ++g) {
     const uint32_t need = total - m.hit_blocks;
@@ -249,6 +255,12 @@ Result<uint32_t> KvCacheManager::admit(SeqId seq, std::span<const int32_t> promp
   s.num_committed = cached;
   s.last_key = m.last_key;
   s.last_ref = m.last_ref;
+  if (config_.tier_keys) {
+    s.salt_check = tier_salt_check(cache_salt);
+    s.last_tier_key = m.hit_blocks > 0 ? cache_->tier_meta(m.last_ref.block).key
+                                       : tier_root_key(tier_namespace_, cache_salt);
+    for (BlockId b : m.blocks[0]) cache_->count_hit(b);
+  }
   for (uint32_t g = 0; g < groups; ++g) {
     BlockTable& table = s.tables[g];
     table.add_tokens(cached);
@@ -397,6 +409,15 @@ void KvCacheManager::commit_full_block(SeqBlocks& s, uint32_t block_index,
     s.last_ref = cache_->ref(b);
   }
   s.last_key = key;
+  if (config_.tier_keys) {
+    const uint64_t tier_key = tier_block_key(s.last_tier_key, tokens);
+    if (!existing) {
+      cache_->set_tier_meta(
+          b, {.key = tier_key, .parent_key = s.last_tier_key, .salt_check = s.salt_check});
+      if (config_.log_completed_blocks) completed_.push_back(b);
+    }
+    s.last_tier_key = tier_key;
+  }
   // The other groups' blocks at this position hang off group 0's block (its ref as parent).
   for (uint32_t g = 1; g < num_groups(); ++g) {
     const BlockId gb = s.tables[g].block(block_index);
@@ -480,6 +501,10 @@ Result<std::vector<BlockId>> KvCacheManager::admit_restored(SeqId seq,
   const TenantId t = known ? *known : tenants_->get_or_add(cache_salt);
   SeqBlocks s(t, bs, num_groups());
   s.last_key = tenants_->root_key(t);
+  if (config_.tier_keys) {
+    s.salt_check = tier_salt_check(cache_salt);
+    s.last_tier_key = tier_root_key(tier_namespace_, cache_salt);
+  }
   std::vector<BlockId> restored;
   for (uint32_t g = 0; g < num_groups(); ++g) {
     BlockTable& table = s.tables[g];
@@ -526,5 +551,80 @@ uint32_t KvCacheManager::forget_idle_tenants(double now, double idle_seconds) {
 }
 
 uint32_t KvCacheManager::num_tenants() const { return tenants_->size(); }
+
+}  // namespace kvs
+
+namespace kvs {
+
+std::vector<TierBlockMeta> KvCacheManager::tier_chain(std::span<const int32_t> prompt,
+                                                      std::string_view cache_salt,
+                                                      uint32_t max_blocks) const {
+  const uint32_t bs = config_.block_size;
+  std::vector<TierBlockMeta> out;
+  const uint64_t salt_check = tier_salt_check(cache_salt);
+  uint64_t parent = tier_root_key(tier_namespace_, cache_salt);
+  for (uint64_t pos = 0; pos + bs <= prompt.size() && out.size() < max_blocks; pos += bs) {
+    const uint64_t key = tier_block_key(parent, prompt.subspan(pos, bs));
+    out.push_back({.key = key, .parent_key = parent, .salt_check = salt_check});
+    parent = key;
+  }
+  return out;
+}
+
+Result<std::vector<BlockId>> KvCacheManager::import_blocks(std::span<const int32_t> prompt,
+                                                           std::string_view cache_salt,
+                                                           uint32_t first_block,
+                                                           std::span<const TierBlockMeta> metas,
+                                                           uint32_t keep_free) {
+  KVS_CHECK_MSG(config_.tier_keys, "import_blocks without tier keys");
+  const uint32_t bs = config_.block_size;
+  const uint32_t n = static_cast<uint32_t>(metas.size());
+  if (n == 0 || uint64_t{first_block + n} * bs >= prompt.size())
+    return invalid_argument("import_blocks: blocks outside the prompt");
+  const TenantId t = tenants_->get_or_add(cache_salt);
+  Match m;
+  lookup(prompt, t, &m);
+  if (m.hit_blocks != first_block)
+    return invalid_argument("import_blocks: the cached chain is not " +
+                            std::to_string(first_block) + " blocks long");
+  std::vector<BlockId> hits;
+  for (BlockId b : m.blocks[0])
+    if (pool_.state(b) == BlockState::kCachedFree) hits.push_back(b);
+  if (pool_.available_for(t, hits) < n + keep_free)
+    return resource_exhausted("import_blocks: no room");
+  // Pin the chain so that taking the new blocks cannot evict it.
+  for (BlockId b : m.blocks[0]) pool_.add_ref(b);
+  std::vector<BlockId> out;
+  uint64_t key = m.last_key;
+  BlockRef ref = m.last_ref;
+  for (uint32_t i = 0; i < n; ++i) {
+    const std::span<const int32_t> tokens = prompt.subspan(uint64_t{first_block + i} * bs, bs);
+    const std::optional<BlockId> b = pool_.allocate(t);
+    KVS_CHECK_MSG(b.has_value(), "import_blocks: allocation failed after the check");
+    take_block(*b, 0);
+    const uint64_t k = hash_fn_(key, tokens);
+    const std::optional<BlockId> existing = cache_->insert(*b, k, key, ref, t, tokens);
+    if (existing) {  // cannot happen: the chain ended at first_block
+      pool_.release(*b);
+      break;
+    }
+    pool_.set_keyed(*b);
+    cache_->set_tier_meta(*b, metas[i]);
+    out.push_back(*b);
+    key = k;
+    ref = cache_->ref(*b);
+  }
+  // Tails first into the LRU, as free() does; then the pinned chain.
+  for (size_t i = out.size(); i-- > 0;) pool_.release(out[i]);
+  for (size_t i = m.blocks[0].size(); i-- > 0;) pool_.release(m.blocks[0][i]);
+  return out;
+}
+
+std::vector<BlockId> KvCacheManager::cached_blocks() const {
+  std::vector<BlockId> out;
+  for (uint32_t b = 0; b < config_.num_blocks; ++b)
+    if (cache_->contains(BlockId{b})) out.push_back(BlockId{b});
+  return out;
+}
 
 }  // namespace kvs

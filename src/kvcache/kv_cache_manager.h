@@ -44,6 +44,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "core/status.h"
@@ -53,6 +54,7 @@
 #include "kvcache/kv_cache_groups.h"
 #include "kvcache/prefix_cache.h"
 #include "kvcache/tenant_registry.h"
+#include "kvcache/tier_key.h"
 #include "quant/kv_format.h"
 
 namespace kvs {
@@ -98,11 +100,18 @@ struct KvCacheConfig {
   // wins; the fraction is of num_blocks (rounded down, at least 1).
   uint32_t tenant_quota_blocks = 0;
   double tenant_quota_fraction = 0;
+  // Lower tiers (kv offload): keep every cached block's tier identity (tier_key.h) and log the
+  // cached blocks that eviction drops (take_tier_evictions), so they can be written down instead
+  // of forgotten. One full group only (a uniform model) and prefix caching on.
+  bool tier_keys = false;
+  // Also log every block that becomes cached (take_completed_blocks): write-through.
+  bool log_completed_blocks = false;
 };
 
 // Answer of a dry run (plan_admit); nothing changes.
 struct AdmitPlan {
   uint32_t cached_tokens = 0;  // tokens admit() would reuse (full blocks + partial CoW copy)
+  uint32_t cached_blocks = 0;  // of those, whole cached blocks (the chain's length in the cache)
   // New blocks the prompt needs, all groups together (incl. a partial CoW copy); a sliding
   // group counts at most its window's blocks plus one.
   uint32_t blocks_needed = 0;
@@ -263,6 +272,38 @@ class KvCacheManager {
   uint32_t forget_idle_tenants(double now, double idle_seconds);
   [[nodiscard]] uint32_t num_tenants() const;
 
+  // ---- lower tiers (config.tier_keys) ----
+  // The tier identity (key, parent key, salt check) of the prompt's first `max_blocks` full
+  // blocks: the chain a lookup walks down the tiers.
+  [[nodiscard]] std::vector<TierBlockMeta> tier_chain(std::span<const int32_t> prompt,
+                                                      std::string_view cache_salt,
+                                                      uint32_t max_blocks) const;
+  // Puts blocks loaded from a lower tier into the cache: blocks [first_block, first_block +
+  // metas.size()) of the prompt, where first_block must be exactly the length of the cached
+  // chain (AdmitPlan::cached_blocks). Takes fresh blocks, keys them as cached-free (most recently
+  // used), and returns them in order: the caller must write their KV (load transfers) before any
+  // forward pass reads them; the next admit() of this prompt hits them. Leaves room for at
+  // least `keep_free` more blocks; resource_exhausted (nothing changed) if it cannot.
+  Result<std::vector<BlockId>> import_blocks(std::span<const int32_t> prompt,
+                                             std::string_view cache_salt, uint32_t first_block,
+                                             std::span<const TierBlockMeta> metas,
+                                             uint32_t keep_free);
+  // Cached blocks that eviction dropped since the last call, with their tier identity and
+  // tokens; their bytes are intact until the transfers of the step that evicted them run.
+  [[nodiscard]] std::vector<PrefixCache::Erased> take_tier_evictions() {
+    return cache_->take_erased();
+  }
+  // Blocks that became cached since the last call (config.log_completed_blocks).
+  [[nodiscard]] std::vector<BlockId> take_completed_blocks() {
+    return std::exchange(completed_, {});
+  }
+  [[nodiscard]] const TierBlockMeta& tier_meta(BlockId b) const { return cache_->tier_meta(b); }
+  [[nodiscard]] std::span<const int32_t> cached_tokens_of(BlockId b) const {
+    return cache_->tokens(b);
+  }
+  // Every cached block (in use or cached-free) of group 0, for persisting at shutdown.
+  [[nodiscard]] std::vector<BlockId> cached_blocks() const;
+
   // ---- queries ----
   [[nodiscard]] bool contains(SeqId seq) const;
   // Group `group`'s table (group 0 by default): one entry per block position; released sliding
@@ -304,6 +345,9 @@ class KvCacheManager {
     // stands for that prefix in the cache (none if the prefix is not cached).
     uint64_t last_key = 0;
     BlockRef last_ref;
+    // The same position's tier key (tier_key.h) and the tenant's salt check (config.tier_keys).
+    uint64_t last_tier_key = 0;
+    uint64_t salt_check = 0;
     // Token ids of the committed slots of the last, partly filled block.
     std::vector<int32_t> partial_tokens;
     // Chain keys of prompt blocks this sequence registered as in flight, in chain order; those
@@ -339,6 +383,8 @@ class KvCacheManager {
   // Chain key of a full prompt block being computed -> the sequence computing it (the first one
   // admitted; later identical prompts wait for it, see AdmitPlan::prefix_in_flight).
   std::unordered_map<uint64_t, SeqId> in_flight_;
+  uint64_t tier_namespace_ = 0;
+  std::vector<BlockId> completed_;  // config.log_completed_blocks
 };
 
 }  // namespace kvs

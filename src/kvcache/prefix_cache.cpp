@@ -83,7 +83,8 @@ PrefixCache::PrefixCache(uint32_t num_blocks, uint32_t block_size)
       key_index_(num_blocks),
       child_index_(num_blocks),
       key_links_(num_blocks),
-      child_links_(num_blocks) {}
+      child_links_(num_blocks),
+      tier_meta_(num_blocks) {}
 
 std::optional<BlockId> PrefixCache::find(uint64_t key, BlockRef parent, TenantId tenant,
                                          std::span<const int32_t> tokens) const {
@@ -168,6 +169,10 @@ std::optional<BlockId> PrefixCache::insert(BlockId b, uint64_t key, uint64_t par
 void PrefixCache::erase(BlockId b) {
   KVS_CHECK(contains(b));
   const uint32_t i = b.value;
+  if (log_evictions_) {
+    const std::span<const int32_t> t = tokens(b);
+    erased_.push_back({b, tier_meta_[i], std::vector<int32_t>(t.begin(), t.end())});
+  }
   unlink(key_index_, key_links_, key_[i], i);
   unlink(child_index_, child_links_, child_key_[i], i);
   cached_[i] = 0;

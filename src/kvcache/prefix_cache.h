@@ -13,10 +13,12 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "core/status.h"
 #include "kvcache/block_pool.h"
+#include "kvcache/tier_key.h"
 
 namespace kvs {
 
@@ -84,6 +86,21 @@ class PrefixCache {
   // Both indexes list exactly the cached blocks, each under its own key.
   [[nodiscard]] Status check_integrity() const;
 
+  // ---- tier bookkeeping (kv offload; only used when the manager has tiers) ----
+  // A cached block's lower-tier identity (tier_key.h) and how many prefix hits it served.
+  void set_tier_meta(BlockId b, const TierBlockMeta& meta) { tier_meta_[b.value] = meta; }
+  [[nodiscard]] const TierBlockMeta& tier_meta(BlockId b) const { return tier_meta_[b.value]; }
+  void count_hit(BlockId b) { ++tier_meta_[b.value].hits; }
+  // A cached block leaving the cache, as it was: with the eviction log on, erase() records
+  // every erased block here (its bytes are intact until the caller's step reuses the block).
+  struct Erased {
+    BlockId block;
+    TierBlockMeta meta;
+    std::vector<int32_t> tokens;
+  };
+  void set_eviction_log(bool on) { log_evictions_ = on; }
+  [[nodiscard]] std::vector<Erased> take_erased() { return std::exchange(erased_, {}); }
+
  private:
   static constexpr uint32_t kNil = UINT32_MAX;
   struct Links {
@@ -106,6 +123,9 @@ class PrefixCache {
   FlatIndex child_index_;
   std::vector<Links> key_links_;
   std::vector<Links> child_links_;
+  std::vector<TierBlockMeta> tier_meta_;
+  bool log_evictions_ = false;
+  std::vector<Erased> erased_;
 };
 
 }  // namespace kvs

@@ -53,6 +53,72 @@ std::string escape_label(const std::string& s) {
   return o;
 }
 
+// The KV offload tiers' series, labelled tier="host" / tier="disk" (only tiers that are on).
+void render_offload(const KvOffloadStats& k, std::string* o) {
+  std::vector<std::pair<const char*, const TierStats*>> tiers;
+  if (k.host_enabled) tiers.push_back({"host", &k.host});
+  if (k.disk_enabled) tiers.push_back({"disk", &k.disk});
+  const auto series = [&](const char* name, const char* type, const char* help, auto field) {
+    header(o, name, type, help);
+    for (const auto& [tier, t] : tiers)
+      sample(o, name, std::string("tier=\"") + tier + "\"", num(field(*t)));
+  };
+  series("kvserve_kv_offload_usage_bytes", "gauge", "Bytes of KV blocks held by the tier.",
+         [](const TierStats& t) { return t.used_bytes; });
+  series("kvserve_kv_offload_capacity_bytes", "gauge", "Capacity of the tier in bytes.",
+         [](const TierStats& t) { return t.capacity_bytes; });
+  series("kvserve_kv_offload_blocks", "gauge", "KV blocks held by the tier.",
+         [](const TierStats& t) { return t.blocks; });
+  series("kvserve_kv_offload_blocks_stored_total", "counter", "KV blocks written to the tier.",
+         [](const TierStats& t) { return t.blocks_stored; });
+  series("kvserve_kv_offload_blocks_loaded_total", "counter",
+         "KV blocks loaded from the tier into the pool.",
+         [](const TierStats& t) { return t.blocks_loaded; });
+  series("kvserve_kv_offload_blocks_evicted_total", "counter",
+         "KV blocks the tier dropped for room (the host tier's go to disk when admitted).",
+         [](const TierStats& t) { return t.blocks_evicted; });
+  series("kvserve_kv_offload_prefix_cache_hits_tokens_total", "counter",
+         "Prompt tokens served from the tier.", [](const TierStats& t) { return t.hit_tokens; });
+  series("kvserve_kv_offload_checksum_failures_total", "counter",
+         "Extents dropped because a checksum, header or token check failed (recomputed).",
+         [](const TierStats& t) { return t.checksum_failures; });
+  series("kvserve_kv_offload_errors_total", "counter", "I/O errors of the tier.",
+         [](const TierStats& t) { return t.errors; });
+  series("kvserve_kv_offload_load_bandwidth_bytes_per_second", "gauge",
+         "Measured load bandwidth (startup, then online), used to choose load or recompute.",
+         [](const TierStats& t) { return t.load_bytes_per_s; });
+  header(o, "kvserve_kv_offload_decisions_total", "counter",
+         "Runs of tier hits loaded, or recomputed because loading was predicted slower.");
+  for (const auto& [tier, t] : tiers) {
+    sample(o, "kvserve_kv_offload_decisions_total",
+           std::string("tier=\"") + tier + "\",decision=\"load\"", num(t->load_decisions));
+    sample(o, "kvserve_kv_offload_decisions_total",
+           std::string("tier=\"") + tier + "\",decision=\"recompute\"",
+           num(t->recompute_decisions));
+  }
+  header(o, "kvserve_kv_offload_load_seconds", "histogram", "Time to load one block.");
+  for (const auto& [tier, t] : tiers) {
+    const std::string l = std::string("tier=\"") + tier + "\"";
+    uint64_t cum = 0;
+    for (size_t i = 0; i <= kTierLoadBuckets.size(); ++i) {
+      cum += t->load_buckets[i];
+      const std::string le =
+          i < kTierLoadBuckets.size() ? num(kTierLoadBuckets[i]) : std::string("+Inf");
+      sample(o, "kvserve_kv_offload_load_seconds_bucket", l + ",le=\"" + le + "\"", num(cum));
+    }
+    sample(o, "kvserve_kv_offload_load_seconds_sum", l, num(t->load_seconds_sum));
+    sample(o, "kvserve_kv_offload_load_seconds_count", l, num(t->load_count));
+  }
+  if (k.disk_enabled) {
+    metric(o, "kvserve_kv_offload_foreign_extents", "gauge",
+           "Disk extents of another model, KV format or block size: ignored, never loaded.",
+           k.disk_foreign_extents);
+    metric(o, "kvserve_kv_offload_disk_admitting", "gauge",
+           "1 while the disk tier admits blocks (0 after a write error).",
+           static_cast<uint64_t>(k.disk_admitting ? 1 : 0));
+  }
+}
+
 }  // namespace
 
 void Histogram::observe(double v) {
@@ -273,6 +339,7 @@ std::string ServerMetrics::render(const MetricsSnapshot& snap) const {
   header(&o, "kvserve_request_max_model_len_fraction", "histogram",
          "Tokens of a finished sample (prompt + generated) over --max-model-len.");
   length_fraction_.render("kvserve_request_max_model_len_fraction", "", &o);
+  if (s.offload.enabled) render_offload(s.offload, &o);
   return o;
 }
 

@@ -330,6 +330,7 @@ struct OpenAiServer::Impl {
               {"fragmentation", snap.fragmentation},
               {"sequences", c.num_sequences}}},
             {"layer_groups", layer_groups_json(e.kv_pool().groups)},
+            {"tiers", offload_json(snap.offload)},
             {"blocks", std::move(blocks)},
             {"sequences", std::move(sequences)}};
   }

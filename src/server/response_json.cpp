@@ -102,4 +102,33 @@ nlohmann::json layer_groups_json(const KvCacheGroups& groups) {
   return out;
 }
 
+nlohmann::json offload_json(const KvOffloadStats& s) {
+  if (!s.enabled) return nullptr;
+  const auto tier = [](const TierStats& t) {
+    return nlohmann::json{{"capacity_bytes", t.capacity_bytes},
+                          {"used_bytes", t.used_bytes},
+                          {"blocks", t.blocks},
+                          {"blocks_stored", t.blocks_stored},
+                          {"blocks_loaded", t.blocks_loaded},
+                          {"blocks_evicted", t.blocks_evicted},
+                          {"hit_tokens", t.hit_tokens},
+                          {"checksum_failures", t.checksum_failures},
+                          {"errors", t.errors},
+                          {"load_decisions", t.load_decisions},
+                          {"recompute_decisions", t.recompute_decisions},
+                          {"load_bytes_per_s", t.load_bytes_per_s}};
+  };
+  nlohmann::json j = {{"policy", offload_policy_name(s.policy)},
+                      {"disk_admit_hits", s.disk_admit_hits},
+                      {"host", s.host_enabled ? tier(s.host) : nlohmann::json(nullptr)},
+                      {"disk", s.disk_enabled ? tier(s.disk) : nlohmann::json(nullptr)}};
+  if (s.disk_enabled) {
+    j["disk"]["foreign_extents"] = s.disk_foreign_extents;
+    j["disk"]["torn_files_removed"] = s.disk_torn_files_removed;
+    j["disk"]["pending_blocks"] = s.disk_pending_blocks;
+    j["disk"]["admitting"] = s.disk_admitting;
+  }
+  return j;
+}
+
 }  // namespace kvs

@@ -30,6 +30,11 @@ namespace kvs {
 
 [[nodiscard]] nlohmann::json usage_json(const Usage& u);
 
+// The KV offload tiers' summary (/v1/kv "tiers", generate --json "kv_offload"): per tier its
+// capacity, use, blocks stored/loaded/evicted, hit tokens, failures and load-or-recompute
+// decisions; null when no tier is on.
+[[nodiscard]] nlohmann::json offload_json(const KvOffloadStats& s);
+
 struct CompletionIds {
   std::string id;  // "cmpl-N" or "chatcmpl-N"
   int64_t created = 0;

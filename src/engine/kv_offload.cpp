@@ -1,0 +1,295 @@
+#include "engine/kv_offload.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+
+#include "core/check.h"
+
+namespace kvs {
+
+namespace {
+using SteadyClock = std::chrono::steady_clock;
+double seconds_since(SteadyClock::time_point t0) {
+  return std::chrono::duration<double>(SteadyClock::now() - t0).count();
+}
+}  // namespace
+
+const char* offload_policy_name(OffloadPolicy p) {
+  return p == OffloadPolicy::kWriteThrough ? "write-through" : "write-back";
+}
+
+Result<OffloadPolicy> parse_offload_policy(const std::string& name) {
+  if (name == "write-back") return OffloadPolicy::kWriteBack;
+  if (name == "write-through") return OffloadPolicy::kWriteThrough;
+  return invalid_argument("--kv-offload-policy must be write-back or write-through, got '" + name +
+                          "'");
+}
+
+KvOffload::KvOffload(const KvOffloadConfig& config, HostBlockPool& area,
+                     KvBlockStorage* host_storage, uint32_t host_tier_blocks, uint32_t block_size,
+                     uint64_t block_bytes)
+    : config_(config),
+      area_(area),
+      host_storage_(host_storage),
+      block_size_(block_size),
+      block_bytes_(block_bytes) {
+  if (host_tier_blocks > 0) host_ = std::make_unique<HostTier>(area, block_size, host_tier_blocks);
+}
+
+Result<std::unique_ptr<KvOffload>> KvOffload::create(const KvOffloadConfig& config,
+                                                     const ExtentNamespace& ns, HostBlockPool& area,
+                                                     KvBlockStorage* host_storage,
+                                                     uint32_t host_tier_blocks) {
+  if (host_tier_blocks > 0 &&
+      (host_storage == nullptr || host_storage->shape().num_blocks < area.num_blocks()))
+    return invalid_argument("kv offload: the host tier needs the host area's bytes");
+  if (!config.disk_dir.empty() && config.disk_bytes == 0)
+    return invalid_argument("--kv-offload-disk-bytes must be positive with --kv-offload-dir");
+  std::unique_ptr<KvOffload> o(
+      new KvOffload(config, area, host_storage, host_tier_blocks, ns.block_size, ns.block_bytes));
+  if (!config.disk_dir.empty()) {
+    KVS_ASSIGN_OR_RETURN(o->disk_, DiskTier::open({.dir = config.disk_dir,
+                                                   .capacity_bytes = config.disk_bytes,
+                                                   .ns = ns,
+                                                   .extent_blocks = config.extent_blocks}));
+  }
+  o->measure_startup_bandwidth();
+  return o;
+}
+
+void KvOffload::measure_startup_bandwidth() {
+  // Host: copies of a few blocks' worth of bytes (what a kTierLoad does).
+  const size_t bytes = static_cast<size_t>(std::min<uint64_t>(block_bytes_ * 8, 64 << 20));
+  std::vector<uint8_t> a(bytes, 1), b(bytes, 0);
+  auto t0 = SteadyClock::now();
+  for (int i = 0; i < 4; ++i) std::memcpy(b.data(), a.data(), bytes);
+  host_stats_.load_bytes_per_s = 4.0 * bytes / std::max(seconds_since(t0), 1e-9);
+  if (!disk_) return;
+  // Disk: write a probe (a temporary name, deleted at the next start if we die now), read it back.
+  const std::string probe =
+      (std::filesystem::path(config_.disk_dir) / "bandwidth-probe.kvx.tmp").string();
+  const int fd = ::open(probe.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return;  // the online measurement takes over
+  bool ok = ::write(fd, a.data(), bytes) == static_cast<ssize_t>(bytes) && ::fsync(fd) == 0;
+  if (ok) {
+    t0 = SteadyClock::now();
+    ok = ::pread(fd, b.data(), bytes, 0) == static_cast<ssize_t>(bytes);
+    // Reading also verifies a checksum over the extent (XXH3-128 runs at several GB/s).
+    if (ok) disk_stats_.load_bytes_per_s = bytes / std::max(seconds_since(t0), 1e-9);
+  }
+  ::close(fd);
+  ::unlink(probe.c_str());
+}
+
+void KvOffload::record_load(TierStats& t, double seconds, uint64_t bytes) {
+  ++t.blocks_loaded;
+  ++t.load_count;
+  t.load_seconds_sum += seconds;
+  size_t i = 0;
+  while (i < kTierLoadBuckets.size() && seconds > kTierLoadBuckets[i]) ++i;
+  ++t.load_buckets[i];
+  if (seconds > 0) {
+    const double bw = bytes / seconds;
+    t.load_bytes_per_s = t.load_bytes_per_s > 0 ? 0.9 * t.load_bytes_per_s + 0.1 * bw : bw;
+  }
+}
+
+void KvOffload::plan_demote(const HostTier::Evicted& e, KvTransferPlan& plan) {
+  ++host_stats_.blocks_evicted;
+  if (!admits_to_disk(e.meta)) return;
+  plan.tier_records.push_back({e.meta, e.tokens});
+  plan.transfers.push_back({.kind = KvTransferKind::kTierDemote,
+                            .src = e.slot,
+                            .dst = static_cast<uint32_t>(plan.tier_records.size() - 1)});
+}
+
+void KvOffload::plan_store(BlockId block, const TierBlockMeta& meta,
+                           std::span<const int32_t> tokens, KvTransferPlan& plan) {
+  bool stored = false;
+  if (host_) {
+    stored = host_->contains(meta.key);
+    if (!stored) {
+      std::optional<uint32_t> slot = host_->insert(meta, tokens);
+      while (!slot) {
+        const std::optional<HostTier::Evicted> e = host_->evict_lru();
+        if (!e) break;  // the host area is all swap's right now
+        plan_demote(*e, plan);
+        slot = host_->insert(meta, tokens);
+      }
+      if (slot) {
+        plan.transfers.push_back(
+            {.kind = KvTransferKind::kTierStore, .src = block.value, .dst = *slot});
+        ++host_stats_.blocks_stored;
+        stored = true;
+      }
+    }
+  }
+  // Straight to disk: write-through always; write-back when there is no L2 room.
+  if (disk_ != nullptr && (write_through() || (!stored && admits_to_disk(meta)))) {
+    plan.tier_records.push_back({meta, std::vector<int32_t>(tokens.begin(), tokens.end())});
+    plan.transfers.push_back({.kind = KvTransferKind::kDiskStore,
+                              .src = block.value,
+                              .dst = static_cast<uint32_t>(plan.tier_records.size() - 1)});
+  }
+}
+
+bool KvOffload::make_host_room(uint32_t n, KvTransferPlan& plan) {
+  while (area_.num_free() < n && host_) {
+    const std::optional<HostTier::Evicted> e = host_->evict_lru();
+    if (!e) break;
+    plan_demote(*e, plan);
+  }
+  return area_.num_free() >= n;
+}
+
+std::vector<KvOffload::Hit> KvOffload::find(std::span<const TierBlockMeta> chain,
+                                            std::span<const int32_t> tokens,
+                                            double prefill_tokens_per_s, KvTransferPlan& plan) {
+  std::vector<Hit> out;
+  const auto block_tokens = [&](size_t i) { return tokens.subspan(i * block_size_, block_size_); };
+  // Loading n blocks from a tier at its measured bandwidth vs recomputing their tokens.
+  const auto worth_loading = [&](const TierStats& t, size_t n) {
+    if (prefill_tokens_per_s <= 0 || t.load_bytes_per_s <= 0) return true;
+    return n * block_bytes_ / t.load_bytes_per_s <= n * block_size_ / prefill_tokens_per_s;
+  };
+  size_t i = 0;
+  while (i < chain.size()) {
+    size_t j = i;
+    std::vector<uint32_t> slots;
+    while (host_ && j < chain.size()) {
+      const std::optional<uint32_t> slot = host_->find(chain[j], block_tokens(j));
+      if (!slot) break;
+      slots.push_back(*slot);
+      ++j;
+    }
+    if (j > i) {
+      if (!worth_loading(host_stats_, j - i)) {
+        ++host_stats_.recompute_decisions;
+        return out;
+      }
+      ++host_stats_.load_decisions;
+      for (uint32_t s : slots) {
+        out.push_back({.from_disk = false, .src = s, .meta = host_->meta(s)});
+        host_->touch(s);
+      }
+      i = j;
+      continue;
+    }
+    while (disk_ && j < chain.size() && disk_->contains(chain[j], block_tokens(j))) ++j;
+    if (j == i) break;
+    if (!worth_loading(disk_stats_, j - i)) {
+      ++disk_stats_.recompute_decisions;
+      break;
+    }
+    ++disk_stats_.load_decisions;
+    for (; i < j; ++i) {
+      std::vector<uint8_t> bytes(block_bytes_);
+      const auto t0 = SteadyClock::now();
+      if (!disk_->read_block(chain[i], block_tokens(i), bytes.data()).is_ok()) return out;
+      record_load(disk_stats_, seconds_since(t0), block_bytes_);
+      plan.disk_reads.push_back(std::move(bytes));
+      out.push_back({.from_disk = true,
+                     .src = static_cast<uint32_t>(plan.disk_reads.size() - 1),
+                     .meta = chain[i]});
+    }
+  }
+  return out;
+}
+
+void KvOffload::plan_loads(std::span<const Hit> hits, std::span<const BlockId> blocks,
+                           KvTransferPlan& plan) {
+  KVS_CHECK(blocks.size() <= hits.size());
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    const Hit& h = hits[i];
+    plan.transfers.push_back(
+        {.kind = h.from_disk ? KvTransferKind::kDiskLoad : KvTransferKind::kTierLoad,
+         .src = h.src,
+         .dst = blocks[i].value});
+    (h.from_disk ? disk_stats_ : host_stats_).hit_tokens += block_size_;
+  }
+}
+
+void KvOffload::end_step() {
+  if (disk_ && disk_added_this_step_ == 0) disk_->close_open_extent();
+  disk_added_this_step_ = 0;
+}
+
+void KvOffload::store(const KvBlockStorage& device, uint32_t block, uint32_t slot) {
+  device.copy_block_to(block, *host_storage_, slot);
+}
+
+void KvOffload::load(KvBlockStorage& device, uint32_t slot, uint32_t block) {
+  const auto t0 = SteadyClock::now();
+  host_storage_->copy_block_to(slot, device, block);
+  record_load(host_stats_, seconds_since(t0), block_bytes_);
+}
+
+void KvOffload::demote(const uint8_t* bytes, const TierRecord& record) {
+  KVS_CHECK(disk_ != nullptr);
+  if (disk_->add(record.meta, record.tokens, bytes)) ++disk_added_this_step_;
+}
+
+void KvOffload::load_disk(KvBlockStorage& device, const std::vector<uint8_t>& bytes,
+                          uint32_t block) {
+  KVS_CHECK(bytes.size() == block_bytes_);
+  device.write_block(block, bytes.data());
+}
+
+bool KvOffload::persist(const KvBlockStorage& device, const KvCacheManager& cache,
+                        double timeout_seconds) {
+  if (!disk_) return true;
+  if (host_) {
+    host_->for_each_mru([&](uint32_t slot) {
+      if (admits_to_disk(host_->meta(slot)))
+        disk_->add(host_->meta(slot), host_->tokens(slot), host_storage_->block_data(slot));
+    });
+  }
+  for (BlockId b : cache.cached_blocks()) {
+    const TierBlockMeta& meta = cache.tier_meta(b);
+    if (admits_to_disk(meta))
+      disk_->add(meta, cache.cached_tokens_of(b), device.block_data(b.value));
+  }
+  return disk_->flush(timeout_seconds);
+}
+
+KvOffloadStats KvOffload::stats() const {
+  KvOffloadStats s;
+  s.enabled = true;
+  s.policy = config_.policy;
+  s.disk_admit_hits = config_.disk_admit_hits;
+  s.host = host_stats_;
+  s.disk = disk_stats_;
+  if (host_) {
+    s.host_enabled = true;
+    s.host.capacity_bytes = uint64_t{host_->capacity_blocks()} * block_bytes_;
+    s.host.blocks = host_->size();
+    s.host.used_bytes = s.host.blocks * block_bytes_;
+  }
+  if (disk_) {
+    s.disk_enabled = true;
+    const DiskTierCounters c = disk_->counters();
+    s.disk.capacity_bytes = config_.disk_bytes;
+    s.disk.used_bytes = c.used_bytes;
+    s.disk.blocks = c.blocks;
+    s.disk.blocks_stored = c.blocks_stored;
+    s.disk.blocks_evicted = c.blocks_evicted;
+    s.disk.checksum_failures = c.checksum_failures;
+    s.disk.errors = c.io_errors;
+    s.disk_foreign_extents = c.foreign_extents;
+    s.disk_torn_files_removed = c.torn_files_removed;
+    s.disk_pending_blocks = c.pending_blocks;
+    s.disk_admitting = c.admitting;
+  }
+  return s;
+}
+
+Status KvOffload::check_integrity() const {
+  return host_ ? host_->check_integrity() : Status::ok();
+}
+
+}  // namespace kvs

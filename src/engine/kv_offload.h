@@ -1,0 +1,162 @@
+// KvOffload: the tiers under the device pool (L1) and the decisions about them.
+//
+//   L2  host RAM: HostTier accounting over the one host area (swap's too) and its bytes;
+//   L3  disk: DiskTier (extents, checksums, warm restart).
+//
+// Write-back (default): a cached block that L1 evicts goes to L2; L2's LRU evictions go to L3
+// if the block served at least `disk_admit_hits` prefix hits. Without L2 they go straight to L3.
+// Write-through: every block is copied down (L2 and L3) as soon as it becomes cached.
+//
+// Every decision is made at schedule time and recorded as transfers (kv_transfer.h), whose
+// in-order execution moves the bytes; a disk hit is read and verified at schedule time into the
+// step's plan (the bytes are private to it), so a bad extent is dropped before anything uses it
+// and the block is recomputed. Load or recompute: each run of tier hits is loaded only when the
+// measured load bandwidth of its tier moves its bytes faster than the measured prefill rate
+// recomputes its tokens; otherwise it is recomputed, and the decision is counted.
+// Thread safety: none (the engine's step loop owns it); stats() copies.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "kvcache/disk_tier.h"
+#include "kvcache/host_block_pool.h"
+#include "kvcache/host_tier.h"
+#include "kvcache/kv_block_storage.h"
+#include "kvcache/kv_cache_manager.h"
+#include "kvcache/kv_transfer.h"
+
+namespace kvs {
+
+enum class OffloadPolicy : uint8_t { kWriteBack, kWriteThrough };
+[[nodiscard]] const char* offload_policy_name(OffloadPolicy p);
+[[nodiscard]] Result<OffloadPolicy> parse_offload_policy(const std::string& name);
+
+struct KvOffloadConfig {
+  uint64_t host_bytes = 0;  // L2 (--kv-offload-memory); 0 = off
+  std::string disk_dir;     // L3 (--kv-offload-dir); empty = off
+  uint64_t disk_bytes = uint64_t{4} << 30;
+  OffloadPolicy policy = OffloadPolicy::kWriteBack;
+  uint32_t disk_admit_hits = 1;
+  uint32_t extent_blocks = 16;
+  [[nodiscard]] bool enabled() const { return host_bytes > 0 || !disk_dir.empty(); }
+};
+
+// Load latency buckets (seconds, upper bounds) of the per-tier histograms.
+inline constexpr std::array<double, 10> kTierLoadBuckets = {0.0001, 0.00025, 0.0005, 0.001, 0.0025,
+                                                            0.005,  0.01,    0.025,  0.1,   0.5};
+
+struct TierStats {
+  uint64_t capacity_bytes = 0;
+  uint64_t used_bytes = 0;
+  uint64_t blocks = 0;
+  uint64_t blocks_stored = 0;
+  uint64_t blocks_loaded = 0;
+  uint64_t blocks_evicted = 0;
+  uint64_t hit_tokens = 0;  // prompt tokens served from this tier
+  uint64_t checksum_failures = 0;
+  uint64_t errors = 0;
+  uint64_t load_decisions = 0;       // runs of hits loaded
+  uint64_t recompute_decisions = 0;  // runs of hits recomputed because loading was slower
+  double load_bytes_per_s = 0;       // measured (startup, then online)
+  // Load latency of a block: counts per kTierLoadBuckets bucket (+1 overflow), sum, count.
+  std::array<uint64_t, kTierLoadBuckets.size() + 1> load_buckets{};
+  double load_seconds_sum = 0;
+  uint64_t load_count = 0;
+};
+
+struct KvOffloadStats {
+  bool enabled = false;
+  bool host_enabled = false, disk_enabled = false;
+  OffloadPolicy policy = OffloadPolicy::kWriteBack;
+  uint32_t disk_admit_hits = 0;
+  TierStats host, disk;
+  uint64_t disk_foreign_extents = 0;  // extents of another model/format/block size, ignored
+  uint64_t disk_torn_files_removed = 0;
+  uint64_t disk_pending_blocks = 0;
+  bool disk_admitting = true;
+};
+
+class KvOffload {
+ public:
+  // `area` is the one host area (swap shares it); host_tier_blocks of it may hold L2 entries,
+  // whose bytes live in `host_storage` (laid out like the device pool).
+  static Result<std::unique_ptr<KvOffload>> create(const KvOffloadConfig& config,
+                                                   const ExtentNamespace& ns, HostBlockPool& area,
+                                                   KvBlockStorage* host_storage,
+                                                   uint32_t host_tier_blocks);
+
+  [[nodiscard]] const KvOffloadConfig& config() const { return config_; }
+  [[nodiscard]] bool write_through() const {
+    return config_.policy == OffloadPolicy::kWriteThrough;
+  }
+
+  // ---- schedule time ----
+  // A cached block leaves L1 (eviction, write-back) or became cached (write-through): queue
+  // what copies it down. Its bytes are read by the queued transfers, in order.
+  void plan_store(BlockId block, const TierBlockMeta& meta, std::span<const int32_t> tokens,
+                  KvTransferPlan& plan);
+  // Frees host-area blocks for swap (evicting L2 entries, demoted as usual) until `n` are free
+  // or L2 is empty. Returns whether n are free.
+  bool make_host_room(uint32_t n, KvTransferPlan& plan);
+  // How a run of blocks is found: where its bytes come from.
+  struct Hit {
+    bool from_disk = false;
+    uint32_t src = 0;  // host slot, or index into plan.disk_reads
+    TierBlockMeta meta;
+  };
+  // Walks `chain` (the tier identities of the prompt blocks after the cached ones; tokens[i *
+  // block_size, +block_size) are block i's ids) down L2 then L3 and returns the longest run of
+  // hits worth loading; disk hits are read and verified into plan.disk_reads. Counts the
+  // load-or-recompute decisions (prefill_tokens_per_s: the engine's measured rate, 0 = unknown).
+  std::vector<Hit> find(std::span<const TierBlockMeta> chain, std::span<const int32_t> tokens,
+                        double prefill_tokens_per_s, KvTransferPlan& plan);
+  // Queues the loads of the first blocks.size() hits (those the cache manager imported) into
+  // `blocks`, and counts their tokens as hits of their tier.
+  void plan_loads(std::span<const Hit> hits, std::span<const BlockId> blocks, KvTransferPlan& plan);
+  // Closes the disk tier's open extent if nothing was added to it during the last step.
+  void end_step();
+
+  // ---- transfer time (KvTransferExecutor) ----
+  void store(const KvBlockStorage& device, uint32_t block, uint32_t slot);
+  void load(KvBlockStorage& device, uint32_t slot, uint32_t block);
+  void demote(const uint8_t* bytes, const TierRecord& record);
+  void load_disk(KvBlockStorage& device, const std::vector<uint8_t>& bytes, uint32_t block);
+  [[nodiscard]] KvBlockStorage* host_storage() const { return host_storage_; }
+
+  // ---- shutdown ----
+  // Writes every L2 entry, and every block L1 still caches, that the disk tier would admit,
+  // then waits (at most timeout_seconds) for the disk writes. No-op without a disk tier.
+  bool persist(const KvBlockStorage& device, const KvCacheManager& cache, double timeout_seconds);
+
+  [[nodiscard]] KvOffloadStats stats() const;
+  [[nodiscard]] Status check_integrity() const;
+
+ private:
+  KvOffload(const KvOffloadConfig& config, HostBlockPool& area, KvBlockStorage* host_storage,
+            uint32_t host_tier_blocks, uint32_t block_size, uint64_t block_bytes);
+  void measure_startup_bandwidth();
+  void plan_demote(const HostTier::Evicted& e, KvTransferPlan& plan);
+  [[nodiscard]] bool admits_to_disk(const TierBlockMeta& meta) const {
+    return disk_ != nullptr && meta.hits >= config_.disk_admit_hits;
+  }
+  static void record_load(TierStats& t, double seconds, uint64_t bytes);
+
+  KvOffloadConfig config_;
+  HostBlockPool& area_;
+  KvBlockStorage* host_storage_;
+  std::unique_ptr<HostTier> host_;  // null without L2
+  std::unique_ptr<DiskTier> disk_;  // null without L3
+  uint32_t block_size_;
+  uint64_t block_bytes_;
+  TierStats host_stats_, disk_stats_;
+  uint64_t disk_added_this_step_ = 0;
+};
+
+}  // namespace kvs

@@ -1,0 +1,35 @@
+#include "kvcache/tier_key.h"
+
+#include <xxhash.h>
+
+namespace kvs {
+
+namespace {
+// Domain tags, distinct from block_hash.cpp's, so a tier key never equals an in-memory key by
+// construction.
+constexpr uint64_t kNamespaceTag = 0x6b76732d7469726eULL;  // "kvs-tirn"
+constexpr uint64_t kRootTag = 0x6b76732d74697272ULL;       // "kvs-tirr"
+constexpr uint64_t kSaltTag = 0x6b76732d74697273ULL;       // "kvs-tirs"
+constexpr uint64_t kBlockTag = 0x6b76732d74697262ULL;      // "kvs-tirb"
+}  // namespace
+
+uint64_t tier_namespace(uint64_t model_fingerprint, KvDtype k_dtype, KvDtype v_dtype,
+                        uint32_t block_size) {
+  const uint64_t words[4] = {model_fingerprint, static_cast<uint64_t>(k_dtype),
+                             static_cast<uint64_t>(v_dtype), block_size};
+  return XXH3_64bits_withSeed(words, sizeof(words), kNamespaceTag);
+}
+
+uint64_t tier_root_key(uint64_t ns, std::string_view cache_salt) {
+  return XXH3_64bits_withSeed(cache_salt.data(), cache_salt.size(), ns ^ kRootTag);
+}
+
+uint64_t tier_salt_check(std::string_view cache_salt) {
+  return XXH3_64bits_withSeed(cache_salt.data(), cache_salt.size(), kSaltTag);
+}
+
+uint64_t tier_block_key(uint64_t parent_key, std::span<const int32_t> tokens) {
+  return XXH3_64bits_withSeed(tokens.data(), tokens.size_bytes(), parent_key ^ kBlockTag);
+}
+
+}  // namespace kvs

@@ -1,0 +1,129 @@
+// HostTier: the L2 index and LRU against a simple model (a list in recency order), with the host
+// area shared with swap-like allocations.
+#include "kvcache/host_tier.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <list>
+#include <random>
+
+namespace kvs {
+namespace {
+
+constexpr uint32_t kBs = 4;
+
+TierBlockMeta meta_of(uint64_t key) {
+  return {.key = key, .parent_key = key * 31 + 7, .salt_check = 99, .hits = 0};
+}
+std::vector<int32_t> tokens_of(uint64_t key) {
+  return {static_cast<int32_t>(key), 1, 2, static_cast<int32_t>(key % 7)};
+}
+
+TEST(HostTierTest, EvictsLeastRecentlyUsedAndMatchesOnlyTheSamePosition) {
+  HostBlockPool area(8);
+  HostTier tier(area, kBs, 3);
+  for (uint64_t k = 1; k <= 3; ++k) ASSERT_TRUE(tier.insert(meta_of(k), tokens_of(k)));
+  EXPECT_FALSE(tier.insert(meta_of(4), tokens_of(4)));  // at capacity
+  const auto s1 = tier.find(meta_of(1), tokens_of(1));
+  ASSERT_TRUE(s1);
+  tier.touch(*s1);  // 1 becomes most recently used: 2 goes first
+  EXPECT_EQ(tier.meta(*s1).hits, 1u);
+  const auto e = tier.evict_lru();
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->meta.key, 2u);
+  EXPECT_EQ(e->tokens, tokens_of(2));
+  EXPECT_TRUE(tier.insert(meta_of(4), tokens_of(4)));
+  // Same key, other parent, salt or tokens: a miss, never another position's block.
+  TierBlockMeta other = meta_of(1);
+  other.parent_key ^= 1;
+  EXPECT_FALSE(tier.find(other, tokens_of(1)));
+  other = meta_of(1);
+  other.salt_check ^= 1;
+  EXPECT_FALSE(tier.find(other, tokens_of(1)));
+  std::vector<int32_t> t = tokens_of(1);
+  t[2] ^= 1;
+  EXPECT_FALSE(tier.find(meta_of(1), t));
+  EXPECT_TRUE(tier.check_integrity().is_ok());
+}
+
+TEST(HostTierTest, SharesTheHostAreaWithSwap) {
+  HostBlockPool area(4);
+  HostTier tier(area, kBs, 4);
+  auto swap = area.allocate(3);  // swap holds 3 of the 4 host blocks
+  ASSERT_TRUE(swap);
+  EXPECT_TRUE(tier.insert(meta_of(1), tokens_of(1)));
+  EXPECT_FALSE(tier.insert(meta_of(2), tokens_of(2)));  // no host block free
+  area.free(*swap);
+  EXPECT_TRUE(tier.insert(meta_of(2), tokens_of(2)));
+  EXPECT_TRUE(tier.check_integrity().is_ok());
+  EXPECT_TRUE(area.check_integrity().is_ok());
+}
+
+TEST(HostTierTest, RandomizedAgainstAModel) {
+  std::mt19937_64 rng(7);
+  for (int round = 0; round < 20; ++round) {
+    const uint32_t capacity = 1 + rng() % 12;
+    HostBlockPool area(capacity + rng() % 4);
+    HostTier tier(area, kBs, capacity);
+    std::list<uint64_t> model;  // front = least recently used
+    std::vector<std::vector<uint32_t>> swapped;
+    for (int op = 0; op < 2000; ++op) {
+      const uint64_t key = 1 + rng() % 24;
+      switch (rng() % 5) {
+        case 0:
+        case 1: {  // store (evicting LRU entries while there is no room)
+          if (tier.contains(key)) break;
+          auto slot = tier.insert(meta_of(key), tokens_of(key));
+          while (!slot) {
+            auto e = tier.evict_lru();
+            if (!e) break;
+            ASSERT_FALSE(model.empty());
+            ASSERT_EQ(e->meta.key, model.front());
+            model.pop_front();
+            slot = tier.insert(meta_of(key), tokens_of(key));
+          }
+          if (slot) model.push_back(key);
+          break;
+        }
+        case 2: {  // lookup
+          const auto slot = tier.find(meta_of(key), tokens_of(key));
+          const auto it = std::find(model.begin(), model.end(), key);
+          ASSERT_EQ(slot.has_value(), it != model.end());
+          if (slot) {
+            tier.touch(*slot);
+            model.erase(it);
+            model.push_back(key);
+          }
+          break;
+        }
+        case 3: {  // swap takes or gives back host blocks
+          if (!swapped.empty() && rng() % 2) {
+            area.free(swapped.back());
+            swapped.pop_back();
+          } else if (auto got = area.allocate(1 + rng() % 2)) {
+            swapped.push_back(*got);
+          }
+          break;
+        }
+        case 4: {  // drop one entry
+          const auto slot = tier.find(meta_of(key), tokens_of(key));
+          if (slot) {
+            tier.erase(*slot);
+            model.remove(key);
+          }
+          break;
+        }
+      }
+      ASSERT_EQ(tier.size(), model.size());
+      ASSERT_TRUE(tier.check_integrity().is_ok()) << tier.check_integrity().to_string();
+      ASSERT_TRUE(area.check_integrity().is_ok());
+    }
+    std::vector<uint64_t> mru;
+    tier.for_each_mru([&](uint32_t s) { mru.push_back(tier.meta(s).key); });
+    EXPECT_EQ(mru, std::vector<uint64_t>(model.rbegin(), model.rend()));
+  }
+}
+
+}  // namespace
+}  // namespace kvs
