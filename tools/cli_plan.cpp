@@ -9,6 +9,8 @@
 #include <sstream>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "core/byte_size.h"
 #include "model/gguf_file.h"
 #include "planner/catalog.h"
@@ -18,6 +20,7 @@
 #include "planner/plan_report.h"
 #include "planner/plan_request.h"
 #include "planner/plan_svg.h"
+#include "planner/tier_capacity.h"
 #include "tools/cli_commands.h"
 #include "tools/cli_hardware_flags.h"
 
@@ -36,6 +39,8 @@ struct PlanFlags {
   bool json = false;
   std::string svg;
   std::string kv_cache_memory;
+  std::string kv_offload_memory;
+  std::string kv_offload_disk_bytes;
   bool list_models = false;
   bool list_gpus = false;
 };
@@ -106,10 +111,50 @@ void run(const PlanFlags& f) {
   }
 
   const PlanOutcome out = or_fail(run_plan(r), "plan: ");
-  if (f.json)
-    std::cout << render_plan_json(out);
-  else
+  std::vector<TierCapacityRow> tiers;
+  uint64_t host = 0, disk = 0;
+  if (!f.kv_offload_memory.empty() || !f.kv_offload_disk_bytes.empty()) {
+    if (!f.kv_offload_memory.empty())
+      host = or_fail(parse_byte_size(f.kv_offload_memory), "--kv-offload-memory: ");
+    if (!f.kv_offload_disk_bytes.empty())
+      disk = or_fail(parse_byte_size(f.kv_offload_disk_bytes), "--kv-offload-disk-bytes: ");
+    if (f.block_size == 0) fail("--kv-offload-*: the tiers hold whole blocks (--block-size > 0)");
+    tiers = plan_tier_capacity(r.model, r.tp, f.block_size, host, disk);
+  }
+  if (f.json) {
+    if (tiers.empty()) {
+      std::cout << render_plan_json(out);
+    } else {
+      nlohmann::json j = nlohmann::json::parse(render_plan_json(out));
+      nlohmann::json rows = nlohmann::json::array();
+      for (const TierCapacityRow& t : tiers)
+        rows.push_back({{"kv_cache_dtype", kv_dtype_name(t.dtype)},
+                        {"bytes_per_token", t.bytes_per_token},
+                        {"block_bytes", t.block_bytes},
+                        {"host_blocks", t.host_blocks},
+                        {"host_prefix_tokens", t.host_tokens},
+                        {"disk_blocks", t.disk_blocks},
+                        {"disk_prefix_tokens", t.disk_tokens}});
+      j["kv_offload"] = {{"host_bytes", host}, {"disk_bytes", disk}, {"formats", rows}};
+      std::cout << j.dump(2) << "\n";
+    }
+  } else {
     std::cout << render_plan_report(out);
+    if (!tiers.empty()) {
+      std::printf(
+          "\nKV offload tiers: prefix tokens they hold (whole %u-token blocks; disk in "
+          "16-block extents with headers)\n",
+          f.block_size);
+      std::printf("  host %s, disk %s\n", format_bytes_binary(host).c_str(),
+                  format_bytes_binary(disk).c_str());
+      std::printf("  %-14s %12s %14s %16s\n", "format", "B/token", "host tokens", "disk tokens");
+      for (const TierCapacityRow& t : tiers)
+        std::printf("  %-14s %12s %14s %16s\n", kv_dtype_name(t.dtype),
+                    format_thousands(t.bytes_per_token).c_str(),
+                    format_thousands(t.host_tokens).c_str(),
+                    format_thousands(t.disk_tokens).c_str());
+    }
+  }
   if (!f.svg.empty()) {
     std::ofstream svg(f.svg);
     svg << render_plan_svg(out);
@@ -146,6 +191,10 @@ void add_plan_command(CLI::App& app) {
   cmd->add_option("--kv-cache-memory", flags->kv_cache_memory,
                   "also show the pool the engine allocates for this budget (as kvserve "
                   "generate/serve --kv-cache-memory)");
+  cmd->add_option("--kv-offload-memory", flags->kv_offload_memory,
+                  "also report the prefix tokens a host KV tier of this size holds, per format");
+  cmd->add_option("--kv-offload-disk-bytes", flags->kv_offload_disk_bytes,
+                  "also report the prefix tokens a disk KV tier of this size holds, per format");
   cmd->add_flag("--list-models", flags->list_models, "list the built-in model catalog");
   cmd->add_flag("--list-gpus", flags->list_gpus, "list the GPU presets");
   cmd->callback([flags] { run(*flags); });
