@@ -247,7 +247,12 @@ std::vector<StepOutput> Engine::step() {
   // 2. Transfer: block bytes move in the order the scheduler queued them.
   transfers_->run(plan);
   if (offload_ != nullptr) offload_->end_step();
-  if (plan.empty()) return out;
+  if (plan.empty()) {
+    // Nothing to run: sequences may be waiting for disk-tier reads. Wait for one to land
+    // rather than spin.
+    if (offload_ != nullptr && scheduler_->num_loading() > 0) offload_->wait_for_disk_reads(0.01);
+    return out;
+  }
   // 3. Forward: the step's inputs, built once by the cache manager.
   rows_.clear();
   bool has_prefill = false;
@@ -300,6 +305,7 @@ EngineSnapshot Engine::snapshot(bool with_fragmentation) const {
   s.running = static_cast<uint32_t>(scheduler_->num_running());
   s.waiting = static_cast<uint32_t>(scheduler_->num_waiting());
   s.swapped = static_cast<uint32_t>(scheduler_->num_swapped());
+  s.loading = static_cast<uint32_t>(scheduler_->num_loading());
   s.cache = cache_->counters();
   if (with_fragmentation) s.fragmentation = cache_->stats().fragmentation;
   s.preemptions_recompute = scheduler_->num_preemptions(PreemptionMode::kRecompute);

@@ -80,6 +80,7 @@ struct EngineCounters {
 // fragmentation, when asked).
 struct EngineSnapshot {
   uint32_t running = 0, waiting = 0, swapped = 0;
+  uint32_t loading = 0;  // of the waiting ones, those waiting for disk-tier reads
   KvCacheCounters cache;
   double fragmentation = 0;  // only when snapshot(true)
   uint64_t preemptions_recompute = 0, preemptions_swap = 0;

@@ -147,10 +147,10 @@ bool KvOffload::make_host_room(uint32_t n, KvTransferPlan& plan) {
   return area_.num_free() >= n;
 }
 
-std::vector<KvOffload::Hit> KvOffload::find(std::span<const TierBlockMeta> chain,
-                                            std::span<const int32_t> tokens,
-                                            double prefill_tokens_per_s, KvTransferPlan& plan) {
-  std::vector<Hit> out;
+KvOffload::Found KvOffload::find(std::span<const TierBlockMeta> chain,
+                                 std::span<const int32_t> tokens, double prefill_tokens_per_s,
+                                 bool wait_for_disk, KvTransferPlan& plan) {
+  Found out;
   const auto block_tokens = [&](size_t i) { return tokens.subspan(i * block_size_, block_size_); };
   // Loading n blocks from a tier at its measured bandwidth vs recomputing their tokens.
   const auto worth_loading = [&](const TierStats& t, size_t n) {
@@ -158,6 +158,7 @@ std::vector<KvOffload::Hit> KvOffload::find(std::span<const TierBlockMeta> chain
     return n * block_bytes_ / t.load_bytes_per_s <= n * block_size_ / prefill_tokens_per_s;
   };
   size_t i = 0;
+  std::vector<std::pair<size_t, uint32_t>> host_hits;  // (chain index, slot), touched at the end
   while (i < chain.size()) {
     size_t j = i;
     std::vector<uint32_t> slots;
@@ -170,13 +171,11 @@ std::vector<KvOffload::Hit> KvOffload::find(std::span<const TierBlockMeta> chain
     if (j > i) {
       if (!worth_loading(host_stats_, j - i)) {
         ++host_stats_.recompute_decisions;
-        return out;
+        break;
       }
       ++host_stats_.load_decisions;
-      for (uint32_t s : slots) {
-        out.push_back({.from_disk = false, .src = s, .meta = host_->meta(s)});
-        host_->touch(s);
-      }
+      for (uint32_t s : slots)
+        out.hits.push_back({.from_disk = false, .src = s, .meta = host_->meta(s)});
       i = j;
       continue;
     }
@@ -186,19 +185,37 @@ std::vector<KvOffload::Hit> KvOffload::find(std::span<const TierBlockMeta> chain
       ++disk_stats_.recompute_decisions;
       break;
     }
+    if (!wait_for_disk) {
+      for (size_t k = i; k < j; ++k) {
+        if (disk_->readiness(chain[k], block_tokens(k)) == DiskTier::Readiness::kReady) continue;
+        disk_->prefetch(chain[k], block_tokens(k));
+        out.loading = true;
+      }
+      if (out.loading) {
+        out.hits.clear();
+        return out;
+      }
+    }
     ++disk_stats_.load_decisions;
     for (; i < j; ++i) {
       std::vector<uint8_t> bytes(block_bytes_);
       const auto t0 = SteadyClock::now();
-      if (!disk_->read_block(chain[i], block_tokens(i), bytes.data()).is_ok()) return out;
+      if (!disk_->read_block(chain[i], block_tokens(i), bytes.data()).is_ok()) break;
       record_load(disk_stats_, seconds_since(t0), block_bytes_);
       plan.disk_reads.push_back(std::move(bytes));
-      out.push_back({.from_disk = true,
-                     .src = static_cast<uint32_t>(plan.disk_reads.size() - 1),
-                     .meta = chain[i]});
+      out.hits.push_back({.from_disk = true,
+                          .src = static_cast<uint32_t>(plan.disk_reads.size() - 1),
+                          .meta = chain[i]});
     }
+    if (i < j) break;  // a block failed verification: the rest is recomputed
   }
+  for (const Hit& h : out.hits)
+    if (!h.from_disk) host_->touch(h.src);
   return out;
+}
+
+bool KvOffload::wait_for_disk_reads(double timeout_seconds) {
+  return disk_ != nullptr && disk_->wait_for_reads(timeout_seconds);
 }
 
 void KvOffload::plan_loads(std::span<const Hit> hits, std::span<const BlockId> blocks,

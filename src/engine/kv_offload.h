@@ -111,12 +111,23 @@ class KvOffload {
     uint32_t src = 0;  // host slot, or index into plan.disk_reads
     TierBlockMeta meta;
   };
+  struct Found {
+    std::vector<Hit> hits;
+    // The run continues on disk in extents not read yet: their reads are queued on the disk
+    // tier's loader thread and `hits` is empty; ask again in a later step.
+    bool loading = false;
+  };
   // Walks `chain` (the tier identities of the prompt blocks after the cached ones; tokens[i *
   // block_size, +block_size) are block i's ids) down L2 then L3 and returns the longest run of
-  // hits worth loading; disk hits are read and verified into plan.disk_reads. Counts the
-  // load-or-recompute decisions (prefill_tokens_per_s: the engine's measured rate, 0 = unknown).
-  std::vector<Hit> find(std::span<const TierBlockMeta> chain, std::span<const int32_t> tokens,
-                        double prefill_tokens_per_s, KvTransferPlan& plan);
+  // hits worth loading; disk hits must have been read and verified by the loader thread
+  // (asynchronous) unless `wait_for_disk`, which reads them now. Their bytes go to
+  // plan.disk_reads. Counts the load-or-recompute decisions (prefill_tokens_per_s: the
+  // engine's measured rate, 0 = unknown).
+  Found find(std::span<const TierBlockMeta> chain, std::span<const int32_t> tokens,
+             double prefill_tokens_per_s, bool wait_for_disk, KvTransferPlan& plan);
+  // Blocks until a queued disk read finishes or timeout_seconds pass (an engine with nothing
+  // else to run waits here instead of spinning); false when no read is queued.
+  bool wait_for_disk_reads(double timeout_seconds);
   // Queues the loads of the first blocks.size() hits (those the cache manager imported) into
   // `blocks`, and counts their tokens as hits of their tier.
   void plan_loads(std::span<const Hit> hits, std::span<const BlockId> blocks, KvTransferPlan& plan);

@@ -135,19 +135,21 @@ std::optional<uint32_t> Scheduler::admit_swapped(Sequence* s, uint32_t budget, S
   return n;
 }
 
-bool Scheduler::import_from_tiers(Sequence* s, const AdmitPlan& ap, uint32_t budget,
-                                  StepPlan& plan) {
+Scheduler::TierImport Scheduler::import_from_tiers(Sequence* s, const AdmitPlan& ap,
+                                                   uint32_t budget, StepPlan& plan) {
   const uint32_t bs = cache_.block_size();
   // Whole blocks before the last prompt token (always recomputed, for its logits).
   const uint32_t max_blocks = static_cast<uint32_t>((s->tokens.size() - 1) / bs);
   const uint32_t first = ap.cached_blocks;
-  if (first >= max_blocks) return false;
+  if (first >= max_blocks) return TierImport::kNone;
   const std::vector<TierBlockMeta> chain = cache_.tier_chain(s->tokens, s->cache_salt, max_blocks);
   const std::span<const TierBlockMeta> rest = std::span(chain).subspan(first);
-  const std::vector<KvOffload::Hit> hits =
+  const KvOffload::Found found =
       offload_->find(rest, std::span<const int32_t>(s->tokens).subspan(uint64_t{first} * bs),
-                     prefill_tokens_per_s_, plan);
-  if (hits.empty()) return false;
+                     prefill_tokens_per_s_, s->tier_load_waits >= kMaxTierLoadWaits, plan);
+  if (found.loading) return TierImport::kLoading;
+  const std::vector<KvOffload::Hit>& hits = found.hits;
+  if (hits.empty()) return TierImport::kNone;
   std::vector<TierBlockMeta> metas;
   for (const KvOffload::Hit& h : hits) metas.push_back(h.meta);
   // Room for the imported blocks and the blocks of the first chunk after them.
@@ -155,13 +157,14 @@ bool Scheduler::import_from_tiers(Sequence* s, const AdmitPlan& ap, uint32_t bud
   const uint32_t keep_free = (std::min(after, budget) + bs - 1) / bs;
   auto imported = cache_.import_blocks(s->tokens, s->cache_salt, first, metas, keep_free);
   queue_tier_evictions(plan);  // their bytes are read before the loads overwrite the blocks
-  if (!imported.is_ok()) return false;
+  if (!imported.is_ok()) return TierImport::kNone;
   offload_->plan_loads(hits, *imported, plan);
-  return !imported->empty();
+  return imported->empty() ? TierImport::kNone : TierImport::kImported;
 }
 
 StepPlan Scheduler::schedule() {
   StepPlan plan;
+  num_loading_ = 0;
   // Write-through: the blocks cached during the last step go down now, before anything can
   // evict them.
   if (offload_ != nullptr && offload_->write_through()) {
@@ -230,8 +233,16 @@ StepPlan Scheduler::schedule() {
         ++w;
         continue;
       }
-      if (offload_ != nullptr && import_from_tiers(s, ap, budget, plan))
-        ap = cache_.plan_admit(s->tokens, s->cache_salt);
+      if (offload_ != nullptr) {
+        const TierImport got = import_from_tiers(s, ap, budget, plan);
+        if (got == TierImport::kLoading) {
+          ++s->tier_load_waits;
+          ++num_loading_;
+          ++w;
+          continue;
+        }
+        if (got == TierImport::kImported) ap = cache_.plan_admit(s->tokens, s->cache_salt);
+      }
       if (!ap.fits) break;
       auto cached = cache_.admit(s->id, s->tokens, s->cache_salt, &copies_, budget);
       queue_cache_output(copies_, plan);

@@ -28,7 +28,9 @@
 // the tiers before that call's own copies are queued (its bytes are read first); an admission
 // whose cached prefix ends early continues the lookup down the tiers, imports the hits into
 // fresh cached blocks and queues their loads, so that admit() then hits them like any cached
-// block; swap takes host blocks from the host tier's share when its own is used up.
+// block; swap takes host blocks from the host tier's share when its own is used up. A prefix
+// that continues on disk is read by the disk tier's loader thread first: meanwhile its sequence
+// waits ("loading") and later ones may pass it, as with a prefix in flight.
 // Transfers are queued in decision order, and executing them in that order is what makes the
 // reuse of a just-freed block within the same step safe (kv_transfer.h).
 #pragma once
@@ -102,6 +104,11 @@ class Scheduler {
   [[nodiscard]] size_t num_waiting() const { return waiting_.size(); }
   [[nodiscard]] size_t num_running() const { return running_.size(); }
   [[nodiscard]] size_t num_swapped() const { return swapped_.size(); }
+  // Waiting sequences the last schedule() left waiting for disk-tier reads.
+  [[nodiscard]] size_t num_loading() const { return num_loading_; }
+  // Schedule passes a sequence waits for its disk reads before it reads them synchronously
+  // (bounds the wait when the loader falls behind).
+  static constexpr uint32_t kMaxTierLoadWaits = 64;
 
   // Plans the next step: admits waiting sequences into the cache manager, reserves the slots of
   // every scheduled chunk and queues the transfers that must run before the forward pass.
@@ -127,8 +134,9 @@ class Scheduler {
   void queue_cache_output(std::vector<BlockCopy>& copies, StepPlan& plan);
   void queue_tier_evictions(StepPlan& plan);
   // Continues s's cached prefix down the tiers: imports the hits into the cache and queues their
-  // loads. Returns whether anything was imported.
-  bool import_from_tiers(Sequence* s, const AdmitPlan& ap, uint32_t budget, StepPlan& plan);
+  // loads. kLoading: the prefix continues in disk extents being read; s waits ("loading").
+  enum class TierImport : uint8_t { kNone, kImported, kLoading };
+  TierImport import_from_tiers(Sequence* s, const AdmitPlan& ap, uint32_t budget, StepPlan& plan);
 
   SchedulerConfig config_;
   KvCacheManager& cache_;
@@ -139,6 +147,7 @@ class Scheduler {
   std::vector<BlockCopy> copies_;                             // scratch
   KvOffload* offload_ = nullptr;
   double prefill_tokens_per_s_ = 0;
+  size_t num_loading_ = 0;
   uint64_t num_preemptions_[2] = {0, 0};
   std::vector<PreemptionEvent> events_;
 };

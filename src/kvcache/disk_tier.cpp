@@ -108,6 +108,7 @@ Result<std::unique_ptr<DiskTier>> DiskTier::open(const DiskTierConfig& config) {
   std::unique_ptr<DiskTier> t(new DiskTier(config));
   KVS_RETURN_IF_ERROR(t->scan());
   t->writer_ = std::thread([p = t.get()] { p->writer_loop(); });
+  t->loader_ = std::thread([p = t.get()] { p->loader_loop(); });
   return t;
 }
 
@@ -118,7 +119,9 @@ DiskTier::~DiskTier() {
     stop_ = true;
   }
   cv_.notify_all();
+  read_cv_.notify_all();
   if (writer_.joinable()) writer_.join();
+  if (loader_.joinable()) loader_.join();
 }
 
 Status DiskTier::scan() {
@@ -190,10 +193,7 @@ void DiskTier::drop_extent(uint64_t id, bool count_as_evicted) {
   counters_.blocks -= x.header.blocks.size();
   counters_.used_bytes -= x.file_bytes;
   if (count_as_evicted) counters_.blocks_evicted += x.header.blocks.size();
-  if (cached_extent_ == id) {
-    cached_extent_ = 0;
-    cached_file_.clear();
-  }
+  std::erase_if(verified_, [&](const auto& v) { return v.first == id; });
   extents_.erase(it);
 }
 
@@ -223,51 +223,107 @@ bool DiskTier::contains(const TierBlockMeta& want, std::span<const int32_t> toke
   return locate(want, tokens).has_value();
 }
 
+Status DiskTier::load_extent(std::unique_lock<std::mutex>& lock, uint64_t id) {
+  const auto it = extents_.find(id);
+  if (it == extents_.end()) return not_found("disk tier: extent evicted");
+  const std::string path = it->second.path;
+  const uint64_t expect = it->second.file_bytes;
+  const ExtentHeader header = it->second.header;
+  lock.unlock();
+  const auto t0 = std::chrono::steady_clock::now();
+  Result<std::vector<uint8_t>> file = read_file(path, expect);
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  // Verified outside the lock (hashing a few MiB), trusted only if every check passes.
+  bool good = file.is_ok() && file->size() == expect && extent_checksum_ok(*file);
+  if (good) {
+    const Result<ExtentHeader> h = decode_extent_header(*file);
+    good = h.is_ok() && h->ns == header.ns && h->tokens == header.tokens &&
+           h->blocks.size() == header.blocks.size();
+    for (size_t i = 0; good && i < header.blocks.size(); ++i)
+      good = h->blocks[i].key == header.blocks[i].key &&
+             h->blocks[i].parent_key == header.blocks[i].parent_key &&
+             h->blocks[i].salt_check == header.blocks[i].salt_check;
+  }
+  lock.lock();
+  if (!good) {
+    if (file.is_ok() || file.status().code() == StatusCode::kInvalidArgument)
+      ++counters_.checksum_failures;
+    else
+      ++counters_.io_errors;
+    drop_extent(id, false);
+    return data_loss("disk tier: extent " + path + " failed verification; dropped");
+  }
+  if (!extents_.contains(id)) return not_found("disk tier: extent evicted meanwhile");
+  counters_.bytes_read += file->size();
+  counters_.read_seconds += secs;
+  std::erase_if(verified_, [&](const auto& v) { return v.first == id; });
+  verified_.emplace_back(id, std::move(*file));
+  while (verified_.size() > kVerifiedExtents) verified_.pop_front();
+  return Status::ok();
+}
+
+DiskTier::Readiness DiskTier::readiness(const TierBlockMeta& want,
+                                        std::span<const int32_t> tokens) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  const std::optional<Location> loc = locate(want, tokens);
+  if (!loc) return Readiness::kMissing;
+  for (const auto& v : verified_)
+    if (v.first == loc->extent) return Readiness::kReady;
+  return reading_.contains(loc->extent) ? Readiness::kPending : Readiness::kMissing;
+}
+
+void DiskTier::prefetch(const TierBlockMeta& want, std::span<const int32_t> tokens) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const std::optional<Location> loc = locate(want, tokens);
+  if (!loc || reading_.contains(loc->extent)) return;
+  for (const auto& v : verified_)
+    if (v.first == loc->extent) return;
+  reading_.emplace(loc->extent, 0);
+  read_queue_.push_back(loc->extent);
+  read_cv_.notify_one();
+}
+
+bool DiskTier::wait_for_reads(double timeout_seconds) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (reading_.empty()) return false;
+  const size_t before = reading_.size();
+  read_done_cv_.wait_for(lock, std::chrono::duration<double>(timeout_seconds),
+                         [&] { return reading_.size() < before; });
+  return true;
+}
+
+void DiskTier::loader_loop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    read_cv_.wait(lock, [&] { return stop_ || !read_queue_.empty(); });
+    if (stop_) break;
+    const uint64_t id = read_queue_.front();
+    read_queue_.pop_front();
+    (void)load_extent(lock, id);  // failures are counted and the extent dropped
+    reading_.erase(id);
+    read_done_cv_.notify_all();
+  }
+}
+
 Status DiskTier::read_block(const TierBlockMeta& want, std::span<const int32_t> tokens,
                             uint8_t* out) {
   std::unique_lock<std::mutex> lock(mu_);
-  const std::optional<Location> loc = locate(want, tokens);
+  std::optional<Location> loc = locate(want, tokens);
   if (!loc) return not_found("disk tier: block not found");
-  const uint64_t block_bytes = config_.ns.block_bytes;
-  if (cached_extent_ != loc->extent) {
-    const Extent& x = extents_.at(loc->extent);
-    const std::string path = x.path;
-    const uint64_t expect = x.file_bytes;
-    const ExtentHeader header = x.header;
-    lock.unlock();
-    const auto t0 = std::chrono::steady_clock::now();
-    Result<std::vector<uint8_t>> file = read_file(path, expect);
-    const double secs =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    // Verified outside the lock (hashing a few MiB), trusted only if every check passes.
-    bool good = file.is_ok() && file->size() == expect && extent_checksum_ok(*file);
-    if (good) {
-      const Result<ExtentHeader> h = decode_extent_header(*file);
-      good = h.is_ok() && h->ns == header.ns && h->tokens == header.tokens &&
-             h->blocks.size() == header.blocks.size();
-      for (size_t i = 0; good && i < header.blocks.size(); ++i)
-        good = h->blocks[i].key == header.blocks[i].key &&
-               h->blocks[i].parent_key == header.blocks[i].parent_key &&
-               h->blocks[i].salt_check == header.blocks[i].salt_check;
-    }
-    lock.lock();
-    if (!good) {
-      if (file.is_ok() || file.status().code() == StatusCode::kInvalidArgument)
-        ++counters_.checksum_failures;
-      else
-        ++counters_.io_errors;
-      drop_extent(loc->extent, false);
-      return data_loss("disk tier: extent " + path + " failed verification; dropped");
-    }
-    if (!extents_.contains(loc->extent)) return not_found("disk tier: extent evicted meanwhile");
-    counters_.bytes_read += file->size();
-    counters_.read_seconds += secs;
-    cached_extent_ = loc->extent;
-    cached_file_ = std::move(*file);
+  const auto verified = [&]() -> const std::vector<uint8_t>* {
+    for (const auto& v : verified_)
+      if (v.first == loc->extent) return &v.second;
+    return nullptr;
+  };
+  if (verified() == nullptr) {
+    KVS_RETURN_IF_ERROR(load_extent(lock, loc->extent));
+    loc = locate(want, tokens);
+    if (!loc || verified() == nullptr) return not_found("disk tier: extent evicted meanwhile");
   }
   Extent& x = extents_.at(loc->extent);
   x.last_used = ++tick_;
-  std::memcpy(out, cached_file_.data() + x.header.header_bytes + loc->index * block_bytes,
+  const uint64_t block_bytes = config_.ns.block_bytes;
+  std::memcpy(out, verified()->data() + x.header.header_bytes + loc->index * block_bytes,
               block_bytes);
   ++counters_.blocks_loaded;
   return Status::ok();

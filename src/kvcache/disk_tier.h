@@ -10,7 +10,9 @@
 //     a bad extent is deleted and counted, and the caller recomputes;
 //   - a write error (disk full, I/O error) is logged once and counted, and the tier stops
 //     admitting new blocks (what it holds stays readable); no request ever fails because of it;
-//   - capacity: when extents exceed capacity_bytes, the least recently used ones are deleted.
+//   - capacity: when extents exceed capacity_bytes, the least recently used ones are deleted;
+//   - loads can be asynchronous: prefetch() hands an extent to a loader thread, which reads and
+//     verifies it into a small cache of verified extents; read_block() then costs a copy.
 // Thread safety: every public method may be called from any thread.
 #pragma once
 
@@ -69,6 +71,15 @@ class DiskTier {
 
   // Whether an extent on disk holds this chain position (key, parent, salt check, tokens).
   [[nodiscard]] bool contains(const TierBlockMeta& want, std::span<const int32_t> tokens) const;
+  enum class Readiness : uint8_t { kMissing, kPending, kReady };
+  // kReady: the block's extent is read and verified (read_block copies it); kPending: its read
+  // is queued or running; kMissing: not on disk (or dropped). Never blocks on I/O.
+  [[nodiscard]] Readiness readiness(const TierBlockMeta& want,
+                                    std::span<const int32_t> tokens) const;
+  // Queues the read of the extent holding this block (no-op if ready, pending or missing).
+  void prefetch(const TierBlockMeta& want, std::span<const int32_t> tokens);
+  // Waits until a queued read finishes or timeout_seconds pass; false when nothing is queued.
+  bool wait_for_reads(double timeout_seconds);
   // Reads the block into out (block_bytes bytes), verifying its extent. On a checksum, token or
   // header mismatch the extent is deleted and counted; on any failure nothing is written to out
   // that the caller may use, and an error is returned (the caller recomputes).
@@ -107,6 +118,10 @@ class DiskTier {
   explicit DiskTier(const DiskTierConfig& config);
   Status scan();
   void writer_loop();
+  void loader_loop();
+  // Reads and verifies extent `id` (no lock held during the I/O) and keeps it among the verified
+  // extents; on a failed check the extent is dropped and counted.
+  Status load_extent(std::unique_lock<std::mutex>& lock, uint64_t id);
   // Writes one extent durably; returns its final path or an error.
   Result<std::string> write_extent(const Job& job);
   void index_extent(uint64_t id, const std::string& path, ExtentHeader header);  // mu_ held
@@ -133,10 +148,16 @@ class DiskTier {
   uint64_t tick_ = 0;
   DiskTierCounters counters_;
   bool logged_error_ = false;
-  // The last extent read and verified, so that consecutive blocks of one extent cost one read.
-  uint64_t cached_extent_ = 0;
-  std::vector<uint8_t> cached_file_;
+  // Extents read and verified, most recently used last (a few: consecutive blocks of a prefix
+  // cost one read, and prefetched extents wait here for the step that imports them).
+  static constexpr size_t kVerifiedExtents = 16;
+  std::deque<std::pair<uint64_t, std::vector<uint8_t>>> verified_;
+  std::deque<uint64_t> read_queue_;                // extents the loader thread will read
+  std::unordered_map<uint64_t, uint8_t> reading_;  // queued or being read
+  std::condition_variable read_cv_;                // the loader waits for work
+  std::condition_variable read_done_cv_;           // wait_for_reads
   std::thread writer_;
+  std::thread loader_;
 };
 
 }  // namespace kvs

@@ -260,6 +260,8 @@ std::string ServerMetrics::render(const MetricsSnapshot& snap) const {
          "Sequences waiting for admission (including swapped ones).", s.waiting);
   metric(&o, "kvserve_num_requests_swapped", "gauge",
          "Sequences waiting with their KV in the host swap area.", s.swapped);
+  metric(&o, "kvserve_num_requests_loading", "gauge",
+         "Sequences waiting while their cached prefix is read from the disk KV tier.", s.loading);
   metric(&o, "kvserve_kv_cache_usage_ratio", "gauge",
          "Fraction of KV blocks in use by sequences (0..1).",
          static_cast<double>(s.cache.blocks_in_use) / std::max<uint32_t>(1, s.cache.num_blocks));

@@ -139,6 +139,29 @@ TEST(DiskTierTest, WarmRestartFindsWhatAnEarlierInstanceWrote) {
   EXPECT_FALSE(t->contains(meta_of(3), other));
 }
 
+TEST(DiskTierTest, PrefetchReadsAndVerifiesInTheBackground) {
+  TempDir dir;
+  {
+    auto t = open_tier(dir.path);
+    add_blocks(*t, 0, 8);
+    EXPECT_TRUE(t->flush(10));
+  }
+  auto t = open_tier(dir.path);
+  EXPECT_EQ(t->readiness(meta_of(5), tokens_of(5)), DiskTier::Readiness::kMissing);
+  EXPECT_EQ(t->readiness(meta_of(99), tokens_of(99)), DiskTier::Readiness::kMissing);
+  EXPECT_FALSE(t->wait_for_reads(0.01));  // nothing queued
+  t->prefetch(meta_of(5), tokens_of(5));
+  for (int i = 0; i < 500 && t->readiness(meta_of(5), tokens_of(5)) != DiskTier::Readiness::kReady;
+       ++i)
+    t->wait_for_reads(0.01);
+  EXPECT_EQ(t->readiness(meta_of(5), tokens_of(5)), DiskTier::Readiness::kReady);
+  EXPECT_EQ(t->readiness(meta_of(4), tokens_of(4)), DiskTier::Readiness::kReady);  // same extent
+  EXPECT_EQ(t->readiness(meta_of(0), tokens_of(0)), DiskTier::Readiness::kMissing);
+  const uint64_t read_before = t->counters().bytes_read;
+  expect_block(*t, 6);  // a copy, no I/O
+  EXPECT_EQ(t->counters().bytes_read, read_before);
+}
+
 TEST(DiskTierTest, ExtentsOfAnotherFormatAreIgnoredAndCounted) {
   TempDir dir;
   {
@@ -159,7 +182,9 @@ TEST(DiskTierTest, ExtentsOfAnotherFormatAreIgnoredAndCounted) {
   EXPECT_EQ(extent_files(dir.path).size(), 1u);  // left alone for the model that wrote it
 }
 
-TEST(DiskTierTest, ACorruptExtentIsDroppedCountedAndNeverServed) {
+class DiskTierCorruptionTest : public ::testing::TestWithParam<bool> {};
+
+TEST_P(DiskTierCorruptionTest, ACorruptExtentIsDroppedCountedAndNeverServed) {
   TempDir dir;
   {
     auto t = open_tier(dir.path);
@@ -175,6 +200,14 @@ TEST(DiskTierTest, ACorruptExtentIsDroppedCountedAndNeverServed) {
   }
   auto t = open_tier(dir.path);
   ASSERT_TRUE(t->contains(meta_of(3), tokens_of(3)));  // the header is intact
+  if (GetParam()) {  // through the loader thread: the extent is dropped there
+    t->prefetch(meta_of(3), tokens_of(3));
+    for (int i = 0; i < 500 && t->contains(meta_of(3), tokens_of(3)); ++i) t->wait_for_reads(0.01);
+    EXPECT_EQ(t->readiness(meta_of(3), tokens_of(3)), DiskTier::Readiness::kMissing);
+    EXPECT_EQ(t->counters().checksum_failures, 1u);
+    EXPECT_FALSE(t->contains(meta_of(0), tokens_of(0)));
+    return;
+  }
   std::vector<uint8_t> out(kBlockBytes, 0);
   const Status st = t->read_block(meta_of(3), tokens_of(3), out.data());
   EXPECT_EQ(st.code(), StatusCode::kDataLoss);
@@ -182,6 +215,8 @@ TEST(DiskTierTest, ACorruptExtentIsDroppedCountedAndNeverServed) {
   EXPECT_FALSE(t->contains(meta_of(0), tokens_of(0)));  // the whole extent is gone
   EXPECT_TRUE(extent_files(dir.path).empty());
 }
+
+INSTANTIATE_TEST_SUITE_P(SyncAndPrefetch, DiskTierCorruptionTest, ::testing::Bool());
 
 TEST(DiskTierTest, TornTemporaryFilesAreRemovedAtStart) {
   TempDir dir;
