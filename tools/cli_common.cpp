@@ -51,6 +51,9 @@ void add_engine_flags(CLI::App* cmd, EngineFlags* f) {
                   "prefix hits a block must have served before it is written to disk "
                   "(write-back; docs/offload.md measures the choice)")
       ->capture_default_str();
+  cmd->add_option("--kv-offload-extent-blocks", f->kv_offload_extent_blocks,
+                  "blocks per disk extent, the unit of disk I/O (1..256; docs/offload.md)")
+      ->capture_default_str();
 }
 
 std::unique_ptr<LoadedModel> load_model_or_fail(const EngineFlags& flags) {
@@ -94,6 +97,7 @@ EngineConfig engine_config_or_fail(const EngineFlags& f, const LoadedModel& mode
   if (!policy.is_ok()) fail(policy.status().message());
   c.offload.policy = *policy;
   c.offload.disk_admit_hits = f.kv_offload_disk_admit;
+  c.offload.extent_blocks = f.kv_offload_extent_blocks;
   c.eog_ids = model.eog_ids;
   return c;
 }

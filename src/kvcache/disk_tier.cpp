@@ -95,7 +95,7 @@ DiskTier::DiskTier(const DiskTierConfig& config) : config_(config) {
 Result<std::unique_ptr<DiskTier>> DiskTier::open(const DiskTierConfig& config) {
   if (config.dir.empty()) return invalid_argument("--kv-offload-dir is empty");
   if (config.extent_blocks == 0 || config.extent_blocks > kMaxExtentBlocks)
-    return invalid_argument("disk tier: extent_blocks must be 1.." +
+    return invalid_argument("--kv-offload-extent-blocks must be 1.." +
                             std::to_string(kMaxExtentBlocks));
   if (config.ns.block_bytes == 0) return invalid_argument("disk tier: block_bytes is 0");
   std::error_code ec;
