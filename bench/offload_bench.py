@@ -206,7 +206,7 @@ def main():
     if "working-set" in args.parts:
         out["working_set"] = run_working_set(args, [
             ("tiers off", [], False),
-            ("L2 (4x L1)", ["--kv-offload-memory", str(4 * 188 * BLOCK_BYTES)], False),
+            ("L2 (10x L1)", ["--kv-offload-memory", str(10 * 188 * BLOCK_BYTES)], False),
             ("L2 (1x L1) + L3", ["--kv-offload-memory", str(188 * BLOCK_BYTES),
                                  "--kv-offload-dir", "{dir}", "--kv-offload-disk-admit", "0"],
              False),

@@ -51,6 +51,11 @@ void add_engine_flags(CLI::App* cmd, EngineFlags* f) {
                   "prefix hits a block must have served before it is written to disk "
                   "(write-back; docs/offload.md measures the choice)")
       ->capture_default_str();
+  cmd->add_option("--kv-offload-dtype", f->kv_offload_dtype,
+                  "element format of the tiers' blocks: same (the pool's), or a KV format such as "
+                  "fp8, int8, int4_had: blocks are re-encoded as they leave the pool and decoded "
+                  "back on load (more prefix tokens per byte; quality in docs/offload.md)")
+      ->capture_default_str();
   cmd->add_option("--kv-offload-extent-blocks", f->kv_offload_extent_blocks,
                   "blocks per disk extent, the unit of disk I/O (1..256; docs/offload.md)")
       ->capture_default_str();
@@ -98,6 +103,8 @@ EngineConfig engine_config_or_fail(const EngineFlags& f, const LoadedModel& mode
   c.offload.policy = *policy;
   c.offload.disk_admit_hits = f.kv_offload_disk_admit;
   c.offload.extent_blocks = f.kv_offload_extent_blocks;
+  if (f.kv_offload_dtype != "same")
+    c.offload.tier_dtype = dtype(f.kv_offload_dtype, "--kv-offload-dtype");
   c.eog_ids = model.eog_ids;
   return c;
 }

@@ -28,6 +28,7 @@ struct EngineFlags {
   std::string kv_offload_policy = "write-back";
   uint32_t kv_offload_disk_admit = 1;
   uint32_t kv_offload_extent_blocks = 16;
+  std::string kv_offload_dtype = "same";
 };
 
 // Adds -m, --kv-cache-memory, --block-size, --kv-cache-dtype(-k/-v), -t, --max-num-batched-tokens,

@@ -83,14 +83,10 @@ Result<std::unique_ptr<Engine>> Engine::create(TransformerModel& model,
       .tier_keys = oc.enabled(),
       .log_completed_blocks = oc.enabled() && oc.policy == OffloadPolicy::kWriteThrough});
   if (oc.enabled()) {
-    const ExtentNamespace ns{.model_fingerprint = config.model_fingerprint,
-                             .k_dtype = config.k_dtype,
-                             .v_dtype = config.v_dtype,
-                             .block_size = config.block_size,
-                             .block_bytes = pool.block_bytes};
-    KVS_ASSIGN_OR_RETURN(e->offload_,
-                         KvOffload::create(oc, ns, *e->host_blocks_, e->host_storage_.get(),
-                                           static_cast<uint32_t>(tier_blocks)));
+    KVS_ASSIGN_OR_RETURN(
+        e->offload_,
+        KvOffload::create(oc, KvStorageShape::of(pool), config.model_fingerprint, *e->host_blocks_,
+                          e->host_storage_.get(), static_cast<uint32_t>(tier_blocks)));
   }
   e->transfers_ =
       std::make_unique<KvTransferExecutor>(*e->storage_, e->host_storage_.get(), e->offload_.get());
@@ -312,10 +308,10 @@ EngineSnapshot Engine::snapshot(bool with_fragmentation) const {
   s.preemptions_swap = scheduler_->num_preemptions(PreemptionMode::kSwap);
   if (offload_ != nullptr) s.offload = offload_->stats();
   // The host area is swap's share plus the host tier's; swap may borrow from the tier's.
-  const uint64_t tier_blocks = s.offload.host.blocks;
-  const uint64_t tier_capacity = s.offload.host.capacity_bytes / kv_pool_.block_bytes;
-  s.swap_used_bytes = (host_blocks_->num_used() - tier_blocks) * kv_pool_.block_bytes;
-  s.swap_space_bytes = (host_blocks_->num_blocks() - tier_capacity) * kv_pool_.block_bytes;
+  s.swap_used_bytes =
+      (host_blocks_->num_used() - s.offload.host_blocks_held) * kv_pool_.block_bytes;
+  s.swap_space_bytes =
+      (host_blocks_->num_blocks() - s.offload.host_area_blocks) * kv_pool_.block_bytes;
   s.pool_bytes = kv_pool_.pool_bytes;
   s.block_bytes = kv_pool_.block_bytes;
   return s;

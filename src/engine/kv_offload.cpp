@@ -31,27 +31,47 @@ Result<OffloadPolicy> parse_offload_policy(const std::string& name) {
 }
 
 KvOffload::KvOffload(const KvOffloadConfig& config, HostBlockPool& area,
-                     KvBlockStorage* host_storage, uint32_t host_tier_blocks, uint32_t block_size,
-                     uint64_t block_bytes)
+                     KvBlockStorage* host_storage, uint32_t block_size, uint64_t pool_block_bytes)
     : config_(config),
       area_(area),
       host_storage_(host_storage),
       block_size_(block_size),
-      block_bytes_(block_bytes) {
-  if (host_tier_blocks > 0) host_ = std::make_unique<HostTier>(area, block_size, host_tier_blocks);
-}
+      pool_block_bytes_(pool_block_bytes),
+      block_bytes_(pool_block_bytes) {}
 
-Result<std::unique_ptr<KvOffload>> KvOffload::create(const KvOffloadConfig& config,
-                                                     const ExtentNamespace& ns, HostBlockPool& area,
-                                                     KvBlockStorage* host_storage,
-                                                     uint32_t host_tier_blocks) {
+Result<std::unique_ptr<KvOffload>> KvOffload::create(
+    const KvOffloadConfig& config, const KvStorageShape& pool, uint64_t model_fingerprint,
+    HostBlockPool& area, KvBlockStorage* host_storage, uint32_t host_tier_blocks) {
   if (host_tier_blocks > 0 &&
       (host_storage == nullptr || host_storage->shape().num_blocks < area.num_blocks()))
     return invalid_argument("kv offload: the host tier needs the host area's bytes");
   if (!config.disk_dir.empty() && config.disk_bytes == 0)
     return invalid_argument("--kv-offload-disk-bytes must be positive with --kv-offload-dir");
+  KVS_ASSIGN_OR_RETURN(const PagedKvLayout pool_layout, KvBlockStorage::layout_of(pool));
   std::unique_ptr<KvOffload> o(
-      new KvOffload(config, area, host_storage, host_tier_blocks, ns.block_size, ns.block_bytes));
+      new KvOffload(config, area, host_storage, pool.block_size, pool_layout.block_bytes));
+  ExtentNamespace ns{.model_fingerprint = model_fingerprint,
+                     .k_dtype = pool.k_dtype,
+                     .v_dtype = pool.v_dtype,
+                     .block_size = pool.block_size,
+                     .block_bytes = pool_layout.block_bytes};
+  if (config.tier_dtype &&
+      (*config.tier_dtype != pool.k_dtype || *config.tier_dtype != pool.v_dtype)) {
+    KVS_ASSIGN_OR_RETURN(KvBlockTranscoder t,
+                         KvBlockTranscoder::create(pool, *config.tier_dtype, *config.tier_dtype));
+    o->block_bytes_ = t.tier_block_bytes();
+    o->transcoder_ = std::move(t);
+    o->scratch_.resize(o->block_bytes_);
+    // The extents hold the demoted format (the tier keys still name the pool's).
+    ns.k_dtype = ns.v_dtype = *config.tier_dtype;
+    ns.block_bytes = o->block_bytes_;
+  }
+  o->host_area_blocks_ = host_tier_blocks;
+  if (host_tier_blocks > 0) {
+    const uint32_t per_block = static_cast<uint32_t>(o->pool_block_bytes_ / o->block_bytes_);
+    o->host_ =
+        std::make_unique<HostTier>(area, pool.block_size, host_tier_blocks * per_block, per_block);
+  }
   if (!config.disk_dir.empty()) {
     KVS_ASSIGN_OR_RETURN(o->disk_, DiskTier::open({.dir = config.disk_dir,
                                                    .capacity_bytes = config.disk_bytes,
@@ -60,6 +80,17 @@ Result<std::unique_ptr<KvOffload>> KvOffload::create(const KvOffloadConfig& conf
   }
   o->measure_startup_bandwidth();
   return o;
+}
+
+uint8_t* KvOffload::slot_data(uint32_t slot) const {
+  const uint32_t per = host_->slots_per_block();
+  return host_storage_->mutable_block_data(slot / per) + (slot % per) * block_bytes_;
+}
+
+const uint8_t* KvOffload::tier_bytes_of(const KvBlockStorage& device, uint32_t block) {
+  if (!transcoder_) return device.block_data(block);
+  transcoder_->encode(device.block_data(block), scratch_.data());
+  return scratch_.data();
 }
 
 void KvOffload::measure_startup_bandwidth() {
@@ -237,24 +268,39 @@ void KvOffload::end_step() {
 }
 
 void KvOffload::store(const KvBlockStorage& device, uint32_t block, uint32_t slot) {
-  device.copy_block_to(block, *host_storage_, slot);
+  if (transcoder_)
+    transcoder_->encode(device.block_data(block), slot_data(slot));
+  else
+    std::memcpy(slot_data(slot), device.block_data(block), block_bytes_);
 }
 
 void KvOffload::load(KvBlockStorage& device, uint32_t slot, uint32_t block) {
   const auto t0 = SteadyClock::now();
-  host_storage_->copy_block_to(slot, device, block);
+  if (transcoder_)
+    transcoder_->decode(slot_data(slot), device.mutable_block_data(block));
+  else
+    device.write_block(block, slot_data(slot));
   record_load(host_stats_, seconds_since(t0), block_bytes_);
 }
 
-void KvOffload::demote(const uint8_t* bytes, const TierRecord& record) {
+void KvOffload::demote_slot(uint32_t slot, const TierRecord& record) {
   KVS_CHECK(disk_ != nullptr);
-  if (disk_->add(record.meta, record.tokens, bytes)) ++disk_added_this_step_;
+  if (disk_->add(record.meta, record.tokens, slot_data(slot))) ++disk_added_this_step_;
+}
+
+void KvOffload::demote_block(const KvBlockStorage& device, uint32_t block,
+                             const TierRecord& record) {
+  KVS_CHECK(disk_ != nullptr);
+  if (disk_->add(record.meta, record.tokens, tier_bytes_of(device, block))) ++disk_added_this_step_;
 }
 
 void KvOffload::load_disk(KvBlockStorage& device, const std::vector<uint8_t>& bytes,
                           uint32_t block) {
   KVS_CHECK(bytes.size() == block_bytes_);
-  device.write_block(block, bytes.data());
+  if (transcoder_)
+    transcoder_->decode(bytes.data(), device.mutable_block_data(block));
+  else
+    device.write_block(block, bytes.data());
 }
 
 bool KvOffload::persist(const KvBlockStorage& device, const KvCacheManager& cache,
@@ -263,13 +309,13 @@ bool KvOffload::persist(const KvBlockStorage& device, const KvCacheManager& cach
   if (host_) {
     host_->for_each_mru([&](uint32_t slot) {
       if (admits_to_disk(host_->meta(slot)))
-        disk_->add(host_->meta(slot), host_->tokens(slot), host_storage_->block_data(slot));
+        disk_->add(host_->meta(slot), host_->tokens(slot), slot_data(slot));
     });
   }
   for (BlockId b : cache.cached_blocks()) {
     const TierBlockMeta& meta = cache.tier_meta(b);
     if (admits_to_disk(meta))
-      disk_->add(meta, cache.cached_tokens_of(b), device.block_data(b.value));
+      disk_->add(meta, cache.cached_tokens_of(b), tier_bytes_of(device, b.value));
   }
   return disk_->flush(timeout_seconds);
 }
@@ -279,11 +325,14 @@ KvOffloadStats KvOffload::stats() const {
   s.enabled = true;
   s.policy = config_.policy;
   s.disk_admit_hits = config_.disk_admit_hits;
+  if (transcoder_) s.tier_dtype = config_.tier_dtype;
   s.host = host_stats_;
   s.disk = disk_stats_;
   if (host_) {
     s.host_enabled = true;
-    s.host.capacity_bytes = uint64_t{host_->capacity_blocks()} * block_bytes_;
+    s.host.capacity_bytes = uint64_t{host_->capacity()} * block_bytes_;
+    s.host_area_blocks = host_area_blocks_;
+    s.host_blocks_held = host_->host_blocks_held();
     s.host.blocks = host_->size();
     s.host.used_bytes = s.host.blocks * block_bytes_;
   }

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "engine/kv_block_transcoder.h"
 #include "kvcache/disk_tier.h"
 #include "kvcache/host_block_pool.h"
 #include "kvcache/host_tier.h"
@@ -45,6 +46,9 @@ struct KvOffloadConfig {
   OffloadPolicy policy = OffloadPolicy::kWriteBack;
   uint32_t disk_admit_hits = 1;
   uint32_t extent_blocks = 16;
+  // Element format of the tiers' blocks (--kv-offload-dtype): nullopt = the pool's ("same").
+  // Blocks are re-encoded as they leave the pool and decoded back to its format on load.
+  std::optional<KvDtype> tier_dtype;
   [[nodiscard]] bool enabled() const { return host_bytes > 0 || !disk_dir.empty(); }
 };
 
@@ -77,6 +81,9 @@ struct KvOffloadStats {
   OffloadPolicy policy = OffloadPolicy::kWriteBack;
   uint32_t disk_admit_hits = 0;
   TierStats host, disk;
+  // Host blocks of the host area: the tier's share, and those it holds now.
+  uint64_t host_area_blocks = 0, host_blocks_held = 0;
+  std::optional<KvDtype> tier_dtype;  // demoted format (nullopt: the pool's)
   uint64_t disk_foreign_extents = 0;  // extents of another model/format/block size, ignored
   uint64_t disk_torn_files_removed = 0;
   uint64_t disk_pending_blocks = 0;
@@ -86,9 +93,11 @@ struct KvOffloadStats {
 class KvOffload {
  public:
   // `area` is the one host area (swap shares it); host_tier_blocks of it may hold L2 entries,
-  // whose bytes live in `host_storage` (laid out like the device pool).
+  // whose bytes live in `host_storage` (laid out like the device pool, whose shape is `pool`);
+  // demoted entries are packed several to a host block.
   static Result<std::unique_ptr<KvOffload>> create(const KvOffloadConfig& config,
-                                                   const ExtentNamespace& ns, HostBlockPool& area,
+                                                   const KvStorageShape& pool,
+                                                   uint64_t model_fingerprint, HostBlockPool& area,
                                                    KvBlockStorage* host_storage,
                                                    uint32_t host_tier_blocks);
 
@@ -137,9 +146,10 @@ class KvOffload {
   // ---- transfer time (KvTransferExecutor) ----
   void store(const KvBlockStorage& device, uint32_t block, uint32_t slot);
   void load(KvBlockStorage& device, uint32_t slot, uint32_t block);
-  void demote(const uint8_t* bytes, const TierRecord& record);
+  // To disk: from a host-tier slot (already in the tier format), or from a device block.
+  void demote_slot(uint32_t slot, const TierRecord& record);
+  void demote_block(const KvBlockStorage& device, uint32_t block, const TierRecord& record);
   void load_disk(KvBlockStorage& device, const std::vector<uint8_t>& bytes, uint32_t block);
-  [[nodiscard]] KvBlockStorage* host_storage() const { return host_storage_; }
 
   // ---- shutdown ----
   // Writes every L2 entry, and every block L1 still caches, that the disk tier would admit,
@@ -151,7 +161,10 @@ class KvOffload {
 
  private:
   KvOffload(const KvOffloadConfig& config, HostBlockPool& area, KvBlockStorage* host_storage,
-            uint32_t host_tier_blocks, uint32_t block_size, uint64_t block_bytes);
+            uint32_t block_size, uint64_t pool_block_bytes);
+  [[nodiscard]] uint8_t* slot_data(uint32_t slot) const;
+  // The tier-format bytes of a device block (its own bytes, or re-encoded into scratch_).
+  const uint8_t* tier_bytes_of(const KvBlockStorage& device, uint32_t block);
   void measure_startup_bandwidth();
   void plan_demote(const HostTier::Evicted& e, KvTransferPlan& plan);
   [[nodiscard]] bool admits_to_disk(const TierBlockMeta& meta) const {
@@ -165,7 +178,11 @@ class KvOffload {
   std::unique_ptr<HostTier> host_;  // null without L2
   std::unique_ptr<DiskTier> disk_;  // null without L3
   uint32_t block_size_;
-  uint64_t block_bytes_;
+  uint64_t pool_block_bytes_;
+  uint64_t block_bytes_;  // of a tier entry (the pool's, or the demoted format's)
+  std::optional<KvBlockTranscoder> transcoder_;  // set when demoting
+  uint32_t host_area_blocks_ = 0;
+  std::vector<uint8_t> scratch_;
   TierStats host_stats_, disk_stats_;
   uint64_t disk_added_this_step_ = 0;
 };

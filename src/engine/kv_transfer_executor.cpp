@@ -22,11 +22,10 @@ void KvTransferExecutor::run(const KvTransferPlan& plan) {
           case KvTransferKind::kTierStore: offload_->store(device_, t.src, t.dst); break;
           case KvTransferKind::kTierLoad: offload_->load(device_, t.src, t.dst); break;
           case KvTransferKind::kTierDemote:
-            offload_->demote(offload_->host_storage()->block_data(t.src),
-                             plan.tier_records.at(t.dst));
+            offload_->demote_slot(t.src, plan.tier_records.at(t.dst));
             break;
           case KvTransferKind::kDiskStore:
-            offload_->demote(device_.block_data(t.src), plan.tier_records.at(t.dst));
+            offload_->demote_block(device_, t.src, plan.tier_records.at(t.dst));
             break;
           case KvTransferKind::kDiskLoad:
             offload_->load_disk(device_, plan.disk_reads.at(t.src), t.dst);

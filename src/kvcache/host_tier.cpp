@@ -7,14 +7,33 @@
 
 namespace kvs {
 
-HostTier::HostTier(HostBlockPool& area, uint32_t block_size, uint32_t capacity_blocks)
+HostTier::HostTier(HostBlockPool& area, uint32_t block_size, uint32_t capacity_entries,
+                   uint32_t slots_per_block)
     : area_(area),
       block_size_(block_size),
-      capacity_(std::min(capacity_blocks, area.num_blocks())),
-      meta_(area.num_blocks()),
-      tokens_(size_t{area.num_blocks()} * block_size, 0),
-      present_(area.num_blocks(), 0),
-      links_(area.num_blocks()) {}
+      per_block_(std::max<uint32_t>(1, slots_per_block)),
+      capacity_(static_cast<uint32_t>(
+          std::min<uint64_t>(capacity_entries, uint64_t{area.num_blocks()} * per_block_))),
+      block_used_(area.num_blocks(), 0),
+      free_pos_(size_t{area.num_blocks()} * per_block_, kNil),
+      meta_(size_t{area.num_blocks()} * per_block_),
+      tokens_(size_t{area.num_blocks()} * per_block_ * block_size, 0),
+      present_(size_t{area.num_blocks()} * per_block_, 0),
+      links_(size_t{area.num_blocks()} * per_block_) {}
+
+void HostTier::push_free(uint32_t s) {
+  free_pos_[s] = static_cast<uint32_t>(free_slots_.size());
+  free_slots_.push_back(s);
+}
+
+void HostTier::remove_free(uint32_t s) {
+  const uint32_t i = free_pos_[s];
+  const uint32_t last = free_slots_.back();
+  free_slots_[i] = last;
+  free_pos_[last] = i;
+  free_slots_.pop_back();
+  free_pos_[s] = kNil;
+}
 
 std::optional<uint32_t> HostTier::find(const TierBlockMeta& want,
                                        std::span<const int32_t> tokens) const {
@@ -52,9 +71,16 @@ std::optional<uint32_t> HostTier::insert(const TierBlockMeta& meta,
                                          std::span<const int32_t> tokens) {
   KVS_CHECK(!index_.contains(meta.key) && tokens.size() == block_size_);
   if (size() >= capacity_) return std::nullopt;
-  auto got = area_.allocate(1);
-  if (!got) return std::nullopt;
-  const uint32_t s = (*got)[0];
+  if (free_slots_.empty()) {
+    auto got = area_.allocate(1);
+    if (!got) return std::nullopt;
+    const uint32_t b = (*got)[0];
+    ++blocks_held_;
+    for (uint32_t i = per_block_; i-- > 0;) push_free(b * per_block_ + i);
+  }
+  const uint32_t s = free_slots_.back();
+  remove_free(s);
+  ++block_used_[s / per_block_];
   meta_[s] = meta;
   std::copy(tokens.begin(), tokens.end(), tokens_.begin() + size_t{s} * block_size_);
   present_[s] = 1;
@@ -67,8 +93,14 @@ void HostTier::drop(uint32_t s) {
   unlink(s);
   index_.erase(meta_[s].key);
   present_[s] = 0;
-  const uint32_t one[1] = {s};
-  area_.free(one);
+  push_free(s);
+  const uint32_t b = s / per_block_;
+  if (--block_used_[b] == 0) {  // the host block's last entry: give it back
+    for (uint32_t i = 0; i < per_block_; ++i) remove_free(b * per_block_ + i);
+    --blocks_held_;
+    const uint32_t one[1] = {b};
+    area_.free(one);
+  }
 }
 
 std::optional<HostTier::Evicted> HostTier::evict_lru() {
@@ -101,7 +133,26 @@ Status HostTier::check_integrity() const {
   if (prev != tail_) return internal_error("host tier: LRU tail mismatch");
   if (listed != index_.size()) return internal_error("host tier: index and LRU sizes differ");
   if (listed > capacity_) return internal_error("host tier: over capacity");
-  if (area_.num_used() < listed) return internal_error("host tier: holds untaken host blocks");
+  // Per host block: entries + free slots = slots_per_block for the blocks the tier holds.
+  std::vector<uint32_t> used(block_used_.size(), 0), free(block_used_.size(), 0);
+  for (uint32_t s = 0; s < present_.size(); ++s) used[s / per_block_] += present_[s];
+  for (size_t i = 0; i < free_slots_.size(); ++i) {
+    const uint32_t s = free_slots_[i];
+    if (free_pos_[s] != i || present_[s] != 0)
+      return internal_error("host tier: broken free slot list");
+    ++free[s / per_block_];
+  }
+  uint32_t held = 0;
+  for (size_t b = 0; b < used.size(); ++b) {
+    if (used[b] != block_used_[b]) return internal_error("host tier: block use count is wrong");
+    if (used[b] == 0 && free[b] == 0) continue;
+    if (used[b] == 0 || used[b] + free[b] != per_block_)
+      return internal_error("host tier: host block " + std::to_string(b) +
+                            " is held but its slots do not add up");
+    ++held;
+  }
+  if (held != blocks_held_) return internal_error("host tier: held host block count is wrong");
+  if (area_.num_used() < held) return internal_error("host tier: holds untaken host blocks");
   return Status::ok();
 }
 

@@ -1,9 +1,12 @@
 // HostTier: the accounting of L2, the host-RAM tier under the prefix cache (never its bytes).
 //
 // It holds full, hashed blocks that left the device pool, keyed by their tier key (tier_key.h).
-// Its slots are blocks of the one host area (HostBlockPool) that preemption swap also uses: the
-// tier takes a slot per entry while it holds fewer than capacity_blocks entries and the area has
-// a free block, so swap (which reserves its share) and the tier never hold the same block.
+// Its memory is blocks of the one host area (HostBlockPool) that preemption swap also uses; each
+// host block holds `slots_per_block` entries (1, or more when entries are demoted to a smaller
+// element format: --kv-offload-dtype). Slot s is entry s % slots_per_block of host block
+// s / slots_per_block. The tier takes a host block when it has no free slot, while it holds
+// fewer than capacity entries and the area has a free block, and gives a host block back as soon
+// as its last entry leaves, so swap and the tier never hold the same block.
 //
 // Entries are kept in LRU order; a lookup hit moves an entry to the MRU end. O(1) per operation.
 // Like the device pool, this is accounting decided at schedule time: the bytes of a slot move
@@ -25,9 +28,12 @@ namespace kvs {
 
 class HostTier {
  public:
-  HostTier(HostBlockPool& area, uint32_t block_size, uint32_t capacity_blocks);
+  HostTier(HostBlockPool& area, uint32_t block_size, uint32_t capacity_entries,
+           uint32_t slots_per_block = 1);
 
-  [[nodiscard]] uint32_t capacity_blocks() const { return capacity_; }
+  [[nodiscard]] uint32_t capacity() const { return capacity_; }
+  [[nodiscard]] uint32_t slots_per_block() const { return per_block_; }
+  [[nodiscard]] uint32_t host_blocks_held() const { return blocks_held_; }
   [[nodiscard]] uint32_t size() const { return static_cast<uint32_t>(index_.size()); }
   [[nodiscard]] bool contains(uint64_t key) const { return index_.contains(key); }
 
@@ -50,7 +56,8 @@ class HostTier {
     TierBlockMeta meta;
     std::vector<int32_t> tokens;
   };
-  // Drops the least recently used entry and gives its slot back to the host area; the caller
+  // Drops the least recently used entry (its host block goes back to the area if it was the
+  // block's last entry); the caller
   // queues whatever must read the slot's bytes (demotion to disk) before the slot's next use.
   // nullopt: the tier is empty.
   std::optional<Evicted> evict_lru();
@@ -75,13 +82,20 @@ class HostTier {
   void link_back(uint32_t slot);
   void unlink(uint32_t slot);
   void drop(uint32_t slot);
+  void push_free(uint32_t slot);
+  void remove_free(uint32_t slot);
 
   HostBlockPool& area_;
   uint32_t block_size_;
+  uint32_t per_block_;
   uint32_t capacity_;
+  uint32_t blocks_held_ = 0;
+  std::vector<uint32_t> block_used_;              // per host block: entries in it
+  std::vector<uint32_t> free_slots_;              // free slots of the host blocks the tier holds
+  std::vector<uint32_t> free_pos_;                // per slot: its index in free_slots_, or kNil
   std::unordered_map<uint64_t, uint32_t> index_;  // key -> slot
-  std::vector<TierBlockMeta> meta_;               // per host block
-  std::vector<int32_t> tokens_;                   // [host blocks][block_size]
+  std::vector<TierBlockMeta> meta_;               // per slot
+  std::vector<int32_t> tokens_;                   // [slots][block_size]
   std::vector<uint8_t> present_;
   std::vector<Links> links_;
   uint32_t head_ = kNil;  // least recently used

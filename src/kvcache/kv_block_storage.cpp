@@ -14,6 +14,25 @@ void KvBlockStorage::Unmapper::operator()(uint8_t* p) const { munmap(p, bytes); 
 
 Result<KvBlockStorage> KvBlockStorage::create(const KvStorageShape& s) {
   if (s.num_blocks == 0) return invalid_argument("the KV pool needs at least one block");
+  KvBlockStorage st;
+  st.shape_ = s;
+  KVS_ASSIGN_OR_RETURN(st.layout_, layout_of(s));
+  const PagedKvLayout& l = st.layout_;
+  const unsigned __int128 total = static_cast<unsigned __int128>(l.block_bytes) * s.num_blocks;
+  if (total > (uint64_t{1} << 46)) return invalid_argument("KV pool size is absurdly large");
+  // Anonymous pages: page-aligned and zero, and committed only when first written, so a large
+  // pool or host area costs memory as it fills rather than at startup.
+  const uint64_t bytes = static_cast<uint64_t>(total);
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED)
+    return resource_exhausted("could not allocate " + std::to_string(bytes) +
+                              " bytes for the KV pool");
+  st.memory_ = std::unique_ptr<uint8_t, Unmapper>(static_cast<uint8_t*>(p), Unmapper{bytes});
+  st.layout_.base = st.memory_.get();
+  return st;
+}
+
+Result<PagedKvLayout> KvBlockStorage::layout_of(const KvStorageShape& s) {
   if (s.block_size < 1 || s.block_size > kMaxBlockSize)
     return invalid_argument("block size must be between 1 and " + std::to_string(kMaxBlockSize) +
                             " tokens, got " + std::to_string(s.block_size));
@@ -22,9 +41,7 @@ Result<KvBlockStorage> KvBlockStorage::create(const KvStorageShape& s) {
   KVS_RETURN_IF_ERROR(validate_kv_shape(KvModelShape::uniform(shape)));
   // The byte counts come from the one formula (kv_geometry); the layout only orders them.
   const KvTokenBytes tb = kv_token_bytes(shape);
-  KvBlockStorage st;
-  st.shape_ = s;
-  PagedKvLayout& l = st.layout_;
+  PagedKvLayout l;
   l.block_size = s.block_size;
   l.kv_heads = s.kv_heads;
   l.head_dim = s.head_dim;
@@ -36,18 +53,7 @@ Result<KvBlockStorage> KvBlockStorage::create(const KvStorageShape& s) {
   l.layer_bytes = uint64_t{s.block_size} * (tb.k_bytes_per_layer + tb.v_bytes_per_layer);
   l.block_bytes = uint64_t{s.block_size} * tb.bytes_per_token;
   KVS_CHECK(l.block_bytes == l.layer_bytes * s.layers);
-  const unsigned __int128 total = static_cast<unsigned __int128>(l.block_bytes) * s.num_blocks;
-  if (total > (uint64_t{1} << 46)) return invalid_argument("KV pool size is absurdly large");
-  // Anonymous pages: page-aligned and zero, and committed only when first written, so a large
-  // pool or host area costs memory as it fills rather than at startup.
-  const uint64_t bytes = static_cast<uint64_t>(total);
-  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (p == MAP_FAILED)
-    return resource_exhausted("could not allocate " + std::to_string(bytes) +
-                              " bytes for the KV pool");
-  st.memory_ = std::unique_ptr<uint8_t, Unmapper>(static_cast<uint8_t*>(p), Unmapper{bytes});
-  l.base = st.memory_.get();
-  return st;
+  return l;
 }
 
 void KvBlockStorage::copy_tokens(uint32_t src, uint32_t dst, uint32_t num_tokens) {
@@ -76,6 +82,11 @@ void KvBlockStorage::copy_block_to(uint32_t block, KvBlockStorage& other, uint32
 }
 
 const uint8_t* KvBlockStorage::block_data(uint32_t block) const {
+  KVS_CHECK(block < shape_.num_blocks);
+  return layout_.base + uint64_t{block} * layout_.block_bytes;
+}
+
+uint8_t* KvBlockStorage::mutable_block_data(uint32_t block) {
   KVS_CHECK(block < shape_.num_blocks);
   return layout_.base + uint64_t{block} * layout_.block_bytes;
 }

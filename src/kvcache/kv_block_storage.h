@@ -54,6 +54,9 @@ class KvBlockStorage {
   // Validates the shape (head_dim fits the formats, sizes do not overflow) and maps
   // num_blocks * block_bytes of zeroed, page-aligned memory.
   static Result<KvBlockStorage> create(const KvStorageShape& shape);
+  // The strides of a storage of this shape (base = null: add a block's address to use them on
+  // bytes laid out like one block of it). Validates the shape as create() does.
+  static Result<PagedKvLayout> layout_of(const KvStorageShape& shape);
 
   [[nodiscard]] const KvStorageShape& shape() const { return shape_; }
   [[nodiscard]] const PagedKvLayout& layout() const { return layout_; }
@@ -70,6 +73,8 @@ class KvBlockStorage {
   [[nodiscard]] const uint8_t* block_data(uint32_t block) const;
   // Overwrites one whole block with block_bytes bytes (a block loaded from the disk tier).
   void write_block(uint32_t block, const uint8_t* bytes);
+  // The bytes of one block, writable (the tiers pack their own entries into host blocks).
+  [[nodiscard]] uint8_t* mutable_block_data(uint32_t block);
 
  private:
   struct Unmapper {

@@ -119,6 +119,7 @@ nlohmann::json offload_json(const KvOffloadStats& s) {
                           {"load_bytes_per_s", t.load_bytes_per_s}};
   };
   nlohmann::json j = {{"policy", offload_policy_name(s.policy)},
+                      {"dtype", s.tier_dtype ? kv_dtype_name(*s.tier_dtype) : "same"},
                       {"disk_admit_hits", s.disk_admit_hits},
                       {"host", s.host_enabled ? tier(s.host) : nlohmann::json(nullptr)},
                       {"disk", s.disk_enabled ? tier(s.disk) : nlohmann::json(nullptr)}};

@@ -180,6 +180,40 @@ TEST(KvOffloadTest, ACorruptedExtentIsRecomputedToTheSameOutput) {
   EXPECT_GE(second->snapshot().offload.disk.checksum_failures, 1u);
 }
 
+TEST(KvOffloadTest, DemotedTiersHoldMoreBlocksAndLoadThemBackIntoThePoolFormat) {
+  REQUIRE_MODEL();
+  TempDir dir;
+  std::vector<std::vector<int32_t>> prompts = documents(*model, 4);
+  for (size_t i = 0; i < 4; ++i) prompts.push_back(prompts[i]);
+  EngineConfig c = tight_config(PreemptionMode::kRecompute);
+  c.offload.host_bytes = 8 * kBlockBytes;
+  c.offload.tier_dtype = KvDtype::kInt4Had;
+  c.offload.disk_dir = dir.path;
+  c.offload.disk_admit_hits = 0;
+  {
+    auto e = make_engine(*model, c);
+    const KvOffloadStats before = e->snapshot().offload;
+    // 6,480 B/token in int4_had vs 23,040 in f16: three demoted entries per host block.
+    EXPECT_EQ(before.host.capacity_bytes, 24u * 16 * 6480);
+    ASSERT_TRUE(before.tier_dtype.has_value());
+    const RunResult r = run_waves(*e, prompts, 2);
+    const KvOffloadStats s = e->snapshot().offload;
+    EXPECT_GT(s.host.hit_tokens + s.disk.hit_tokens, 0u);
+    EXPECT_LE(s.host_blocks_held, 8u);
+    for (const auto& out : r.outputs) EXPECT_EQ(out.size(), 6u);
+  }
+  // The extents hold int4_had blocks: a restart with the same flags loads them; one with
+  // another tier format counts them as foreign and recomputes.
+  auto again = make_engine(*model, c);
+  const RunResult warm = run_waves(*again, std::vector(prompts.begin(), prompts.begin() + 1), 1);
+  EXPECT_GT(warm.cached[0], 0u);
+  c.offload.tier_dtype = KvDtype::kInt8;
+  auto other = make_engine(*model, c);
+  EXPECT_GE(other->snapshot().offload.disk_foreign_extents, 1u);
+  const RunResult cold = run_waves(*other, std::vector(prompts.begin(), prompts.begin() + 1), 1);
+  EXPECT_EQ(cold.cached[0], 0u);
+}
+
 TEST(KvOffloadTest, BadConfigurationsAreClearErrors) {
   REQUIRE_MODEL();
   EngineConfig c{.kv_cache_memory = 64 * kBlockBytes};

@@ -60,12 +60,27 @@ TEST(HostTierTest, SharesTheHostAreaWithSwap) {
   EXPECT_TRUE(area.check_integrity().is_ok());
 }
 
+TEST(HostTierTest, DemotedEntriesShareHostBlocksAndGiveThemBack) {
+  HostBlockPool area(3);
+  HostTier tier(area, kBs, 100, 4);
+  EXPECT_EQ(tier.capacity(), 12u);  // 3 host blocks x 4 entries
+  for (uint64_t k = 1; k <= 5; ++k) ASSERT_TRUE(tier.insert(meta_of(k), tokens_of(k)));
+  EXPECT_EQ(tier.host_blocks_held(), 2u);
+  EXPECT_EQ(area.num_used(), 2u);
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(tier.evict_lru());  // keys 1..4 leave
+  EXPECT_EQ(tier.host_blocks_held(), 1u);                     // the first host block went back
+  EXPECT_EQ(area.num_used(), 1u);
+  EXPECT_TRUE(tier.find(meta_of(5), tokens_of(5)));
+  EXPECT_TRUE(tier.check_integrity().is_ok()) << tier.check_integrity().to_string();
+}
+
 TEST(HostTierTest, RandomizedAgainstAModel) {
   std::mt19937_64 rng(7);
   for (int round = 0; round < 20; ++round) {
     const uint32_t capacity = 1 + rng() % 12;
+    const uint32_t per_block = 1 + round % 3;  // 2 and 3: demoted entries share host blocks
     HostBlockPool area(capacity + rng() % 4);
-    HostTier tier(area, kBs, capacity);
+    HostTier tier(area, kBs, capacity, per_block);
     std::list<uint64_t> model;  // front = least recently used
     std::vector<std::vector<uint32_t>> swapped;
     for (int op = 0; op < 2000; ++op) {

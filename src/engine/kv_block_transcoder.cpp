@@ -1,0 +1,58 @@
+#include "engine/kv_block_transcoder.h"
+
+#include <vector>
+
+#include "kernels/kv_vector.h"
+
+namespace kvs {
+
+Result<KvBlockTranscoder> KvBlockTranscoder::create(const KvStorageShape& pool, KvDtype tier_k,
+                                                    KvDtype tier_v) {
+  KvBlockTranscoder t;
+  t.layers_ = pool.layers;
+  KVS_ASSIGN_OR_RETURN(t.pool_, KvBlockStorage::layout_of(pool));
+  KvStorageShape tier = pool;
+  tier.k_dtype = tier_k;
+  tier.v_dtype = tier_v;
+  Result<PagedKvLayout> l = KvBlockStorage::layout_of(tier);
+  if (!l.is_ok())
+    return invalid_argument(std::string("--kv-offload-dtype ") + kv_dtype_name(tier_k) + ": " +
+                            l.status().message());
+  t.tier_ = *l;
+  return t;
+}
+
+void KvBlockTranscoder::convert(const PagedKvLayout& from, const uint8_t* src,
+                                const PagedKvLayout& to, uint8_t* dst) const {
+  std::vector<float> x(from.head_dim);
+  for (uint32_t layer = 0; layer < layers_; ++layer) {
+    for (uint32_t h = 0; h < from.kv_heads; ++h) {
+      // The offsets of (layer, head) within one block (paged_kv_layout.h's strides).
+      const uint64_t fk =
+          layer * from.layer_bytes + uint64_t{h} * from.block_size * from.k_vector_bytes;
+      const uint64_t fv = layer * from.layer_bytes + from.v_offset +
+                          uint64_t{h} * from.block_size * from.v_vector_bytes;
+      const uint64_t tk = layer * to.layer_bytes + uint64_t{h} * to.block_size * to.k_vector_bytes;
+      const uint64_t tv =
+          layer * to.layer_bytes + to.v_offset + uint64_t{h} * to.block_size * to.v_vector_bytes;
+      for (uint32_t t = 0; t < from.block_size; ++t) {
+        kv_vector_to_f32(from.k_dtype, src + fk + t * from.k_vector_bytes, from.head_dim, x.data(),
+                         0);
+        kv_vector_from_f32(to.k_dtype, x.data(), to.head_dim, dst + tk + t * to.k_vector_bytes);
+        kv_vector_to_f32(from.v_dtype, src + fv + t * from.v_vector_bytes, from.head_dim, x.data(),
+                         0);
+        kv_vector_from_f32(to.v_dtype, x.data(), to.head_dim, dst + tv + t * to.v_vector_bytes);
+      }
+    }
+  }
+}
+
+void KvBlockTranscoder::encode(const uint8_t* pool_block, uint8_t* tier_block) const {
+  convert(pool_, pool_block, tier_, tier_block);
+}
+
+void KvBlockTranscoder::decode(const uint8_t* tier_block, uint8_t* pool_block) const {
+  convert(tier_, tier_block, pool_, pool_block);
+}
+
+}  // namespace kvs

@@ -1,0 +1,79 @@
+// KvBlockTranscoder: a block re-encoded to a tier format and back equals, element by element,
+// what the scalar codecs give for each vector (kernels/kv_vector.h), for every format pair the
+// flags allow; sizes follow kv_geometry.
+#include "engine/kv_block_transcoder.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "kernels/kv_vector.h"
+
+namespace kvs {
+namespace {
+
+KvStorageShape shape(KvDtype k, KvDtype v) {
+  return {.num_blocks = 1,
+          .block_size = 4,
+          .layers = 3,
+          .kv_heads = 2,
+          .head_dim = 64,
+          .k_dtype = k,
+          .v_dtype = v};
+}
+
+TEST(KvBlockTranscoderTest, RoundTripEqualsTheScalarCodecsVectorByVector) {
+  for (KvDtype pool : {KvDtype::kF16, KvDtype::kBF16, KvDtype::kInt8}) {
+    for (KvDtype tier :
+         {KvDtype::kFp8E4M3, KvDtype::kInt8, KvDtype::kInt4Had, KvDtype::kQ4_0, KvDtype::kF16}) {
+      SCOPED_TRACE(std::string(kv_dtype_name(pool)) + " -> " + kv_dtype_name(tier));
+      auto t = KvBlockTranscoder::create(shape(pool, pool), tier, tier);
+      ASSERT_TRUE(t.is_ok()) << t.status().to_string();
+      auto pl = KvBlockStorage::layout_of(shape(pool, pool));
+      auto tl = KvBlockStorage::layout_of(shape(tier, tier));
+      ASSERT_TRUE(pl.is_ok() && tl.is_ok());
+      EXPECT_EQ(t->pool_block_bytes(), pl->block_bytes);
+      EXPECT_EQ(t->tier_block_bytes(), tl->block_bytes);
+      // A pool block of random vectors, written by the pool's own codec.
+      std::mt19937 rng(3);
+      std::normal_distribution<float> nd(0, 2);
+      std::vector<uint8_t> block(pl->block_bytes);
+      const uint32_t vectors = 3 * 2 * 4 * 2;  // layers x heads x tokens x (K, V)
+      const uint64_t vb = pl->k_vector_bytes;
+      ASSERT_EQ(block.size(), vectors * vb);
+      std::vector<float> x(64), y(64), want(64);
+      for (uint32_t i = 0; i < vectors; ++i) {
+        for (float& e : x) e = nd(rng);
+        kv_vector_from_f32(pool, x.data(), 64, block.data() + i * vb);
+      }
+      std::vector<uint8_t> tier_block(t->tier_block_bytes()), back(pl->block_bytes);
+      t->encode(block.data(), tier_block.data());
+      t->decode(tier_block.data(), back.data());
+      std::vector<uint8_t> tmp_tier(tl->k_vector_bytes), tmp_pool(vb);
+      // Same layout order in both formats: vector i of the pool block is vector i of the tier's.
+      for (uint32_t i = 0; i < vectors; ++i) {
+        kv_vector_to_f32(pool, block.data() + i * vb, 64, x.data(), 0);
+        kv_vector_from_f32(tier, x.data(), 64, tmp_tier.data());
+        ASSERT_EQ(0, std::memcmp(tmp_tier.data(), tier_block.data() + i * tl->k_vector_bytes,
+                                 tl->k_vector_bytes))
+            << "vector " << i;
+        kv_vector_to_f32(tier, tmp_tier.data(), 64, y.data(), 0);
+        kv_vector_from_f32(pool, y.data(), 64, tmp_pool.data());
+        ASSERT_EQ(0, std::memcmp(tmp_pool.data(), back.data() + i * vb, vb)) << "vector " << i;
+      }
+    }
+  }
+}
+
+TEST(KvBlockTranscoderTest, AFormatTheHeadDimCannotHoldIsAClearError) {
+  KvStorageShape s = shape(KvDtype::kF16, KvDtype::kF16);
+  s.head_dim = 48;  // not a multiple of the 32-element groups of q4_0
+  auto t = KvBlockTranscoder::create(s, KvDtype::kQ4_0, KvDtype::kQ4_0);
+  ASSERT_FALSE(t.is_ok());
+  EXPECT_NE(t.status().message().find("--kv-offload-dtype"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace kvs
