@@ -11,6 +11,9 @@ Results go to docs/offload.md.
   admit       the working set with L2+L3 for --kv-offload-disk-admit 0, 1, 2: disk hit rate and
               blocks written.
   extent      L3 TTFT of the 2K prompt for --kv-offload-extent-blocks 1, 4, 16, 64.
+  quality     perplexity (kvserve perplexity, --ctx 512) computed, then again with every window's
+              first half (the positions it does not score) loaded back from a disk tier written
+              by the first run, for each --kv-offload-dtype.
 
 Example:
   python3 bench/offload_bench.py --kvserve build/bin/kvserve ttft working-set admit extent
@@ -183,10 +186,32 @@ def run_working_set(args, configs):
     return rows
 
 
+def run_quality(args):
+    rows = {}
+    for dtype in ("same", "fp8", "int8", "int4_had"):
+        tmp = tempfile.mkdtemp(prefix="kvs-offload-q-")
+        try:
+            cmd = [args.kvserve, "perplexity", "-f", args.text, "--ctx", "512", "--max-windows",
+                   str(args.windows), "--json", "-t", str(args.threads), "--kv-offload-dir", tmp,
+                   "--kv-offload-disk-admit", "0", "--kv-offload-dtype", dtype]
+            first = json.loads(subprocess.run(cmd, capture_output=True, text=True,
+                                              check=True).stdout)
+            second = json.loads(subprocess.run(cmd, capture_output=True, text=True,
+                                               check=True).stdout)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        rows[dtype] = {"computed": first["perplexity"], "prefix_from_tier": second["perplexity"],
+                       "tier_hit_tokens": second["kv_offload"]["disk"]["hit_tokens"],
+                       "scored_tokens": second["scored_tokens"]}
+        print(dtype, json.dumps(rows[dtype]), flush=True)
+    return rows
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("parts", nargs="+", choices=["ttft", "working-set", "admit", "extent"])
+    ap.add_argument("parts", nargs="+",
+                    choices=["ttft", "working-set", "admit", "extent", "quality"])
     ap.add_argument("--kvserve", default="build/bin/kvserve")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--reps", type=int, default=5)
@@ -194,6 +219,8 @@ def main():
     ap.add_argument("--per-client", type=int, default=6)
     ap.add_argument("--drop-caches", action="store_true",
                     help="also measure L3 with the page cache dropped (needs root)")
+    ap.add_argument("--text", default="tests/data/kjv_genesis_exodus.txt", help="for quality")
+    ap.add_argument("--windows", type=int, default=40, help="perplexity windows for quality")
     ap.add_argument("--json", help="write every number to this file")
     args = ap.parse_args()
     out = {}
@@ -224,6 +251,8 @@ def main():
             r = run_ttft(args, extent_blocks=e, only_l3=True)
             out["extent"][e] = r
             print(f"extent {e}: " + json.dumps(r), flush=True)
+    if "quality" in args.parts:
+        out["quality"] = run_quality(args)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(out, f, indent=2)

@@ -29,6 +29,7 @@ import argparse
 import http.client
 import json
 import os
+import shlex
 import subprocess
 import sys
 import threading
@@ -137,6 +138,21 @@ def metrics(host, port, api_key):
     return out
 
 
+def tier_hits(host, port, api_key):
+    """Prompt tokens served by each KV offload tier (kvserve_kv_offload_..._hits_tokens_total)."""
+    conn = http.client.HTTPConnection(host, port, timeout=60)
+    headers = {"Authorization": "Bearer " + api_key} if api_key else {}
+    conn.request("GET", "/metrics", headers=headers)
+    text = conn.getresponse().read().decode()
+    conn.close()
+    out = {}
+    prefix = 'kvserve_kv_offload_prefix_cache_hits_tokens_total{tier="'
+    for line in text.splitlines():
+        if line.startswith(prefix):
+            out[line[len(prefix):].split('"')[0]] = float(line.rsplit(" ", 1)[1])
+    return out
+
+
 def send(host, port, api_key, prompt, max_tokens):
     """Streams one completion; returns (t0, ttft, end, completion tokens, cached tokens)."""
     body = {"prompt": prompt, "max_tokens": max_tokens, "temperature": 0, "ignore_eos": True,
@@ -209,6 +225,10 @@ def main():
     ap.add_argument("--api-key", default="")
     ap.add_argument("--json", help="write both runs' numbers to this file")
     ap.add_argument("--no-serve", action="store_true", help="only write the scaled trace and simulate")
+    ap.add_argument("--serve-args", default="",
+                    help="more flags for serve only, e.g. the KV offload tiers (docs/offload.md); "
+                         "the report then adds the hit rate by tier")
+    ap.add_argument("--no-simulate", action="store_true", help="only replay against the server")
     args = ap.parse_args()
     if args.output_scale is None:
         args.output_scale = args.length_scale
@@ -235,12 +255,15 @@ def main():
         serve_flags = engine_flags + ["--max-queued-requests", str(len(trace) + 16)]
         if args.threads:
             serve_flags += ["-t", str(args.threads)]
+        serve_flags += shlex.split(args.serve_args)
         server = Server(args.kvserve, serve_flags)
         try:
             synth = Synthesizer(trace, block, args.vocab)
             before = metrics("127.0.0.1", server.port, args.api_key)
+            tiers_before = tier_hits("127.0.0.1", server.port, args.api_key)
             real = replay("127.0.0.1", server.port, args.api_key, trace, synth)
             after = metrics("127.0.0.1", server.port, args.api_key)
+            tiers_after = tier_hits("127.0.0.1", server.port, args.api_key)
         finally:
             server.stop()
         delta = {k: after.get(k, 0) - before.get(k, 0) for k in after}
@@ -249,9 +272,18 @@ def main():
         real["prefix_cache_hit_rate"] = (real["prefix_hits"] / real["prefix_queries"]
                                          if real["prefix_queries"] else 0)
         real["preemptions"] = delta.get("kvserve_preemptions_total", 0)
+        for tier, hits in tiers_after.items():
+            q = real["prefix_queries"]
+            real[f"{tier}_tier_hit_rate"] = (hits - tiers_before.get(tier, 0)) / q if q else 0
         if real["errors"]:
             print(f"{len(real['errors'])} errors, first: {real['errors'][0]}", file=sys.stderr)
 
+    if args.no_simulate:
+        print(json.dumps(real, indent=2))
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump({"serve": real, "args": vars(args)}, f, indent=2)
+        return 0
     sim_cmd = [args.kvserve, "simulate", "--device", "cpu", "--trace", args.scaled_trace,
                "--trace-block-tokens", str(block), "--vocab-size", str(args.vocab), "--json",
                "--series-points", "0", *engine_flags]

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "engine/perplexity.h"
+#include "server/response_json.h"
 #include "tools/cli_commands.h"
 #include "tools/cli_common.h"
 
@@ -37,7 +38,11 @@ void run_perplexity(PerplexityFlags& f) {
   if (f.max_windows > 0 && tokens.size() > uint64_t{f.max_windows} * f.ctx)
     tokens.resize(uint64_t{f.max_windows} * f.ctx);
   EngineConfig config = engine_config_or_fail(f.engine, *model);
-  config.enable_prefix_caching = false;
+  // Windows share no prefix, so the pool's cache only matters with the KV offload tiers: then
+  // a window whose first half (the positions it does not score) a tier holds loads it instead
+  // of computing it (a second run over the same --kv-offload-dir measures what demotion,
+  // --kv-offload-dtype, does to quality: docs/offload.md).
+  config.enable_prefix_caching = config.offload.enabled();
   auto engine = create_engine_or_fail(*model, config);
   const bool tty = isatty(fileno(stderr));
   auto result = compute_perplexity(
@@ -64,7 +69,8 @@ void run_perplexity(PerplexityFlags& f) {
                         {"kv_bytes_per_token", engine->kv_pool().bytes_per_token},
                         {"block_size", config.block_size},
                         {"seconds", r.seconds},
-                        {"tokens_per_s", r.windows * double(f.ctx) / r.seconds}};
+                        {"tokens_per_s", r.windows * double(f.ctx) / r.seconds},
+                        {"kv_offload", offload_json(engine->snapshot().offload)}};
     std::printf("%s\n", j.dump(2).c_str());
   } else {
     std::printf(

@@ -139,7 +139,8 @@ Scheduler::TierImport Scheduler::import_from_tiers(Sequence* s, const AdmitPlan&
                                                    uint32_t budget, StepPlan& plan) {
   const uint32_t bs = cache_.block_size();
   // Whole blocks before the last prompt token (always recomputed, for its logits).
-  const uint32_t max_blocks = static_cast<uint32_t>((s->tokens.size() - 1) / bs);
+  const uint32_t max_blocks = static_cast<uint32_t>(
+      std::min<uint64_t>(s->tokens.size() - 1, s->score_from.value_or(UINT32_MAX)) / bs);
   const uint32_t first = ap.cached_blocks;
   if (first >= max_blocks) return TierImport::kNone;
   const std::vector<TierBlockMeta> chain = cache_.tier_chain(s->tokens, s->cache_salt, max_blocks);
@@ -228,7 +229,9 @@ StepPlan Scheduler::schedule() {
       if (!admitted) break;
       n = *admitted;
     } else {
-      AdmitPlan ap = cache_.plan_admit(s->tokens, s->cache_salt);
+      // A scored prompt reuses at most the positions before the ones it scores.
+      const uint32_t max_cached = s->score_from.value_or(UINT32_MAX);
+      AdmitPlan ap = cache_.plan_admit(s->tokens, s->cache_salt, max_cached);
       if (ap.prefix_in_flight) {
         ++w;
         continue;
@@ -241,10 +244,11 @@ StepPlan Scheduler::schedule() {
           ++w;
           continue;
         }
-        if (got == TierImport::kImported) ap = cache_.plan_admit(s->tokens, s->cache_salt);
+        if (got == TierImport::kImported)
+          ap = cache_.plan_admit(s->tokens, s->cache_salt, max_cached);
       }
       if (!ap.fits) break;
-      auto cached = cache_.admit(s->id, s->tokens, s->cache_salt, &copies_, budget);
+      auto cached = cache_.admit(s->id, s->tokens, s->cache_salt, &copies_, budget, max_cached);
       queue_cache_output(copies_, plan);
       if (!cached.is_ok()) break;  // nothing changed, no copy queued
       s->num_computed = *cached;

@@ -72,7 +72,7 @@ uint32_t KvCacheManager::held_from(uint32_t group, uint32_t next) const {
 }
 
 void KvCacheManager::lookup(std::span<const int32_t> prompt, std::optional<TenantId> tenant,
-                            Match* m) const {
+                            Match* m, uint32_t max_cached_tokens) const {
   const uint32_t groups = num_groups();
   m->hit_blocks = 0;
   m->blocks.assign(groups, {});
@@ -84,7 +84,7 @@ void KvCacheManager::lookup(std::span<const int32_t> prompt, std::optional<Tenan
   const TenantId t = *tenant;
   const uint32_t bs = config_.block_size;
   // The last prompt token is always recomputed so that its logits exist.
-  const uint32_t max_cached = static_cast<uint32_t>(prompt.size()) - 1;
+  const uint32_t max_cached = std::min(static_cast<uint32_t>(prompt.size()) - 1, max_cached_tokens);
   // Group 0: the chain from the root.
   std::vector<BlockId> anchor;
   std::vector<uint64_t> keys;
@@ -147,11 +147,11 @@ void KvCacheManager::lookup(std::span<const int32_t> prompt, std::optional<Tenan
       cache_->find_partial(m->last_key, m->last_ref, t, rest, std::min(bs - 1, max_cached - pos));
 }
 
-AdmitPlan KvCacheManager::plan_admit(std::span<const int32_t> prompt,
-                                     std::string_view cache_salt) const {
+AdmitPlan KvCacheManager::plan_admit(std::span<const int32_t> prompt, std::string_view cache_salt,
+                                     uint32_t max_cached_tokens) const {
   const std::optional<TenantId> tenant = tenants_->find(cache_salt);
   Match m;
-  lookup(prompt, tenant, &m);
+  lookup(prompt, tenant, &m, max_cached_tokens);
   const uint32_t bs = config_.block_size;
   AdmitPlan plan;
   plan.cached_tokens = m.full_tokens(bs) + (m.partial ? m.partial->num_tokens : 0);
@@ -187,12 +187,12 @@ uint32_t KvCacheManager::available_blocks(std::string_view cache_salt) const {
 
 Result<uint32_t> KvCacheManager::admit(SeqId seq, std::span<const int32_t> prompt,
                                        std::string_view cache_salt, std::vector<BlockCopy>* copies,
-                                       uint32_t chunk_budget) {
+                                       uint32_t chunk_budget, uint32_t max_cached_tokens) {
   if (prompt.empty()) return invalid_argument("admit: empty prompt");
   if (seqs_.contains(seq)) return invalid_argument("admit: sequence already exists");
   const std::optional<TenantId> tenant = tenants_->find(cache_salt);
   Match m;
-  lookup(prompt, tenant, &m);
+  lookup(prompt, tenant, &m, max_cached_tokens);
   const uint32_t bs = config_.block_size;
   const uint32_t groups = num_groups();
   const uint32_t full = m.full_tokens(bs);

@@ -211,8 +211,11 @@ class KvCacheManager {
   }
 
   // ---- dry runs (change nothing) ----
-  [[nodiscard]] AdmitPlan plan_admit(std::span<const int32_t> prompt,
-                                     std::string_view cache_salt) const;
+  // max_cached_tokens (here and in admit): reuse at most this many prompt tokens (a scored
+  // prompt needs the logits of its positions from score_from on, so it reuses at most those
+  // before).
+  [[nodiscard]] AdmitPlan plan_admit(std::span<const int32_t> prompt, std::string_view cache_salt,
+                                     uint32_t max_cached_tokens = UINT32_MAX) const;
   // New blocks append_slots(seq, num_tokens) would take, all groups (incl. CoW copies), before
   // releasing any out-of-window block.
   [[nodiscard]] uint32_t blocks_needed_to_append(SeqId seq, uint32_t num_tokens) const;
@@ -232,7 +235,8 @@ class KvCacheManager {
   // (`copies` included). The prompt's full blocks that are not cached are registered as in
   // flight (see AdmitPlan::prefix_in_flight) until they are committed or the sequence is freed.
   Result<uint32_t> admit(SeqId seq, std::span<const int32_t> prompt, std::string_view cache_salt,
-                         std::vector<BlockCopy>* copies, uint32_t chunk_budget = 0);
+                         std::vector<BlockCopy>* copies, uint32_t chunk_budget = 0,
+                         uint32_t max_cached_tokens = UINT32_MAX);
   // Makes room for the next num_tokens slots in every group: first releases the blocks the
   // step cannot read (sliding groups), then allocates, evicting, and CoW-copying a shared
   // partial last block into `copies`. Fails with resource_exhausted and allocates nothing if it
@@ -358,7 +362,8 @@ class KvCacheManager {
   struct Match;  // result of a prefix lookup (kv_cache_manager.cpp)
 
   [[nodiscard]] uint32_t window(uint32_t group) const { return config_.group_windows[group]; }
-  void lookup(std::span<const int32_t> prompt, std::optional<TenantId> tenant, Match* m) const;
+  void lookup(std::span<const int32_t> prompt, std::optional<TenantId> tenant, Match* m,
+              uint32_t max_cached_tokens = UINT32_MAX) const;
   [[nodiscard]] const SeqBlocks& seq_ref(SeqId seq) const;
   // Blocks [first, end) a group needs for a sequence of `tokens` slots whose next step starts
   // at `next`: [first_held_block(window, next), ceil(tokens / block_size)).

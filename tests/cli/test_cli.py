@@ -20,6 +20,54 @@ def run(*args, check=True):
 
 
 @unittest.skipUnless(os.path.exists(MODEL), "default model not fetched")
+class KvOffload(unittest.TestCase):
+    def test_a_second_generate_finds_what_the_first_stored_on_disk(self):
+        prompt = " ".join(f"Clause {i}: the tenant keeps the garden tidy." for i in range(25))
+        with tempfile.TemporaryDirectory() as d:
+            flags = ["-n", "6", "--json", "--kv-offload-dir", d, "--kv-offload-disk-admit", "0"]
+            first = json.loads(run("generate", "-p", prompt, *flags).stdout)
+            second = json.loads(run("generate", "-p", prompt, *flags).stdout)
+        a, b = first["runs"][0], second["runs"][0]
+        self.assertEqual(a["cached_tokens"], 0)
+        self.assertEqual(b["cached_tokens"], (a["prompt_tokens"] - 1) // 16 * 16)
+        self.assertEqual(b["sequences"][0]["text"], a["sequences"][0]["text"])
+        self.assertEqual(second["kv_offload"]["disk"]["hit_tokens"], b["cached_tokens"])
+
+    def test_perplexity_with_each_window_prefix_from_the_tier_is_unchanged(self):
+        text = os.path.join(os.path.dirname(__file__), "..", "data", "kjv_genesis_exodus.txt")
+        with tempfile.TemporaryDirectory() as d:
+            flags = ["perplexity", "-f", text, "--ctx", "256", "--max-windows", "4", "--json",
+                     "--kv-offload-dir", d, "--kv-offload-disk-admit", "0"]
+            first = json.loads(run(*flags).stdout)
+            second = json.loads(run(*flags).stdout)
+        self.assertEqual(first["kv_offload"]["disk"]["hit_tokens"], 0)
+        self.assertEqual(second["kv_offload"]["disk"]["hit_tokens"], 4 * 128)
+        self.assertEqual(second["perplexity"], first["perplexity"])
+
+    def test_bad_offload_flags_are_one_clear_line(self):
+        for args, needle in [
+            (["--kv-offload-memory", "lots"], "--kv-offload-memory"),
+            (["--kv-offload-policy", "sometimes"], "--kv-offload-policy"),
+            (["--kv-offload-dtype", "int3"], "--kv-offload-dtype"),
+            (["--kv-offload-dir", "/proc/no-such-dir/x"], "--kv-offload-dir"),
+            (["--kv-offload-dir", "/tmp", "--kv-offload-extent-blocks", "0"],
+             "--kv-offload-extent-blocks"),
+        ]:
+            p = run("generate", "-p", "hi", "-n", "1", *args, check=False)
+            self.assertNotEqual(p.returncode, 0, args)
+            self.assertIn(needle, p.stderr, args)
+            self.assertLessEqual(len(p.stderr.strip().splitlines()), 2, p.stderr)
+
+    def test_plan_reports_prefix_tokens_per_tier_and_format(self):
+        out = json.loads(run("plan", "--model", "SmolLM2-135M", "--memory", "24GiB",
+                             "--kv-offload-memory", "1GiB", "--kv-offload-disk-bytes", "4GiB",
+                             "--json").stdout)
+        rows = {r["kv_cache_dtype"]: r for r in out["kv_offload"]["formats"]}
+        self.assertEqual(rows["f16"]["host_prefix_tokens"], (1 << 30) // (23040 * 16) * 16)
+        self.assertGreater(rows["int4_had"]["disk_prefix_tokens"], 3 * rows["f16"]["disk_prefix_tokens"])
+
+
+@unittest.skipUnless(os.path.exists(MODEL), "default model not fetched")
 class Generate(unittest.TestCase):
     def test_repeat_reuses_the_prompt_prefix(self):
         prompt = " ".join(f"Rule {i}: answer every question politely and briefly." for i in range(20))
