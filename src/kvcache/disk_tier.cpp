@@ -193,7 +193,7 @@ void DiskTier::drop_extent(uint64_t id, bool count_as_evicted) {
   counters_.blocks -= x.header.blocks.size();
   counters_.used_bytes -= x.file_bytes;
   if (count_as_evicted) counters_.blocks_evicted += x.header.blocks.size();
-  std::erase_if(verified_, [&](const auto& v) { return v.first == id; });
+  forget_verified(id);
   extents_.erase(it);
 }
 
@@ -256,10 +256,24 @@ Status DiskTier::load_extent(std::unique_lock<std::mutex>& lock, uint64_t id) {
   if (!extents_.contains(id)) return not_found("disk tier: extent evicted meanwhile");
   counters_.bytes_read += file->size();
   counters_.read_seconds += secs;
-  std::erase_if(verified_, [&](const auto& v) { return v.first == id; });
+  forget_verified(id);
+  verified_bytes_ += file->size();
   verified_.emplace_back(id, std::move(*file));
-  while (verified_.size() > kVerifiedExtents) verified_.pop_front();
+  while (verified_.size() > 1 &&
+         (verified_.size() > kVerifiedExtents || verified_bytes_ > kVerifiedBytes)) {
+    verified_bytes_ -= verified_.front().second.size();
+    verified_.pop_front();
+  }
   return Status::ok();
+}
+
+void DiskTier::forget_verified(uint64_t id) {
+  for (auto it = verified_.begin(); it != verified_.end(); ++it) {
+    if (it->first != id) continue;
+    verified_bytes_ -= it->second.size();
+    verified_.erase(it);
+    return;
+  }
 }
 
 DiskTier::Readiness DiskTier::readiness(const TierBlockMeta& want,

@@ -130,7 +130,8 @@ class DiskTier {
   [[nodiscard]] std::optional<Location> locate(const TierBlockMeta& want,
                                                std::span<const int32_t> tokens) const;  // mu_ held
   void note_write_error(const std::string& what);
-  void queue_open_extent();  // mu_ held; precondition: the open extent has blocks
+  void queue_open_extent();           // mu_ held; precondition: the open extent has blocks
+  void forget_verified(uint64_t id);  // mu_ held
 
   DiskTierConfig config_;
   uint64_t id_base_ = 0;
@@ -148,9 +149,12 @@ class DiskTier {
   uint64_t tick_ = 0;
   DiskTierCounters counters_;
   bool logged_error_ = false;
-  // Extents read and verified, most recently used last (a few: consecutive blocks of a prefix
-  // cost one read, and prefetched extents wait here for the step that imports them).
-  static constexpr size_t kVerifiedExtents = 16;
+  // Extents read and verified, most recently used last: consecutive blocks of a prefix cost one
+  // read, and prefetched extents wait here for the step that imports them. Bounded in bytes (a
+  // long prefix in small extents must fit whole) and in count.
+  static constexpr uint64_t kVerifiedBytes = uint64_t{256} << 20;
+  static constexpr size_t kVerifiedExtents = 4096;
+  uint64_t verified_bytes_ = 0;
   std::deque<std::pair<uint64_t, std::vector<uint8_t>>> verified_;
   std::deque<uint64_t> read_queue_;                // extents the loader thread will read
   std::unordered_map<uint64_t, uint8_t> reading_;  // queued or being read
