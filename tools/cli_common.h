@@ -26,7 +26,7 @@ struct EngineFlags {
   std::string kv_offload_dir;
   std::string kv_offload_disk_bytes = "4GiB";
   std::string kv_offload_policy = "write-back";
-  uint32_t kv_offload_disk_admit = 1;
+  uint32_t kv_offload_disk_admit = 0;
   uint32_t kv_offload_extent_blocks = 16;
   std::string kv_offload_dtype = "same";
 };

@@ -44,7 +44,7 @@ struct KvOffloadConfig {
   std::string disk_dir;     // L3 (--kv-offload-dir); empty = off
   uint64_t disk_bytes = uint64_t{4} << 30;
   OffloadPolicy policy = OffloadPolicy::kWriteBack;
-  uint32_t disk_admit_hits = 1;
+  uint32_t disk_admit_hits = 0;
   uint32_t extent_blocks = 16;
   // Element format of the tiers' blocks (--kv-offload-dtype): nullopt = the pool's ("same").
   // Blocks are re-encoded as they leave the pool and decoded back to its format on load.
