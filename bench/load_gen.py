@@ -127,14 +127,26 @@ def one_request(host, port, body, api_key):
     return ttft, gaps, tokens, cached, first, last
 
 
-def preemptions(host, port, api_key):
-    """kvserve_preemptions_total summed over modes (from /metrics)."""
+def scrape_metrics(host, port, api_key):
+    """Every sample of /metrics: {'name{labels}': value}."""
     conn = http.client.HTTPConnection(host, port, timeout=60)
-    conn.request("GET", "/metrics", headers={"Authorization": "Bearer " + api_key})
+    headers = {"Authorization": "Bearer " + api_key} if api_key else {}
+    conn.request("GET", "/metrics", headers=headers)
     text = conn.getresponse().read().decode()
     conn.close()
-    return sum(float(line.split()[-1]) for line in text.splitlines()
-               if line.startswith("kvserve_preemptions_total{"))
+    out = {}
+    for line in text.splitlines():
+        if line.startswith("#") or not line.strip():
+            continue
+        name, value = line.rsplit(" ", 1)
+        out[name] = float(value)
+    return out
+
+
+def preemptions(host, port, api_key):
+    """kvserve_preemptions_total summed over modes (from /metrics)."""
+    return sum(v for k, v in scrape_metrics(host, port, api_key).items()
+               if k.startswith("kvserve_preemptions_total{"))
 
 
 def run_level(host, port, workload, concurrency, per_client, max_tokens, api_key, seed):

@@ -31,7 +31,8 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from load_gen import Server, percentile, stream_chunks, usage_tokens  # noqa: E402
+from load_gen import (Server, percentile, scrape_metrics, stream_chunks,  # noqa: E402
+                      usage_tokens)
 
 BLOCK_BYTES = 16 * 23040  # SmolLM2-135M, f16, 16-token blocks
 
@@ -53,21 +54,6 @@ def ttft_of(port, prompt):
         if c.get("usage"):
             cached = usage_tokens(c)[1]
     return first, cached
-
-
-def tier_metrics(port):
-    import http.client
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-    conn.request("GET", "/metrics")
-    text = conn.getresponse().read().decode()
-    conn.close()
-    out = {}
-    for line in text.splitlines():
-        if line.startswith("#") or not line.strip():
-            continue
-        name, value = line.rsplit(" ", 1)
-        out[name] = float(value)
-    return out
 
 
 def serve(args, *flags):
@@ -159,11 +145,11 @@ def run_working_set(args, configs):
                     s.stop()
             s = serve(args, *base, *flags)
             try:
-                before = tier_metrics(s.port)
+                before = scrape_metrics("127.0.0.1", s.port, "")
                 t0 = time.perf_counter()
                 ttfts, cached = run_clients(s.port, docs, args.clients, args.per_client)
                 wall = time.perf_counter() - t0
-                after = tier_metrics(s.port)
+                after = scrape_metrics("127.0.0.1", s.port, "")
             finally:
                 s.stop()
         finally:

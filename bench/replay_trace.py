@@ -26,7 +26,6 @@ trace's sharing in whole engine blocks):
       --kv-cache-memory 256MiB --block-size 8 --max-model-len 1024
 """
 import argparse
-import http.client
 import json
 import os
 import shlex
@@ -36,7 +35,8 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from load_gen import Server, percentile, stream_chunks, usage_tokens  # noqa: E402
+from load_gen import (Server, percentile, scrape_metrics, stream_chunks,  # noqa: E402
+                      usage_tokens)
 
 MASK = (1 << 64) - 1
 ROOT = MASK
@@ -123,34 +123,19 @@ def scale_trace(lines, args):
 
 
 def metrics(host, port, api_key):
-    conn = http.client.HTTPConnection(host, port, timeout=60)
-    headers = {"Authorization": "Bearer " + api_key} if api_key else {}
-    conn.request("GET", "/metrics", headers=headers)
-    text = conn.getresponse().read().decode()
-    conn.close()
+    """/metrics summed over labels: {'name': value}."""
     out = {}
-    for line in text.splitlines():
-        if line.startswith("#") or not line.strip():
-            continue
-        name, value = line.rsplit(" ", 1)
+    for name, value in scrape_metrics(host, port, api_key).items():
         base = name.split("{")[0]
-        out[base] = out.get(base, 0.0) + float(value)
+        out[base] = out.get(base, 0.0) + value
     return out
 
 
 def tier_hits(host, port, api_key):
     """Prompt tokens served by each KV offload tier (kvserve_kv_offload_..._hits_tokens_total)."""
-    conn = http.client.HTTPConnection(host, port, timeout=60)
-    headers = {"Authorization": "Bearer " + api_key} if api_key else {}
-    conn.request("GET", "/metrics", headers=headers)
-    text = conn.getresponse().read().decode()
-    conn.close()
-    out = {}
     prefix = 'kvserve_kv_offload_prefix_cache_hits_tokens_total{tier="'
-    for line in text.splitlines():
-        if line.startswith(prefix):
-            out[line[len(prefix):].split('"')[0]] = float(line.rsplit(" ", 1)[1])
-    return out
+    return {k[len(prefix):].split('"')[0]: v
+            for k, v in scrape_metrics(host, port, api_key).items() if k.startswith(prefix)}
 
 
 def send(host, port, api_key, prompt, max_tokens):

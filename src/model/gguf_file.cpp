@@ -254,6 +254,10 @@ GgufFile::~GgufFile() = default;
 
 uint64_t GgufFile::file_size() const { return bytes_->size; }
 
+std::span<const uint8_t> GgufFile::header_bytes() const {
+  return {bytes_->data, static_cast<size_t>(std::min(data_offset_, bytes_->size))};
+}
+
 Result<GgufFile> GgufFile::open(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return io_error(fmt::format("{}: cannot open: {}", path, std::strerror(errno)));

@@ -81,6 +81,8 @@ class GgufFile {
   [[nodiscard]] uint64_t file_size() const;
   // Start of the data section: the first multiple of alignment() after the tensor infos.
   [[nodiscard]] uint64_t data_offset() const { return data_offset_; }
+  // The file's bytes before the data section: header, metadata and tensor infos.
+  [[nodiscard]] std::span<const uint8_t> header_bytes() const;
 
   // Metadata in file order; keys are unique.
   [[nodiscard]] const std::vector<std::pair<std::string, GgufValue>>& metadata() const {

@@ -86,11 +86,14 @@ Result<LoadedModel> load_model(const std::string& path) {
   }
   for (int32_t id = 0; id < m.tokenizer->vocab_size(); ++id)
     if (m.tokenizer->is_eog(id)) m.eog_ids.push_back(id);
-  // Fingerprint: file size, data offset and the metadata/tensor-info header bytes.
+  // Fingerprint (the identity of cached KV, in memory and in the disk tier): file size, data
+  // offset, every byte of the metadata and tensor table, and each tensor's first bytes.
   XXH3_state_t* st = XXH3_createState();
   XXH3_64bits_reset(st);
   const uint64_t sizes[2] = {m.file->file_size(), m.file->data_offset()};
   XXH3_64bits_update(st, sizes, sizeof sizes);
+  const std::span<const uint8_t> header = m.file->header_bytes();
+  XXH3_64bits_update(st, header.data(), header.size());
   for (const GgufTensorInfo& t : m.file->tensors()) {
     XXH3_64bits_update(st, t.name.data(), t.name.size());
     XXH3_64bits_update(st, t.data, std::min<uint64_t>(t.size_bytes, 256));

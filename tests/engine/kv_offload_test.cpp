@@ -124,18 +124,28 @@ TEST(KvOffloadTest, OutputsAreIdenticalWithTiersOnAndOffInEveryPreemptionMode) {
   }
 }
 
+// A roomy pool over a disk tier in `dir`.
+EngineConfig disk_config(const std::string& dir) {
+  EngineConfig c{.kv_cache_memory = 64 * kBlockBytes};
+  c.offload.disk_dir = dir;
+  c.offload.disk_admit_hits = 0;
+  return c;
+}
+
+// Runs the prompts on an engine that is then shut down (which writes what its pool caches to
+// the disk tier); returns what they produced.
+RunResult run_and_shut_down(LoadedModel& model, const EngineConfig& c,
+                            const std::vector<std::vector<int32_t>>& prompts) {
+  auto e = make_engine(model, c);
+  return run_waves(*e, prompts, prompts.size());
+}
+
 TEST(KvOffloadTest, ASecondEngineFindsWhatTheFirstStoredOnDisk) {
   REQUIRE_MODEL();
   TempDir dir;
   const std::vector<std::vector<int32_t>> prompts = documents(*model, 3);
-  EngineConfig c{.kv_cache_memory = 64 * kBlockBytes};
-  c.offload.disk_dir = dir.path;
-  c.offload.disk_admit_hits = 0;
-  RunResult cold;
-  {
-    auto first = make_engine(*model, c);
-    cold = run_waves(*first, prompts, 3);
-  }  // shutdown writes what the pool still caches
+  const EngineConfig c = disk_config(dir.path);
+  const RunResult cold = run_and_shut_down(*model, c, prompts);
   auto second = make_engine(*model, c);
   const RunResult warm = run_waves(*second, prompts, 3);
   EXPECT_EQ(warm.outputs, cold.outputs);
@@ -156,14 +166,8 @@ TEST(KvOffloadTest, ACorruptedExtentIsRecomputedToTheSameOutput) {
   REQUIRE_MODEL();
   TempDir dir;
   const std::vector<std::vector<int32_t>> prompts = documents(*model, 1);
-  EngineConfig c{.kv_cache_memory = 64 * kBlockBytes};
-  c.offload.disk_dir = dir.path;
-  c.offload.disk_admit_hits = 0;
-  RunResult cold;
-  {
-    auto first = make_engine(*model, c);
-    cold = run_waves(*first, prompts, 1);
-  }
+  const EngineConfig c = disk_config(dir.path);
+  const RunResult cold = run_and_shut_down(*model, c, prompts);
   int corrupted = 0;
   for (const auto& e : fs::directory_iterator(dir.path)) {
     if (e.path().extension() != ".kvx") continue;
