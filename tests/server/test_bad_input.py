@@ -112,9 +112,11 @@ def test_full_queue_is_429_with_retry_after(start_server):
     s = start_server("--kv-cache-memory", "64MiB", "--max-model-len", "1024",
                      "--max-num-seqs", "1", "--max-queued-requests", "1")
     # Long streams (1,000 tokens) so that the first is still running while we look for the
-    # second in the queue, even on a fast, idle machine.
-    socks = [open_stream(s, max_tokens=1000), open_stream(s, max_tokens=1000)]
-    read_some(socks[0], 2)  # the first is running; the second waits in the queue
+    # second in the queue, even on a fast, idle machine. The second is sent only once the first
+    # streams: sent together, either could be admitted first (the server's HTTP threads race).
+    socks = [open_stream(s, max_tokens=1000)]
+    read_some(socks[0], 2)  # the first is running
+    socks.append(open_stream(s, max_tokens=1000))  # ...so the second waits in the queue
     deadline = time.time() + 20
     while "kvserve_num_requests_waiting 1" not in s.get("/metrics").text:
         assert time.time() < deadline, "the second request never reached the queue"
