@@ -59,6 +59,15 @@ void add_engine_flags(CLI::App* cmd, EngineFlags* f) {
   cmd->add_option("--kv-offload-extent-blocks", f->kv_offload_extent_blocks,
                   "blocks per disk extent, the unit of disk I/O (1..256; docs/offload.md)")
       ->capture_default_str();
+  cmd->add_option("--kv-remote", f->kv_remote,
+                  "a Redis instance of the shared KV tier (L4), redis://HOST:PORT[/DB]; repeat "
+                  "to spread blocks over several by consistent hashing (docs/scale-out.md)");
+  cmd->add_option("--kv-remote-ttl", f->kv_remote_ttl,
+                  "seconds a block stays in Redis (0: until Redis evicts it)")
+      ->capture_default_str();
+  cmd->add_option("--kv-remote-timeout-ms", f->kv_remote_timeout_ms,
+                  "timeout of every Redis connect and command; a slow or down Redis is a miss")
+      ->capture_default_str();
 }
 
 std::unique_ptr<LoadedModel> load_model_or_fail(const EngineFlags& flags) {
@@ -103,6 +112,9 @@ EngineConfig engine_config_or_fail(const EngineFlags& f, const LoadedModel& mode
   c.offload.policy = *policy;
   c.offload.disk_admit_hits = f.kv_offload_disk_admit;
   c.offload.extent_blocks = f.kv_offload_extent_blocks;
+  c.offload.remote_urls = f.kv_remote;
+  c.offload.remote_ttl_seconds = f.kv_remote_ttl;
+  c.offload.remote_timeout_ms = f.kv_remote_timeout_ms;
   if (f.kv_offload_dtype != "same")
     c.offload.tier_dtype = dtype(f.kv_offload_dtype, "--kv-offload-dtype");
   c.eog_ids = model.eog_ids;

@@ -4,6 +4,7 @@
 #include <CLI/CLI.hpp>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "engine/engine.h"
 #include "model/loaded_model.h"
@@ -29,10 +30,14 @@ struct EngineFlags {
   uint32_t kv_offload_disk_admit = 0;
   uint32_t kv_offload_extent_blocks = 16;
   std::string kv_offload_dtype = "same";
+  std::vector<std::string> kv_remote;  // redis://HOST:PORT[/DB], repeatable
+  uint32_t kv_remote_ttl = 0;
+  uint32_t kv_remote_timeout_ms = 50;
 };
 
 // Adds -m, --kv-cache-memory, --block-size, --kv-cache-dtype(-k/-v), -t, --max-num-batched-tokens,
-// --max-num-seqs, --[no-]enable-prefix-caching, --max-model-len and the --kv-offload-* tiers.
+// --max-num-seqs, --[no-]enable-prefix-caching, --max-model-len, the --kv-offload-* tiers and the
+// --kv-remote-* tier.
 void add_engine_flags(CLI::App* cmd, EngineFlags* flags);
 
 // Loads the model named by flags.model (or the default model); fails with one clear line.

@@ -33,6 +33,9 @@ struct ServeFlags {
   std::string served_model_name;
   std::string max_body = "8MiB";
   bool quiet_preemptions = false;
+  std::string kv_events_endpoint;
+  std::string kv_events_replay_endpoint;
+  std::string kv_events_topic;
 };
 
 std::string commas(uint64_t v) {
@@ -99,7 +102,22 @@ void run_serve(ServeFlags& f) {
          commas(need) + " B), or lower --max-model-len to " + std::to_string(p.num_tokens));
   }
   if (config.max_model_len == 0) config.max_model_len = max_len;
+  if (f.kv_events_endpoint.empty() && !f.kv_events_replay_endpoint.empty())
+    fail("--kv-events-replay-endpoint needs --kv-events-endpoint");
+  config.kv_events = !f.kv_events_endpoint.empty();
   auto engine = create_engine_or_fail(*model, config);
+  std::unique_ptr<KvEventPublisher> kv_events;
+  if (config.kv_events) {
+    auto p = KvEventPublisher::create({.endpoint = f.kv_events_endpoint,
+                                       .replay_endpoint = f.kv_events_replay_endpoint,
+                                       .topic = f.kv_events_topic,
+                                       .block_size = config.block_size});
+    if (!p.is_ok()) fail(p.status().message());
+    kv_events = std::move(p).value();
+    std::fprintf(stderr, "kvserve serve: KV events on %s%s%s\n", f.kv_events_endpoint.c_str(),
+                 f.kv_events_replay_endpoint.empty() ? "" : ", replay on ",
+                 f.kv_events_replay_endpoint.c_str());
+  }
 
   std::vector<ApiKeyEntry> key_entries = ApiKeys::from_flags(f.api_keys);
   if (!f.api_keys_file.empty()) {
@@ -118,7 +136,8 @@ void run_serve(ServeFlags& f) {
                   .log_preemptions = !f.quiet_preemptions,
                   .public_metrics = f.public_metrics,
                   .max_tenant_metrics = f.max_tenant_metrics,
-                  .trust_message_special_tokens = f.trust_message_special_tokens};
+                  .trust_message_special_tokens = f.trust_message_special_tokens,
+                  .kv_events = kv_events.get()};
   if (sc.served_model_name.empty())
     sc.served_model_name = std::filesystem::path(model->path).stem().string();
 
@@ -178,6 +197,14 @@ void add_serve_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("--quiet-preemptions", flags->quiet_preemptions,
                 "do not log each preemption on stderr");
+  cmd->add_option("--kv-events-endpoint", flags->kv_events_endpoint,
+                  "publish KV cache events in vLLM's format on a ZeroMQ PUB socket bound here, "
+                  "e.g. tcp://127.0.0.1:5557 (default: off; docs/scale-out.md)");
+  cmd->add_option("--kv-events-replay-endpoint", flags->kv_events_replay_endpoint,
+                  "ZeroMQ ROUTER socket bound here answers replay requests for missed batches, "
+                  "e.g. tcp://127.0.0.1:5558");
+  cmd->add_option("--kv-events-topic", flags->kv_events_topic,
+                  "topic frame of every KV event message (default: empty, as vLLM)");
   cmd->callback([flags] { run_serve(*flags); });
 }
 

@@ -45,6 +45,16 @@ Result<std::unique_ptr<Engine>> Engine::create(TransformerModel& model,
   // The host area: swap's share, as many whole blocks as --swap-space holds (swap mode only),
   // and the host tier's, as many as --kv-offload-memory holds.
   const KvOffloadConfig& oc = config.offload;
+  if (config.kv_events) {
+    if (!config.enable_prefix_caching)
+      return invalid_argument(
+          "KV events describe the prefix cache: they need prefix caching (drop "
+          "--no-prefix-caching)");
+    if (pool.groups.num_groups() != 1)
+      return invalid_argument(
+          "KV events support models whose layers all attend to the full context; this model "
+          "has sliding-window layer groups");
+  }
   if (oc.enabled()) {
     if (!config.enable_prefix_caching)
       return invalid_argument(
@@ -80,14 +90,17 @@ Result<std::unique_ptr<Engine>> Engine::create(TransformerModel& model,
       .hash_seed = config.prefix_hash_seed ? *config.prefix_hash_seed : random_seed(),
       .k_dtype = config.k_dtype,
       .v_dtype = config.v_dtype,
-      .tier_keys = oc.enabled(),
-      .log_completed_blocks = oc.enabled() && oc.policy == OffloadPolicy::kWriteThrough});
+      .tier_keys = oc.enabled() || config.kv_events,
+      .log_completed_blocks =
+          oc.enabled() && (oc.policy == OffloadPolicy::kWriteThrough || !oc.remote_urls.empty()),
+      .log_events = config.kv_events});
   if (oc.enabled()) {
     KVS_ASSIGN_OR_RETURN(
         e->offload_,
         KvOffload::create(oc, KvStorageShape::of(pool), config.model_fingerprint, *e->host_blocks_,
                           e->host_storage_.get(), static_cast<uint32_t>(tier_blocks)));
   }
+  if (e->offload_ != nullptr) e->offload_->set_event_log(config.kv_events);
   e->transfers_ =
       std::make_unique<KvTransferExecutor>(*e->storage_, e->host_storage_.get(), e->offload_.get());
   e->runner_ = std::make_unique<ModelRunner>(model, *e->storage_, *e->threads_);
@@ -244,9 +257,9 @@ std::vector<StepOutput> Engine::step() {
   transfers_->run(plan);
   if (offload_ != nullptr) offload_->end_step();
   if (plan.empty()) {
-    // Nothing to run: sequences may be waiting for disk-tier reads. Wait for one to land
+    // Nothing to run: sequences may be waiting for disk or remote tier reads. Wait for one to land
     // rather than spin.
-    if (offload_ != nullptr && scheduler_->num_loading() > 0) offload_->wait_for_disk_reads(0.01);
+    if (offload_ != nullptr && scheduler_->num_loading() > 0) offload_->wait_for_tier_reads(0.01);
     return out;
   }
   // 3. Forward: the step's inputs, built once by the cache manager.
@@ -302,6 +315,7 @@ EngineSnapshot Engine::snapshot(bool with_fragmentation) const {
   s.waiting = static_cast<uint32_t>(scheduler_->num_waiting());
   s.swapped = static_cast<uint32_t>(scheduler_->num_swapped());
   s.loading = static_cast<uint32_t>(scheduler_->num_loading());
+  s.steps = counters_.steps;
   s.cache = cache_->counters();
   if (with_fragmentation) s.fragmentation = cache_->stats().fragmentation;
   s.preemptions_recompute = scheduler_->num_preemptions(PreemptionMode::kRecompute);

@@ -56,6 +56,8 @@ struct EngineConfig {
   KvOffloadConfig offload;
   // Seconds a clean shutdown may spend writing the tiers' pending blocks to disk.
   double offload_flush_seconds = 10;
+  // Record the prefix cache's changes for KV events (take_cache_events).
+  bool kv_events = false;
 };
 
 struct StepOutput {
@@ -80,7 +82,8 @@ struct EngineCounters {
 // fragmentation, when asked).
 struct EngineSnapshot {
   uint32_t running = 0, waiting = 0, swapped = 0;
-  uint32_t loading = 0;  // of the waiting ones, those waiting for disk-tier reads
+  uint32_t loading = 0;  // of the waiting ones, those waiting for disk or remote tier reads
+  uint64_t steps = 0;    // forward passes run
   KvCacheCounters cache;
   double fragmentation = 0;  // only when snapshot(true)
   uint64_t preemptions_recompute = 0, preemptions_swap = 0;
@@ -134,6 +137,15 @@ class Engine {
     return scheduler_->num_preemptions(mode);
   }
   // Preemptions since the last call (request id = Sequence::parent or the id, mode, blocks).
+  // The pool's (L1's) prefix-cache changes since the last call, in order (config.kv_events):
+  // blocks that became cached and blocks that left, named by their tier keys (tier_key.h).
+  [[nodiscard]] std::vector<PrefixCache::Event> take_cache_events() {
+    return cache_->take_cache_events();
+  }
+  // The same for the host tier (L2), when there is one.
+  [[nodiscard]] std::vector<PrefixCache::Event> take_host_tier_events() {
+    return offload_ != nullptr ? offload_->take_host_events() : std::vector<PrefixCache::Event>{};
+  }
   [[nodiscard]] std::vector<PreemptionEvent> take_preemption_events() {
     return scheduler_->take_preemption_events();
   }

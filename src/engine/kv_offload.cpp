@@ -78,6 +78,17 @@ Result<std::unique_ptr<KvOffload>> KvOffload::create(
                                                    .ns = ns,
                                                    .extent_blocks = config.extent_blocks}));
   }
+  if (!config.remote_urls.empty()) {
+    if (config.remote_timeout_ms == 0)
+      return invalid_argument("--kv-remote-timeout-ms must be positive");
+    RemoteTierConfig rc{
+        .ttl_seconds = config.remote_ttl_seconds, .timeout_ms = config.remote_timeout_ms, .ns = ns};
+    for (const std::string& url : config.remote_urls) {
+      KVS_ASSIGN_OR_RETURN(RedisEndpoint e, parse_redis_url(url));
+      rc.endpoints.push_back(std::move(e));
+    }
+    KVS_ASSIGN_OR_RETURN(o->remote_, RemoteTier::create(rc));
+  }
   o->measure_startup_bandwidth();
   return o;
 }
@@ -100,6 +111,7 @@ void KvOffload::measure_startup_bandwidth() {
   auto t0 = SteadyClock::now();
   for (int i = 0; i < 4; ++i) std::memcpy(b.data(), a.data(), bytes);
   host_stats_.load_bytes_per_s = 4.0 * bytes / std::max(seconds_since(t0), 1e-9);
+  if (remote_) remote_stats_.load_bytes_per_s = remote_->startup_bytes_per_s();
   if (!disk_) return;
   // Disk: write a probe (a temporary name, deleted at the next start if we die now), read it back.
   const std::string probe =
@@ -132,6 +144,7 @@ void KvOffload::record_load(TierStats& t, double seconds, uint64_t bytes) {
 
 void KvOffload::plan_demote(const HostTier::Evicted& e, KvTransferPlan& plan) {
   ++host_stats_.blocks_evicted;
+  if (log_events_) host_events_.push_back({.stored = false, .key = e.meta.key});
   if (!admits_to_disk(e.meta)) return;
   plan.tier_records.push_back({e.meta, e.tokens});
   plan.transfers.push_back({.kind = KvTransferKind::kTierDemote,
@@ -153,6 +166,11 @@ void KvOffload::plan_store(BlockId block, const TierBlockMeta& meta,
         slot = host_->insert(meta, tokens);
       }
       if (slot) {
+        if (log_events_)
+          host_events_.push_back({.stored = true,
+                                  .key = meta.key,
+                                  .parent_key = meta.parent_key,
+                                  .tokens = std::vector<int32_t>(tokens.begin(), tokens.end())});
         plan.transfers.push_back(
             {.kind = KvTransferKind::kTierStore, .src = block.value, .dst = *slot});
         ++host_stats_.blocks_stored;
@@ -167,6 +185,16 @@ void KvOffload::plan_store(BlockId block, const TierBlockMeta& meta,
                               .src = block.value,
                               .dst = static_cast<uint32_t>(plan.tier_records.size() - 1)});
   }
+}
+
+void KvOffload::plan_completed(BlockId block, const TierBlockMeta& meta,
+                               std::span<const int32_t> tokens, KvTransferPlan& plan) {
+  if (write_through()) plan_store(block, meta, tokens, plan);
+  if (!remote_) return;
+  plan.tier_records.push_back({meta, std::vector<int32_t>(tokens.begin(), tokens.end())});
+  plan.transfers.push_back({.kind = KvTransferKind::kRemoteStore,
+                            .src = block.value,
+                            .dst = static_cast<uint32_t>(plan.tier_records.size() - 1)});
 }
 
 bool KvOffload::make_host_room(uint32_t n, KvTransferPlan& plan) {
@@ -206,12 +234,22 @@ KvOffload::Found KvOffload::find(std::span<const TierBlockMeta> chain,
       }
       ++host_stats_.load_decisions;
       for (uint32_t s : slots)
-        out.hits.push_back({.from_disk = false, .src = s, .meta = host_->meta(s)});
+        out.hits.push_back({.source = Source::kHost, .src = s, .meta = host_->meta(s)});
       i = j;
       continue;
     }
     while (disk_ && j < chain.size() && disk_->contains(chain[j], block_tokens(j))) ++j;
-    if (j == i) break;
+    if (j == i) {
+      if (!remote_) break;
+      const RemoteFound r = find_remote(chain.subspan(i), tokens.subspan(i * block_size_),
+                                        prefill_tokens_per_s, wait_for_disk, plan, out.hits);
+      if (r == RemoteFound::kLoading) {
+        out.hits.clear();
+        out.loading = true;
+        return out;
+      }
+      break;  // the remote tier is the last: its run ends the walk
+    }
     if (!worth_loading(disk_stats_, j - i)) {
       ++disk_stats_.recompute_decisions;
       break;
@@ -233,20 +271,77 @@ KvOffload::Found KvOffload::find(std::span<const TierBlockMeta> chain,
       const auto t0 = SteadyClock::now();
       if (!disk_->read_block(chain[i], block_tokens(i), bytes.data()).is_ok()) break;
       record_load(disk_stats_, seconds_since(t0), block_bytes_);
-      plan.disk_reads.push_back(std::move(bytes));
-      out.hits.push_back({.from_disk = true,
-                          .src = static_cast<uint32_t>(plan.disk_reads.size() - 1),
+      plan.tier_reads.push_back(std::move(bytes));
+      out.hits.push_back({.source = Source::kDisk,
+                          .src = static_cast<uint32_t>(plan.tier_reads.size() - 1),
                           .meta = chain[i]});
     }
     if (i < j) break;  // a block failed verification: the rest is recomputed
   }
   for (const Hit& h : out.hits)
-    if (!h.from_disk) host_->touch(h.src);
+    if (h.source == Source::kHost) host_->touch(h.src);
   return out;
 }
 
-bool KvOffload::wait_for_disk_reads(double timeout_seconds) {
-  return disk_ != nullptr && disk_->wait_for_reads(timeout_seconds);
+KvOffload::RemoteFound KvOffload::find_remote(std::span<const TierBlockMeta> chain,
+                                              std::span<const int32_t> tokens,
+                                              double prefill_tokens_per_s, bool wait,
+                                              KvTransferPlan& plan, std::vector<Hit>& hits) {
+  const auto block_tokens = [&](size_t i) { return tokens.subspan(i * block_size_, block_size_); };
+  const size_t n = std::min<size_t>(chain.size(), kMaxRemoteFetchBlocks);
+  // The run of blocks fetched and verified; where it stops at a block not asked for yet (or
+  // being fetched), the rest of the chain is fetched and the request waits (loading).
+  const auto ready_run = [&](bool* need) {
+    size_t j = 0;
+    *need = false;
+    for (; j < n; ++j) {
+      const RemoteTier::Readiness r = remote_->readiness(chain[j], block_tokens(j));
+      if (r == RemoteTier::Readiness::kReady) continue;
+      *need = r == RemoteTier::Readiness::kUnknown || r == RemoteTier::Readiness::kPending;
+      break;
+    }
+    return j;
+  };
+  bool need = false;
+  size_t j = ready_run(&need);
+  if (need) {
+    remote_->fetch(chain.subspan(j, n - j), tokens.subspan(j * block_size_, (n - j) * block_size_));
+    if (!wait) return RemoteFound::kLoading;
+    // Waiting: each fetch is bounded by the tier's timeout, so this is too.
+    const auto t0 = SteadyClock::now();
+    const double limit = 4.0 * config_.remote_timeout_ms / 1000.0 + 0.05;
+    do {
+      remote_->wait_for_reads(0.01);
+      j = ready_run(&need);
+    } while (need && seconds_since(t0) < limit);
+  }
+  if (j == 0) return RemoteFound::kNone;
+  if (prefill_tokens_per_s > 0 && remote_stats_.load_bytes_per_s > 0 &&
+      j * block_bytes_ / remote_stats_.load_bytes_per_s > j * block_size_ / prefill_tokens_per_s) {
+    ++remote_stats_.recompute_decisions;
+    return RemoteFound::kNone;
+  }
+  ++remote_stats_.load_decisions;
+  const RemoteTierCounters c = remote_->counters();
+  const double per_block = c.found > 0 ? c.read_seconds / c.found : 0;
+  for (size_t k = 0; k < j; ++k) {
+    std::vector<uint8_t> bytes(block_bytes_);
+    if (!remote_->read_block(chain[k], block_tokens(k), bytes.data()).is_ok()) break;
+    record_load(remote_stats_, per_block, block_bytes_);
+    plan.tier_reads.push_back(std::move(bytes));
+    hits.push_back({.source = Source::kRemote,
+                    .src = static_cast<uint32_t>(plan.tier_reads.size() - 1),
+                    .meta = chain[k]});
+  }
+  // The online bandwidth: what the reader thread measured over every GET so far.
+  if (c.read_seconds > 0 && c.bytes_read > 0)
+    remote_stats_.load_bytes_per_s = c.bytes_read / c.read_seconds;
+  return RemoteFound::kHits;
+}
+
+bool KvOffload::wait_for_tier_reads(double timeout_seconds) {
+  if (disk_ != nullptr && disk_->wait_for_reads(timeout_seconds)) return true;
+  return remote_ != nullptr && remote_->wait_for_reads(timeout_seconds);
 }
 
 void KvOffload::plan_loads(std::span<const Hit> hits, std::span<const BlockId> blocks,
@@ -255,10 +350,13 @@ void KvOffload::plan_loads(std::span<const Hit> hits, std::span<const BlockId> b
   for (size_t i = 0; i < blocks.size(); ++i) {
     const Hit& h = hits[i];
     plan.transfers.push_back(
-        {.kind = h.from_disk ? KvTransferKind::kDiskLoad : KvTransferKind::kTierLoad,
+        {.kind = h.source == Source::kHost ? KvTransferKind::kTierLoad : KvTransferKind::kReadLoad,
          .src = h.src,
          .dst = blocks[i].value});
-    (h.from_disk ? disk_stats_ : host_stats_).hit_tokens += block_size_;
+    TierStats& t = h.source == Source::kHost   ? host_stats_
+                   : h.source == Source::kDisk ? disk_stats_
+                                               : remote_stats_;
+    t.hit_tokens += block_size_;
   }
 }
 
@@ -294,7 +392,13 @@ void KvOffload::demote_block(const KvBlockStorage& device, uint32_t block,
   if (disk_->add(record.meta, record.tokens, tier_bytes_of(device, block))) ++disk_added_this_step_;
 }
 
-void KvOffload::load_disk(KvBlockStorage& device, const std::vector<uint8_t>& bytes,
+void KvOffload::store_remote(const KvBlockStorage& device, uint32_t block,
+                             const TierRecord& record) {
+  KVS_CHECK(remote_ != nullptr);
+  remote_->put(record.meta, record.tokens, tier_bytes_of(device, block));
+}
+
+void KvOffload::load_read(KvBlockStorage& device, const std::vector<uint8_t>& bytes,
                           uint32_t block) {
   KVS_CHECK(bytes.size() == block_bytes_);
   if (transcoder_)
@@ -305,6 +409,9 @@ void KvOffload::load_disk(KvBlockStorage& device, const std::vector<uint8_t>& by
 
 bool KvOffload::persist(const KvBlockStorage& device, const KvCacheManager& cache,
                         double timeout_seconds) {
+  // The remote tier's queued writes go first (bounded by its timeout).
+  if (remote_)
+    remote_->flush(std::min(timeout_seconds, 4.0 * config_.remote_timeout_ms / 1000.0 + 0.5));
   if (!disk_) return true;
   if (host_) {
     host_->for_each_mru([&](uint32_t slot) {
@@ -328,6 +435,7 @@ KvOffloadStats KvOffload::stats() const {
   if (transcoder_) s.tier_dtype = config_.tier_dtype;
   s.host = host_stats_;
   s.disk = disk_stats_;
+  s.remote = remote_stats_;
   if (host_) {
     s.host_enabled = true;
     s.host.capacity_bytes = uint64_t{host_->capacity()} * block_bytes_;
@@ -335,6 +443,7 @@ KvOffloadStats KvOffload::stats() const {
     s.host_blocks_held = host_->host_blocks_held();
     s.host.blocks = host_->size();
     s.host.used_bytes = s.host.blocks * block_bytes_;
+    host_->for_each_mru([&](uint32_t slot) { s.host_keys.push_back(host_->meta(slot).key); });
   }
   if (disk_) {
     s.disk_enabled = true;
@@ -350,6 +459,18 @@ KvOffloadStats KvOffload::stats() const {
     s.disk_torn_files_removed = c.torn_files_removed;
     s.disk_pending_blocks = c.pending_blocks;
     s.disk_admitting = c.admitting;
+  }
+  if (remote_) {
+    s.remote_enabled = true;
+    const RemoteTierCounters c = remote_->counters();
+    s.remote.blocks_stored = c.blocks_stored;
+    s.remote.checksum_failures = c.checksum_failures;
+    s.remote.errors = c.errors;
+    s.remote_dropped_writes = c.dropped_writes;
+    s.remote_queued_writes = c.queued_writes;
+    s.remote_bytes_written = c.bytes_written;
+    s.remote_bytes_read = c.bytes_read;
+    s.remote_instances = c.instances;
   }
   return s;
 }

@@ -1,7 +1,9 @@
 // KvOffload: the tiers under the device pool (L1) and the decisions about them.
 //
 //   L2  host RAM: HostTier accounting over the one host area (swap's too) and its bytes;
-//   L3  disk: DiskTier (extents, checksums, warm restart).
+//   L3  disk: DiskTier (extents, checksums, warm restart);
+//   L4  remote: RemoteTier (Redis, shared by replicas). Always written through: a block goes
+//       to Redis as soon as it is complete, so that a peer can use it at once.
 //
 // Write-back (default): a cached block that L1 evicts goes to L2; L2's LRU evictions go to L3
 // if the block served at least `disk_admit_hits` prefix hits. Without L2 they go straight to L3.
@@ -22,6 +24,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/status.h"
@@ -32,6 +35,7 @@
 #include "kvcache/kv_block_storage.h"
 #include "kvcache/kv_cache_manager.h"
 #include "kvcache/kv_transfer.h"
+#include "kvcache/remote_tier.h"
 
 namespace kvs {
 
@@ -49,7 +53,13 @@ struct KvOffloadConfig {
   // Element format of the tiers' blocks (--kv-offload-dtype): nullopt = the pool's ("same").
   // Blocks are re-encoded as they leave the pool and decoded back to its format on load.
   std::optional<KvDtype> tier_dtype;
-  [[nodiscard]] bool enabled() const { return host_bytes > 0 || !disk_dir.empty(); }
+  // L4 (--kv-remote redis://HOST:PORT[/DB], repeatable); empty = off.
+  std::vector<std::string> remote_urls;
+  uint32_t remote_ttl_seconds = 0;  // --kv-remote-ttl (0: no expiry)
+  uint32_t remote_timeout_ms = 50;  // --kv-remote-timeout-ms
+  [[nodiscard]] bool enabled() const {
+    return host_bytes > 0 || !disk_dir.empty() || !remote_urls.empty();
+  }
 };
 
 // Load latency buckets (seconds, upper bounds) of the per-tier histograms.
@@ -77,10 +87,10 @@ struct TierStats {
 
 struct KvOffloadStats {
   bool enabled = false;
-  bool host_enabled = false, disk_enabled = false;
+  bool host_enabled = false, disk_enabled = false, remote_enabled = false;
   OffloadPolicy policy = OffloadPolicy::kWriteBack;
   uint32_t disk_admit_hits = 0;
-  TierStats host, disk;
+  TierStats host, disk, remote;
   // Host blocks of the host area: the tier's share, and those it holds now.
   uint64_t host_area_blocks = 0, host_blocks_held = 0;
   std::optional<KvDtype> tier_dtype;  // demoted format (nullopt: the pool's)
@@ -88,6 +98,11 @@ struct KvOffloadStats {
   uint64_t disk_torn_files_removed = 0;
   uint64_t disk_pending_blocks = 0;
   bool disk_admitting = true;
+  uint64_t remote_dropped_writes = 0;  // queue full, breaker open or a failed SET
+  uint64_t remote_queued_writes = 0;
+  uint64_t remote_bytes_written = 0, remote_bytes_read = 0;
+  std::vector<uint64_t> host_keys;  // the host tier's blocks (tier keys), most recent first
+  std::vector<RemoteInstanceState> remote_instances;
 };
 
 class KvOffload {
@@ -114,10 +129,19 @@ class KvOffload {
   // Frees host-area blocks for swap (evicting L2 entries, demoted as usual) until `n` are free
   // or L2 is empty. Returns whether n are free.
   bool make_host_room(uint32_t n, KvTransferPlan& plan);
+  // Whether the blocks that become cached must be reported (plan_completed): write-through, or
+  // a remote tier.
+  [[nodiscard]] bool wants_completed_blocks() const {
+    return write_through() || remote_ != nullptr;
+  }
+  // A block became cached in L1: write-through copies it down; the remote tier gets it now.
+  void plan_completed(BlockId block, const TierBlockMeta& meta, std::span<const int32_t> tokens,
+                      KvTransferPlan& plan);
+  enum class Source : uint8_t { kHost, kDisk, kRemote };
   // How a run of blocks is found: where its bytes come from.
   struct Hit {
-    bool from_disk = false;
-    uint32_t src = 0;  // host slot, or index into plan.disk_reads
+    Source source = Source::kHost;
+    uint32_t src = 0;  // host slot, or index into plan.tier_reads (disk, remote)
     TierBlockMeta meta;
   };
   struct Found {
@@ -127,16 +151,16 @@ class KvOffload {
     bool loading = false;
   };
   // Walks `chain` (the tier identities of the prompt blocks after the cached ones; tokens[i *
-  // block_size, +block_size) are block i's ids) down L2 then L3 and returns the longest run of
-  // hits worth loading; disk hits must have been read and verified by the loader thread
-  // (asynchronous) unless `wait_for_disk`, which reads them now. Their bytes go to
-  // plan.disk_reads. Counts the load-or-recompute decisions (prefill_tokens_per_s: the
-  // engine's measured rate, 0 = unknown).
+  // block_size, +block_size) are block i's ids) down L2, L3 then L4 and returns the longest run
+  // of hits worth loading; disk and remote hits must have been read and verified by their
+  // tier's reader thread (asynchronous) unless `wait_for_disk`, which waits for them now
+  // (remote: bounded by its timeout). Their bytes go to plan.tier_reads. Counts the
+  // load-or-recompute decisions (prefill_tokens_per_s: the engine's measured rate, 0 = unknown).
   Found find(std::span<const TierBlockMeta> chain, std::span<const int32_t> tokens,
              double prefill_tokens_per_s, bool wait_for_disk, KvTransferPlan& plan);
-  // Blocks until a queued disk read finishes or timeout_seconds pass (an engine with nothing
-  // else to run waits here instead of spinning); false when no read is queued.
-  bool wait_for_disk_reads(double timeout_seconds);
+  // Blocks until a queued disk or remote read finishes or timeout_seconds pass (an engine with
+  // nothing else to run waits here instead of spinning); false when no read is queued.
+  bool wait_for_tier_reads(double timeout_seconds);
   // Queues the loads of the first blocks.size() hits (those the cache manager imported) into
   // `blocks`, and counts their tokens as hits of their tier.
   void plan_loads(std::span<const Hit> hits, std::span<const BlockId> blocks, KvTransferPlan& plan);
@@ -149,12 +173,23 @@ class KvOffload {
   // To disk: from a host-tier slot (already in the tier format), or from a device block.
   void demote_slot(uint32_t slot, const TierRecord& record);
   void demote_block(const KvBlockStorage& device, uint32_t block, const TierRecord& record);
-  void load_disk(KvBlockStorage& device, const std::vector<uint8_t>& bytes, uint32_t block);
+  // Bytes read (and verified) at schedule time from disk or Redis, into a device block.
+  void load_read(KvBlockStorage& device, const std::vector<uint8_t>& bytes, uint32_t block);
+  // To Redis: a device block that became cached.
+  void store_remote(const KvBlockStorage& device, uint32_t block, const TierRecord& record);
 
   // ---- shutdown ----
   // Writes every L2 entry, and every block L1 still caches, that the disk tier would admit,
   // then waits (at most timeout_seconds) for the disk writes. No-op without a disk tier.
   bool persist(const KvBlockStorage& device, const KvCacheManager& cache, double timeout_seconds);
+
+  // ---- KV events ----
+  // With the log on, every block the host tier (L2) takes or drops is recorded, in order, as a
+  // prefix-cache event (never a chain start: parent_key is always set).
+  void set_event_log(bool on) { log_events_ = on; }
+  [[nodiscard]] std::vector<PrefixCache::Event> take_host_events() {
+    return std::exchange(host_events_, {});
+  }
 
   [[nodiscard]] KvOffloadStats stats() const;
   [[nodiscard]] Status check_integrity() const;
@@ -171,20 +206,30 @@ class KvOffload {
     return disk_ != nullptr && meta.hits >= config_.disk_admit_hits;
   }
   static void record_load(TierStats& t, double seconds, uint64_t bytes);
+  // The remote part of find(): the run of chain blocks Redis holds, fetched and verified, from
+  // chain[0] (which no other tier holds). Appends them to hits (their bytes to plan.tier_reads).
+  enum class RemoteFound : uint8_t { kNone, kHits, kLoading };
+  static constexpr size_t kMaxRemoteFetchBlocks = 256;
+  RemoteFound find_remote(std::span<const TierBlockMeta> chain, std::span<const int32_t> tokens,
+                          double prefill_tokens_per_s, bool wait, KvTransferPlan& plan,
+                          std::vector<Hit>& hits);
 
   KvOffloadConfig config_;
   HostBlockPool& area_;
   KvBlockStorage* host_storage_;
-  std::unique_ptr<HostTier> host_;  // null without L2
-  std::unique_ptr<DiskTier> disk_;  // null without L3
+  std::unique_ptr<HostTier> host_;      // null without L2
+  std::unique_ptr<DiskTier> disk_;      // null without L3
+  std::unique_ptr<RemoteTier> remote_;  // null without L4
   uint32_t block_size_;
   uint64_t pool_block_bytes_;
   uint64_t block_bytes_;  // of a tier entry (the pool's, or the demoted format's)
   std::optional<KvBlockTranscoder> transcoder_;  // set when demoting
   uint32_t host_area_blocks_ = 0;
   std::vector<uint8_t> scratch_;
-  TierStats host_stats_, disk_stats_;
+  TierStats host_stats_, disk_stats_, remote_stats_;
   uint64_t disk_added_this_step_ = 0;
+  bool log_events_ = false;
+  std::vector<PrefixCache::Event> host_events_;
 };
 
 }  // namespace kvs

@@ -27,8 +27,11 @@ void KvTransferExecutor::run(const KvTransferPlan& plan) {
           case KvTransferKind::kDiskStore:
             offload_->demote_block(device_, t.src, plan.tier_records.at(t.dst));
             break;
-          case KvTransferKind::kDiskLoad:
-            offload_->load_disk(device_, plan.disk_reads.at(t.src), t.dst);
+          case KvTransferKind::kRemoteStore:
+            offload_->store_remote(device_, t.src, plan.tier_records.at(t.dst));
+            break;
+          case KvTransferKind::kReadLoad:
+            offload_->load_read(device_, plan.tier_reads.at(t.src), t.dst);
             break;
           default: KVS_CHECK_MSG(false, "unknown transfer kind");
         }

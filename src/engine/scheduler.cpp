@@ -52,8 +52,9 @@ std::vector<PreemptionEvent> Scheduler::take_preemption_events() {
 }
 
 void Scheduler::queue_tier_evictions(StepPlan& plan) {
-  if (offload_ == nullptr) return;
-  for (const PrefixCache::Erased& e : cache_.take_tier_evictions())
+  std::vector<PrefixCache::Erased> evicted = cache_.take_tier_evictions();
+  if (offload_ == nullptr) return;  // tier keys for KV events only: nothing goes down
+  for (const PrefixCache::Erased& e : evicted)
     offload_->plan_store(e.block, e.meta, e.tokens, plan);
 }
 
@@ -166,11 +167,11 @@ Scheduler::TierImport Scheduler::import_from_tiers(Sequence* s, const AdmitPlan&
 StepPlan Scheduler::schedule() {
   StepPlan plan;
   num_loading_ = 0;
-  // Write-through: the blocks cached during the last step go down now, before anything can
-  // evict them.
-  if (offload_ != nullptr && offload_->write_through()) {
+  // Write-through (and the remote tier): the blocks cached during the last step go down now,
+  // before anything can evict them.
+  if (offload_ != nullptr && offload_->wants_completed_blocks()) {
     for (BlockId b : cache_.take_completed_blocks())
-      offload_->plan_store(b, cache_.tier_meta(b), cache_.cached_tokens_of(b), plan);
+      offload_->plan_completed(b, cache_.tier_meta(b), cache_.cached_tokens_of(b), plan);
   }
   std::vector<ScheduledChunk>& out = plan.chunks;
   uint32_t budget = config_.max_num_batched_tokens;

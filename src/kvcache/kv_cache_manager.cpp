@@ -56,6 +56,7 @@ KvCacheManager::KvCacheManager(const KvCacheConfig& config)
   tier_namespace_ = tier_namespace(config_.model_fingerprint, config_.k_dtype, config_.v_dtype,
                                    config_.block_size);
   cache_->set_eviction_log(config_.tier_keys);
+  cache_->set_event_log(config_.log_events && config_.tier_keys);
 }
 
 void KvCacheManager::set_hash_function_for_testing(BlockHashFn fn) {
@@ -414,6 +415,7 @@ void KvCacheManager::commit_full_block(SeqBlocks& s, uint32_t block_index,
     if (!existing) {
       cache_->set_tier_meta(
           b, {.key = tier_key, .parent_key = s.last_tier_key, .salt_check = s.salt_check});
+      cache_->note_stored(b, block_index == 0);
       if (config_.log_completed_blocks) completed_.push_back(b);
     }
     s.last_tier_key = tier_key;
@@ -610,6 +612,7 @@ Result<std::vector<BlockId>> KvCacheManager::import_blocks(std::span<const int32
     }
     pool_.set_keyed(*b);
     cache_->set_tier_meta(*b, metas[i]);
+    cache_->note_stored(*b, first_block + i == 0);
     out.push_back(*b);
     key = k;
     ref = cache_->ref(*b);

@@ -106,6 +106,8 @@ struct KvCacheConfig {
   bool tier_keys = false;
   // Also log every block that becomes cached (take_completed_blocks): write-through.
   bool log_completed_blocks = false;
+  // Log the cache's changes for KV events (take_cache_events; needs tier_keys).
+  bool log_events = false;
 };
 
 // Answer of a dry run (plan_admit); nothing changes.
@@ -165,9 +167,10 @@ struct TenantStats {
 struct BlockInfo {
   BlockState state = BlockState::kFree;
   uint32_t refcount = 0;
-  uint32_t tenant = 0;  // TenantStats::id of the owner (meaningless for kFree)
-  uint32_t filled = 0;  // token slots holding KV: max over users; block_size when cached-free
-  uint32_t group = 0;   // the layer group it was last used for
+  uint32_t tenant = 0;    // TenantStats::id of the owner (meaningless for kFree)
+  uint32_t filled = 0;    // token slots holding KV: max over users; block_size when cached-free
+  uint32_t group = 0;     // the layer group it was last used for
+  uint64_t tier_key = 0;  // a cached block's tier key (tier_key.h) when tier keys are on; else 0
 };
 
 // One row of a step: the sequence computes positions [first_pos, first_pos + num_tokens)
@@ -296,6 +299,11 @@ class KvCacheManager {
   // tokens; their bytes are intact until the transfers of the step that evicted them run.
   [[nodiscard]] std::vector<PrefixCache::Erased> take_tier_evictions() {
     return cache_->take_erased();
+  }
+  // Blocks (group 0) that became cached or left the cache since the last call, in order
+  // (config.log_events).
+  [[nodiscard]] std::vector<PrefixCache::Event> take_cache_events() {
+    return cache_->take_events();
   }
   // Blocks that became cached since the last call (config.log_completed_blocks).
   [[nodiscard]] std::vector<BlockId> take_completed_blocks() {

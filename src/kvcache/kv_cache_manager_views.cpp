@@ -91,6 +91,7 @@ std::vector<BlockInfo> KvCacheManager::block_infos() const {
     out[b].tenant = pool_.owner(id).value;
     out[b].group = block_group_[b];
     if (out[b].state == BlockState::kCachedFree) out[b].filled = bs;
+    if (config_.tier_keys && cache_->contains(id)) out[b].tier_key = cache_->tier_meta(id).key;
   }
   // A shared block is filled as far as its fullest user has appended.
   for (const auto& [sid, s] : seqs_) {

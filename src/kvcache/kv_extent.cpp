@@ -1,5 +1,7 @@
 #include "kvcache/kv_extent.h"
 
+#include "core/check.h"
+
 #include <xxhash.h>
 
 #include <cstring>
@@ -127,6 +129,24 @@ bool extent_checksum_ok(std::span<const uint8_t> file) {
   extent_checksum(file.first(file.size() - kExtentChecksumBytes), c);
   return std::memcmp(c, file.data() + file.size() - kExtentChecksumBytes, kExtentChecksumBytes) ==
          0;
+}
+
+std::vector<uint8_t> encode_extent(const ExtentHeader& header, std::span<const uint8_t> payload) {
+  KVS_CHECK(payload.size() == header.payload_bytes());
+  std::vector<uint8_t> out = encode_extent_header(header);
+  const size_t hb = out.size();
+  out.resize(hb + payload.size() + kExtentChecksumBytes);
+  if (!payload.empty()) std::memcpy(out.data() + hb, payload.data(), payload.size());
+  extent_checksum(std::span<const uint8_t>(out).first(hb + payload.size()),
+                  out.data() + hb + payload.size());
+  return out;
+}
+
+Result<ExtentHeader> decode_extent(std::span<const uint8_t> bytes) {
+  if (!extent_checksum_ok(bytes)) return data_loss("extent: checksum mismatch");
+  KVS_ASSIGN_OR_RETURN(ExtentHeader h, decode_extent_header(bytes));
+  if (h.file_bytes() != bytes.size()) return data_loss("extent: size does not match its header");
+  return h;
 }
 
 }  // namespace kvs

@@ -68,4 +68,12 @@ void extent_checksum(std::span<const uint8_t> bytes, uint8_t out[kExtentChecksum
 // Whether a whole extent file's trailing checksum matches the rest.
 [[nodiscard]] bool extent_checksum_ok(std::span<const uint8_t> file);
 
+// A whole extent in memory (header, payload, checksum): the value the remote tier stores.
+// payload.size() must be header.payload_bytes().
+[[nodiscard]] std::vector<uint8_t> encode_extent(const ExtentHeader& header,
+                                                 std::span<const uint8_t> payload);
+// Checks a whole extent (checksum, then header and its lengths against the size) and returns its
+// header; the payload is bytes[header_bytes, header_bytes + payload_bytes()).
+[[nodiscard]] Result<ExtentHeader> decode_extent(std::span<const uint8_t> bytes);
+
 }  // namespace kvs

@@ -14,7 +14,9 @@
 //   kTierLoad    host-tier slot src -> device block dst (a prefix hit in L2)
 //   kTierDemote  host-tier slot src -> disk tier, described by tier_records[dst]
 //   kDiskStore   device block src -> disk tier, described by tier_records[dst]
-//   kDiskLoad    disk_reads[src] (bytes read and verified at schedule time) -> device block dst
+//   kRemoteStore device block src -> remote tier (Redis), described by tier_records[dst]
+//   kReadLoad    tier_reads[src] (bytes read from disk or Redis and verified at schedule time)
+//                -> device block dst
 #pragma once
 
 #include <cstdint>
@@ -32,7 +34,8 @@ enum class KvTransferKind : uint8_t {
   kTierLoad,
   kTierDemote,
   kDiskStore,
-  kDiskLoad,
+  kRemoteStore,
+  kReadLoad,
 };
 
 struct KvTransfer {
@@ -53,7 +56,7 @@ struct TierRecord {
 struct KvTransferPlan {
   std::vector<KvTransfer> transfers;
   std::vector<TierRecord> tier_records;
-  std::vector<std::vector<uint8_t>> disk_reads;
+  std::vector<std::vector<uint8_t>> tier_reads;
 };
 
 }  // namespace kvs

@@ -166,6 +166,17 @@ std::optional<BlockId> PrefixCache::insert(BlockId b, uint64_t key, uint64_t par
   return std::nullopt;
 }
 
+void PrefixCache::note_stored(BlockId b, bool chain_start) {
+  if (!log_events_) return;
+  const std::span<const int32_t> t = tokens(b);
+  const TierBlockMeta& m = tier_meta_[b.value];
+  events_.push_back({.stored = true,
+                     .key = m.key,
+                     .parent_key = m.parent_key,
+                     .chain_start = chain_start,
+                     .tokens = std::vector<int32_t>(t.begin(), t.end())});
+}
+
 void PrefixCache::erase(BlockId b) {
   KVS_CHECK(contains(b));
   const uint32_t i = b.value;
@@ -173,6 +184,9 @@ void PrefixCache::erase(BlockId b) {
     const std::span<const int32_t> t = tokens(b);
     erased_.push_back({b, tier_meta_[i], std::vector<int32_t>(t.begin(), t.end())});
   }
+  if (log_events_ && tier_meta_[i].key != 0)
+    events_.push_back({.stored = false, .key = tier_meta_[i].key});
+  tier_meta_[i] = {};
   unlink(key_index_, key_links_, key_[i], i);
   unlink(child_index_, child_links_, child_key_[i], i);
   cached_[i] = 0;

@@ -101,6 +101,20 @@ class PrefixCache {
   void set_eviction_log(bool on) { log_evictions_ = on; }
   [[nodiscard]] std::vector<Erased> take_erased() { return std::exchange(erased_, {}); }
 
+  // ---- cache events (KV events: what an external indexer needs to mirror the cache) ----
+  // With the event log on, every block given a tier identity (note_stored, after
+  // set_tier_meta) and every such block erase() drops are recorded, in order.
+  struct Event {
+    bool stored = true;  // false: removed
+    uint64_t key = 0;    // the block's tier key (tier_key.h)
+    uint64_t parent_key = 0;
+    bool chain_start = false;     // parent_key is the chain's root, not a block
+    std::vector<int32_t> tokens;  // stored events only
+  };
+  void set_event_log(bool on) { log_events_ = on; }
+  void note_stored(BlockId b, bool chain_start);
+  [[nodiscard]] std::vector<Event> take_events() { return std::exchange(events_, {}); }
+
  private:
   static constexpr uint32_t kNil = UINT32_MAX;
   struct Links {
@@ -126,6 +140,8 @@ class PrefixCache {
   std::vector<TierBlockMeta> tier_meta_;
   bool log_evictions_ = false;
   std::vector<Erased> erased_;
+  bool log_events_ = false;
+  std::vector<Event> events_;
 };
 
 }  // namespace kvs

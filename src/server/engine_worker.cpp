@@ -150,6 +150,7 @@ void EngineWorker::loop() {
     }
     if (!engine_.has_unfinished()) continue;
     const std::vector<StepOutput> outputs = engine_.step();
+    publish_cache_events();
     for (const StepOutput& o : outputs) on_token(o);
     if (outputs.empty() && engine_.snapshot().running == 0) {
       // Nothing could be scheduled (e.g. a tenant quota): wait for new input, never spin.
@@ -168,6 +169,18 @@ void EngineWorker::loop() {
   std::vector<uint64_t> ids;
   for (const auto& [id, a] : active_) ids.push_back(id);
   for (uint64_t id : ids) abort_request(id);
+}
+
+void EngineWorker::publish_cache_events() {
+  if (config_.kv_events == nullptr) return;
+  std::vector<KvEvent> events = kv_events_of(engine_.take_cache_events(), kMediumPool);
+  // In the order the step made them: stores into L2 happen as the pool evicts.
+  for (KvEvent& e : kv_events_of(engine_.take_host_tier_events(), kMediumHost))
+    events.push_back(std::move(e));
+  if (events.empty()) return;
+  const double ts =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  config_.kv_events->publish(std::move(events), ts);
 }
 
 void EngineWorker::admit(Incoming in) {

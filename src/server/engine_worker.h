@@ -33,6 +33,7 @@
 #include "engine/engine.h"
 #include "model/tokenizer.h"
 #include "model/utf8_stream_decoder.h"
+#include "server/kv_event_publisher.h"
 #include "server/metrics.h"
 
 namespace kvs {
@@ -110,6 +111,8 @@ struct EngineWorkerConfig {
   // A tenant (cache namespace) that holds no block and runs nothing is forgotten after this
   // long (KvCacheManager::forget_idle_tenants), so distinct salts cannot grow memory forever.
   double tenant_idle_seconds = 600;
+  // KV events (engine config kv_events): each step's cache changes go out as one batch.
+  KvEventPublisher* kv_events = nullptr;
 };
 
 class EngineWorker {
@@ -164,6 +167,8 @@ class EngineWorker {
   };
 
   void loop();
+  // This step's prefix-cache changes as one KV event batch (config.kv_events).
+  void publish_cache_events();
   void admit(Incoming in);
   void on_token(const StepOutput& o);
   void emit(Active& a, uint32_t index, bool final_piece, const char* reason);

@@ -53,11 +53,12 @@ std::string escape_label(const std::string& s) {
   return o;
 }
 
-// The KV offload tiers' series, labelled tier="host" / tier="disk" (only tiers that are on).
+// The KV offload tiers' series, labelled tier="host" / "disk" / "remote" (only tiers that are on).
 void render_offload(const KvOffloadStats& k, std::string* o) {
   std::vector<std::pair<const char*, const TierStats*>> tiers;
   if (k.host_enabled) tiers.push_back({"host", &k.host});
   if (k.disk_enabled) tiers.push_back({"disk", &k.disk});
+  if (k.remote_enabled) tiers.push_back({"remote", &k.remote});
   const auto series = [&](const char* name, const char* type, const char* help, auto field) {
     header(o, name, type, help);
     for (const auto& [tier, t] : tiers)
@@ -116,6 +117,27 @@ void render_offload(const KvOffloadStats& k, std::string* o) {
     metric(o, "kvserve_kv_offload_disk_admitting", "gauge",
            "1 while the disk tier admits blocks (0 after a write error).",
            static_cast<uint64_t>(k.disk_admitting ? 1 : 0));
+  }
+  if (k.remote_enabled) {
+    metric(o, "kvserve_kv_offload_remote_dropped_writes_total", "counter",
+           "Blocks not written to Redis: write queue full, breaker open, or a failed SET.",
+           k.remote_dropped_writes);
+    metric(o, "kvserve_kv_offload_remote_queued_writes", "gauge",
+           "Blocks waiting for the Redis writer.", k.remote_queued_writes);
+    metric(o, "kvserve_kv_offload_remote_bytes_written_total", "counter",
+           "Bytes of values Redis acknowledged.", k.remote_bytes_written);
+    metric(o, "kvserve_kv_offload_remote_bytes_read_total", "counter",
+           "Bytes of values read from Redis.", k.remote_bytes_read);
+    header(o, "kvserve_kv_offload_remote_breaker_state", "gauge",
+           "Circuit breaker of each Redis instance: 0 closed, 1 open, 2 half-open (probing).");
+    for (const RemoteInstanceState& r : k.remote_instances)
+      sample(o, "kvserve_kv_offload_remote_breaker_state", "instance=\"" + r.url + "\"",
+             num(static_cast<uint64_t>(r.breaker)));
+    header(o, "kvserve_kv_offload_remote_breaker_opened_total", "counter",
+           "Times each Redis instance's breaker opened.");
+    for (const RemoteInstanceState& r : k.remote_instances)
+      sample(o, "kvserve_kv_offload_remote_breaker_opened_total", "instance=\"" + r.url + "\"",
+             num(r.times_opened));
   }
 }
 
@@ -261,7 +283,10 @@ std::string ServerMetrics::render(const MetricsSnapshot& snap) const {
   metric(&o, "kvserve_num_requests_swapped", "gauge",
          "Sequences waiting with their KV in the host swap area.", s.swapped);
   metric(&o, "kvserve_num_requests_loading", "gauge",
-         "Sequences waiting while their cached prefix is read from the disk KV tier.", s.loading);
+         "Sequences waiting while their cached prefix is read from the disk or remote KV tier.",
+         s.loading);
+  metric(&o, "kvserve_engine_steps_total", "counter", "Engine steps (forward passes) run.",
+         s.steps);
   metric(&o, "kvserve_kv_cache_usage_ratio", "gauge",
          "Fraction of KV blocks in use by sequences (0..1).",
          static_cast<double>(s.cache.blocks_in_use) / std::max<uint32_t>(1, s.cache.num_blocks));
@@ -342,6 +367,20 @@ std::string ServerMetrics::render(const MetricsSnapshot& snap) const {
          "Tokens of a finished sample (prompt + generated) over --max-model-len.");
   length_fraction_.render("kvserve_request_max_model_len_fraction", "", &o);
   if (s.offload.enabled) render_offload(s.offload, &o);
+  if (snap.kv_events) {
+    const KvEventPublisherStats& k = *snap.kv_events;
+    metric(&o, "kvserve_kv_events_batches_published_total", "counter",
+           "KV event batches sent on the PUB socket (one per step that changed the cache).",
+           k.batches_published);
+    metric(&o, "kvserve_kv_events_published_total", "counter", "KV events sent.",
+           k.events_published);
+    metric(&o, "kvserve_kv_events_batches_dropped_total", "counter",
+           "KV event batches dropped because the publisher's queue was full.", k.batches_dropped);
+    metric(&o, "kvserve_kv_events_replay_requests_total", "counter",
+           "Replay requests received on the ROUTER socket.", k.replay_requests);
+    metric(&o, "kvserve_kv_events_bad_replay_requests_total", "counter",
+           "Malformed replay requests (ignored).", k.bad_replay_requests);
+  }
   return o;
 }
 

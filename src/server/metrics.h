@@ -14,6 +14,7 @@
 
 #include "core/siphash.h"
 #include "engine/engine.h"
+#include "server/kv_event_publisher.h"
 
 namespace kvs {
 
@@ -54,6 +55,7 @@ struct MetricsSnapshot {
   // At most ServerMetrics' max_tenant_series named tenants (those holding the most blocks,
   // then the most active); the rest are summed into one entry labelled "other".
   std::vector<TenantSeries> tenants;
+  std::optional<KvEventPublisherStats> kv_events;  // with --kv-events-endpoint
 };
 
 // The label of a prefix-cache namespace (api_keys.h: cache_namespace) in /metrics and /v1/kv:

@@ -63,7 +63,8 @@ struct OpenAiServer::Impl {
         worker(e, *m.tokenizer, metrics,
                {.max_in_flight = e.config().max_num_seqs + config.max_queued_requests,
                 .log_preemptions = config.log_preemptions,
-                .tenant_idle_seconds = config.tenant_idle_seconds}),
+                .tenant_idle_seconds = config.tenant_idle_seconds,
+                .kv_events = config.kv_events}),
         dashboard({.engine = e,
                    .worker = worker,
                    .metrics = metrics,
@@ -277,6 +278,7 @@ struct OpenAiServer::Impl {
                          .hit_tokens = t.prefix_hit_block_tokens,
                          .blocks_held = t.blocks_held});
     s.tenants = cap_tenant_series(std::move(tenants), config.max_tenant_metrics);
+    if (config.kv_events != nullptr) s.kv_events = config.kv_events->stats();
     return s;
   }
 
@@ -317,6 +319,7 @@ struct OpenAiServer::Impl {
            {"tenant", i.state == BlockState::kFree || label == labels.end() ? json(nullptr)
                                                                             : json(label->second)},
            {"fill", i.filled},
+           {"hash", i.tier_key != 0 ? json(i.tier_key) : json(nullptr)},
            {"group", i.state == BlockState::kFree ? json(nullptr) : json(i.group)}});
     }
     return {{"block_size", c.block_size},

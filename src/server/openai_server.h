@@ -48,7 +48,8 @@ struct ServerConfig {
   size_t max_tenant_metrics = 100;  // tenant label series in /metrics; the rest are "other"
   bool trust_message_special_tokens = false;  // parse control tokens in chat message content
   double tenant_idle_seconds = 600;
-  uint32_t max_dashboards = 4;  // /v1/kv/stream subscribers at once (each holds a thread)
+  uint32_t max_dashboards = 4;            // /v1/kv/stream subscribers at once (each holds a thread)
+  KvEventPublisher* kv_events = nullptr;  // --kv-events-endpoint (not owned); null = off
 };
 
 class OpenAiServer {

@@ -122,12 +122,26 @@ nlohmann::json offload_json(const KvOffloadStats& s) {
                       {"dtype", s.tier_dtype ? kv_dtype_name(*s.tier_dtype) : "same"},
                       {"disk_admit_hits", s.disk_admit_hits},
                       {"host", s.host_enabled ? tier(s.host) : nlohmann::json(nullptr)},
-                      {"disk", s.disk_enabled ? tier(s.disk) : nlohmann::json(nullptr)}};
+                      {"disk", s.disk_enabled ? tier(s.disk) : nlohmann::json(nullptr)},
+                      {"remote", s.remote_enabled ? tier(s.remote) : nlohmann::json(nullptr)}};
   if (s.disk_enabled) {
     j["disk"]["foreign_extents"] = s.disk_foreign_extents;
     j["disk"]["torn_files_removed"] = s.disk_torn_files_removed;
     j["disk"]["pending_blocks"] = s.disk_pending_blocks;
     j["disk"]["admitting"] = s.disk_admitting;
+  }
+  if (s.host_enabled) j["host"]["block_hashes"] = s.host_keys;
+  if (s.remote_enabled) {
+    nlohmann::json& r = j["remote"];
+    r["dropped_writes"] = s.remote_dropped_writes;
+    r["queued_writes"] = s.remote_queued_writes;
+    r["bytes_written"] = s.remote_bytes_written;
+    r["bytes_read"] = s.remote_bytes_read;
+    r["instances"] = nlohmann::json::array();
+    for (const RemoteInstanceState& i : s.remote_instances)
+      r["instances"].push_back({{"url", i.url},
+                                {"breaker", breaker_state_name(i.breaker)},
+                                {"times_opened", i.times_opened}});
   }
   return j;
 }

@@ -1,0 +1,57 @@
+// RedisClient: the little of Redis the remote KV tier needs, over hiredis (Debian's
+// libhiredis-dev), with a timeout on connecting and on every command. One client is one
+// connection and is used by one thread at a time. After any error the connection is dropped;
+// the next call reconnects (the caller's circuit breaker decides when to try again).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+
+struct redisContext;
+
+namespace kvs {
+
+// redis://HOST:PORT[/DB] (the port defaults to 6379, the database to 0).
+struct RedisEndpoint {
+  std::string host;
+  uint16_t port = 6379;
+  uint32_t db = 0;
+  [[nodiscard]] std::string url() const;
+};
+[[nodiscard]] Result<RedisEndpoint> parse_redis_url(const std::string& url);
+
+class RedisClient {
+ public:
+  RedisClient(RedisEndpoint endpoint, uint32_t timeout_ms);
+  ~RedisClient();
+  RedisClient(const RedisClient&) = delete;
+  RedisClient& operator=(const RedisClient&) = delete;
+
+  [[nodiscard]] const RedisEndpoint& endpoint() const { return endpoint_; }
+
+  // The values of `keys` (nullopt where a key does not exist), in one pipelined round trip.
+  Result<std::vector<std::optional<std::vector<uint8_t>>>> get_many(
+      std::span<const std::string> keys);
+  // SET key value [EX ttl_seconds] for each pair, in one pipelined round trip (ttl 0: none).
+  Status set_many(std::span<const std::pair<std::string, std::vector<uint8_t>>> items,
+                  uint32_t ttl_seconds);
+  Status del(const std::string& key);
+  Status ping();
+
+ private:
+  Status connect();
+  void disconnect();
+  // Drops the connection and returns an unavailable error naming the endpoint and the cause.
+  Status fail(const std::string& what);
+
+  RedisEndpoint endpoint_;
+  uint32_t timeout_ms_;
+  redisContext* ctx_ = nullptr;
+};
+
+}  // namespace kvs

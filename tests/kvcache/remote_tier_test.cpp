@@ -1,0 +1,339 @@
+// RemoteTier (Redis) and its client against a real redis-server started by the test on a free
+// loopback port (skipped when redis-server is not installed): round trips, verification of every
+// value (corrupted, foreign, wrong tokens), URL parsing, consistent hashing, the breaker on a dead
+// endpoint, a full write queue, and a randomized run against a simple model.
+#include "kvcache/remote_tier.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <map>
+#include <random>
+#include <thread>
+
+extern char** environ;
+
+namespace kvs {
+namespace {
+
+constexpr uint32_t kBs = 4;
+constexpr uint64_t kBlockBytes = 1000;
+
+uint16_t free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  socklen_t len = sizeof a;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+// A redis-server child process for one test.
+class RedisProcess {
+ public:
+  RedisProcess() : port_(free_port()) {
+    const std::string port = std::to_string(port_);
+    const char* argv[] = {"redis-server", "--port", port.c_str(), "--bind",
+                          "127.0.0.1",    "--save", "",           "--appendonly",
+                          "no",           "--dir",  "/tmp",       nullptr};
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+    if (posix_spawnp(&pid_, "redis-server", &fa, nullptr, const_cast<char**>(argv), environ) != 0)
+      pid_ = 0;
+    posix_spawn_file_actions_destroy(&fa);
+    if (pid_ == 0) return;
+    RedisClient c({.host = "127.0.0.1", .port = port_}, 200);
+    for (int i = 0; i < 200 && !up_; ++i) {
+      up_ = c.ping().is_ok();
+      if (!up_) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+  ~RedisProcess() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+  }
+  [[nodiscard]] bool up() const { return up_; }
+  [[nodiscard]] RedisEndpoint endpoint() const { return {.host = "127.0.0.1", .port = port_}; }
+
+ private:
+  uint16_t port_;
+  pid_t pid_ = 0;
+  bool up_ = false;
+};
+
+#define REQUIRE_REDIS(r) \
+  if (!(r).up()) GTEST_SKIP() << "redis-server not available (scripts/install-deps installs it)"
+
+ExtentNamespace ns_f16() {
+  return {.model_fingerprint = 42,
+          .k_dtype = KvDtype::kF16,
+          .v_dtype = KvDtype::kF16,
+          .block_size = kBs,
+          .block_bytes = kBlockBytes};
+}
+
+struct Chain {
+  std::vector<TierBlockMeta> metas;
+  std::vector<int32_t> tokens;
+  std::vector<std::vector<uint8_t>> bytes;
+};
+
+Chain make_chain(uint32_t n, uint32_t seed, std::string_view salt = "") {
+  Chain c;
+  uint64_t parent = tier_root_key(tier_namespace(42, KvDtype::kF16, KvDtype::kF16, kBs), salt);
+  for (uint32_t i = 0; i < n; ++i) {
+    std::vector<int32_t> t;
+    for (uint32_t k = 0; k < kBs; ++k) t.push_back(static_cast<int32_t>(seed * 1000 + i * kBs + k));
+    const uint64_t key = tier_block_key(parent, t);
+    c.metas.push_back({.key = key, .parent_key = parent, .salt_check = tier_salt_check(salt)});
+    c.tokens.insert(c.tokens.end(), t.begin(), t.end());
+    std::vector<uint8_t> b(kBlockBytes);
+    for (uint64_t k = 0; k < kBlockBytes; ++k) b[k] = static_cast<uint8_t>(key * 31 + k * 7);
+    c.bytes.push_back(std::move(b));
+    parent = key;
+  }
+  return c;
+}
+
+std::span<const int32_t> block_tokens(const Chain& c, size_t i) {
+  return std::span<const int32_t>(c.tokens).subspan(i * kBs, kBs);
+}
+
+std::unique_ptr<RemoteTier> open_tier(std::vector<RedisEndpoint> eps, ExtentNamespace ns = ns_f16(),
+                                      uint32_t max_queued = 512) {
+  auto t = RemoteTier::create({.endpoints = std::move(eps),
+                               .timeout_ms = 200,
+                               .ns = ns,
+                               .max_queued_writes = max_queued,
+                               .missing_ttl_seconds = 0.0});
+  EXPECT_TRUE(t.is_ok()) << t.status().message();
+  return std::move(t).value();
+}
+
+void store(RemoteTier& t, const Chain& c) {
+  for (size_t i = 0; i < c.metas.size(); ++i)
+    t.put(c.metas[i], block_tokens(c, i), c.bytes[i].data());
+  ASSERT_TRUE(t.flush(5.0));
+}
+
+// Fetches the chain and waits for the answers; returns how many leading blocks are ready.
+size_t fetch_run(RemoteTier& t, const Chain& c) {
+  t.fetch(c.metas, c.tokens);
+  for (int i = 0; i < 500; ++i) {
+    bool pending = false;
+    for (size_t k = 0; k < c.metas.size(); ++k)
+      pending |= t.readiness(c.metas[k], block_tokens(c, k)) == RemoteTier::Readiness::kPending;
+    if (!pending) break;
+    t.wait_for_reads(0.01);
+  }
+  size_t n = 0;
+  while (n < c.metas.size() &&
+         t.readiness(c.metas[n], block_tokens(c, n)) == RemoteTier::Readiness::kReady)
+    ++n;
+  return n;
+}
+
+TEST(RedisUrlTest, ParsesAndRejects) {
+  auto e = parse_redis_url("redis://cache.local:6380/3");
+  ASSERT_TRUE(e.is_ok());
+  EXPECT_EQ(e->host, "cache.local");
+  EXPECT_EQ(e->port, 6380);
+  EXPECT_EQ(e->db, 3u);
+  EXPECT_EQ(e->url(), "redis://cache.local:6380/3");
+  auto d = parse_redis_url("redis://127.0.0.1");
+  ASSERT_TRUE(d.is_ok());
+  EXPECT_EQ(d->port, 6379);
+  EXPECT_EQ(d->db, 0u);
+  for (const char* bad : {"http://x:1", "redis://", "redis://:6379", "redis://h:0",
+                          "redis://h:70000", "redis://h:12x", "redis://h:1/x", "redis://u:p@h:1"})
+    EXPECT_FALSE(parse_redis_url(bad).is_ok()) << bad;
+}
+
+TEST(RemoteTierTest, ConsistentHashingSpreadsAndMovesFewKeys) {
+  std::vector<RedisEndpoint> three = {
+      {.host = "a", .port = 1}, {.host = "b", .port = 1}, {.host = "c", .port = 1}};
+  auto t3 = open_tier(three);
+  std::vector<RedisEndpoint> four = three;
+  four.push_back({.host = "d", .port = 1});
+  auto t4 = open_tier(four);
+  std::map<uint32_t, int> count;
+  int moved = 0;
+  const Chain c = make_chain(3000, 1);
+  for (const TierBlockMeta& m : c.metas) {
+    const uint32_t a = t3->instance_of(m.key), b = t4->instance_of(m.key);
+    ++count[a];
+    moved += b != a;
+    EXPECT_TRUE(b == a || b == 3) << "a key moved between two old instances";
+  }
+  for (uint32_t i = 0; i < 3; ++i) EXPECT_GT(count[i], 600) << "instance " << i;
+  EXPECT_LT(moved, 1300);  // about a quarter moves to the new instance, not all
+  EXPECT_NE(t3->key_of(1), t3->key_of(2));
+  EXPECT_EQ(t3->key_of(1).rfind("kvs:", 0), 0u);
+}
+
+TEST(RemoteTierTest, ABlockStoredIsFetchedVerifiedAndCopied) {
+  RedisProcess redis;
+  REQUIRE_REDIS(redis);
+  const Chain c = make_chain(5, 2);
+  {
+    auto t = open_tier({redis.endpoint()});
+    store(*t, c);
+    EXPECT_EQ(t->counters().blocks_stored, 5u);
+    EXPECT_GT(t->startup_bytes_per_s(), 0);
+  }
+  auto t = open_tier({redis.endpoint()});  // a second process: nothing in memory
+  ASSERT_EQ(fetch_run(*t, c), 5u);
+  for (size_t i = 0; i < 5; ++i) {
+    std::vector<uint8_t> out(kBlockBytes);
+    ASSERT_TRUE(t->read_block(c.metas[i], block_tokens(c, i), out.data()).is_ok());
+    EXPECT_EQ(out, c.bytes[i]);
+  }
+  // Other tokens under the same key (a collision, or a lie) never match.
+  std::vector<int32_t> other(block_tokens(c, 0).begin(), block_tokens(c, 0).end());
+  other[0] += 1;
+  std::vector<uint8_t> out(kBlockBytes);
+  EXPECT_FALSE(t->read_block(c.metas[0], other, out.data()).is_ok());
+  // A chain never stored is a miss.
+  EXPECT_EQ(fetch_run(*t, make_chain(3, 99)), 0u);
+  EXPECT_EQ(t->counters().missing, 3u);  // the whole chain was asked for at once
+}
+
+TEST(RemoteTierTest, CorruptedForeignAndMismatchedValuesAreNeverUsed) {
+  RedisProcess redis;
+  REQUIRE_REDIS(redis);
+  const Chain c = make_chain(3, 3);
+  auto t = open_tier({redis.endpoint()});
+  store(*t, c);
+  RedisClient cli(redis.endpoint(), 200);
+  // Block 1: one payload byte flipped.
+  const std::vector<std::string> k1 = {t->key_of(c.metas[1].key)};
+  auto v = cli.get_many(k1);
+  ASSERT_TRUE(v.is_ok() && (*v)[0]);
+  std::vector<uint8_t> bad = *(*v)[0];
+  bad[bad.size() / 2] ^= 0x40;
+  std::vector<std::pair<std::string, std::vector<uint8_t>>> items = {{k1[0], bad}};
+  ASSERT_TRUE(cli.set_many(items, 0).is_ok());
+  auto fresh = open_tier({redis.endpoint()});
+  EXPECT_EQ(fetch_run(*fresh, c), 1u);  // block 0 only: the chain breaks at the bad one
+  EXPECT_EQ(fresh->counters().checksum_failures, 1u);
+  // The bad value is deleted (so that the recomputed block is written again).
+  auto gone = cli.get_many(k1);
+  ASSERT_TRUE(gone.is_ok());
+  EXPECT_FALSE((*gone)[0].has_value());
+  // Another format's tier (same chain keys) never even sees these values.
+  ExtentNamespace int8 = ns_f16();
+  int8.k_dtype = int8.v_dtype = KvDtype::kInt8;
+  auto other = open_tier({redis.endpoint()}, int8);
+  EXPECT_EQ(fetch_run(*other, c), 0u);
+  EXPECT_EQ(other->counters().checksum_failures, 0u);
+  // A value under the right key that holds another block's extent fails verification.
+  const Chain d = make_chain(1, 4);
+  auto w = open_tier({redis.endpoint()});
+  store(*w, d);
+  auto dv = cli.get_many(std::vector<std::string>{w->key_of(d.metas[0].key)});
+  ASSERT_TRUE(dv.is_ok() && (*dv)[0]);
+  items = {{w->key_of(c.metas[2].key), *(*dv)[0]}};
+  ASSERT_TRUE(cli.set_many(items, 0).is_ok());
+  auto fresh2 = open_tier({redis.endpoint()});
+  const Chain tail = {{c.metas[2]}, {block_tokens(c, 2).begin(), block_tokens(c, 2).end()}, {}};
+  EXPECT_EQ(fetch_run(*fresh2, tail), 0u);
+  EXPECT_EQ(fresh2->counters().checksum_failures, 1u);
+}
+
+TEST(RemoteTierTest, ADeadEndpointOpensTheBreakerAndNeverBlocks) {
+  const RedisEndpoint dead{.host = "127.0.0.1", .port = free_port()};  // nothing listens
+  auto t = open_tier({dead});
+  EXPECT_EQ(t->startup_bytes_per_s(), 0);
+  const Chain c = make_chain(4, 5);
+  for (int i = 0; i < 5; ++i) fetch_run(*t, c);
+  const RemoteTierCounters k = t->counters();
+  EXPECT_GE(k.errors, 3u);
+  ASSERT_EQ(k.instances.size(), 1u);
+  EXPECT_NE(k.instances[0].breaker, CircuitBreaker::State::kClosed);
+  EXPECT_GE(k.instances[0].times_opened, 1u);
+  // While open, blocks are known misses and writes are dropped at once.
+  EXPECT_EQ(t->readiness(c.metas[0], block_tokens(c, 0)), RemoteTier::Readiness::kMissing);
+  const auto t0 = std::chrono::steady_clock::now();
+  for (size_t i = 0; i < c.metas.size(); ++i)
+    EXPECT_FALSE(t->put(c.metas[i], block_tokens(c, i), c.bytes[i].data()));
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 0.05);
+  EXPECT_EQ(t->counters().dropped_writes, 4u);
+}
+
+TEST(RemoteTierTest, AFullWriteQueueDropsAndCounts) {
+  const RedisEndpoint dead{.host = "127.0.0.1", .port = free_port()};
+  auto t = open_tier({dead}, ns_f16(), /*max_queued=*/2);
+  const Chain c = make_chain(200, 6);
+  uint64_t accepted = 0;
+  for (size_t i = 0; i < c.metas.size(); ++i)
+    accepted += t->put(c.metas[i], block_tokens(c, i), c.bytes[i].data()) ? 1 : 0;
+  t->flush(5.0);
+  const RemoteTierCounters k = t->counters();
+  EXPECT_EQ(k.blocks_stored, 0u);
+  EXPECT_EQ(k.dropped_writes, 200u);  // queue full, breaker open, or the failed SETs
+  EXPECT_LT(accepted, 200u);
+}
+
+// Random chains, some stored, some overwritten with garbage, over two instances; what the tier
+// serves always equals a simple model: stored and intact -> the block's bytes; else a miss.
+TEST(RemoteTierTest, MatchesASimpleModelOverTwoInstances) {
+  RedisProcess r1, r2;
+  REQUIRE_REDIS(r1);
+  REQUIRE_REDIS(r2);
+  std::mt19937 rng(11);
+  auto writer = open_tier({r1.endpoint(), r2.endpoint()});
+  std::vector<Chain> chains;
+  std::vector<std::vector<int>> model;  // per block: 1 stored, 2 corrupted, 0 absent
+  for (uint32_t i = 0; i < 12; ++i) {
+    chains.push_back(make_chain(1 + rng() % 6, 100 + i, i % 3 == 0 ? "salt" : ""));
+    const Chain& c = chains.back();
+    model.emplace_back(c.metas.size(), 0);
+    for (size_t b = 0; b < c.metas.size(); ++b) {
+      if (rng() % 4 == 0) continue;
+      ASSERT_TRUE(writer->put(c.metas[b], block_tokens(c, b), c.bytes[b].data()));
+      model.back()[b] = 1;
+    }
+  }
+  ASSERT_TRUE(writer->flush(5.0));
+  for (size_t i = 0; i < chains.size(); ++i) {
+    for (size_t b = 0; b < chains[i].metas.size(); ++b) {
+      if (model[i][b] != 1 || rng() % 5 != 0) continue;
+      const RedisEndpoint ep =
+          writer->instance_of(chains[i].metas[b].key) == 0 ? r1.endpoint() : r2.endpoint();
+      RedisClient cli(ep, 200);
+      std::vector<std::pair<std::string, std::vector<uint8_t>>> items = {
+          {writer->key_of(chains[i].metas[b].key), std::vector<uint8_t>(50, 7)}};
+      ASSERT_TRUE(cli.set_many(items, 0).is_ok());
+      model[i][b] = 2;
+    }
+  }
+  auto reader = open_tier({r1.endpoint(), r2.endpoint()});
+  for (size_t i = 0; i < chains.size(); ++i) {
+    size_t expect = 0;
+    while (expect < model[i].size() && model[i][expect] == 1) ++expect;
+    EXPECT_EQ(fetch_run(*reader, chains[i]), expect) << "chain " << i;
+    for (size_t b = 0; b < expect; ++b) {
+      std::vector<uint8_t> out(kBlockBytes);
+      ASSERT_TRUE(
+          reader->read_block(chains[i].metas[b], block_tokens(chains[i], b), out.data()).is_ok());
+      EXPECT_EQ(out, chains[i].bytes[b]);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace kvs
