@@ -7,9 +7,10 @@ Parts:
            a new question), with --kv-remote off and on; median over --docs documents.
   rr       the shared-prefix workload (documents reused by several questions) round-robin over
            both replicas by --clients threads: TTFT p50/p99, requests/s, hit rate, tier off/on.
-  events   one server, --clients streams of the same workload, with --kv-events-endpoint off
-           and on (a subscriber attached): engine steps/s (kvserve_engine_steps_total over the
-           run's wall time) and output tokens/s.
+  events   one server, --clients streams of short fresh prompts and 128-token answers, with
+           --kv-events-endpoint off and on (a subscriber attached), alternating, --rounds times:
+           engine steps/s (kvserve_engine_steps_total over the run's wall time) and output
+           tokens/s.
 
 Example:
   python3 bench/scale_out_bench.py --kvserve build/bin/kvserve peer rr events
@@ -66,14 +67,14 @@ class Redis:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
-def document(i, n_words=900):
+def document(i, n_words=480):
     rng = random.Random(i)
     return "Document %d. " % i + " ".join(rng.choice(WORDS) + str(rng.randint(0, 99))
                                           for _ in range(n_words))
 
 
 def ask(port, doc, question, max_tokens):
-    body = {"model": "m", "stream": True, "stream_options": {"include_usage": True},
+    body = {"stream": True, "stream_options": {"include_usage": True},
             "max_tokens": max_tokens, "temperature": 0,
             "messages": [{"role": "system", "content": doc}, {"role": "user", "content": question}]}
     t0, chunks = stream_chunks("127.0.0.1", port, "/v1/chat/completions", body, "", 600)
@@ -119,8 +120,9 @@ def run_peer(args, redis):
 
 def run_rr(args, redis):
     print("\n### Round-robin over two replicas, shared-prefix workload\n")
-    print("| Redis tier | requests | TTFT p50 | TTFT p99 | requests/s | cached / prompt tokens |")
-    print("|---|---|---|---|---|---|")
+    print("| Redis tier | requests | TTFT p50 | TTFT p99 | requests/s | cached / prompt tokens "
+          "| of which from Redis |")
+    print("|---|---|---|---|---|---|---|")
     for tier_on in (False, True):
         redis.flush()
         servers = replicas(args, redis, tier_on)
@@ -148,36 +150,40 @@ def run_rr(args, redis):
             for t in threads:
                 t.join()
             wall = time.perf_counter() - t0
-            q = h = 0
+            q = h = r = 0
             for s in servers:
                 m = scrape_metrics("127.0.0.1", s.port, "")
                 q += m.get("kvserve_prefix_cache_queries_tokens_total", 0)
+                # Blocks loaded from a tier are imported into the pool first, so the pool's hit
+                # count includes them; the remote count says how many came from Redis.
                 h += m.get("kvserve_prefix_cache_hits_tokens_total", 0)
-                h += m.get('kvserve_kv_offload_prefix_cache_hits_tokens_total{tier="remote"}', 0)
+                r += m.get('kvserve_kv_offload_prefix_cache_hits_tokens_total{tier="remote"}', 0)
         finally:
             for s in servers:
                 s.stop()
         print(f"| {'on' if tier_on else 'off'} | {len(ttfts)} | "
               f"{percentile(ttfts, 50) * 1000:,.0f} ms | {percentile(ttfts, 99) * 1000:,.0f} ms | "
-              f"{len(ttfts) / wall:.2f} | {h / max(q, 1):.1%} |")
+              f"{len(ttfts) / wall:.2f} | {h / max(q, 1):.1%} | {r / max(q, 1):.1%} |")
 
 
 def run_events(args):
     import zmq
     print("\n### KV events overhead (one server)\n")
-    print("| KV events | round | steps/s | output tokens/s | batches published |")
-    print("|---|---|---|---|---|")
+    print("| KV events | round | steps/s | output tokens/s | batches published "
+          "| engine time per step | engine share | publisher thread share |")
+    print("|---|---|---|---|---|---|---|---|")
     rows = {False: [], True: []}
     for rnd in range(args.rounds):
         for events_on in (False, True):
             flags = ["-t", str(args.threads), "--kv-cache-memory", "64MiB",
-                     "--max-model-len", "2048"]
+                     "--max-model-len", "2048", "--max-num-seqs", str(args.clients)]
             ctx = sub = None
             if events_on:
                 port = free_port()
                 flags += ["--kv-events-endpoint", f"tcp://127.0.0.1:{port}"]
             s = Server(args.kvserve, flags)
             stop = threading.Event()
+            drainer = None
             if events_on:
                 ctx = zmq.Context()
                 sub = ctx.socket(zmq.SUB)
@@ -188,17 +194,18 @@ def run_events(args):
                     while not stop.is_set():
                         if sub.poll(50):
                             sub.recv_multipart()
-                threading.Thread(target=drain, daemon=True).start()
+                drainer = threading.Thread(target=drain, daemon=True)
+                drainer.start()
             try:
                 tokens, lock = [0], threading.Lock()
 
                 def client(k):
                     rng = random.Random(rnd * 100 + k)
                     for i in range(args.per_client):
-                        # Fresh documents: every step stores (and, once the pool is full,
-                        # removes) blocks, the most events a step can produce.
-                        doc = document(100000 + rnd * 1000 + k * 100 + i, 300)
-                        _, n, _ = ask(s.port, doc, "Go on.", 64)
+                        # Fresh prompts and long answers: mostly decode steps, and each
+                        # sequence completes a block (an event) every 16 tokens.
+                        doc = document(100000 + rnd * 1000 + k * 100 + i, 40)
+                        _, n, _ = ask(s.port, doc, "Go on.", 128)
                         with lock:
                             tokens[0] += n
                 m0 = scrape_metrics("127.0.0.1", s.port, "")
@@ -212,15 +219,22 @@ def run_events(args):
                 m1 = scrape_metrics("127.0.0.1", s.port, "")
             finally:
                 stop.set()
+                if drainer is not None:
+                    drainer.join()
                 s.stop()
                 if sub is not None:
                     sub.close(linger=0)
                     ctx.term()
             steps = m1.get("kvserve_engine_steps_total", 0) - m0.get("kvserve_engine_steps_total", 0)
             rows[events_on].append(steps / wall)
+            eng = (m1.get("kvserve_kv_events_engine_seconds_total", 0) -
+                   m0.get("kvserve_kv_events_engine_seconds_total", 0))
+            pub = (m1.get("kvserve_kv_events_publisher_seconds_total", 0) -
+                   m0.get("kvserve_kv_events_publisher_seconds_total", 0))
             print(f"| {'on' if events_on else 'off'} | {rnd + 1} | {steps / wall:.1f} | "
                   f"{tokens[0] / wall:.1f} | "
-                  f"{m1.get('kvserve_kv_events_batches_published_total', 0):.0f} |")
+                  f"{m1.get('kvserve_kv_events_batches_published_total', 0):.0f} | "
+                  f"{eng * 1e6 / max(steps, 1):.1f} us | {eng / wall:.4%} | {pub / wall:.4%} |")
     on, off = statistics.median(rows[True]), statistics.median(rows[False])
     print(f"\nmedian steps/s on / off = {on / off:.3f}")
 

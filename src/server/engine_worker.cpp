@@ -173,6 +173,7 @@ void EngineWorker::loop() {
 
 void EngineWorker::publish_cache_events() {
   if (config_.kv_events == nullptr) return;
+  const auto t0 = Clock::now();
   std::vector<KvEvent> events = kv_events_of(engine_.take_cache_events(), kMediumPool);
   // In the order the step made them: stores into L2 happen as the pool evicts.
   for (KvEvent& e : kv_events_of(engine_.take_host_tier_events(), kMediumHost))
@@ -181,6 +182,7 @@ void EngineWorker::publish_cache_events() {
   const double ts =
       std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   config_.kv_events->publish(std::move(events), ts);
+  config_.kv_events->add_engine_seconds(std::chrono::duration<double>(Clock::now() - t0).count());
 }
 
 void EngineWorker::admit(Incoming in) {

@@ -86,12 +86,18 @@ bool KvEventPublisher::publish(std::vector<KvEvent> events, double ts) {
   return true;
 }
 
+void KvEventPublisher::add_engine_seconds(double s) {
+  std::lock_guard<std::mutex> lock(mu_);
+  stats_.engine_seconds += s;
+}
+
 KvEventPublisherStats KvEventPublisher::stats() const {
   std::lock_guard<std::mutex> lock(mu_);
   return stats_;
 }
 
 void KvEventPublisher::send(Batch b) {
+  const auto t0 = std::chrono::steady_clock::now();
   const std::string payload =
       encode_kv_event_batch(b.ts, b.events, config_.block_size, config_.data_parallel_rank);
   const uint64_t seq = next_seq_++;
@@ -106,6 +112,8 @@ void KvEventPublisher::send(Batch b) {
   std::lock_guard<std::mutex> lock(mu_);
   ++stats_.batches_published;
   stats_.events_published += b.events.size();
+  stats_.publisher_seconds +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
 void KvEventPublisher::serve_replay() {

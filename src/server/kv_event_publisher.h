@@ -44,6 +44,8 @@ struct KvEventPublisherStats {
   uint64_t batches_dropped = 0;  // queue full
   uint64_t replay_requests = 0;
   uint64_t bad_replay_requests = 0;
+  double engine_seconds = 0;     // the engine thread's time handing batches over (the cost a step pays)
+  double publisher_seconds = 0;  // the publisher thread's time encoding and sending
 };
 
 class KvEventPublisher {
@@ -58,6 +60,8 @@ class KvEventPublisher {
 
   // Queues one batch (ts: Unix seconds). False when the queue was full (dropped, counted).
   bool publish(std::vector<KvEvent> events, double ts);
+  // Adds to stats().engine_seconds (the caller times its own side of publishing).
+  void add_engine_seconds(double s);
   [[nodiscard]] KvEventPublisherStats stats() const;
 
  private:

@@ -380,6 +380,11 @@ std::string ServerMetrics::render(const MetricsSnapshot& snap) const {
            "Replay requests received on the ROUTER socket.", k.replay_requests);
     metric(&o, "kvserve_kv_events_bad_replay_requests_total", "counter",
            "Malformed replay requests (ignored).", k.bad_replay_requests);
+    metric(&o, "kvserve_kv_events_engine_seconds_total", "counter",
+           "Engine-thread time spent collecting and handing over KV events.", k.engine_seconds);
+    metric(&o, "kvserve_kv_events_publisher_seconds_total", "counter",
+           "Publisher-thread time spent encoding and sending KV event batches.",
+           k.publisher_seconds);
   }
   return o;
 }
