@@ -44,7 +44,7 @@ struct KvEventPublisherStats {
   uint64_t batches_dropped = 0;  // queue full
   uint64_t replay_requests = 0;
   uint64_t bad_replay_requests = 0;
-  double engine_seconds = 0;     // the engine thread's time handing batches over (the cost a step pays)
+  double engine_seconds = 0;     // engine-thread time handing batches over (what a step pays)
   double publisher_seconds = 0;  // the publisher thread's time encoding and sending
 };
 
