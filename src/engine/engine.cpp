@@ -95,12 +95,13 @@ Result<std::unique_ptr<Engine>> Engine::create(TransformerModel& model,
           oc.enabled() && (oc.policy == OffloadPolicy::kWriteThrough || !oc.remote_urls.empty()),
       .log_events = config.kv_events});
   if (oc.enabled()) {
+    KvOffloadConfig with_events = oc;
+    with_events.log_events = config.kv_events;
     KVS_ASSIGN_OR_RETURN(
-        e->offload_,
-        KvOffload::create(oc, KvStorageShape::of(pool), config.model_fingerprint, *e->host_blocks_,
-                          e->host_storage_.get(), static_cast<uint32_t>(tier_blocks)));
+        e->offload_, KvOffload::create(with_events, KvStorageShape::of(pool),
+                                       config.model_fingerprint, *e->host_blocks_,
+                                       e->host_storage_.get(), static_cast<uint32_t>(tier_blocks)));
   }
-  if (e->offload_ != nullptr) e->offload_->set_event_log(config.kv_events);
   e->transfers_ =
       std::make_unique<KvTransferExecutor>(*e->storage_, e->host_storage_.get(), e->offload_.get());
   e->runner_ = std::make_unique<ModelRunner>(model, *e->storage_, *e->threads_);

@@ -142,9 +142,12 @@ class Engine {
   [[nodiscard]] std::vector<PrefixCache::Event> take_cache_events() {
     return cache_->take_cache_events();
   }
-  // The same for the host tier (L2), when there is one.
+  // The same for the host tier (L2) and the disk tier (L3), when there are.
   [[nodiscard]] std::vector<PrefixCache::Event> take_host_tier_events() {
     return offload_ != nullptr ? offload_->take_host_events() : std::vector<PrefixCache::Event>{};
+  }
+  [[nodiscard]] std::vector<PrefixCache::Event> take_disk_tier_events() {
+    return offload_ != nullptr ? offload_->take_disk_events() : std::vector<PrefixCache::Event>{};
   }
   [[nodiscard]] std::vector<PreemptionEvent> take_preemption_events() {
     return scheduler_->take_preemption_events();

@@ -37,7 +37,8 @@ KvOffload::KvOffload(const KvOffloadConfig& config, HostBlockPool& area,
       host_storage_(host_storage),
       block_size_(block_size),
       pool_block_bytes_(pool_block_bytes),
-      block_bytes_(pool_block_bytes) {}
+      block_bytes_(pool_block_bytes),
+      log_events_(config.log_events) {}
 
 Result<std::unique_ptr<KvOffload>> KvOffload::create(
     const KvOffloadConfig& config, const KvStorageShape& pool, uint64_t model_fingerprint,
@@ -76,7 +77,8 @@ Result<std::unique_ptr<KvOffload>> KvOffload::create(
     KVS_ASSIGN_OR_RETURN(o->disk_, DiskTier::open({.dir = config.disk_dir,
                                                    .capacity_bytes = config.disk_bytes,
                                                    .ns = ns,
-                                                   .extent_blocks = config.extent_blocks}));
+                                                   .extent_blocks = config.extent_blocks,
+                                                   .log_events = config.log_events}));
   }
   if (!config.remote_urls.empty()) {
     if (config.remote_timeout_ms == 0)
@@ -285,10 +287,15 @@ KvOffload::Found KvOffload::find(std::span<const TierBlockMeta> chain,
 
 KvOffload::RemoteFound KvOffload::find_remote(std::span<const TierBlockMeta> chain,
                                               std::span<const int32_t> tokens,
-                                              double prefill_tokens_per_s, bool wait,
+                                              double prefill_tokens_per_s, bool give_up,
                                               KvTransferPlan& plan, std::vector<Hit>& hits) {
   const auto block_tokens = [&](size_t i) { return tokens.subspan(i * block_size_, block_size_); };
-  const size_t n = std::min<size_t>(chain.size(), kMaxRemoteFetchBlocks);
+  // At most half of what the fetched-block cache holds: a longer run would evict its own first
+  // blocks before the last arrive.
+  const size_t cache_blocks = static_cast<size_t>(remote_->config().fetched_cache_bytes /
+                                                  std::max<uint64_t>(1, block_bytes_));
+  const size_t n =
+      std::min({chain.size(), kMaxRemoteFetchBlocks, std::max<size_t>(1, cache_blocks / 2)});
   // The run of blocks fetched and verified; where it stops at a block not asked for yet (or
   // being fetched), the rest of the chain is fetched and the request waits (loading).
   const auto ready_run = [&](bool* need) {
@@ -303,17 +310,12 @@ KvOffload::RemoteFound KvOffload::find_remote(std::span<const TierBlockMeta> cha
     return j;
   };
   bool need = false;
-  size_t j = ready_run(&need);
-  if (need) {
+  const size_t j = ready_run(&need);
+  // A request that has waited long enough takes what is ready and computes the rest: the step
+  // never waits for Redis.
+  if (need && !give_up) {
     remote_->fetch(chain.subspan(j, n - j), tokens.subspan(j * block_size_, (n - j) * block_size_));
-    if (!wait) return RemoteFound::kLoading;
-    // Waiting: each fetch is bounded by the tier's timeout, so this is too.
-    const auto t0 = SteadyClock::now();
-    const double limit = 4.0 * config_.remote_timeout_ms / 1000.0 + 0.05;
-    do {
-      remote_->wait_for_reads(0.01);
-      j = ready_run(&need);
-    } while (need && seconds_since(t0) < limit);
+    return RemoteFound::kLoading;
   }
   if (j == 0) return RemoteFound::kNone;
   if (prefill_tokens_per_s > 0 && remote_stats_.load_bytes_per_s > 0 &&
@@ -459,6 +461,7 @@ KvOffloadStats KvOffload::stats() const {
     s.disk_torn_files_removed = c.torn_files_removed;
     s.disk_pending_blocks = c.pending_blocks;
     s.disk_admitting = c.admitting;
+    s.disk_keys = disk_->keys();
   }
   if (remote_) {
     s.remote_enabled = true;

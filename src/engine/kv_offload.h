@@ -57,6 +57,8 @@ struct KvOffloadConfig {
   std::vector<std::string> remote_urls;
   uint32_t remote_ttl_seconds = 0;  // --kv-remote-ttl (0: no expiry)
   uint32_t remote_timeout_ms = 50;  // --kv-remote-timeout-ms
+  // Record the host and disk tiers' changes for KV events (take_host_events, take_disk_events).
+  bool log_events = false;
   [[nodiscard]] bool enabled() const {
     return host_bytes > 0 || !disk_dir.empty() || !remote_urls.empty();
   }
@@ -102,6 +104,7 @@ struct KvOffloadStats {
   uint64_t remote_queued_writes = 0;
   uint64_t remote_bytes_written = 0, remote_bytes_read = 0;
   std::vector<uint64_t> host_keys;  // the host tier's blocks (tier keys), most recent first
+  std::vector<uint64_t> disk_keys;  // the disk tier's indexed blocks
   std::vector<RemoteInstanceState> remote_instances;
 };
 
@@ -153,8 +156,8 @@ class KvOffload {
   // Walks `chain` (the tier identities of the prompt blocks after the cached ones; tokens[i *
   // block_size, +block_size) are block i's ids) down L2, L3 then L4 and returns the longest run
   // of hits worth loading; disk and remote hits must have been read and verified by their
-  // tier's reader thread (asynchronous) unless `wait_for_disk`, which waits for them now
-  // (remote: bounded by its timeout). Their bytes go to plan.tier_reads. Counts the
+  // tier's reader thread (asynchronous) unless `wait_for_disk`, which reads disk extents now and
+  // takes only the remote blocks already fetched. Their bytes go to plan.tier_reads. Counts the
   // load-or-recompute decisions (prefill_tokens_per_s: the engine's measured rate, 0 = unknown).
   Found find(std::span<const TierBlockMeta> chain, std::span<const int32_t> tokens,
              double prefill_tokens_per_s, bool wait_for_disk, KvTransferPlan& plan);
@@ -183,12 +186,15 @@ class KvOffload {
   // then waits (at most timeout_seconds) for the disk writes. No-op without a disk tier.
   bool persist(const KvBlockStorage& device, const KvCacheManager& cache, double timeout_seconds);
 
-  // ---- KV events ----
-  // With the log on, every block the host tier (L2) takes or drops is recorded, in order, as a
-  // prefix-cache event (never a chain start: parent_key is always set).
-  void set_event_log(bool on) { log_events_ = on; }
+  // ---- KV events (config.log_events) ----
+  // Every block the host tier (L2) takes or drops, in order, as prefix-cache events (never a
+  // chain start: parent_key is always set).
   [[nodiscard]] std::vector<PrefixCache::Event> take_host_events() {
     return std::exchange(host_events_, {});
+  }
+  // The same for the disk tier's index (L3); its writer thread adds blocks between steps.
+  [[nodiscard]] std::vector<PrefixCache::Event> take_disk_events() {
+    return disk_ ? disk_->take_events() : std::vector<PrefixCache::Event>{};
   }
 
   [[nodiscard]] KvOffloadStats stats() const;
@@ -210,8 +216,9 @@ class KvOffload {
   // chain[0] (which no other tier holds). Appends them to hits (their bytes to plan.tier_reads).
   enum class RemoteFound : uint8_t { kNone, kHits, kLoading };
   static constexpr size_t kMaxRemoteFetchBlocks = 256;
+  // give_up: the request has waited long enough; use the blocks already fetched, ask no more.
   RemoteFound find_remote(std::span<const TierBlockMeta> chain, std::span<const int32_t> tokens,
-                          double prefill_tokens_per_s, bool wait, KvTransferPlan& plan,
+                          double prefill_tokens_per_s, bool give_up, KvTransferPlan& plan,
                           std::vector<Hit>& hits);
 
   KvOffloadConfig config_;

@@ -253,6 +253,7 @@ StepPlan Scheduler::schedule() {
       queue_cache_output(copies_, plan);
       if (!cached.is_ok()) break;  // nothing changed, no copy queued
       s->num_computed = *cached;
+      s->tier_load_waits = 0;  // a later re-admission (after preemption) may wait again
       if (s->num_preemptions == 0) s->cached_tokens = std::min(*cached, s->prompt_len);
       n = std::min(budget, s->remaining());
     }

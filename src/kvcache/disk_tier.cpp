@@ -12,6 +12,7 @@
 #include <cstring>
 #include <filesystem>
 #include <random>
+#include <utility>
 
 #include "core/check.h"
 
@@ -171,8 +172,17 @@ void DiskTier::index_extent(uint64_t id, const std::string& path, ExtentHeader h
            .file_bytes = header.file_bytes(),
            .header = std::move(header),
            .last_used = ++tick_};
-  for (uint32_t i = 0; i < x.header.blocks.size(); ++i)
-    index_.emplace(x.header.blocks[i].key, Location{id, i});  // an older copy keeps its entry
+  for (uint32_t i = 0; i < x.header.blocks.size(); ++i) {
+    const TierBlockMeta& m = x.header.blocks[i];
+    const bool added = index_.emplace(m.key, Location{id, i}).second;  // an older copy keeps its
+    if (added && config_.log_events) {
+      const std::span<const int32_t> t = x.header.block_tokens(i);
+      events_.push_back({.stored = true,
+                         .key = m.key,
+                         .parent_key = m.parent_key,
+                         .tokens = std::vector<int32_t>(t.begin(), t.end())});
+    }
+  }
   counters_.extents += 1;
   counters_.blocks += x.header.blocks.size();
   counters_.used_bytes += x.file_bytes;
@@ -185,7 +195,9 @@ void DiskTier::drop_extent(uint64_t id, bool count_as_evicted) {
   const Extent& x = it->second;
   for (const TierBlockMeta& m : x.header.blocks) {
     const auto loc = index_.find(m.key);
-    if (loc != index_.end() && loc->second.extent == id) index_.erase(loc);
+    if (loc == index_.end() || loc->second.extent != id) continue;
+    index_.erase(loc);
+    if (config_.log_events) events_.push_back({.stored = false, .key = m.key});
   }
   std::error_code ec;
   fs::remove(x.path, ec);
@@ -379,6 +391,19 @@ bool DiskTier::flush(double timeout_seconds) {
   std::unique_lock<std::mutex> lock(mu_);
   return done_cv_.wait_for(lock, std::chrono::duration<double>(timeout_seconds),
                            [&] { return queue_.empty() && !writing_; });
+}
+
+std::vector<uint64_t> DiskTier::keys() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<uint64_t> out;
+  out.reserve(index_.size());
+  for (const auto& [key, loc] : index_) out.push_back(key);
+  return out;
+}
+
+std::vector<PrefixCache::Event> DiskTier::take_events() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return std::exchange(events_, {});
 }
 
 DiskTierCounters DiskTier::counters() const {

@@ -31,6 +31,7 @@
 
 #include "core/status.h"
 #include "kvcache/kv_extent.h"
+#include "kvcache/prefix_cache.h"
 #include "kvcache/tier_key.h"
 
 namespace kvs {
@@ -40,6 +41,7 @@ struct DiskTierConfig {
   uint64_t capacity_bytes = uint64_t{4} << 30;
   ExtentNamespace ns;
   uint32_t extent_blocks = 16;  // blocks gathered into one extent before it is written
+  bool log_events = false;      // record the index's changes (take_events), from the scan on
 };
 
 struct DiskTierCounters {
@@ -97,6 +99,12 @@ class DiskTier {
   bool flush(double timeout_seconds);
 
   [[nodiscard]] DiskTierCounters counters() const;
+  // The blocks the index holds (their chain keys), in no particular order.
+  [[nodiscard]] std::vector<uint64_t> keys() const;
+  // With config.log_events: the blocks that entered or left the index since the last call, in
+  // order (KV events, medium DISK). Entries come in as their extents are renamed into place (on
+  // the writer thread, or by the scan at open) and leave as extents are dropped.
+  [[nodiscard]] std::vector<PrefixCache::Event> take_events();
 
  private:
   struct Extent {
@@ -148,6 +156,7 @@ class DiskTier {
   uint64_t next_id_ = 0;
   uint64_t tick_ = 0;
   DiskTierCounters counters_;
+  std::vector<PrefixCache::Event> events_;  // config.log_events
   bool logged_error_ = false;
   // Extents read and verified, most recently used last: consecutive blocks of a prefix cost one
   // read, and prefetched extents wait here for the step that imports them. Bounded in bytes (a

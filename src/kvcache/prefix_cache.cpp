@@ -170,6 +170,7 @@ void PrefixCache::note_stored(BlockId b, bool chain_start) {
   if (!log_events_) return;
   const std::span<const int32_t> t = tokens(b);
   const TierBlockMeta& m = tier_meta_[b.value];
+  if (++event_refs_[m.key] > 1) return;  // another copy is cached already
   events_.push_back({.stored = true,
                      .key = m.key,
                      .parent_key = m.parent_key,
@@ -184,8 +185,13 @@ void PrefixCache::erase(BlockId b) {
     const std::span<const int32_t> t = tokens(b);
     erased_.push_back({b, tier_meta_[i], std::vector<int32_t>(t.begin(), t.end())});
   }
-  if (log_events_ && tier_meta_[i].key != 0)
-    events_.push_back({.stored = false, .key = tier_meta_[i].key});
+  if (log_events_ && tier_meta_[i].key != 0) {
+    const auto it = event_refs_.find(tier_meta_[i].key);
+    if (it != event_refs_.end() && --it->second == 0) {
+      event_refs_.erase(it);
+      events_.push_back({.stored = false, .key = tier_meta_[i].key});
+    }
+  }
   tier_meta_[i] = {};
   unlink(key_index_, key_links_, key_[i], i);
   unlink(child_index_, child_links_, child_key_[i], i);

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -142,6 +143,10 @@ class PrefixCache {
   std::vector<Erased> erased_;
   bool log_events_ = false;
   std::vector<Event> events_;
+  // Cached blocks per tier key: the same chain position can be cached twice (a sequence that
+  // found a block cached by another after computing its own), and an indexer must hear "stored"
+  // on the first copy and "removed" on the last.
+  std::unordered_map<uint64_t, uint32_t> event_refs_;
 };
 
 }  // namespace kvs

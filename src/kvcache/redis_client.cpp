@@ -88,6 +88,7 @@ Status RedisClient::connect() {
   if (ctx_ == nullptr) return unavailable(endpoint_.url() + ": cannot allocate a connection");
   if (ctx_->err != 0) return fail("cannot connect");
   if (redisSetTimeout(ctx_, to_timeval(timeout_ms_)) != REDIS_OK) return fail("cannot set timeout");
+  ++connects_;
   if (endpoint_.db != 0) {
     const std::string db = std::to_string(endpoint_.db);
     Reply r(static_cast<redisReply*>(redisCommand(ctx_, "SELECT %s", db.c_str())));
@@ -136,9 +137,14 @@ Status RedisClient::set_many(std::span<const std::pair<std::string, std::vector<
     void* raw = nullptr;
     if (redisGetReply(ctx_, &raw) != REDIS_OK || raw == nullptr) return fail("SET (no reply)");
     Reply r(static_cast<redisReply*>(raw));
-    // An error reply (OOM with maxmemory and noeviction, say) fails the item, not the link.
-    if (r->type == REDIS_REPLY_ERROR && first_error.is_ok())
-      first_error = resource_exhausted(endpoint_.url() + ": SET: " + r->str);
+    // An error reply fails the item, not the connection (the pipeline is drained either way).
+    // Out of memory (maxmemory with noeviction) is Redis working as configured; any other
+    // (READONLY after a failover, MISCONF, NOAUTH) means this instance cannot take writes.
+    if (r->type == REDIS_REPLY_ERROR && first_error.is_ok()) {
+      const std::string msg = endpoint_.url() + ": SET: " + r->str;
+      first_error = std::string_view(r->str, r->len).rfind("OOM", 0) == 0 ? resource_exhausted(msg)
+                                                                          : unavailable(msg);
+    }
   }
   return first_error;
 }

@@ -42,6 +42,8 @@ class RedisClient {
                   uint32_t ttl_seconds);
   Status del(const std::string& key);
   Status ping();
+  // Connections made so far: a change means the server may have restarted (and lost its data).
+  [[nodiscard]] uint64_t connects() const { return connects_; }
 
  private:
   Status connect();
@@ -52,6 +54,7 @@ class RedisClient {
   RedisEndpoint endpoint_;
   uint32_t timeout_ms_;
   redisContext* ctx_ = nullptr;
+  uint64_t connects_ = 0;
 };
 
 }  // namespace kvs

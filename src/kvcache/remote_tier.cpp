@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -46,7 +47,13 @@ Result<std::unique_ptr<RemoteTier>> RemoteTier::create(const RemoteTierConfig& c
   if (config.endpoints.empty()) return invalid_argument("remote tier: no --kv-remote endpoint");
   if (config.ns.block_bytes == 0 || config.ns.block_size == 0)
     return invalid_argument("remote tier: empty block geometry");
+  // hiredis writes with write(2): a connection the server reset would raise SIGPIPE, which kills
+  // the process by default (serve ignores it already; generate and perplexity take --kv-remote
+  // too). A dead server must be an error value, never the end of the process.
+  std::signal(SIGPIPE, SIG_IGN);
   std::unique_ptr<RemoteTier> t(new RemoteTier(config));
+  t->writer_connects_.assign(config.endpoints.size(), 0);
+  t->reader_connects_.assign(config.endpoints.size(), 0);
   t->measure_startup_bandwidth();
   t->writer_ = std::thread([p = t.get()] { p->writer_loop(); });
   t->reader_ = std::thread([p = t.get()] { p->reader_loop(); });
@@ -164,14 +171,16 @@ bool RemoteTier::put(const TierBlockMeta& meta, std::span<const int32_t> tokens,
   w.instance = instance_of(meta.key);
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (stored_.contains(meta.key)) return false;
-    if (instances_[w.instance].breaker.refusing(now()) ||
-        writes_.size() >= config_.max_queued_writes) {
+    const double t = now();
+    if (recently_stored(meta.key, t)) return false;
+    if (instances_[w.instance].breaker.refusing(t) || writes_.size() >= config_.max_queued_writes ||
+        queued_bytes_ + config_.ns.block_bytes > config_.max_queued_bytes) {
       ++counters_.dropped_writes;
       return false;
     }
     if (stored_.size() >= kMaxStoredKeys) stored_.clear();
-    stored_.insert(meta.key);
+    stored_[meta.key] = t;
+    queued_bytes_ += config_.ns.block_bytes;
   }
   w.header.ns = config_.ns;
   w.header.blocks.push_back(
@@ -202,6 +211,7 @@ void RemoteTier::writer_loop() {
     const uint32_t inst = writes_.front().instance;
     std::vector<Write> batch;
     while (!writes_.empty() && writes_.front().instance == inst && batch.size() < kMaxWriteBatch) {
+      queued_bytes_ -= writes_.front().payload.size();
       batch.push_back(std::move(writes_.front()));
       writes_.pop_front();
     }
@@ -220,6 +230,7 @@ void RemoteTier::writer_loop() {
       st = in.writer->set_many(items, config_.ttl_seconds);
     }
     lock.lock();
+    note_connects(inst, *in.writer, writer_connects_);
     if (allowed) {
       // A SET Redis refused (out of memory) still proves the link works.
       if (st.is_ok() || st.code() == StatusCode::kResourceExhausted)
@@ -301,6 +312,7 @@ void RemoteTier::run_fetch(std::vector<Lookup> job) {
     std::vector<std::string> bad_keys;
     {
       std::lock_guard<std::mutex> lock(mu_);
+      note_connects(inst, *in.reader, reader_connects_);
       if (allowed) {
         if (got.is_ok()) {
           in.breaker.on_success();
@@ -323,7 +335,7 @@ void RemoteTier::run_fetch(std::vector<Lookup> job) {
           const std::vector<uint8_t>& v = *(*got)[k];
           keep_fetched(
               l, std::vector<uint8_t>(v.begin() + hb, v.begin() + hb + config_.ns.block_bytes));
-          stored_.insert(l.meta.key);
+          stored_[l.meta.key] = now();
           continue;
         }
         if (good[k] == 2) {
@@ -332,6 +344,7 @@ void RemoteTier::run_fetch(std::vector<Lookup> job) {
           bad_keys.push_back(keys[k]);
         } else if (got.is_ok()) {
           ++counters_.missing;
+          stored_.erase(l.meta.key);  // expired or evicted there: ours is written again
         }
         missing_until_[l.meta.key] = until;
       }
@@ -355,6 +368,19 @@ void RemoteTier::keep_fetched(const Lookup& l, std::vector<uint8_t> payload) {
     fetched_bytes_ -= lru->second.payload.size();
     fetched_.erase(lru);
   }
+}
+
+bool RemoteTier::recently_stored(uint64_t key, double now) const {
+  const auto it = stored_.find(key);
+  if (it == stored_.end()) return false;
+  return config_.ttl_seconds == 0 || now - it->second < config_.ttl_seconds / 2.0;
+}
+
+void RemoteTier::note_connects(uint32_t inst, const RedisClient& c, std::vector<uint64_t>& seen) {
+  const uint64_t n = c.connects();
+  // The first connection is no news; a later one may be to a restarted (empty) server.
+  if (n != seen[inst] && seen[inst] != 0) stored_.clear();
+  seen[inst] = n;
 }
 
 RemoteTierCounters RemoteTier::counters() const {

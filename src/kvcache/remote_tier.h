@@ -46,6 +46,7 @@ struct RemoteTierConfig {
   uint32_t timeout_ms = 50;          // connect and every command
   ExtentNamespace ns;                // what the values hold (the stored format)
   uint32_t max_queued_writes = 512;  // blocks waiting for the writer
+  uint64_t max_queued_bytes = uint64_t{256} << 20;     // and their bytes
   uint64_t fetched_cache_bytes = uint64_t{256} << 20;  // verified blocks waiting to be loaded
   double missing_ttl_seconds = 1.0;                    // how long a known miss is not asked again
 };
@@ -161,7 +162,15 @@ class RemoteTier {
   std::unordered_map<uint64_t, Fetched> fetched_;
   uint64_t fetched_bytes_ = 0;
   uint64_t tick_ = 0;
-  std::unordered_set<uint64_t> stored_;  // keys this process stored (or found): not sent again
+  // Keys this process stored (or found), and when: not sent again while Redis should still have
+  // them (for half the TTL; forgotten on a miss, a reconnect or an open breaker).
+  std::unordered_map<uint64_t, double> stored_;
+  uint64_t queued_bytes_ = 0;
+  // The writer's and reader's connection counts per instance when last seen (reconnects).
+  std::vector<uint64_t> writer_connects_, reader_connects_;
+  // Forgets stored_ when an instance's connection was re-made (a restarted Redis is empty).
+  void note_connects(uint32_t inst, const RedisClient& c, std::vector<uint64_t>& seen);  // mu_ held
+  [[nodiscard]] bool recently_stored(uint64_t key, double now) const;                    // mu_ held
   RemoteTierCounters counters_;
   bool stop_ = false;
   std::thread writer_, reader_;

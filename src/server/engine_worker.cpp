@@ -120,10 +120,16 @@ void EngineWorker::loop() {
     std::vector<std::function<void(Engine&)>> tasks;
     {
       std::unique_lock lock(mu_);
-      cv_.wait(lock, [&] {
+      const auto ready = [&] {
         return stopping_ || !inbox_.empty() || !cancels_.empty() || !tasks_.empty() ||
                engine_.has_unfinished();
-      });
+      };
+      // With KV events, an idle worker still wakes now and then: the disk tier's writer thread
+      // changes its index between steps, and those events must not wait for the next request.
+      if (config_.kv_events != nullptr)
+        cv_.wait_for(lock, std::chrono::milliseconds(100), ready);
+      else
+        cv_.wait(lock, ready);
       in.swap(inbox_);
       cancels.swap(cancels_);
       tasks.swap(tasks_);
@@ -142,6 +148,7 @@ void EngineWorker::loop() {
       if (it != by_channel_.end()) abort_request(it->second);
     }
     for (auto& t : tasks) t(engine_);
+    publish_cache_events();  // what changed outside a step (the disk tier's writes)
     if (Clock::now() - last_tenant_sweep_ > std::chrono::seconds(1)) {
       last_tenant_sweep_ = Clock::now();
       const double now =
@@ -177,6 +184,8 @@ void EngineWorker::publish_cache_events() {
   std::vector<KvEvent> events = kv_events_of(engine_.take_cache_events(), kMediumPool);
   // In the order the step made them: stores into L2 happen as the pool evicts.
   for (KvEvent& e : kv_events_of(engine_.take_host_tier_events(), kMediumHost))
+    events.push_back(std::move(e));
+  for (KvEvent& e : kv_events_of(engine_.take_disk_tier_events(), kMediumDisk))
     events.push_back(std::move(e));
   if (events.empty()) return;
   const double ts =

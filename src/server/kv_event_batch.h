@@ -32,6 +32,8 @@ namespace kvs {
 // it as the engine's own cache).
 inline constexpr const char* kMediumPool = "GPU";
 inline constexpr const char* kMediumHost = "CPU";  // the host tier (L2), as vLLM's CPU offload
+inline constexpr const char* kMediumDisk =
+    "STORAGE";  // the disk tier (L3), as vLLM's storage tiers
 
 struct KvEvent {
   enum class Kind : uint8_t { kStored, kRemoved, kAllCleared };

@@ -53,13 +53,16 @@ Result<std::unique_ptr<KvEventPublisher>> KvEventPublisher::create(
     try {
       s.replay = std::make_unique<zmq::socket_t>(s.context, zmq::socket_type::router);
       s.replay->set(zmq::sockopt::linger, 0);
+      // A replay is up to buffer_batches messages at once: no high-water mark may cut it short
+      // (and drop the end marker).
+      s.replay->set(zmq::sockopt::sndhwm, 0);
       s.replay->bind(config.replay_endpoint);
     } catch (const zmq::error_t& e) {
       return invalid_argument("--kv-events-replay-endpoint " + config.replay_endpoint + ": " +
                               e.what());
     }
   }
-  p->queue_.push_back({unix_now(), {KvEvent{.kind = KvEvent::Kind::kAllCleared}}});
+  p->queue_.push_back({p->next_seq_++, unix_now(), {KvEvent{.kind = KvEvent::Kind::kAllCleared}}});
   p->thread_ = std::thread([q = p.get()] { q->run(); });
   return p;
 }
@@ -76,11 +79,12 @@ KvEventPublisher::~KvEventPublisher() {
 bool KvEventPublisher::publish(std::vector<KvEvent> events, double ts) {
   {
     std::lock_guard<std::mutex> lock(mu_);
+    const uint64_t seq = next_seq_++;
     if (queue_.size() >= config_.max_queued_batches) {
       ++stats_.batches_dropped;
       return false;
     }
-    queue_.push_back({ts, std::move(events)});
+    queue_.push_back({seq, ts, std::move(events)});
   }
   cv_.notify_one();
   return true;
@@ -100,7 +104,7 @@ void KvEventPublisher::send(Batch b) {
   const auto t0 = std::chrono::steady_clock::now();
   const std::string payload =
       encode_kv_event_batch(b.ts, b.events, config_.block_size, config_.data_parallel_rank);
-  const uint64_t seq = next_seq_++;
+  const uint64_t seq = b.seq;
   const std::string seqb = seq_bytes(seq);
   zmq::socket_t& pub = sockets_->pub;
   // PUB never blocks: at the high-water mark libzmq drops for the slow subscriber.

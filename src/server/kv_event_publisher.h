@@ -66,6 +66,7 @@ class KvEventPublisher {
 
  private:
   struct Batch {
+    uint64_t seq = 0;  // assigned when queued, so a dropped batch leaves a gap subscribers see
     double ts = 0;
     std::vector<KvEvent> events;
   };
@@ -81,7 +82,7 @@ class KvEventPublisher {
   std::condition_variable cv_;
   std::deque<Batch> queue_;
   bool stop_ = false;
-  uint64_t next_seq_ = 0;
+  uint64_t next_seq_ = 0;                                // mu_
   std::deque<std::pair<uint64_t, std::string>> buffer_;  // (seq, payload), publisher thread only
   KvEventPublisherStats stats_;
   std::thread thread_;

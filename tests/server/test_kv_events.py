@@ -2,7 +2,7 @@
 pyzmq sockets and msgspec structs that declare vLLM's event types (vllm/distributed/kv_events.py,
 v0.26+: tagged map events in an array batch) and decode strictly. After a randomized load
 (stores, evictions, preemptions) the subscriber's block index equals the pool's cached blocks in
-/v1/kv (and the host tier's blocks, medium "CPU"); a subscriber that missed batches fills the gap by replay; a malformed replay request is
+/v1/kv (and the host and disk tiers' blocks, media "CPU" and "STORAGE"); a subscriber that missed batches fills the gap by replay; a malformed replay request is
 ignored and the publisher keeps running."""
 import random
 import re
@@ -227,8 +227,10 @@ def metric(s, name):
     return float(m.group(1))
 
 
-def test_the_subscribers_index_equals_the_pool_after_a_random_load(start_server):
-    s, pub, rep = events_server(start_server, "--kv-offload-memory", "4MiB")
+def test_the_subscribers_index_equals_the_pool_after_a_random_load(start_server, tmp_path):
+    s, pub, rep = events_server(start_server, "--kv-offload-memory", "4MiB",
+                                "--kv-offload-dir", str(tmp_path), "--kv-offload-disk-admit", "0",
+                                "--kv-offload-extent-blocks", "4")
     sub = Subscriber(pub, rep)
     index = Index()
     sub.replay(index, 0)  # the batches sent before we connected (AllBlocksCleared at seq 0)
@@ -242,6 +244,10 @@ def test_the_subscribers_index_equals_the_pool_after_a_random_load(start_server)
     cpu = index.blocks.get("CPU", {})
     assert cpu, "nothing reached the host tier"
     assert set(cpu) == set(s.get("/v1/kv").json()["tiers"]["host"]["block_hashes"])
+    # The disk tier (L3) is "STORAGE": its writer thread indexes extents between steps.
+    disk = index.blocks.get("STORAGE", {})
+    assert disk, "nothing reached the disk tier"
+    assert set(disk) == set(s.get("/v1/kv").json()["tiers"]["disk"]["block_hashes"])
     # Blocks came and went (evictions, preemptions), so the index was really maintained.
     assert metric(s, "kvserve_kv_evictions_total") > 0
     text = s.get("/metrics").text
