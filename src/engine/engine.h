@@ -146,6 +146,13 @@ class Engine {
   [[nodiscard]] std::vector<PrefixCache::Event> take_host_tier_events() {
     return offload_ != nullptr ? offload_->take_host_events() : std::vector<PrefixCache::Event>{};
   }
+  // The host and disk tiers' blocks by tier key (empty without the tier).
+  [[nodiscard]] std::vector<uint64_t> host_tier_block_hashes() const {
+    return offload_ != nullptr ? offload_->host_block_hashes() : std::vector<uint64_t>{};
+  }
+  [[nodiscard]] std::vector<uint64_t> disk_tier_block_hashes() const {
+    return offload_ != nullptr ? offload_->disk_block_hashes() : std::vector<uint64_t>{};
+  }
   [[nodiscard]] std::vector<PrefixCache::Event> take_disk_tier_events() {
     return offload_ != nullptr ? offload_->take_disk_events() : std::vector<PrefixCache::Event>{};
   }

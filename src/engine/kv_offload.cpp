@@ -213,11 +213,6 @@ KvOffload::Found KvOffload::find(std::span<const TierBlockMeta> chain,
                                  bool wait_for_disk, KvTransferPlan& plan) {
   Found out;
   const auto block_tokens = [&](size_t i) { return tokens.subspan(i * block_size_, block_size_); };
-  // Loading n blocks from a tier at its measured bandwidth vs recomputing their tokens.
-  const auto worth_loading = [&](const TierStats& t, size_t n) {
-    if (prefill_tokens_per_s <= 0 || t.load_bytes_per_s <= 0) return true;
-    return n * block_bytes_ / t.load_bytes_per_s <= n * block_size_ / prefill_tokens_per_s;
-  };
   size_t i = 0;
   std::vector<std::pair<size_t, uint32_t>> host_hits;  // (chain index, slot), touched at the end
   while (i < chain.size()) {
@@ -230,7 +225,7 @@ KvOffload::Found KvOffload::find(std::span<const TierBlockMeta> chain,
       ++j;
     }
     if (j > i) {
-      if (!worth_loading(host_stats_, j - i)) {
+      if (!worth_loading(host_stats_, j - i, prefill_tokens_per_s)) {
         ++host_stats_.recompute_decisions;
         break;
       }
@@ -252,7 +247,7 @@ KvOffload::Found KvOffload::find(std::span<const TierBlockMeta> chain,
       }
       break;  // the remote tier is the last: its run ends the walk
     }
-    if (!worth_loading(disk_stats_, j - i)) {
+    if (!worth_loading(disk_stats_, j - i, prefill_tokens_per_s)) {
       ++disk_stats_.recompute_decisions;
       break;
     }
@@ -318,8 +313,7 @@ KvOffload::RemoteFound KvOffload::find_remote(std::span<const TierBlockMeta> cha
     return RemoteFound::kLoading;
   }
   if (j == 0) return RemoteFound::kNone;
-  if (prefill_tokens_per_s > 0 && remote_stats_.load_bytes_per_s > 0 &&
-      j * block_bytes_ / remote_stats_.load_bytes_per_s > j * block_size_ / prefill_tokens_per_s) {
+  if (!worth_loading(remote_stats_, j, prefill_tokens_per_s)) {
     ++remote_stats_.recompute_decisions;
     return RemoteFound::kNone;
   }
@@ -339,6 +333,21 @@ KvOffload::RemoteFound KvOffload::find_remote(std::span<const TierBlockMeta> cha
   if (c.read_seconds > 0 && c.bytes_read > 0)
     remote_stats_.load_bytes_per_s = c.bytes_read / c.read_seconds;
   return RemoteFound::kHits;
+}
+
+bool KvOffload::worth_loading(const TierStats& t, size_t n, double prefill_tokens_per_s) const {
+  if (prefill_tokens_per_s <= 0 || t.load_bytes_per_s <= 0) return true;
+  return n * block_bytes_ / t.load_bytes_per_s <= n * block_size_ / prefill_tokens_per_s;
+}
+
+std::vector<uint64_t> KvOffload::host_block_hashes() const {
+  std::vector<uint64_t> out;
+  if (host_) host_->for_each_mru([&](uint32_t slot) { out.push_back(host_->meta(slot).key); });
+  return out;
+}
+
+std::vector<uint64_t> KvOffload::disk_block_hashes() const {
+  return disk_ ? disk_->keys() : std::vector<uint64_t>{};
 }
 
 bool KvOffload::wait_for_tier_reads(double timeout_seconds) {
@@ -445,7 +454,6 @@ KvOffloadStats KvOffload::stats() const {
     s.host_blocks_held = host_->host_blocks_held();
     s.host.blocks = host_->size();
     s.host.used_bytes = s.host.blocks * block_bytes_;
-    host_->for_each_mru([&](uint32_t slot) { s.host_keys.push_back(host_->meta(slot).key); });
   }
   if (disk_) {
     s.disk_enabled = true;
@@ -461,7 +469,6 @@ KvOffloadStats KvOffload::stats() const {
     s.disk_torn_files_removed = c.torn_files_removed;
     s.disk_pending_blocks = c.pending_blocks;
     s.disk_admitting = c.admitting;
-    s.disk_keys = disk_->keys();
   }
   if (remote_) {
     s.remote_enabled = true;

@@ -103,8 +103,6 @@ struct KvOffloadStats {
   uint64_t remote_dropped_writes = 0;  // queue full, breaker open or a failed SET
   uint64_t remote_queued_writes = 0;
   uint64_t remote_bytes_written = 0, remote_bytes_read = 0;
-  std::vector<uint64_t> host_keys;  // the host tier's blocks (tier keys), most recent first
-  std::vector<uint64_t> disk_keys;  // the disk tier's indexed blocks
   std::vector<RemoteInstanceState> remote_instances;
 };
 
@@ -198,6 +196,10 @@ class KvOffload {
   }
 
   [[nodiscard]] KvOffloadStats stats() const;
+  // The blocks each tier holds, by tier key (what KV events name them by; /v1/kv lists them).
+  // Not part of stats(): /metrics and the dashboard read that often and need no list.
+  [[nodiscard]] std::vector<uint64_t> host_block_hashes() const;  // most recent first
+  [[nodiscard]] std::vector<uint64_t> disk_block_hashes() const;
   [[nodiscard]] Status check_integrity() const;
 
  private:
@@ -212,6 +214,9 @@ class KvOffload {
     return disk_ != nullptr && meta.hits >= config_.disk_admit_hits;
   }
   static void record_load(TierStats& t, double seconds, uint64_t bytes);
+  // Whether loading n blocks from a tier at its measured bandwidth beats recomputing their
+  // tokens at the measured prefill rate (unknown rates: load).
+  [[nodiscard]] bool worth_loading(const TierStats& t, size_t n, double prefill_tokens_per_s) const;
   // The remote part of find(): the run of chain blocks Redis holds, fetched and verified, from
   // chain[0] (which no other tier holds). Appends them to hits (their bytes to plan.tier_reads).
   enum class RemoteFound : uint8_t { kNone, kHits, kLoading };

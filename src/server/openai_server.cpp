@@ -322,20 +322,26 @@ struct OpenAiServer::Impl {
            {"hash", i.tier_key != 0 ? json(i.tier_key) : json(nullptr)},
            {"group", i.state == BlockState::kFree ? json(nullptr) : json(i.group)}});
     }
-    return {{"block_size", c.block_size},
-            {"num_blocks", c.num_blocks},
-            {"block_bytes", snap.block_bytes},
-            {"summary",
-             {{"free", c.blocks_free},
-              {"cached_free", c.blocks_cached_free},
-              {"in_use", c.blocks_in_use},
-              {"usage", static_cast<double>(c.blocks_in_use) / c.num_blocks},
-              {"fragmentation", snap.fragmentation},
-              {"sequences", c.num_sequences}}},
-            {"layer_groups", layer_groups_json(e.kv_pool().groups)},
-            {"tiers", offload_json(snap.offload)},
-            {"blocks", std::move(blocks)},
-            {"sequences", std::move(sequences)}};
+    json out = {{"block_size", c.block_size},
+                {"num_blocks", c.num_blocks},
+                {"block_bytes", snap.block_bytes},
+                {"summary",
+                 {{"free", c.blocks_free},
+                  {"cached_free", c.blocks_cached_free},
+                  {"in_use", c.blocks_in_use},
+                  {"usage", static_cast<double>(c.blocks_in_use) / c.num_blocks},
+                  {"fragmentation", snap.fragmentation},
+                  {"sequences", c.num_sequences}}},
+                {"layer_groups", layer_groups_json(e.kv_pool().groups)},
+                {"tiers", offload_json(snap.offload)},
+                {"blocks", std::move(blocks)},
+                {"sequences", std::move(sequences)}};
+    // Each tier's blocks by tier key, as KV events name them.
+    if (snap.offload.host_enabled)
+      out["tiers"]["host"]["block_hashes"] = e.host_tier_block_hashes();
+    if (snap.offload.disk_enabled)
+      out["tiers"]["disk"]["block_hashes"] = e.disk_tier_block_hashes();
+    return out;
   }
 
   void routes() {

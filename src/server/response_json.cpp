@@ -129,9 +129,7 @@ nlohmann::json offload_json(const KvOffloadStats& s) {
     j["disk"]["torn_files_removed"] = s.disk_torn_files_removed;
     j["disk"]["pending_blocks"] = s.disk_pending_blocks;
     j["disk"]["admitting"] = s.disk_admitting;
-    j["disk"]["block_hashes"] = s.disk_keys;
   }
-  if (s.host_enabled) j["host"]["block_hashes"] = s.host_keys;
   if (s.remote_enabled) {
     nlohmann::json& r = j["remote"];
     r["dropped_writes"] = s.remote_dropped_writes;
