@@ -486,7 +486,7 @@ void gemm_typed(const Weights& w, const Acts& a, int64_t n0, int64_t n1, int64_t
     case 4: return direct_rows<kT, 4>(w, a, n0, n1, t0, y);
     default: break;
   }
-  static_assert(kDirectMaxT == 4 && kPanelRows % kTileRows == 0);
+  static_assert(kDirectMaxT == 4 && kTileTokens == 4 && kPanelRows % kTileRows == 0);
   const int64_t KB = a.KB;
   const Unpacked p{panel, reinterpret_cast<float*>(panel + kPanelRows * KB * 32),
                    reinterpret_cast<float*>(panel + kPanelRows * KB * 36),
@@ -499,8 +499,16 @@ void gemm_typed(const Weights& w, const Acts& a, int64_t n0, int64_t n1, int64_t
       for (int64_t r = 0; r < np; r += kTileRows) {
         PanelSrc<kT> src{Unpacked{p.u + r * KB * 32, p.dw + r * KB, p.m + r * KB, p.sc + r * KB},
                          KB};
-        tile<kT, kTileRows, kTileTokens>(src, a, tt, rt, y, w.rows, p0 + r,
-                                         static_cast<int>(imin(kTileRows, np - r)));
+        const int rn = static_cast<int>(imin(kTileRows, np - r));
+        // The last token tile as narrow as its tokens: a step of 5 tokens would otherwise cost
+        // two full tiles, as much as one of 8. Each (row, token) sum runs the same operations in
+        // the same order whatever the tile's width, so the bits do not change.
+        switch (rt) {
+          case 1: tile<kT, kTileRows, 1>(src, a, tt, 1, y, w.rows, p0 + r, rn); break;
+          case 2: tile<kT, kTileRows, 2>(src, a, tt, 2, y, w.rows, p0 + r, rn); break;
+          case 3: tile<kT, kTileRows, 3>(src, a, tt, 3, y, w.rows, p0 + r, rn); break;
+          default: tile<kT, kTileRows, kTileTokens>(src, a, tt, rt, y, w.rows, p0 + r, rn);
+        }
       }
     }
   }
