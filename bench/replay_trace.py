@@ -17,6 +17,9 @@
    prefix-cache hits, queries and preemptions.
 4. Runs `kvserve simulate --device cpu` with the same flags on the scaled trace and prints both
    and their errors.
+5. With --step-logs DIR, both write a line per engine step (`--step-log`, src/engine/step_log.h)
+   and the script compares them: step counts and mean step times by kind and batch size, the
+   time between steps, and when each side preempted.
 
 Example (docs/simulate.md, "Validation"; --block-size equal to the scaled hash block keeps the
 trace's sharing in whole engine blocks):
@@ -152,11 +155,69 @@ def send(host, port, api_key, prompt, max_tokens):
     return t0, ttft, time.perf_counter(), tokens, cached
 
 
-def replay(host, port, api_key, trace, synth):
+def read_step_log(path, zero=0.0):
+    """A --step-log file's steps, times shifted by -zero (seconds)."""
+    steps = []
+    with open(path) as f:
+        for line in f:
+            e = json.loads(line)
+            e["start_s"] -= zero
+            e["end_s"] -= zero
+            steps.append(e)
+    return steps
+
+
+def step_kind(e):
+    """(kind, batch bucket) of a logged step: prefill only, mixed or decode; sequences."""
+    prefill = sum(1 for c in e["chunks"] if c[1] < c[3])
+    n = len(e["chunks"])
+    kind = "decode" if prefill == 0 else ("prefill" if prefill == n else "mixed")
+    bucket = next(b for b in ("1", "2-3", "4-7", "8-15", "16+")
+                  if n <= {"1": 1, "2-3": 3, "4-7": 7, "8-15": 15, "16+": 1 << 30}[b])
+    return kind, bucket
+
+
+def compare_step_logs(serve_steps, sim_steps):
+    """Prints the two step logs side by side (times relative to the trace's zero)."""
+    def summary(steps):
+        busy = sum(e["end_s"] - e["start_s"] for e in steps)
+        gaps = [b["start_s"] - a["end_s"] for a, b in zip(steps, steps[1:])]
+        by = {}
+        for e in steps:
+            k = step_kind(e)
+            n, t, tok = by.get(k, (0, 0.0, 0))
+            by[k] = (n + 1, t + e["end_s"] - e["start_s"], tok + sum(c[2] for c in e["chunks"]))
+        pre = [(round(e["start_s"], 2), e["preempted_recompute"] + e["preempted_swap"])
+               for e in steps if e["preempted_recompute"] + e["preempted_swap"]]
+        return busy, gaps, by, pre
+
+    rb, rg, rby, rpre = summary(serve_steps)
+    sb, sg, sby, spre = summary(sim_steps)
+    small = [g for g in rg if g < 0.05]
+    print(f"\nsteps: serve {len(serve_steps)}, simulate {len(sim_steps)}; busy {rb:.2f} s vs "
+          f"{sb:.2f} s; serve's gaps under 50 ms between steps: {len(small)}, "
+          f"{sum(small) * 1000:.0f} ms in all (the simulator has none)")
+    print("| step kind | sequences | steps serve / sim | mean tokens | mean ms serve / sim | "
+          "ratio |")
+    print("|---|---|---|---|---|---|")
+    for k in sorted(set(rby) | set(sby)):
+        rn, rt, rtok = rby.get(k, (0, 0.0, 0))
+        sn, st, stok = sby.get(k, (0, 0.0, 0))
+        rm = rt / rn * 1000 if rn else float("nan")
+        sm = st / sn * 1000 if sn else float("nan")
+        tok = (rtok + stok) / max(1, rn + sn)
+        ratio = f"{sm / rm:.3f}" if rn and sn else "-"
+        print(f"| {k[0]} | {k[1]} | {rn} / {sn} | {tok:.0f} | {rm:.1f} / {sm:.1f} | {ratio} |")
+    print(f"preemptions (s after the first arrival, count): serve {rpre}; simulate {spre}")
+
+
+def replay(host, port, api_key, trace, synth, zero_out=None):
     prompts = [synth.prompt(i) for i in range(len(trace))]
     results = [None] * len(trace)
     errors = []
     start = time.perf_counter() + 0.5
+    if zero_out is not None:  # the trace's zero on the epoch clock the step log uses
+        zero_out.append(time.time() + (start - time.perf_counter()))
 
     def worker(i):
         delay = start + trace[i]["timestamp"] / 1000.0 - time.perf_counter()
@@ -214,6 +275,9 @@ def main():
                     help="more flags for serve only, e.g. the KV offload tiers (docs/offload.md); "
                          "the report then adds the hit rate by tier")
     ap.add_argument("--no-simulate", action="store_true", help="only replay against the server")
+    ap.add_argument("--step-logs", default="",
+                    help="DIR: serve and simulate write a line per step there (serve_steps.jsonl, "
+                         "sim_steps.jsonl), compared at the end")
     args = ap.parse_args()
     if args.output_scale is None:
         args.output_scale = args.length_scale
@@ -241,12 +305,16 @@ def main():
         if args.threads:
             serve_flags += ["-t", str(args.threads)]
         serve_flags += shlex.split(args.serve_args)
+        if args.step_logs:
+            os.makedirs(args.step_logs, exist_ok=True)
+            serve_flags += ["--step-log", os.path.join(args.step_logs, "serve_steps.jsonl")]
         server = Server(args.kvserve, serve_flags)
+        zero = []
         try:
             synth = Synthesizer(trace, block, args.vocab)
             before = metrics("127.0.0.1", server.port, args.api_key)
             tiers_before = tier_hits("127.0.0.1", server.port, args.api_key)
-            real = replay("127.0.0.1", server.port, args.api_key, trace, synth)
+            real = replay("127.0.0.1", server.port, args.api_key, trace, synth, zero)
             after = metrics("127.0.0.1", server.port, args.api_key)
             tiers_after = tier_hits("127.0.0.1", server.port, args.api_key)
         finally:
@@ -274,6 +342,8 @@ def main():
                "--series-points", "0", *engine_flags]
     if args.device_file:
         sim_cmd += ["--device-file", args.device_file]
+    if args.step_logs:
+        sim_cmd += ["--step-log", os.path.join(args.step_logs, "sim_steps.jsonl")]
     sim_out = subprocess.run(sim_cmd, capture_output=True, text=True, check=True).stdout
     s = json.loads(sim_out)["results"]
     sim = {"completed": s["completed"], "makespan_s": s["makespan_s"],
@@ -301,6 +371,10 @@ def main():
         else:
             err = f"{(sv - rv) / rv * 100:+.1f}%" if rv else "-"
         print(f"| {key} | {rv:.4g} | {sv:.4g} | {err} |")
+    if args.step_logs and real is not None:
+        compare_step_logs(
+            read_step_log(os.path.join(args.step_logs, "serve_steps.jsonl"), zero[0]),
+            read_step_log(os.path.join(args.step_logs, "sim_steps.jsonl")))
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"serve": real, "simulate": sim, "args": vars(args)}, f, indent=2)

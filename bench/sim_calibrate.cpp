@@ -3,23 +3,33 @@
 //
 // It runs the real engine (the default model unless -m) through a fixed set of steps, with the
 // same scheduler and kernels `kvserve serve` uses: prefills of several lengths (one chunk, and
-// chunked so that later chunks attend to long contexts) and decode batches of 1..48 sequences
-// at short and long contexts (their prompts come from the prefix cache, so little time goes to
-// setting them up). For every step it records what the step computed (the step-time model's
-// StepWork: tokens, sequences, sampled rows, attention pairs) and its wall time, measures the
-// memory read bandwidth with the engine's thread pool, and fits
+// chunked so that later chunks attend to long contexts) and decode batches of 1..16, 24, 32 and
+// 48 sequences at 96 and of 1..8, 12 and 16 at 512 tokens of context, each sequence with its own
+// prompt (prefilled once and then taken from the prefix cache, so little time goes to setting them
+// up). For every step it records what the step computed (the step-time model's StepWork: tokens,
+// sequences, sampled rows, attention pairs) and its wall time, measures the memory read bandwidth
+// with the engine's thread pool, and fits
 //
 //   t = step_overhead + sequence_overhead x seqs
 //       + max(linear FLOPs / linear rate + attention FLOPs / attention rate, bytes / bandwidth)
 //
 // by non-negative least squares on relative error, each kind of step weighing the same
-// (alternating: the steps the current fit calls memory-bound constrain only the overheads). It
-// prints the fit's error per step kind and writes the file; --samples also writes every step (work,
-// measured and predicted seconds) as CSV.
+// (alternating: the steps the current fit calls memory-bound constrain only the overheads). Then,
+// overheads and attention rate held, it fits the linear rate again for each token count measured
+// (linear_flops_by_tokens: the matmuls run far slower per token in a step of 2 tokens than in
+// one of 64). It prints the model's error per step kind and writes the file; --samples also writes
+// every step (work, measured and predicted seconds) as CSV.
 //
 //   build/bench/sim_calibrate [-m MODEL.gguf] [-t THREADS] [--out data/devices/cpu.json]
 //                             [--samples steps.csv] [--refit steps.csv]
 // --refit fits a samples file written before instead of measuring (the model still loads).
+//   build/bench/sim_calibrate --fit-step-log steps.jsonl [--device-file FILE] [--out FILE]
+// refits the linear curve to the steps a real server ran instead (kvserve serve --step-log),
+// keeping the device file's attention rate and bandwidth: constants for the serving conditions
+// themselves (HTTP threads, the request mix), not for the engine alone.
+//   build/bench/sim_calibrate --score steps.jsonl [--device-file FILE]
+// predicts every step of a step log (kvserve serve --step-log) with a device file and prints the
+// error by kind of step: how well the constants describe the steps a real server ran.
 #include <algorithm>
 #include <array>
 #include <chrono>
@@ -61,8 +71,11 @@ struct Options {
   std::string model;
   int threads = 0;
   std::string out;
-  std::string samples;  // CSV of every step, "" = none
-  std::string refit;    // fit a samples CSV written before instead of measuring
+  std::string samples;       // CSV of every step, "" = none
+  std::string refit;         // fit a samples CSV written before instead of measuring
+  std::string score;         // a step log to predict with device_file instead of measuring
+  std::string device_file;   // for --score ("" = data/devices/cpu.json)
+  std::string fit_step_log;  // fit the steps of a server's step log instead of measuring
 };
 
 [[noreturn]] void die(const std::string& m) {
@@ -152,23 +165,38 @@ SeqId add(Engine& e, std::vector<int32_t> prompt, uint32_t max_tokens) {
 }
 
 // The measured steps: prefills (one chunk, then long prompts in 512-token chunks) and decode
-// batches (the prompt is computed once, then every sequence shares it from the prefix cache except
-// its last token).
+// batches. Every sequence of a decode batch has its own prompt, as a server's requests do (a
+// shared prompt would keep one copy of its KV in cache for the whole batch and make attention
+// look faster than it is): the prompts are prefilled once ("setup"), and each batch's sequences
+// reuse them from the prefix cache except for their last token.
 void measure(Engine& e, uint32_t vocab, std::vector<Sample>* samples) {
   std::mt19937_64 rng(7);
   for (uint32_t n : {16u, 64u, 128u, 256u, 512u, 1024u, 2048u}) {
     const SeqId id = add(e, random_prompt(rng, n, vocab), 1);
     run_recorded(e, {id}, n <= 512 ? "prefill" : "prefill (chunked)", samples);
   }
-  for (uint32_t ctx : {96u, 1024u}) {
-    const std::vector<int32_t> base = random_prompt(rng, ctx, vocab);
-    run_recorded(e, {add(e, base, 1)}, "setup", samples);
-    for (uint32_t batch : {1u, 2u, 4u, 8u, 16u, 32u, 48u}) {
+  struct Shape {
+    uint32_t ctx;
+    std::vector<uint32_t> batches;
+  };
+  // Every batch size up to 16: the matmul kernels work in tiles of 4 tokens, so a step of 5
+  // costs about what one of 8 does, and the curve must see each step of that staircase.
+  const Shape shapes[] = {{96, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 24, 32, 48}},
+                          {512, {1, 2, 3, 4, 5, 6, 7, 8, 12, 16}}};
+  for (const Shape& shape : shapes) {
+    std::vector<std::vector<int32_t>> bases;
+    std::vector<SeqId> setup;
+    for (uint32_t i = 0; i < shape.batches.back(); ++i) {
+      bases.push_back(random_prompt(rng, shape.ctx, vocab));
+      setup.push_back(add(e, bases.back(), 1));
+    }
+    run_recorded(e, setup, "setup", samples);
+    for (uint32_t batch : shape.batches) {
       std::vector<SeqId> ids;
       for (uint32_t i = 0; i < batch; ++i) {
-        std::vector<int32_t> p = base;
+        std::vector<int32_t> p = bases[i];
         p.back() = static_cast<int32_t>(rng() % (vocab - 1000)) + 500;
-        ids.push_back(add(e, p, 16));
+        ids.push_back(add(e, p, 12));
       }
       run_recorded(e, ids, "decode", samples);
     }
@@ -364,7 +392,134 @@ Fit fit(const std::vector<Sample>& samples, const ModelCost& c, double bandwidth
   return best;
 }
 
+// The linear layers' effective rate by the step's token count: for every token count the
+// samples have, the seconds per linear FLOP that minimize those samples' relative error with the
+// fit's attention rate held and no separate overheads (closed form of a one-unknown least
+// squares). Within one token count the step and per-sequence overheads cannot be told apart from
+// the matmul time (each is the same for every sample), so the curve's rate includes them: the
+// device file then has zero overheads. The curve is what the kernels do: a step of few tokens
+// reuses each weight tile for few tokens, and they work in tiles of 4 tokens, so a step of 5
+// costs about what one of 8 does.
+std::vector<std::pair<double, double>> linear_rate_curve(const std::vector<Sample>& samples,
+                                                         const Fit& f, const ModelCost& c) {
+  // Token counts up to 16 each have a point (the tile staircase); larger ones share a point per
+  // half octave (a server's steps have every count), placed at their mean token count.
+  const auto bucket = [](uint64_t t) -> uint64_t {
+    return t <= 16
+               ? t
+               : static_cast<uint64_t>(std::lround(2 * std::log2(static_cast<double>(t)))) << 32;
+  };
+  struct Sums {
+    double ar = 0, aa = 0, tokens = 0, n = 0;  // sum L/m x r/m, sum (L/m)^2, sum tokens, count
+  };
+  std::map<uint64_t, Sums> sums;
+  for (const Sample& s : samples) {
+    const StepWork& w = s.work;
+    const double linear = c.flops_per_token * w.tokens + c.flops_per_sampled_row * w.sampled;
+    const double rest = c.attention_flops_per_pair * w.attention_pairs * f.s_per_attention;
+    const double a = linear / s.seconds, r = (s.seconds - rest) / s.seconds;
+    Sums& b = sums[bucket(w.tokens)];
+    b.ar += a * r;
+    b.aa += a * a;
+    b.tokens += static_cast<double>(w.tokens);
+    b.n += 1;
+  }
+  std::vector<std::pair<double, double>> curve;
+  for (const auto& [key, b] : sums) {  // keys grow with the token count
+    const double s_per_flop = b.ar / b.aa;
+    if (s_per_flop > 0) curve.emplace_back(b.tokens / b.n, 1.0 / s_per_flop);
+  }
+  return curve;
+}
+
+std::string device_file_or_default(const std::string& path) {
+  if (!path.empty()) return path;
+  auto dir = find_data_dir();
+  if (!dir.is_ok()) die(dir.status().message());
+  return *dir + "/devices/cpu.json";
+}
+
+// The steps of a step log (kvserve serve --step-log, engine/step_log.h) as samples: what each
+// step computed and how long it took; kind "prefill" (every chunk a prompt chunk), "mixed" or
+// "decode".
+void read_step_log(const std::string& path, std::vector<Sample>* out) {
+  std::ifstream in(path);
+  if (!in) die("cannot open " + path);
+  std::string line;
+  int lineno = 0;
+  while (std::getline(in, line)) {
+    ++lineno;
+    const auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    const auto bad = [&] { die(path + ":" + std::to_string(lineno) + ": not a step log line"); };
+    if (j.is_discarded() || !j.is_object() || !j.contains("chunks") || !j["chunks"].is_array() ||
+        !j.contains("start_s") || !j.contains("end_s"))
+      bad();
+    StepWork w;
+    uint32_t prefill = 0;
+    for (const auto& c : j["chunks"]) {
+      if (!c.is_array() || c.size() != 5) bad();
+      w.add_chunk(c[1].get<uint32_t>(), c[2].get<uint32_t>(), c[4].get<int>() == 1);
+      prefill += c[1].get<uint32_t>() < c[3].get<uint32_t>() ? 1 : 0;
+    }
+    const double seconds = j["end_s"].get<double>() - j["start_s"].get<double>();
+    if (w.tokens == 0 || !(seconds > 0)) continue;
+    out->push_back({prefill == 0             ? "decode"
+                    : prefill == w.sequences ? "prefill"
+                                             : "mixed",
+                    w, seconds});
+  }
+  if (out->empty()) die(path + ": no steps");
+}
+
+// --score: the device file's step times for every step of a step log (serve --step-log), next to
+// the measured ones, by kind of step and number of sequences.
+int score(const Options& o) {
+  auto path = resolve_model_path(o.model);
+  if (!path.is_ok()) die(path.status().message());
+  auto planner_model = load_planner_model(*path);
+  if (!planner_model.is_ok()) die(planner_model.status().message());
+  auto spec = load_model(*path);
+  if (!spec.is_ok()) die(spec.status().message());
+  auto pool =
+      plan_kv_pool(spec->spec.kv_shape(KvDtype::kF16, KvDtype::kF16), uint64_t{1} << 30, 16);
+  if (!pool.is_ok()) die(pool.status().message());
+  auto cost = model_cost(*planner_model, *planner_model->weight_bytes, *pool, 1, false);
+  if (!cost.is_ok()) die(cost.status().message());
+  const std::string device_path = device_file_or_default(o.device_file);
+  auto device = read_device_file(device_path);
+  if (!device.is_ok()) die(device.status().message());
+
+  struct Row {
+    int steps = 0;
+    double measured = 0, predicted = 0, err2 = 0;
+  };
+  std::map<std::string, Row> rows;
+  std::vector<Sample> steps;
+  read_step_log(o.score, &steps);
+  for (const Sample& s : steps) {
+    const double predicted = step_time(*device, *cost, s.work, 0).total_s;
+    const uint32_t n = s.work.sequences;
+    const char* seqs = n == 1 ? "1" : n <= 3 ? "2-3" : n <= 7 ? "4-7" : n <= 15 ? "8-15" : "16+";
+    for (const std::string& key : {s.kind + " " + seqs, std::string("all")}) {
+      Row& r = rows[key];
+      ++r.steps;
+      r.measured += s.seconds;
+      r.predicted += predicted;
+      r.err2 += (predicted - s.seconds) * (predicted - s.seconds) / (s.seconds * s.seconds);
+    }
+  }
+  std::printf(
+      "%s with %s\n| steps | count | measured s | predicted s | predicted / measured | "
+      "rms error |\n|---|---|---|---|---|---|\n",
+      o.score.c_str(), device_path.c_str());
+  for (const auto& [key, r] : rows)
+    std::printf("| %s | %d | %.3f | %.3f | %.3f | %.1f%% |\n", key.c_str(), r.steps, r.measured,
+                r.predicted, r.predicted / r.measured, 100 * std::sqrt(r.err2 / r.steps));
+  return 0;
+}
+
 int run(const Options& o) {
+  if (!o.score.empty()) return score(o);
   auto path = resolve_model_path(o.model);
   if (!path.is_ok()) die(path.status().message());
   auto loaded = load_model(*path);
@@ -393,6 +548,8 @@ int run(const Options& o) {
   const auto t_start = Clock::now();
   if (!o.refit.empty()) {
     read_samples(o.refit, &samples, &bandwidth);
+  } else if (!o.fit_step_log.empty()) {
+    read_step_log(o.fit_step_log, &samples);
   } else {
     std::fprintf(stderr, "sim_calibrate: %s, %d threads\n", path->c_str(), e.num_threads());
     measure(e, m.spec.vocab_size, &samples);
@@ -401,42 +558,21 @@ int run(const Options& o) {
     // The raw measurements first, so that a failed fit can be redone with --refit.
     if (!o.samples.empty()) write_samples(o.samples, samples, bandwidth, nullptr);
   }
-  const Fit f = fit(samples, *cost, bandwidth);
-
-  // Error of the fitted model per kind of step.
-  std::string report = "{";
-  for (const char* kind : {"prefill", "prefill (chunked)", "decode"}) {
-    double err2 = 0, worst = 0, measured = 0, predicted = 0;
-    int n = 0;
-    for (const Sample& s : samples) {
-      if (s.kind != kind) continue;
-      const double p = predict(f, *cost, bandwidth, s.work, nullptr);
-      const double rel = (p - s.seconds) / s.seconds;
-      err2 += rel * rel;
-      worst = std::max(worst, std::fabs(rel));
-      measured += s.seconds;
-      predicted += p;
-      ++n;
-    }
-    if (n == 0) continue;
-    std::fprintf(stderr,
-                 "  %-18s %3d steps: rms error %5.1f%%, worst %5.1f%%, total %.3f s measured, "
-                 "%.3f s predicted\n",
-                 kind, n, 100 * std::sqrt(err2 / n), 100 * worst, measured, predicted);
-    char buf[256];
-    std::snprintf(buf, sizeof buf,
-                  "%s\"%s\": {\"steps\": %d, \"rms_rel_error\": %.4f, \"max_rel_error\": %.4f}",
-                  report.size() > 1 ? ", " : "", kind, n, std::sqrt(err2 / n), worst);
-    report += buf;
+  // A server's steps have short contexts, so they say little about attention: the attention rate
+  // and the bandwidth come from the engine's calibration (--device-file), the curve from the log.
+  DeviceModel base;
+  if (!o.fit_step_log.empty()) {
+    auto b = read_device_file(device_file_or_default(o.device_file));
+    if (!b.is_ok()) die(b.status().message());
+    base = std::move(b).value();
+    bandwidth = base.memory_bandwidth;
+    if (!(base.attention_flops > 0)) die("--fit-step-log: the device file has no attention rate");
   }
-  report += "}";
-  if (!o.samples.empty()) {
-    const std::function<double(const StepWork&)> predicted = [&](const StepWork& w) {
-      return predict(f, *cost, bandwidth, w, nullptr);
-    };
-    write_samples(o.samples, samples, bandwidth, &predicted);
-  }
-
+  const Fit f = o.fit_step_log.empty()
+                    ? fit(samples, *cost, bandwidth)
+                    : Fit{0, 0, 1.0 / base.peak_flops, 1.0 / base.attention_flops};
+  if (!o.samples.empty() && !o.fit_step_log.empty())
+    write_samples(o.samples, samples, bandwidth, nullptr);
   DeviceModel d;
   d.name = "cpu";
   d.description = "this machine's CPU (" + cpu_model_name() + ", " +
@@ -446,12 +582,47 @@ int run(const Options& o) {
   d.memory_bandwidth = bandwidth;
   d.step_overhead_s = f.step_overhead;
   d.sequence_overhead_s = f.seq_overhead;
+  d.linear_flops_by_tokens = linear_rate_curve(samples, f, *cost);
+  if (!d.linear_flops_by_tokens.empty()) d.step_overhead_s = d.sequence_overhead_s = 0;
+
+  // Error of the model (the simulator's own step_time, with the curve) per kind of step.
+  const std::function<double(const StepWork&)> predicted = [&](const StepWork& w) {
+    return step_time(d, *cost, w, 0).total_s;
+  };
+  std::string report = "{";
+  for (const char* kind : {"prefill", "prefill (chunked)", "mixed", "decode"}) {
+    double err2 = 0, worst = 0, measured = 0, total_predicted = 0;
+    int n = 0;
+    for (const Sample& s : samples) {
+      if (s.kind != kind) continue;
+      const double p = predicted(s.work);
+      const double rel = (p - s.seconds) / s.seconds;
+      err2 += rel * rel;
+      worst = std::max(worst, std::fabs(rel));
+      measured += s.seconds;
+      total_predicted += p;
+      ++n;
+    }
+    if (n == 0) continue;
+    std::fprintf(stderr,
+                 "  %-18s %3d steps: rms error %5.1f%%, worst %5.1f%%, total %.3f s measured, "
+                 "%.3f s predicted\n",
+                 kind, n, 100 * std::sqrt(err2 / n), 100 * worst, measured, total_predicted);
+    char buf[256];
+    std::snprintf(buf, sizeof buf,
+                  "%s\"%s\": {\"steps\": %d, \"rms_rel_error\": %.4f, \"max_rel_error\": %.4f}",
+                  report.size() > 1 ? ", " : "", kind, n, std::sqrt(err2 / n), worst);
+    report += buf;
+  }
+  report += "}";
+  if (!o.samples.empty()) write_samples(o.samples, samples, bandwidth, &predicted);
+
   // A refit says which samples it fitted instead of how long measuring took.
   const std::string origin =
-      o.refit.empty()
+      o.refit.empty() && o.fit_step_log.empty()
           ? "\"calibration_seconds\": " +
                 std::to_string(std::chrono::duration<double>(Clock::now() - t_start).count())
-          : "\"refit_of\": " + nlohmann::json(o.refit).dump();
+          : "\"refit_of\": " + nlohmann::json(o.refit.empty() ? o.fit_step_log : o.refit).dump();
   char extra[1536];
   std::snprintf(extra, sizeof extra,
                 "{\"cpu_model\": \"%s\", \"threads\": %d, \"hardware_threads\": %d, "
@@ -465,6 +636,11 @@ int run(const Options& o) {
                "%.2f ms/step + %.3f ms/sequence\n",
                d.peak_flops / 1e9, d.attention_flops / 1e9, bandwidth / 1e9,
                d.step_overhead_s * 1e3, d.sequence_overhead_s * 1e3);
+  std::string curve;
+  for (const auto& [tokens, rate] : d.linear_flops_by_tokens)
+    curve += " " + std::to_string(static_cast<int>(tokens)) + ":" +
+             std::to_string(static_cast<int>(std::lround(rate / 1e9)));
+  std::fprintf(stderr, "  linear GFLOP/s by tokens in the step:%s\n", curve.c_str());
   std::string out = o.out;
   if (out.empty()) {
     auto dir = find_data_dir();
@@ -499,10 +675,16 @@ int main(int argc, char** argv) {
       o.samples = next();
     } else if (a == "--refit") {
       o.refit = next();
+    } else if (a == "--fit-step-log") {
+      o.fit_step_log = next();
+    } else if (a == "--score") {
+      o.score = next();
+    } else if (a == "--device-file") {
+      o.device_file = next();
     } else {
       kvs::die(
           "usage: sim_calibrate [-m MODEL.gguf] [-t THREADS] [--out FILE] [--samples CSV] [--refit "
-          "CSV]");
+          "CSV] [--fit-step-log STEP_LOG] | --score STEP_LOG [--device-file FILE]");
     }
   }
   return kvs::run(o);

@@ -36,6 +36,7 @@ struct ServeFlags {
   std::string kv_events_endpoint;
   std::string kv_events_replay_endpoint;
   std::string kv_events_topic;
+  std::string step_log;
 };
 
 std::string commas(uint64_t v) {
@@ -105,7 +106,15 @@ void run_serve(ServeFlags& f) {
   if (f.kv_events_endpoint.empty() && !f.kv_events_replay_endpoint.empty())
     fail("--kv-events-replay-endpoint needs --kv-events-endpoint");
   config.kv_events = !f.kv_events_endpoint.empty();
+  // Opened before the engine so that it outlives it.
+  std::unique_ptr<StepLog> step_log;
+  if (!f.step_log.empty()) {
+    auto opened = StepLog::open(f.step_log);
+    if (!opened.is_ok()) fail(opened.status().message());
+    step_log = std::move(opened).value();
+  }
   auto engine = create_engine_or_fail(*model, config);
+  engine->set_step_log(step_log.get());
   std::unique_ptr<KvEventPublisher> kv_events;
   if (config.kv_events) {
     auto p = KvEventPublisher::create({.endpoint = f.kv_events_endpoint,
@@ -205,6 +214,9 @@ void add_serve_command(CLI::App& app) {
                   "e.g. tcp://127.0.0.1:5558");
   cmd->add_option("--kv-events-topic", flags->kv_events_topic,
                   "topic frame of every KV event message (default: empty, as vLLM)");
+  cmd->add_option("--step-log", flags->step_log,
+                  "write one JSON line per engine step to FILE (wall-clock times; compare with "
+                  "simulate --step-log, docs/simulate.md)");
   cmd->callback([flags] { run_serve(*flags); });
 }
 

@@ -32,6 +32,7 @@ struct SimulateFlags {
   bool json = false;
   std::string svg;
   size_t series_points = 100;
+  std::string step_log;
 };
 
 template <typename T>
@@ -49,7 +50,13 @@ void run(SimulateFlags& f) {
 
   if (f.sweeps.empty()) {
     const SimSetup setup = or_fail(resolve_sim(f.sim), "simulate: ");
-    const SimResult result = or_fail(run_simulation(setup, trace), "simulate: ");
+    std::unique_ptr<StepLog> step_log;
+    if (!f.step_log.empty()) step_log = or_fail(StepLog::open(f.step_log), "--step-log: ");
+    const SimResult result = or_fail(run_simulation(setup, trace, step_log.get()), "simulate: ");
+    if (step_log != nullptr) {
+      const Status closed = step_log->close();
+      if (!closed.is_ok()) fail("--step-log: " + closed.message());
+    }
     if (f.json)
       std::cout << render_sim_json(setup, result, f.series_points);
     else
@@ -63,6 +70,7 @@ void run(SimulateFlags& f) {
     return;
   }
   if (!f.svg.empty()) fail("--svg draws one run; leave it out of a --sweep");
+  if (!f.step_log.empty()) fail("--step-log logs one run; leave it out of a --sweep");
   const std::vector<SweepSettings> combos = or_fail(expand_sweep(f.sweeps), "");
   std::vector<SweepRow> rows;
   for (const SweepSettings& settings : combos) {
@@ -131,6 +139,13 @@ void add_simulate_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--rate-scale", f->sim.rate_scale, "multiply the request rate (arrivals / x)")
       ->capture_default_str();
+  cmd->add_option("--arrival-jitter-ms", f->sim.arrival_jitter_ms,
+                  "delay each arrival by a random [0, MS) ms and re-sort: the order in which a "
+                  "real server sees requests the trace stamps with one time (0 = off)")
+      ->capture_default_str();
+  cmd->add_option("--seed", f->sim.seed,
+                  "seed of --arrival-jitter-ms (--sweep seed=1,2,3 shows the spread)")
+      ->capture_default_str();
   cmd->add_option("--max-requests", f->max_requests, "replay only the first N requests");
   cmd->add_option("--vocab-size", f->sim.vocab_size,
                   "bound of the synthesized token ids (default: the model's vocabulary)");
@@ -142,6 +157,9 @@ void add_simulate_command(CLI::App& app) {
   cmd->add_option("--svg", f->svg, "write running/waiting, KV occupancy and preemptions to FILE");
   cmd->add_option("--series-points", f->series_points, "time-series points in --json")
       ->capture_default_str();
+  cmd->add_option("--step-log", f->step_log,
+                  "write one JSON line per simulated step to FILE (virtual time; the format of "
+                  "serve --step-log)");
   cmd->callback([f] { run(*f); });
 }
 

@@ -1,6 +1,7 @@
 #include "engine/engine.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <random>
 #include <string>
@@ -21,6 +22,11 @@ namespace {
 uint64_t random_seed() {
   std::random_device rd;
   return (uint64_t{rd()} << 32) ^ rd();
+}
+
+// Seconds since the Unix epoch: a step log's clock, comparable with a client's.
+double wall_seconds() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 }  // namespace
 
@@ -253,7 +259,21 @@ std::vector<StepOutput> Engine::step() {
   // 1. Schedule: decisions only.
   if (offload_ != nullptr && counters_.prefill_step_seconds > 0)
     scheduler_->set_prefill_rate(counters_.prompt_tokens_computed / counters_.prefill_step_seconds);
+  const double log_start = step_log_ != nullptr ? wall_seconds() : 0;
+  const uint64_t recomputes_before = scheduler_->num_preemptions(PreemptionMode::kRecompute);
+  const uint64_t swaps_before = scheduler_->num_preemptions(PreemptionMode::kSwap);
   const StepPlan plan = scheduler_->schedule();
+  StepLogEntry log_entry;
+  if (step_log_ != nullptr && !plan.empty()) {
+    log_entry.start_s = log_start;
+    log_entry.running = static_cast<uint32_t>(scheduler_->num_running());
+    log_entry.waiting = static_cast<uint32_t>(scheduler_->num_waiting());
+    log_entry.preempted_recompute = static_cast<uint32_t>(
+        scheduler_->num_preemptions(PreemptionMode::kRecompute) - recomputes_before);
+    log_entry.preempted_swap =
+        static_cast<uint32_t>(scheduler_->num_preemptions(PreemptionMode::kSwap) - swaps_before);
+    add_step_chunks(plan, &log_entry);
+  }
   // 2. Transfer: block bytes move in the order the scheduler queued them.
   transfers_->run(plan);
   if (offload_ != nullptr) offload_->end_step();
@@ -307,6 +327,13 @@ std::vector<StepOutput> Engine::step() {
     sample_into(s, first_row, has_prefill, &out);
   }
   scheduler_->remove_finished();
+  if (step_log_ != nullptr) {
+    log_entry.end_s = wall_seconds();
+    const KvCacheCounters c = cache_->counters();
+    log_entry.blocks_in_use = c.blocks_in_use;
+    log_entry.blocks_cached_free = c.blocks_cached_free;
+    step_log_->write(log_entry);
+  }
   return out;
 }
 

@@ -26,6 +26,7 @@
 #include "engine/model_runner.h"
 #include "engine/scheduler.h"
 #include "engine/sequence.h"
+#include "engine/step_log.h"
 #include "kvcache/host_block_pool.h"
 #include "kvcache/kv_block_storage.h"
 #include "kvcache/kv_cache_manager.h"
@@ -129,6 +130,9 @@ class Engine {
   // Forgets a finished sequence.
   void release(SeqId id);
 
+  // Writes a line per step to `log` (not owned; null = none), in wall-clock time.
+  void set_step_log(StepLog* log) { step_log_ = log; }
+
   [[nodiscard]] const EngineConfig& config() const { return config_; }
   [[nodiscard]] const KvPoolPlan& kv_pool() const { return kv_pool_; }
   [[nodiscard]] const EngineCounters& counters() const { return counters_; }
@@ -198,6 +202,7 @@ class Engine {
   std::unique_ptr<KvTransferExecutor> transfers_;
   std::unique_ptr<ModelRunner> runner_;
   std::unique_ptr<Scheduler> scheduler_;
+  StepLog* step_log_ = nullptr;
   uint64_t next_id_ = 1;
   std::unordered_map<uint64_t, std::unique_ptr<Sequence>> seqs_;
   EngineCounters counters_;

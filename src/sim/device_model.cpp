@@ -78,7 +78,41 @@ Result<double> positive(const nlohmann::json& j, const char* key, const std::str
   return it->get<double>();
 }
 
+Status parse_rate_curve(const nlohmann::json& j, const std::string& origin, DeviceModel* d) {
+  const auto it = j.find("linear_flops_by_tokens");
+  if (it == j.end()) return Status::ok();
+  const std::string bad = origin +
+                          ": 'linear_flops_by_tokens' must be [[tokens, FLOP/s], ...] with "
+                          "tokens >= 1 strictly increasing and FLOP/s > 0";
+  if (!it->is_array()) return invalid_argument(bad);
+  for (const nlohmann::json& p : *it) {
+    if (!p.is_array() || p.size() != 2 || !p[0].is_number() || !p[1].is_number())
+      return invalid_argument(bad);
+    const double tokens = p[0].get<double>(), rate = p[1].get<double>();
+    if (!std::isfinite(tokens) || !std::isfinite(rate) || tokens < 1 || rate <= 0 ||
+        (!d->linear_flops_by_tokens.empty() && tokens <= d->linear_flops_by_tokens.back().first))
+      return invalid_argument(bad);
+    d->linear_flops_by_tokens.emplace_back(tokens, rate);
+  }
+  return Status::ok();
+}
+
 }  // namespace
+
+double linear_flops_at(const DeviceModel& d, double tokens, bool fp8_weights) {
+  const auto& c = d.linear_flops_by_tokens;
+  if (c.empty()) {
+    const double peak = fp8_weights && d.peak_flops_fp8 > 0 ? d.peak_flops_fp8 : d.peak_flops;
+    return peak * d.compute_efficiency;
+  }
+  if (tokens <= c.front().first) return c.front().second;
+  if (tokens >= c.back().first) return c.back().second;
+  size_t i = 1;
+  while (c[i].first < tokens) ++i;
+  const double x0 = std::log(c[i - 1].first), x1 = std::log(c[i].first);
+  const double f = (std::log(tokens) - x0) / (x1 - x0);
+  return c[i - 1].second + f * (c[i].second - c[i - 1].second);
+}
 
 Result<DeviceModel> gpu_device_model(const std::string& name) {
   KVS_ASSIGN_OR_RETURN(const GpuPreset preset, find_gpu_preset(name));
@@ -115,6 +149,7 @@ Result<DeviceModel> parse_device_json(const std::string& text, const std::string
                        positive(j, "memory_bandwidth_bytes_per_s", origin, true));
   KVS_ASSIGN_OR_RETURN(d.step_overhead_s, positive(j, "step_overhead_s", origin, false));
   KVS_ASSIGN_OR_RETURN(d.sequence_overhead_s, positive(j, "sequence_overhead_s", origin, false));
+  KVS_RETURN_IF_ERROR(parse_rate_curve(j, origin, &d));
   if (d.peak_flops <= 0 || d.memory_bandwidth <= 0)
     return invalid_argument(origin +
                             ": linear_flops_per_s and memory_bandwidth_bytes_per_s "
@@ -141,6 +176,11 @@ std::string device_model_json(const DeviceModel& d, const std::string& extra) {
   j["memory_bandwidth_bytes_per_s"] = d.memory_bandwidth;
   j["step_overhead_s"] = d.step_overhead_s;
   j["sequence_overhead_s"] = d.sequence_overhead_s;
+  if (!d.linear_flops_by_tokens.empty()) {
+    nlohmann::ordered_json curve = nlohmann::ordered_json::array();
+    for (const auto& [tokens, rate] : d.linear_flops_by_tokens) curve.push_back({tokens, rate});
+    j["linear_flops_by_tokens"] = curve;
+  }
   if (!extra.empty()) {
     const nlohmann::ordered_json e =
         nlohmann::ordered_json::parse(extra, nullptr, /*allow_exceptions=*/false);

@@ -10,6 +10,8 @@
 #pragma once
 
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "core/status.h"
 
@@ -30,7 +32,16 @@ struct DeviceModel {
   double link_bandwidth = 0;       // bytes/s per direction between TP ranks (0 = no TP link)
   double allreduce_latency_s = 0;  // fixed cost of one all-reduce
   double host_bandwidth = 0;       // bytes/s device <-> host (swap); 0 = not modelled
+  // The linear layers' effective FLOP/s by tokens in the step, where it depends on them (the
+  // CPU's matmul kernels reuse each unpacked weight tile for as many tokens as the step has, so
+  // a step of 2 tokens runs far below one of 64): (tokens, FLOP/s) points, tokens strictly
+  // increasing, interpolated linearly in log(tokens), flat beyond the ends. Empty = peak_flops x
+  // compute_efficiency at every size (the GPU presets: small steps are memory-bound there).
+  std::vector<std::pair<double, double>> linear_flops_by_tokens;
 };
+
+// The linear layers' FLOP/s for a step of `tokens` tokens (see linear_flops_by_tokens).
+[[nodiscard]] double linear_flops_at(const DeviceModel& d, double tokens, bool fp8_weights);
 
 // The preset's roofline (find_gpu_preset spelling, e.g. "H100", "h200-141gb").
 [[nodiscard]] Result<DeviceModel> gpu_device_model(const std::string& preset);
@@ -40,7 +51,8 @@ struct DeviceModel {
 [[nodiscard]] Result<DeviceModel> parse_device_json(const std::string& text,
                                                     const std::string& origin);
 // {"device", "description", "linear_flops_per_s", "attention_flops_per_s",
-//  "memory_bandwidth_bytes_per_s", "step_overhead_s", "sequence_overhead_s", ...extra}
+//  "memory_bandwidth_bytes_per_s", "step_overhead_s", "sequence_overhead_s",
+//  optional "linear_flops_by_tokens": [[tokens, FLOP/s], ...], ...extra}
 // `extra` is a JSON object whose members are appended (calibration details); may be "".
 [[nodiscard]] std::string device_model_json(const DeviceModel& d, const std::string& extra);
 

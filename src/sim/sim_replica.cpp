@@ -102,6 +102,8 @@ class Replica {
         ++work.swapped_blocks;
     }
     const StepTime st = step_time(config_.device, config_.cost, work, config_.block_bytes);
+    StepLogEntry log_entry;
+    if (config_.step_log != nullptr) add_step_chunks(plan, &log_entry);
     const double end = now + st.total_s;
     StepSample sample{.start_s = now,
                       .end_s = end,
@@ -144,6 +146,17 @@ class Replica {
     const KvCacheCounters c = cache_.counters();
     sample.blocks_in_use = c.blocks_in_use;
     sample.blocks_cached_free = c.blocks_cached_free;
+    if (config_.step_log != nullptr) {
+      log_entry.start_s = now;
+      log_entry.end_s = end;
+      log_entry.running = sample.running;
+      log_entry.waiting = sample.waiting;
+      log_entry.preempted_recompute = sample.preempted_recompute;
+      log_entry.preempted_swap = sample.preempted_swap;
+      log_entry.blocks_in_use = sample.blocks_in_use;
+      log_entry.blocks_cached_free = sample.blocks_cached_free;
+      config_.step_log->write(log_entry);
+    }
     result_.steps.push_back(sample);
     ++result_.num_steps;
     result_.busy_s += st.total_s;

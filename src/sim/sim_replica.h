@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "engine/scheduler.h"
+#include "engine/step_log.h"
 #include "kvcache/kv_cache_manager.h"
 #include "sim/step_time_model.h"
 #include "sim/token_synthesizer.h"
@@ -30,6 +31,7 @@ struct ReplicaConfig {
   uint64_t block_bytes = 0;    // one block on one rank
   DeviceModel device;
   ModelCost cost;
+  StepLog* step_log = nullptr;  // a line per step (not owned; null = none)
 };
 
 struct RequestRecord {

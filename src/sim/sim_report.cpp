@@ -83,6 +83,8 @@ ojson setup_json(const SimSetup& s) {
   j["enable_prefix_caching"] = s.enable_prefix_caching;
   j["max_model_len"] = s.max_model_len;
   j["rate_scale"] = s.args.rate_scale;
+  j["arrival_jitter_ms"] = s.args.arrival_jitter_ms;
+  j["seed"] = s.args.seed;
   j["device_model"] = ojson{{"description", s.device.description},
                             {"peak_flops", s.device.peak_flops},
                             {"peak_flops_fp8", s.device.peak_flops_fp8},
@@ -157,6 +159,8 @@ std::string render_sim_report(const SimSetup& s, const SimResult& r) {
     << format_thousands(t.requests ? t.output_tokens / t.requests : 0)
     << " tokens; prompt reuse in the trace " << pct(t.reuse_ratio());
   if (s.args.rate_scale != 1) o << "; rate x" << fmt("%g", s.args.rate_scale);
+  if (s.args.arrival_jitter_ms > 0)
+    o << "; arrivals + [0, " << fmt("%g", s.args.arrival_jitter_ms) << ") ms, seed " << s.args.seed;
   o << "\n";
   o << "  model       " << s.plan.model.display_name << " (" << s.plan.model.name << "), weights "
     << format_thousands(s.plan.weights.bytes) << " B\n";

@@ -144,6 +144,8 @@ Result<SimSetup> resolve_sim(const SimArgs& a) {
   if (s.vocab_size < 64) return invalid_argument("--vocab-size must be at least 64");
   if (!(a.rate_scale > 0) || !std::isfinite(a.rate_scale))
     return invalid_argument("--rate-scale must be a positive number");
+  if (!(a.arrival_jitter_ms >= 0) || !std::isfinite(a.arrival_jitter_ms))
+    return invalid_argument("--arrival-jitter-ms must be a number >= 0");
   return s;
 }
 
@@ -168,7 +170,9 @@ std::vector<std::string> sim_setting_keys() {
           "swap-space",
           "enable-prefix-caching",
           "max-model-len",
-          "rate-scale"};
+          "rate-scale",
+          "arrival-jitter-ms",
+          "seed"};
 }
 
 Status apply_sim_setting(SimArgs& a, const std::string& key, const std::string& v) {
@@ -222,6 +226,10 @@ Status apply_sim_setting(SimArgs& a, const std::string& key, const std::string& 
     KVS_ASSIGN_OR_RETURN(a.max_model_len, parse_number<uint32_t>(key, v));
   } else if (key == "rate-scale") {
     KVS_ASSIGN_OR_RETURN(a.rate_scale, parse_number<double>(key, v));
+  } else if (key == "arrival-jitter-ms") {
+    KVS_ASSIGN_OR_RETURN(a.arrival_jitter_ms, parse_number<double>(key, v));
+  } else if (key == "seed") {
+    KVS_ASSIGN_OR_RETURN(a.seed, parse_number<uint64_t>(key, v));
   } else {
     std::string keys;
     for (const std::string& k : sim_setting_keys()) keys += (keys.empty() ? "" : ", ") + k;

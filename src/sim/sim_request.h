@@ -40,6 +40,11 @@ struct SimArgs {
   uint32_t max_model_len = 0;  // 0 = the model's context length
   uint32_t vocab_size = 0;     // bound of synthesized token ids; 0 = the model's (or 128,256)
   double rate_scale = 1;       // arrivals / rate_scale
+  // Each arrival delayed by a draw of [0, arrival_jitter_ms) ms (seeded by `seed`), then the
+  // trace re-sorted: requests a trace stamps with one time reach a real server a few ms apart,
+  // in an order that changes from run to run (docs/simulate.md). 0 = the trace's times.
+  double arrival_jitter_ms = 0;
+  uint64_t seed = 0;
 };
 
 struct SimSetup {

@@ -8,13 +8,18 @@
 
 namespace kvs {
 
-Result<SimResult> run_simulation(const SimSetup& setup, const Trace& input) {
+Result<SimResult> run_simulation(const SimSetup& setup, const Trace& input, StepLog* step_log) {
+  if (step_log != nullptr && setup.replicas != 1)
+    return invalid_argument(
+        "--step-log logs one engine: it needs a single replica (--gpus = --tp)");
   const auto t0 = std::chrono::steady_clock::now();
   Trace scaled;
   const Trace* trace = &input;
-  if (setup.args.rate_scale != 1) {
+  if (setup.args.rate_scale != 1 || setup.args.arrival_jitter_ms > 0) {
     scaled = input;
     KVS_RETURN_IF_ERROR(scale_trace_rate(scaled, setup.args.rate_scale));
+    KVS_RETURN_IF_ERROR(
+        jitter_trace_arrivals(scaled, setup.args.arrival_jitter_ms / 1000, setup.args.seed));
     trace = &scaled;
   }
   KVS_RETURN_IF_ERROR(validate_trace(*trace));
@@ -39,6 +44,7 @@ Result<SimResult> run_simulation(const SimSetup& setup, const Trace& input) {
   rc.block_bytes = setup.pool.block_bytes;
   rc.device = setup.device;
   rc.cost = setup.cost;
+  rc.step_log = step_log;
 
   std::vector<std::vector<uint32_t>> assigned(setup.replicas);
   for (uint32_t i = 0; i < trace->requests.size(); ++i) assigned[i % setup.replicas].push_back(i);

@@ -26,7 +26,9 @@ struct SimResult {
   double wall_s = 0;               // time the simulation took on this machine
 };
 
-// `trace` is replayed as given except for setup.args.rate_scale.
-[[nodiscard]] Result<SimResult> run_simulation(const SimSetup& setup, const Trace& trace);
+// `trace` is replayed as given except for setup.args.rate_scale and arrival_jitter_ms. `step_log`
+// (not owned) gets a line per step in virtual time; it needs a single replica.
+[[nodiscard]] Result<SimResult> run_simulation(const SimSetup& setup, const Trace& trace,
+                                               StepLog* step_log = nullptr);
 
 }  // namespace kvs

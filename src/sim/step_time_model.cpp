@@ -52,8 +52,7 @@ void StepWork::add_chunk(uint32_t start, uint32_t n, bool samples) {
 StepTime step_time(const DeviceModel& d, const ModelCost& c, const StepWork& w,
                    uint64_t block_bytes) {
   StepTime t;
-  const double peak = c.fp8_weights && d.peak_flops_fp8 > 0 ? d.peak_flops_fp8 : d.peak_flops;
-  const double linear_rate = peak * d.compute_efficiency;
+  const double linear_rate = linear_flops_at(d, static_cast<double>(w.tokens), c.fp8_weights);
   const double attention_rate =
       d.attention_flops > 0 ? d.attention_flops : d.peak_flops * d.compute_efficiency;
   t.compute_s =

@@ -8,6 +8,9 @@
 //   transfer = swapped blocks x block bytes / host bandwidth + copied KV / bandwidth
 //   step     = max(compute, memory) + comm + transfer + overhead + per-sequence overhead x seqs
 //
+// (peak x eff_c) is the device's rate at the step's token count where the device has a rate curve
+// (the calibrated CPU: linear_flops_by_tokens, device_model.h), else one number.
+//
 // all divided by tp where a rank holds 1/tp of the work. P_body = parameters - the embedding
 // table (a gather, no FLOPs) - the LM head (counted per sampled row, not per token) when the
 // vocabulary is known; else P. Weights read per step = the rank's weights minus the input

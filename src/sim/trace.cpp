@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <random>
 #include <unordered_map>
 
 namespace kvs {
@@ -32,6 +33,19 @@ Status scale_trace_rate(Trace& t, double rate_scale) {
   if (!(rate_scale > 0) || !std::isfinite(rate_scale))
     return invalid_argument("--rate-scale must be a positive number");
   for (TraceRequest& r : t.requests) r.arrival_s /= rate_scale;
+  return Status::ok();
+}
+
+Status jitter_trace_arrivals(Trace& t, double jitter_s, uint64_t seed) {
+  if (!(jitter_s >= 0) || !std::isfinite(jitter_s))
+    return invalid_argument("--arrival-jitter-ms must be a number >= 0");
+  if (jitter_s == 0) return Status::ok();
+  std::mt19937_64 rng(seed);
+  for (TraceRequest& r : t.requests)
+    r.arrival_s += jitter_s * static_cast<double>(rng() >> 11) * 0x1.0p-53;  // [0, jitter_s)
+  std::stable_sort(
+      t.requests.begin(), t.requests.end(),
+      [](const TraceRequest& a, const TraceRequest& b) { return a.arrival_s < b.arrival_s; });
   return Status::ok();
 }
 

@@ -37,6 +37,9 @@ struct Trace {
 
 // Arrivals divided by `rate_scale` (2 = twice the request rate); > 0.
 [[nodiscard]] Status scale_trace_rate(Trace& trace, double rate_scale);
+// Delays every arrival by a uniform draw of [0, jitter_s) seconds from a generator seeded with
+// `seed`, then sorts again by arrival (stable). jitter_s >= 0 and finite; 0 changes nothing.
+[[nodiscard]] Status jitter_trace_arrivals(Trace& trace, double jitter_s, uint64_t seed);
 // Keeps the first `max_requests` requests (0 = all).
 void truncate_trace(Trace& trace, uint64_t max_requests);
 

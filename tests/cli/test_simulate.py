@@ -97,6 +97,27 @@ class Simulate(unittest.TestCase):
         self.assertIn("linear_flops_per_s", p.stderr)
         self.assertEqual(len(p.stderr.strip().splitlines()), 1, p.stderr)
 
+    def test_step_log(self):
+        log = os.path.join(self.dir.name, "steps.jsonl")
+        out = json.loads(run("--model", "llama-3.1-8b", "--trace", self.trace, "--json",
+                             "--step-log", log).stdout)
+        with open(log) as f:
+            steps = [json.loads(line) for line in f]
+        self.assertEqual(len(steps), out["results"]["steps"])
+        sampled = sum(c[4] for s in steps for c in s["chunks"])
+        self.assertEqual(sampled, out["results"]["output_tokens"])
+        self.assertTrue(all(a["start_s"] <= b["start_s"] for a, b in zip(steps, steps[1:])))
+        for args, message in [(["--sweep", "gpus=1,2"], "leave it out of a --sweep"),
+                              (["--gpus", "2"], "single replica")]:
+            p = run("--model", "llama-3.1-8b", "--trace", self.trace, "--step-log", log, *args,
+                    check=False)
+            self.assertNotEqual(p.returncode, 0, args)
+            self.assertIn(message, p.stderr, args)
+        p = run("--model", "llama-3.1-8b", "--trace", self.trace, "--step-log",
+                "/nonexistent-dir/steps.jsonl", check=False)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("step log", p.stderr)
+
     def test_bad_input_is_one_clear_line(self):
         bad = os.path.join(self.dir.name, "bad.jsonl")
         with open(bad, "w") as f:

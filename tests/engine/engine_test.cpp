@@ -5,9 +5,13 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "engine/perplexity.h"
 #include "model/loaded_model.h"
@@ -99,6 +103,46 @@ TEST(EngineTest, PreemptionUnderATightPoolKeepsOutputs) {
   EXPECT_EQ(run_all(*tight, prompts, 24), expect);
   EXPECT_GT(tight->num_preemptions(), 0u);
   EXPECT_EQ(tight->snapshot().cache.blocks_in_use, 0u);
+}
+
+// The step log (serve --step-log): a line per forward pass, in wall-clock order, whose chunks
+// sample each generated token once and whose preemption counts add up to the engine's.
+TEST(EngineTest, StepLogRecordsEveryStep) {
+  REQUIRE_MODEL();
+  std::vector<std::vector<int32_t>> prompts;
+  for (const char* p : kPrompts) prompts.push_back(tokens_of(*model, p));
+  auto tight = make_engine(*model, {.kv_cache_memory = 6ull * 16 * 23040, .block_size = 16});
+  const std::string path = ::testing::TempDir() + "/kvserve_engine_step_log.jsonl";
+  auto log = StepLog::open(path);
+  ASSERT_TRUE(log.is_ok()) << log.status().to_string();
+  tight->set_step_log(log->get());
+  (void)run_all(*tight, prompts, 20);
+  tight->set_step_log(nullptr);
+  ASSERT_TRUE((*log)->close().is_ok());
+  EXPECT_GT(tight->num_preemptions(), 0u);
+
+  std::ifstream in(path);
+  std::string line;
+  uint64_t steps = 0, preempted = 0;
+  double last_end = 0;
+  std::map<uint64_t, uint32_t> sampled;
+  while (std::getline(in, line)) {
+    const auto j = nlohmann::json::parse(line);
+    ++steps;
+    EXPECT_GE(j["start_s"].get<double>(), last_end);
+    EXPECT_GE(j["end_s"].get<double>(), j["start_s"].get<double>());
+    last_end = j["end_s"].get<double>();
+    preempted += j["preempted_recompute"].get<uint64_t>() + j["preempted_swap"].get<uint64_t>();
+    EXPECT_LE(j["blocks_in_use"].get<uint32_t>(), 6u);
+    for (const auto& c : j["chunks"])
+      if (c[4].get<int>() == 1) ++sampled[c[0].get<uint64_t>()];
+  }
+  EXPECT_EQ(steps, tight->counters().steps);
+  EXPECT_EQ(preempted, tight->num_preemptions());
+  ASSERT_EQ(sampled.size(), prompts.size());
+  for (const auto& [seq, n] : sampled) EXPECT_EQ(n, 20u) << "seq " << seq;
+  std::filesystem::remove(path);
+  EXPECT_FALSE(StepLog::open("/nonexistent-dir/steps.jsonl").is_ok());
 }
 
 TEST(EngineTest, RejectsRequestsThatCannotFit) {

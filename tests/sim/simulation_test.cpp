@@ -4,6 +4,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
 
 #include <nlohmann/json.hpp>
 
@@ -72,6 +76,90 @@ TEST_F(Simulation, PreemptsInASmallPoolAndFinishesEverything) {
   const SimResult s = run(a, t);
   EXPECT_EQ(s.summary.completed, 100u);
   EXPECT_GT(s.summary.preemptions_swap, 0u);
+}
+
+// --step-log: a line per step, in order, that accounts for every sampled token and preemption.
+TEST_F(Simulation, StepLogRecordsEveryStep) {
+  const Trace t = generate_trace({.requests = 100, .rate_per_s = 100, .seed = 2});
+  SimArgs a = test::llama_h100_args();
+  a.kv_cache_memory = "3GiB";  // preempts (the test above)
+  const SimSetup setup = test::resolve_or_die(a);
+  const std::string path = ::testing::TempDir() + "/kvserve_sim_step_log.jsonl";
+  auto log = StepLog::open(path);
+  ASSERT_TRUE(log.is_ok()) << log.status().to_string();
+  auto r = run_simulation(setup, t, log->get());
+  ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+  ASSERT_TRUE((*log)->close().is_ok());
+
+  std::ifstream in(path);
+  std::string line;
+  uint64_t steps = 0, recomputes = 0;
+  double last_start = -1;
+  std::map<uint64_t, uint32_t> sampled;  // seq -> chunks that sampled a token
+  while (std::getline(in, line)) {
+    const auto j = nlohmann::json::parse(line);
+    ++steps;
+    EXPECT_GE(j["start_s"].get<double>(), last_start);
+    EXPECT_GT(j["end_s"].get<double>(), j["start_s"].get<double>());
+    last_start = j["start_s"].get<double>();
+    recomputes += j["preempted_recompute"].get<uint32_t>();
+    ASSERT_FALSE(j["chunks"].empty());
+    for (const auto& c : j["chunks"]) {
+      ASSERT_EQ(c.size(), 5u);
+      EXPECT_GT(c[2].get<uint32_t>(), 0u);
+      if (c[4].get<int>() == 1) ++sampled[c[0].get<uint64_t>()];
+    }
+  }
+  EXPECT_EQ(steps, r->summary.steps);
+  EXPECT_GT(recomputes, 0u);
+  EXPECT_EQ(recomputes, r->summary.preemptions_recompute);
+  // Every output token is sampled once, by the chunk that reached its sequence's end.
+  ASSERT_EQ(sampled.size(), t.requests.size());
+  for (size_t i = 0; i < t.requests.size(); ++i)
+    EXPECT_EQ(sampled[i + 1], t.requests[i].output_tokens) << "request " << i;
+  std::filesystem::remove(path);
+
+  SimArgs two = a;
+  two.gpus = 2;
+  auto refused = run_simulation(test::resolve_or_die(two), t, log->get());
+  ASSERT_FALSE(refused.is_ok());
+  EXPECT_NE(refused.status().message().find("single replica"), std::string::npos);
+}
+
+// --arrival-jitter-ms: each seed is one order of the requests a trace stamps with one time, and
+// the same seed the same run; every request still arrives no earlier than its trace time.
+TEST_F(Simulation, ArrivalJitterIsSeededAndOnlyDelays) {
+  Trace t = generate_trace({.requests = 60, .rate_per_s = 50, .seed = 4});
+  for (size_t i = 0; i < t.requests.size(); ++i)
+    t.requests[i].arrival_s = static_cast<double>(i / 10);  // bursts of 10 at one time
+  SimArgs a = test::llama_h100_args();
+  const SimResult plain = run(a, t);
+  a.arrival_jitter_ms = 5;
+  a.seed = 1;
+  const SimResult x = run(a, t), y = run(a, t);
+  EXPECT_TRUE(same_records(x, y));
+  a.seed = 2;
+  const SimResult z = run(a, t);
+  EXPECT_FALSE(same_records(x, z));
+  EXPECT_FALSE(same_records(plain, x));
+  for (const SimResult* r : {&x, &z}) {
+    EXPECT_EQ(r->summary.completed, 60u);
+    for (const RequestRecord& rec : r->replicas[0].records) {
+      const double burst = std::floor(rec.arrival_s);
+      EXPECT_GE(rec.arrival_s, burst);
+      EXPECT_LT(rec.arrival_s, burst + 0.005);
+    }
+  }
+  Trace u = t;
+  EXPECT_TRUE(jitter_trace_arrivals(u, 0, 9).is_ok());
+  EXPECT_EQ(u.requests[5].arrival_s, t.requests[5].arrival_s);
+  EXPECT_FALSE(jitter_trace_arrivals(u, -1, 9).is_ok());
+  a.arrival_jitter_ms = -1;
+  EXPECT_FALSE(resolve_sim(a).is_ok());
+  EXPECT_TRUE(apply_sim_setting(a, "seed", "7").is_ok());
+  EXPECT_EQ(a.seed, 7u);
+  EXPECT_TRUE(apply_sim_setting(a, "arrival-jitter-ms", "2.5").is_ok());
+  EXPECT_EQ(a.arrival_jitter_ms, 2.5);
 }
 
 TEST_F(Simulation, RejectsWhatCanNeverRun) {

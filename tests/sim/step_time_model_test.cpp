@@ -145,5 +145,46 @@ TEST_F(StepTime, CpuDeviceFile) {
   std::filesystem::remove_all(dir);
 }
 
+// The calibrated CPU's linear rate by tokens in the step: interpolated in log(tokens), flat beyond
+// the ends, used by step_time, written and read back, and malformed curves refused.
+TEST_F(StepTime, LinearRateCurve) {
+  DeviceModel d;
+  d.peak_flops = 80e9;
+  d.memory_bandwidth = 1e15;  // never memory-bound here
+  d.linear_flops_by_tokens = {{2, 20e9}, {8, 60e9}, {64, 80e9}};
+  EXPECT_EQ(linear_flops_at(d, 1, false), 20e9);
+  EXPECT_EQ(linear_flops_at(d, 2, false), 20e9);
+  EXPECT_NEAR(linear_flops_at(d, 4, false), 40e9, 1e3);  // halfway in log(tokens)
+  EXPECT_EQ(linear_flops_at(d, 8, false), 60e9);
+  EXPECT_NEAR(linear_flops_at(d, 16, false), 60e9 + 20e9 / 3, 1e3);
+  EXPECT_EQ(linear_flops_at(d, 4096, false), 80e9);
+  DeviceModel flat = d;
+  flat.linear_flops_by_tokens.clear();
+  flat.compute_efficiency = 0.5;
+  EXPECT_EQ(linear_flops_at(flat, 4, false), 40e9);
+
+  ModelCost c;
+  c.flops_per_token = 1e9;
+  StepWork two, many;
+  two.add_chunk(0, 2, true);
+  many.add_chunk(0, 64, true);
+  // 2 GFLOP at 20 GFLOP/s; 64 GFLOP at 80 GFLOP/s.
+  EXPECT_NEAR(step_time(d, c, two, 0).compute_s, 0.1, 1e-9);
+  EXPECT_NEAR(step_time(d, c, many, 0).compute_s, 0.8, 1e-9);
+
+  auto back = parse_device_json(device_model_json(d, ""), "round trip");
+  ASSERT_TRUE(back.is_ok()) << back.status().to_string();
+  EXPECT_EQ(back->linear_flops_by_tokens, d.linear_flops_by_tokens);
+  const std::string head = R"({"linear_flops_per_s": 1e9, "memory_bandwidth_bytes_per_s": 1e9, )";
+  for (const char* bad :
+       {R"("linear_flops_by_tokens": 5})", R"("linear_flops_by_tokens": [[1, 2, 3]]})",
+        R"("linear_flops_by_tokens": [[4, 1e9], [2, 1e9]]})",
+        R"("linear_flops_by_tokens": [[1, 0]]})", R"("linear_flops_by_tokens": [[0.5, 1e9]]})"}) {
+    auto r = parse_device_json(head + bad, "curve");
+    ASSERT_FALSE(r.is_ok()) << bad;
+    EXPECT_NE(r.status().message().find("linear_flops_by_tokens"), std::string::npos);
+  }
+}
+
 }  // namespace
 }  // namespace kvs
