@@ -484,6 +484,15 @@ void gemm_typed(const Weights& w, const Acts& a, int64_t n0, int64_t n1, int64_t
     case 2: return direct_rows<kT, 2>(w, a, n0, n1, t0, y);
     case 3: return direct_rows<kT, 3>(w, a, n0, n1, t0, y);
     case 4: return direct_rows<kT, 4>(w, a, n0, n1, t0, y);
+#if KVS_INT8_VNNI == 2
+    // AVX-512 has 32 vector registers: the accumulators of 2 rows x up to 8 tokens still fit
+    // beside the weights, so steps of 5-8 tokens skip the panel too (packing 16 rows costs more
+    // than it saves when they serve so few tokens). Same per-(row, token) operations: same bits.
+    case 5: return direct_rows<kT, 5>(w, a, n0, n1, t0, y);
+    case 6: return direct_rows<kT, 6>(w, a, n0, n1, t0, y);
+    case 7: return direct_rows<kT, 7>(w, a, n0, n1, t0, y);
+    case 8: return direct_rows<kT, 8>(w, a, n0, n1, t0, y);
+#endif
     default: break;
   }
   static_assert(kDirectMaxT == 4 && kTileTokens == 4 && kPanelRows % kTileRows == 0);

@@ -82,7 +82,7 @@ TEST_P(Int8IsaTest, BitIdenticalToHighwayAvx2) {
       const int64_t N = K > 4096 ? 9 : 35;
       const auto wb = test::random_weights(type, N, K, 1.0f, rng);
       const WeightMatrix w{type, wb.data(), N, K, weight_row_bytes(type, K)};
-      for (int64_t T : {1, 2, 3, 4, 5, 8, 13}) {
+      for (int64_t T : {1, 2, 3, 4, 5, 6, 7, 8, 9, 13}) {
         if (K > 4096 && T > 5) continue;
         expect_same_bits(w, test::random_floats(T * K, 1.5f, rng), T, pool);
       }
