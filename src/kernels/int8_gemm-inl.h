@@ -28,6 +28,7 @@ namespace {
 #define KVS_UNROLL _Pragma("GCC unroll 16")
 
 constexpr bool kVnni = KVS_INT8_VNNI != 0;
+constexpr bool kVnni512 = KVS_INT8_VNNI == 2;
 constexpr int64_t kChunk = 256;            // blocks per chunk of min terms (= matmul.cpp's)
 constexpr int64_t kPrefetchBytes = 16384;  // decode: software prefetch distance
 constexpr int kDecodeRows = 2;             // decode: rows per pass (16 vector registers)
@@ -591,7 +592,7 @@ int64_t peak_loop(int64_t iters) {
 }  // namespace
 
 const Kernels& kernels() {
-  static const Kernels k{&quantize, &gemm, &peak_loop};
+  static const Kernels k{&quantize, &gemm, &peak_loop, kVnni512 ? 8 : kDirectMaxT};
   return k;
 }
 

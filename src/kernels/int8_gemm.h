@@ -44,12 +44,13 @@ struct Weights {
 
 // The activation of one call, quantized once. Blocks are stored in block order: the 32 bytes of
 // block b hold its elements 0,1,16,17, 2,3,18,19, ..., 14,15,30,31 (4 bytes per int32 lane).
-// Arrays hold T_alloc >= T rows; rows past T are zero (a padded tile reads them, stores nothing).
+// Every tile reads exactly its tokens (a short last tile is a narrower micro-kernel), so the
+// arrays need only the call's T rows.
 struct Acts {
-  int8_t* q;     // [T_alloc][K]
-  float* d;      // [T_alloc][KB] block scale
-  float* s;      // [T_alloc][KB] d * (sum of the block's q): the min terms of Q4_1 / Q4_K
-  uint8_t* off;  // [T_alloc][KB][32] offset correction of the block (types with an offset)
+  int8_t* q;     // [T][K]
+  float* d;      // [T][KB] block scale
+  float* s;      // [T][KB] d * (sum of the block's q): the min terms of Q4_1 / Q4_K
+  uint8_t* off;  // [T][KB][32] offset correction of the block (types with an offset)
   int64_t K, KB;
 };
 
@@ -63,13 +64,16 @@ struct Kernels {
   // Quantizes tokens [t0, t1) of x [T][K] into a (which has room for them).
   void (*quantize)(WeightType type, const float* x, int64_t t0, int64_t t1, const Acts& a);
   // y[t * N + n] for rows [n0, n1) and tokens [t0, t1) (N = w.rows). `panel` holds
-  // kPanelRows * KB * kPanelBlockBytes bytes, 32-byte aligned (unused when t1 - t0 <=
-  // kDirectMaxT). Tokens up to the next multiple of kTileTokens must exist in `a` (padding).
+  // kPanelRows * KB * kPanelBlockBytes bytes, 32-byte aligned (unused, may be null, when
+  // t1 - t0 <= direct_max_t).
   void (*gemm)(const Weights& w, const Acts& a, int64_t n0, int64_t n1, int64_t t0, int64_t t1,
                float* y, uint8_t* panel);
   // The tight loop of the ISA's best 8-bit dot product (matmul_bench's peak): `iters` rounds of
   // 12 independent 32-byte dot products, 32 x 12 multiply-adds each. Returns a checksum.
   int64_t (*peak_loop)(int64_t iters);
+  // Steps of up to this many tokens read the weights straight from the GGUF bytes (no panel):
+  // kDirectMaxT, or 8 with AVX-512's 32 vector registers.
+  int64_t direct_max_t;
 };
 
 const Kernels& kernels_avx2();

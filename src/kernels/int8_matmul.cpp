@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <cstring>
 #include <memory>
 
 #include "core/check.h"
@@ -73,24 +72,16 @@ bool int8_matmul(const WeightMatrix& w, const float* x, int64_t T, float* y, Thr
     return false;
   const int8_gemm::Kernels& k = kernels_for(isa);
   const int64_t K = w.cols, KB = K / 32, N = w.rows;
-  // Token rows up to a whole tile, zero: a padded tile reads them and stores nothing.
-  const int64_t Tp = (T + kTileTokens - 1) / kTileTokens * kTileTokens;
   thread_local ActScratch scratch;
   const auto bytes = [](int64_t n) { return static_cast<size_t>(n); };
   const int8_gemm::Acts a{
-      .q = reinterpret_cast<int8_t*>(scratch.q.get(bytes(Tp * K))),
-      .d = reinterpret_cast<float*>(scratch.d.get(bytes(Tp * KB * 4))),
-      .s = reinterpret_cast<float*>(scratch.s.get(bytes(Tp * KB * 4))),
-      .off = scratch.off.get(bytes(Tp * KB * 32)),
+      .q = reinterpret_cast<int8_t*>(scratch.q.get(bytes(T * K))),
+      .d = reinterpret_cast<float*>(scratch.d.get(bytes(T * KB * 4))),
+      .s = reinterpret_cast<float*>(scratch.s.get(bytes(T * KB * 4))),
+      .off = scratch.off.get(bytes(T * KB * 32)),
       .K = K,
       .KB = KB,
   };
-  if (Tp > T) {
-    std::memset(a.q + T * K, 0, bytes((Tp - T) * K));
-    std::memset(a.d + T * KB, 0, bytes((Tp - T) * KB * 4));
-    std::memset(a.s + T * KB, 0, bytes((Tp - T) * KB * 4));
-    std::memset(a.off + T * KB * 32, 0, bytes((Tp - T) * KB * 32));
-  }
   const int threads = pool.num_threads();
   if (threads > 1 && T * K >= (int64_t{1} << 16)) {
     const auto grain = static_cast<size_t>(std::max<int64_t>(1, T / (4 * threads)));
@@ -101,7 +92,7 @@ bool int8_matmul(const WeightMatrix& w, const float* x, int64_t T, float* y, Thr
     k.quantize(w.type, x, 0, T, a);
   }
   const int8_gemm::Weights wt{w.type, static_cast<const uint8_t*>(w.data), N, K, w.row_bytes};
-  if (T <= kDirectMaxT) {
+  if (T <= k.direct_max_t) {
     pool.parallel_for(static_cast<size_t>(N), kRowGrain, [&](size_t b, size_t e, int) {
       k.gemm(wt, a, static_cast<int64_t>(b), static_cast<int64_t>(e), 0, T, y, nullptr);
     });
