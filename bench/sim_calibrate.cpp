@@ -452,12 +452,15 @@ void read_step_log(const std::string& path, std::vector<Sample>* out) {
     const auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
     const auto bad = [&] { die(path + ":" + std::to_string(lineno) + ": not a step log line"); };
     if (j.is_discarded() || !j.is_object() || !j.contains("chunks") || !j["chunks"].is_array() ||
-        !j.contains("start_s") || !j.contains("end_s"))
+        !j.contains("start_s") || !j["start_s"].is_number() || !j.contains("end_s") ||
+        !j["end_s"].is_number())
       bad();
     StepWork w;
     uint32_t prefill = 0;
     for (const auto& c : j["chunks"]) {
-      if (!c.is_array() || c.size() != 5) bad();
+      if (!c.is_array() || c.size() != 5 ||
+          !std::all_of(c.begin(), c.end(), [](const auto& v) { return v.is_number_unsigned(); }))
+        bad();
       w.add_chunk(c[1].get<uint32_t>(), c[2].get<uint32_t>(), c[4].get<int>() == 1);
       prefill += c[1].get<uint32_t>() < c[3].get<uint32_t>() ? 1 : 0;
     }
