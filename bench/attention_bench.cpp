@@ -5,7 +5,7 @@
 // measured here by a STREAM-like sum over a 1 GiB buffer with the same threads.
 //
 //   build/bench/attention_bench [--contexts 1024,4096,16384,32768] [--formats f16,int8,...]
-//                               [--threads N] [--min-seconds S] [--markdown]
+//                               [--threads N] [--block-size N] [--min-seconds S] [--markdown]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -176,6 +176,7 @@ int main_impl(int argc, char** argv) {
   int threads = ThreadPool::hardware_threads();
   double min_seconds = 1.0;
   bool markdown = false;
+  uint32_t block_size = 16;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> std::string {
@@ -194,6 +195,12 @@ int main_impl(int argc, char** argv) {
       threads = std::atoi(next().c_str());
     } else if (a == "--min-seconds") {
       min_seconds = std::atof(next().c_str());
+    } else if (a == "--block-size") {
+      block_size = static_cast<uint32_t>(std::atoi(next().c_str()));
+      if (block_size == 0) {
+        std::fprintf(stderr, "--block-size must be at least 1\n");
+        return 2;
+      }
     } else if (a == "--markdown") {
       markdown = true;
     } else {
@@ -205,7 +212,8 @@ int main_impl(int argc, char** argv) {
   const double bw = measure_read_bandwidth(pool, 5);
   std::printf("measured read bandwidth (%d threads, sum over 1 GiB): %.2f GB/s\n", threads,
               bw / 1e9);
-  const Model m;
+  Model m;
+  m.block_size = block_size;
   std::printf(
       "decode attention, one sequence, %u layers x %u heads (%u KV heads) x head dim %u, block "
       "size %u\n\n",

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/check.h"
+#include "kernels/int8_key_dots.h"
 #include "kernels/kv_vector.h"
 #include "quant/hadamard.h"
 #include "quant/kv_codecs.h"
@@ -83,6 +84,12 @@ struct RangeArgs {
   const float* q;     // [NG][head_dim] queries of the batch (rotated for a rotated K format)
   float* scores;      // [NG][j1 - j0] scratch
   float* key_scales;  // [j1 - j0] scratch
+  // int8 keys (kernels/int8_key_dots.h): the batch's queries quantized to int8, as int8 and
+  // int16 copies, with their sums and scales.
+  const int8_t* q8 = nullptr;     // [NG][head_dim]
+  const int16_t* q16 = nullptr;   // [NG][head_dim]
+  const int32_t* qsum = nullptr;  // [NG]
+  const float* dq = nullptr;      // [NG]
 };
 
 // One chunk of L elements of an ungrouped key (i) or one 32-element group of a grouped key
@@ -130,6 +137,63 @@ static HWY_INLINE void KeyDot(DF df, const uint8_t* k, const float* q, uint32_t 
   }
 }
 
+// The int8 format's keys scored against int8 queries (kernels/int8_key_dots.h): exact int32
+// sums of int16 products (vpmaddwd), converted to f32 lanes (exact below 2^24), so every target
+// and the VNNI kernels give the same sums. Its scale factor is the key's f16 scale, as ReadInt8.
+struct ScoreInt8 : Ungrouped<true> {
+  static constexpr bool kIntegerQuery = true;
+};
+template <class R>
+constexpr bool IntegerQuery() {
+  if constexpr (requires { R::kIntegerQuery; }) {
+    return true;
+  } else {
+    return false;
+  }
+}
+// int16 lanes of one full vector (the scalar target has one lane of each type).
+#if HWY_TARGET == HWY_SCALAR
+using DI16 = hn::Rebind<int16_t, DF>;
+#else
+using DI16 = hn::Repartition<int16_t, DF>;
+#endif
+static bool int8_scores_fit(uint32_t D) {
+  const DI16 d16;
+  return D % hn::Lanes(d16) == 0;
+}
+
+template <int NG, uint32_t kD>
+static HWY_INLINE void KeyDotInt8(DF df, const uint8_t* k, const int16_t* q, uint32_t D, VF* acc) {
+  const DI16 d16;
+  const hn::RebindToSigned<DF> d32;
+  const hn::Rebind<int8_t, decltype(d16)> d8;
+  const size_t L16 = hn::Lanes(d16);
+  const auto* kb = reinterpret_cast<const int8_t*>(k);
+  hn::Vec<decltype(d32)> s0[NG], s1[NG];
+  KVS_UNROLL
+  for (int g = 0; g < NG; ++g) s0[g] = s1[g] = hn::Zero(d32);
+  const uint32_t n = kD != 0 ? kD : D;
+  KVS_UNROLL
+  for (size_t i = 0; i < n; i += L16) {
+    const auto x = hn::PromoteTo(d16, hn::LoadU(d8, kb + i));
+    KVS_UNROLL
+    for (int g = 0; g < NG; ++g)
+      s0[g] = hn::ReorderWidenMulAccumulate(d32, x, hn::LoadU(d16, q + g * n + i), s0[g], s1[g]);
+  }
+  KVS_UNROLL
+  for (int g = 0; g < NG; ++g) acc[g] = hn::ConvertTo(df, hn::RearrangeToOddPlusEven(s0[g], s1[g]));
+}
+
+// One key's lane sums for the batch's heads: float queries, or int16 ones for ScoreInt8.
+template <class R, int NG, uint32_t kD>
+static HWY_INLINE void DotKey(DF df, const uint8_t* k, const RangeArgs& r, uint32_t D, VF* acc) {
+  if constexpr (IntegerQuery<R>()) {
+    KeyDotInt8<NG, kD>(df, k, r.q16, D, acc);
+  } else {
+    KeyDot<R, NG, kD>(df, k, r.q, D, acc);
+  }
+}
+
 // Four horizontal sums at once: out[u] = sum of the lanes of a[u] times f[u]. Pairs of
 // interleaves leave each 128-bit block holding (a0, a1, a2, a3) partial sums, then the blocks
 // are folded: about 3 operations per sum instead of SumOfLanes' 8.
@@ -171,6 +235,7 @@ static HWY_INLINE void Reduce4(DF df, VF a0, VF a1, VF a2, VF a3, const float* f
 // r.key_scales and multiply the score rows by it after the pass, with vectors (a factor per
 // key inside the four-key loop would be written and re-read through memory, stalling on
 // store forwarding). Either way each score is sum x (vector scale x scale), the same float.
+// The int8 format (ScoreInt8) scores int8 queries: each score is (sum x dq) x (d_k x scale).
 template <class R, int NG, uint32_t kD>
 static void ScoreKeys(const RangeArgs& r) {
   const PagedAttentionArgs& a = *r.a;
@@ -179,11 +244,13 @@ static void ScoreKeys(const RangeArgs& r) {
   const uint32_t D = kD != 0 ? kD : kv.head_dim;
   const uint32_t bs = kv.block_size;
   const int32_t len = r.j1 - r.j0;
-  const float* q = r.q;
   const uint32_t* table = a.block_table[r.t];
   constexpr bool kPerKey = HasVectorScale<R>();
   const float fixed = kPerKey ? 1.0f : ConstantFactor<R>() * a.scale;
-  HWY_ALIGN const float f[4] = {fixed, fixed, fixed, fixed};
+  // The factor of each head's sums: the same for all, or an int8 query's scale.
+  HWY_ALIGN float fh[NG][4];
+  for (int g = 0; g < NG; ++g)
+    for (int u = 0; u < 4; ++u) fh[g][u] = IntegerQuery<R>() ? r.dq[g] : fixed;
   float* const ks = r.key_scales;
   for (int32_t j = r.j0; j < r.j1;) {
     const int32_t b = j / bs;  // once per block; keys within it are addressed from its start
@@ -208,12 +275,12 @@ static void ScoreKeys(const RangeArgs& r) {
         KVS_UNROLL
         for (int u = 0; u < 4; ++u) {
           const uint8_t* k = kb + int64_t{j + u - first} * kv.k_vector_bytes;
-          KeyDot<R, NG, kD>(df, k, q, D, acc[u]);
+          DotKey<R, NG, kD>(df, k, r, D, acc[u]);
           if constexpr (kPerKey) ks[j + u - r.j0] = R::Scale(k, D) * a.scale;
         }
         KVS_UNROLL
         for (int g = 0; g < NG; ++g)
-          Reduce4(df, acc[0][g], acc[1][g], acc[2][g], acc[3][g], f,
+          Reduce4(df, acc[0][g], acc[1][g], acc[2][g], acc[3][g], fh[g],
                   r.scores + g * len + (j - r.j0));
       }
     }
@@ -227,7 +294,7 @@ static void ScoreKeys(const RangeArgs& r) {
         for (int u = 0; u < 4; ++u) {
           if (u < rest) {
             const uint8_t* k = kb + int64_t{j + u - first} * kv.k_vector_bytes;
-            KeyDot<R, NG, kD>(df, k, q, D, acc[u]);
+            DotKey<R, NG, kD>(df, k, r, D, acc[u]);
             if constexpr (kPerKey) ks[j + u - r.j0] = R::Scale(k, D) * a.scale;
           } else {
             KVS_UNROLL
@@ -237,7 +304,7 @@ static void ScoreKeys(const RangeArgs& r) {
         KVS_UNROLL
         for (int g = 0; g < NG; ++g) {
           HWY_ALIGN float out4[4];
-          Reduce4(df, acc[0][g], acc[1][g], acc[2][g], acc[3][g], f, out4);
+          Reduce4(df, acc[0][g], acc[1][g], acc[2][g], acc[3][g], fh[g], out4);
           for (int u = 0; u < rest; ++u) r.scores[g * len + (j + u - r.j0)] = out4[u];
         }
         j = end;
@@ -247,11 +314,12 @@ static void ScoreKeys(const RangeArgs& r) {
       for (; j < end; ++j) {
         VF acc[NG];
         const uint8_t* k = kb + int64_t{j - first} * kv.k_vector_bytes;
-        KeyDot<R, NG, kD>(df, k, q, D, acc);
+        DotKey<R, NG, kD>(df, k, r, D, acc);
         const float fk = KeyScale<R>(k, D) * a.scale;
         KVS_UNROLL
         for (int g = 0; g < NG; ++g)
-          r.scores[g * len + (j - r.j0)] = hn::GetLane(hn::SumOfLanes(df, acc[g])) * fk;
+          r.scores[g * len + (j - r.j0)] =
+              hn::GetLane(hn::SumOfLanes(df, acc[g])) * (IntegerQuery<R>() ? r.dq[g] : 1.0f) * fk;
       }
     }
   }
@@ -396,10 +464,19 @@ static void ScoreKeysScalar(const RangeArgs& r, float* buf) {
   const int32_t len = r.j1 - r.j0;
   const float* q = a.q + (r.t * a.num_heads + r.head0) * D;
   for (int32_t j = r.j0; j < r.j1; ++j) {
-    kv_vector_to_f32(
-        kv.k_dtype,
-        kv.k_head(a.block_table[r.t][j / bs], a.layer, r.kvh) + (j % bs) * kv.k_vector_bytes, D,
-        buf, 0);
+    const uint8_t* k =
+        kv.k_head(a.block_table[r.t][j / bs], a.layer, r.kvh) + (j % bs) * kv.k_vector_bytes;
+    if (kv.k_dtype == KvDtype::kInt8) {  // the exact integer scores of every other path
+      const float ks = load_f16_scale(k + D) * a.scale;
+      for (int g = 0; g < NG; ++g) {
+        int32_t sum = 0;
+        for (uint32_t i = 0; i < D; ++i)
+          sum += int32_t{r.q8[g * D + i]} * static_cast<int8_t>(k[i]);
+        r.scores[g * len + (j - r.j0)] = static_cast<float>(sum) * r.dq[g] * ks;
+      }
+      continue;
+    }
+    kv_vector_to_f32(kv.k_dtype, k, D, buf, 0);
     for (int g = 0; g < NG; ++g) {
       float d = 0;
       for (uint32_t i = 0; i < D; ++i) d += q[g * D + i] * buf[i];
@@ -431,8 +508,58 @@ static bool readers_fit(KvDtype dtype, uint32_t D) {
   return group == 0 || (L <= 16 && 32 % L == 0);
 }
 
+// The int8 format's scores from the VNNI kernels (kernels/int8_key_dots.h), a block at a time,
+// then the same factors in the same order as ScoreKeys<ScoreInt8>: (sum x dq) x (d_k x scale).
+template <int NG>
+static void ScoreKeysVnni(const RangeArgs& r, const int8_key_dots::Kernels& kd) {
+  const PagedAttentionArgs& a = *r.a;
+  const PagedKvLayout& kv = a.kv;
+  const uint32_t D = kv.head_dim;
+  const int32_t bs = static_cast<int32_t>(kv.block_size);
+  const int32_t len = r.j1 - r.j0;
+  const uint32_t* table = a.block_table[r.t];
+  const uint64_t kvb = kv.k_vector_bytes;
+  float* const ks = r.key_scales;
+  for (int32_t j = r.j0; j < r.j1;) {
+    const int32_t b = j / bs;
+    const int32_t end = std::min<int32_t>(r.j1, (b + 1) * bs);
+    const uint8_t* kb = kv.k_head(table[b], a.layer, r.kvh);
+    if (j == r.j0 && (b + 1) * bs < r.j1)
+      PrefetchRegion(kv.k_head(table[b + 1], a.layer, r.kvh), uint64_t(bs) * kvb);
+    int8_key_dots::Prefetch pf;
+    if ((b + 2) * bs < r.j1) {
+      pf.p[0] = kv.k_head(table[b + 2], a.layer, r.kvh);
+      pf.bytes[0] = uint64_t(bs) * kvb;
+    }
+    pf.p[1] = kv.v_head(table[b], a.layer, r.kvh);
+    pf.bytes[1] = uint64_t(bs) * kv.v_vector_bytes;
+    const uint8_t* k0 = kb + int64_t{j - b * bs} * kvb;
+    kd.dots(r.q8, r.qsum, NG, D, k0, kvb, end - j, r.scores + (j - r.j0), len, pf);
+    for (int32_t i = 0; i < end - j; ++i)
+      ks[j - r.j0 + i] = ScoreInt8::Scale(k0 + i * kvb, D) * a.scale;
+    j = end;
+  }
+  const DF df;
+  const size_t L = hn::Lanes(df);
+  for (int g = 0; g < NG; ++g) {
+    float* row = r.scores + g * len;
+    const float dq = r.dq[g];
+    const VF vdq = hn::Set(df, dq);
+    int32_t i = 0;
+    for (; i + static_cast<int32_t>(L) <= len; i += L)
+      hn::StoreU(hn::Mul(hn::Mul(hn::LoadU(df, row + i), vdq), hn::LoadU(df, ks + i)), df, row + i);
+    for (; i < len; ++i) row[i] = row[i] * dq * ks[i];
+  }
+}
+
 template <int NG>
 static void ScoreKeysFor(KvDtype dtype, const RangeArgs& r, float* buf) {
+  if (dtype == KvDtype::kInt8 && readers_fit(dtype, r.a->kv.head_dim)) {
+    const int8_key_dots::Kernels* kd = int8_key_dots::active();
+    if (kd != nullptr && r.a->kv.head_dim % kd->chunk == 0) return ScoreKeysVnni<NG>(r, *kd);
+    if (int8_scores_fit(r.a->kv.head_dim)) return ScoreKeysD<ScoreInt8, NG>(r);
+    return ScoreKeysScalar<NG>(r, buf);
+  }
   if (!readers_fit(dtype, r.a->kv.head_dim)) return ScoreKeysScalar<NG>(r, buf);
   switch (dtype) {
     case KvDtype::kF32: return ScoreKeysD<ReadF32, NG>(r);
@@ -535,6 +662,37 @@ struct Scratch {
   std::vector<float> qrot;        // [group][D]: the group's queries rotated (rotated K formats)
 };
 
+// int8 K: every query head of the call quantized once (kernels/int8_key_dots.h), before the
+// items that share it (one per kv head and segment of its token).
+struct QueriesInt8 {
+  std::vector<int8_t> q8;     // [T][H][D]
+  std::vector<int16_t> q16;   // [T][H][D]
+  std::vector<int32_t> qsum;  // [T][H]
+  std::vector<float> dq;      // [T][H]
+
+  void quantize(const PagedAttentionArgs& a, ThreadPool& pool) {
+    const uint32_t D = a.kv.head_dim;
+    const size_t heads = static_cast<size_t>(a.num_tokens) * a.num_heads;
+    if (q8.size() < heads * D) {
+      q8.resize(heads * D);
+      q16.resize(heads * D);
+      qsum.resize(heads);
+      dq.resize(heads);
+    }
+    auto run = [&](size_t begin, size_t end, int) {
+      for (size_t h = begin; h < end; ++h) {
+        dq[h] = quantize_query_int8(a.q + h * D, D, q8.data() + h * D, &qsum[h]);
+        for (size_t i = h * D; i < (h + 1) * D; ++i) q16[i] = q8[i];
+      }
+    };
+    if (heads * D < 16384) {
+      run(0, heads, 0);  // a decode step's few heads: not worth waking the pool
+    } else {
+      pool.parallel_for(heads, 64, run);
+    }
+  }
+};
+
 constexpr int kMaxNG = 4;  // query heads per pass over K/V (accumulators in registers)
 // A token's context is always cut into segments of kSegment keys, attended separately and merged
 // in order with the usual max/sum rescaling. The cut depends only on the token's own context
@@ -573,6 +731,10 @@ void PagedAttention(const PagedAttentionArgs& a, ThreadPool& pool) {
   // readers handle them; the scalar fallback decodes to the original space instead.
   const bool k_rotated = kv_dtype_rotated(kv.k_dtype) && readers_fit(kv.k_dtype, D);
   const bool v_rotated = kv_dtype_rotated(kv.v_dtype) && readers_fit(kv.v_dtype, D);
+  const bool k_int8 = kv.k_dtype == KvDtype::kInt8;  // scored against int8 queries
+  thread_local QueriesInt8 queries_int8;
+  if (k_int8) queries_int8.quantize(a, pool);
+  const QueriesInt8& qi = queries_int8;  // the caller's (a thread_local is per worker)
   const size_t part_stride = size_t{group} * (D + 2);  // acc [group][D], m [group], l [group]
   thread_local std::vector<float> partials;
   if (any_split && partials.size() < static_cast<size_t>(items) * part_stride)
@@ -605,7 +767,8 @@ void PagedAttention(const PagedAttentionArgs& a, ThreadPool& pool) {
         if (s.part.size() < part_stride) s.part.resize(part_stride);
         base = s.part.data();
       }
-      const float* q = a.q + (t * a.num_heads + kvh * group) * D;
+      const size_t head0 = static_cast<size_t>(t) * a.num_heads + size_t{kvh} * group;
+      const float* q = a.q + head0 * D;
       if (k_rotated) {  // H q for all heads of the group, once per item
         if (s.qrot.size() < size_t{group} * D) s.qrot.resize(size_t{group} * D);
         std::memcpy(s.qrot.data(), q, sizeof(float) * group * D);
@@ -622,7 +785,11 @@ void PagedAttention(const PagedAttentionArgs& a, ThreadPool& pool) {
                           .j1 = j1,
                           .q = q + g0 * D,
                           .scores = s.scores.data(),
-                          .key_scales = s.key_scales.data()};
+                          .key_scales = s.key_scales.data(),
+                          .q8 = k_int8 ? qi.q8.data() + (head0 + g0) * D : nullptr,
+                          .q16 = k_int8 ? qi.q16.data() + (head0 + g0) * D : nullptr,
+                          .qsum = k_int8 ? qi.qsum.data() + head0 + g0 : nullptr,
+                          .dq = k_int8 ? qi.dq.data() + head0 + g0 : nullptr};
         const Partial p{
             .acc = base + g0 * D, .m = base + group * D + g0, .l = base + group * (D + 1) + g0};
         AttendRangeAnyNG(ng, r, p, s.buf.data());
@@ -680,45 +847,6 @@ HWY_EXPORT(PagedAttention);
 void paged_attention(const PagedAttentionArgs& args, ThreadPool& pool) {
   KVS_CHECK(args.kv.kv_heads > 0 && args.num_heads % args.kv.kv_heads == 0);
   HWY_DYNAMIC_DISPATCH(PagedAttention)(args, pool);
-}
-
-void paged_attention_reference(const PagedAttentionArgs& a) {
-  const PagedKvLayout& kv = a.kv;
-  const uint32_t D = kv.head_dim;
-  const uint32_t group = a.num_heads / kv.kv_heads;
-  std::vector<float> k(D), v(D);
-  for (int64_t t = 0; t < a.num_tokens; ++t) {
-    const int32_t n = a.context_len[t];
-    const int32_t j0 = a.window == 0 ? 0 : std::max<int32_t>(0, n - int32_t(a.window));
-    for (uint32_t h = 0; h < a.num_heads; ++h) {
-      const uint32_t kvh = h / group;
-      const float* q = a.q + (t * a.num_heads + h) * D;
-      std::vector<double> sc(n - j0);
-      double m = -INFINITY;
-      for (int32_t j = j0; j < n; ++j) {
-        const uint32_t blk = a.block_table[t][j / kv.block_size];
-        kv_vector_to_f32(kv.k_dtype,
-                         kv.k_head(blk, a.layer, kvh) + (j % kv.block_size) * kv.k_vector_bytes, D,
-                         k.data(), 0);
-        double d = 0;
-        for (uint32_t i = 0; i < D; ++i) d += double(q[i]) * k[i];
-        sc[j - j0] = d * a.scale;
-        m = std::max(m, sc[j - j0]);
-      }
-      double sum = 0;
-      for (auto& x : sc) sum += (x = std::exp(x - m));
-      std::vector<double> acc(D, 0.0);
-      for (int32_t j = j0; j < n; ++j) {
-        const uint32_t blk = a.block_table[t][j / kv.block_size];
-        kv_vector_to_f32(kv.v_dtype,
-                         kv.v_head(blk, a.layer, kvh) + (j % kv.block_size) * kv.v_vector_bytes, D,
-                         v.data(), 0);
-        for (uint32_t i = 0; i < D; ++i) acc[i] += sc[j - j0] / sum * v[i];
-      }
-      float* o = a.out + (t * a.num_heads + h) * D;
-      for (uint32_t i = 0; i < D; ++i) o[i] = static_cast<float>(acc[i]);
-    }
-  }
 }
 
 }  // namespace kvs

@@ -28,7 +28,9 @@ struct PagedAttentionArgs {
   const uint32_t* const* block_table = nullptr;
 };
 
-// Highway kernel (runtime dispatch), threads over (token, kv head) pairs.
+// Highway kernel (runtime dispatch), threads over (token, kv head) pairs. Keys in the int8
+// format are scored against the query quantized to int8 (kernels/int8_key_dots.h), with exact
+// integer dot products (VNNI where the CPU has it); the reference does the same.
 void paged_attention(const PagedAttentionArgs& args, ThreadPool& pool);
 // Scalar reference (the test oracle): double accumulation, plain loops.
 void paged_attention_reference(const PagedAttentionArgs& args);

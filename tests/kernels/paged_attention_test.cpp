@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "kernel_test_util.h"
+#include "kernels/int8_key_dots.h"
 #include "kernels/kv_vector.h"
 #include "kernels/kv_write.h"
 #include "kvcache/kv_block_storage.h"
@@ -131,8 +132,18 @@ TEST_P(PagedAttentionTest, MatchesContiguousWithShuffledBlocks) {
   args.out = ref.data();
   paged_attention_reference(args);
   args.out = out.data();
+  // ... and the queries as the format scores them: int8 K against int8 queries.
+  std::vector<float> q_seen = q;
+  if (c.k_dtype == KvDtype::kInt8) {
+    std::vector<int8_t> q8(D);
+    for (size_t off = 0; off < q_seen.size(); off += D) {
+      int32_t sum = 0;
+      const float d = quantize_query_int8(q_seen.data() + off, D, q8.data(), &sum);
+      for (uint32_t i = 0; i < D; ++i) q_seen[off + i] = d * q8[i];
+    }
+  }
   for (int64_t t = 0; t < T; ++t)
-    contiguous_attention(q.data() + t * H * D, ks[owner[t]], vs[owner[t]], ctx[t], H, KVH, D,
+    contiguous_attention(q_seen.data() + t * H * D, ks[owner[t]], vs[owner[t]], ctx[t], H, KVH, D,
                          0.125f, expect.data() + t * H * D);
   for (size_t i = 0; i < out.size(); ++i)
     ASSERT_NEAR(ref[i], expect[i], 1e-5) << "reference vs contiguous at " << i;

@@ -1,0 +1,174 @@
+// The VNNI kernels of kernels/int8_key_dots.h, raw intrinsics instantiated once per ISA by
+// int8_key_dots_avx512vnni.cpp (KVS_KD_VNNI 2: 512-bit vpdpbusd) and int8_key_dots_avxvnni.cpp
+// (KVS_KD_VNNI 1: VEX 256-bit), each compiled with its own target flags.
+//
+// vpdpbusd multiplies unsigned by signed bytes. The keys are the signed side's partner: each key
+// byte k is flipped to k + 128 (one xor), so a lane accumulates sum (k + 128) q, and the query's
+// 128 * sum q is subtracted once per score. Four keys are scored together for all heads: one
+// load and one xor per key chunk, one vpdpbusd per (key, head, chunk), then the lanes of the
+// four keys of a head are reduced together (two rounds of interleaves and a fold) into four sums.
+// GCC 12 reports the _mm512_undefined_epi32() pass-through operand inside avx512fintrin.h's
+// unpack and extract intrinsics as "maybe uninitialized" once they are inlined here (a false
+// positive: those lanes are never read). The pragma must precede the header's first inclusion.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "kernels/int8_key_dots.h"
+
+#if !defined(KVS_KD_NS) || !defined(KVS_KD_VNNI)
+#error "define KVS_KD_NS and KVS_KD_VNNI before including int8_key_dots-inl.h"
+#endif
+
+namespace kvs::int8_key_dots::KVS_KD_NS {
+namespace {
+
+#if KVS_KD_VNNI == 2
+using V = __m512i;
+constexpr uint32_t kChunk = 64;
+inline V Load(const void* p) { return _mm512_loadu_si512(p); }
+inline V Zero() { return _mm512_setzero_si512(); }
+inline V Flip(V x) { return _mm512_xor_si512(x, _mm512_set1_epi8(static_cast<char>(0x80))); }
+inline V Dot(V acc, V u, V s) { return _mm512_dpbusd_epi32(acc, u, s); }
+// (a0, a1, a2, a3) partial sums in every 128-bit block -> the four sums.
+inline __m128i Fold(V u) {
+  const __m256i y = _mm256_add_epi32(_mm512_castsi512_si256(u), _mm512_extracti64x4_epi64(u, 1));
+  return _mm_add_epi32(_mm256_castsi256_si128(y), _mm256_extracti128_si256(y, 1));
+}
+inline V UnpackLo32(V a, V b) { return _mm512_unpacklo_epi32(a, b); }
+inline V UnpackHi32(V a, V b) { return _mm512_unpackhi_epi32(a, b); }
+inline V UnpackLo64(V a, V b) { return _mm512_unpacklo_epi64(a, b); }
+inline V UnpackHi64(V a, V b) { return _mm512_unpackhi_epi64(a, b); }
+inline V Add(V a, V b) { return _mm512_add_epi32(a, b); }
+#else
+using V = __m256i;
+constexpr uint32_t kChunk = 32;
+inline V Load(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+inline V Zero() { return _mm256_setzero_si256(); }
+inline V Flip(V x) { return _mm256_xor_si256(x, _mm256_set1_epi8(static_cast<char>(0x80))); }
+inline V Dot(V acc, V u, V s) { return _mm256_dpbusd_avx_epi32(acc, u, s); }
+inline __m128i Fold(V u) {
+  return _mm_add_epi32(_mm256_castsi256_si128(u), _mm256_extracti128_si256(u, 1));
+}
+inline V UnpackLo32(V a, V b) { return _mm256_unpacklo_epi32(a, b); }
+inline V UnpackHi32(V a, V b) { return _mm256_unpackhi_epi32(a, b); }
+inline V UnpackLo64(V a, V b) { return _mm256_unpacklo_epi64(a, b); }
+inline V UnpackHi64(V a, V b) { return _mm256_unpackhi_epi64(a, b); }
+inline V Add(V a, V b) { return _mm256_add_epi32(a, b); }
+#endif
+
+// The four lane sums of a0..a3 (exact int32 arithmetic, any order).
+inline __m128i Reduce4(V a0, V a1, V a2, V a3) {
+  const V t01 = Add(UnpackLo32(a0, a1), UnpackHi32(a0, a1));
+  const V t23 = Add(UnpackLo32(a2, a3), UnpackHi32(a2, a3));
+  return Fold(Add(UnpackLo64(t01, t23), UnpackHi64(t01, t23)));
+}
+
+// Prefetch lines spread over the call: `per` lines before each group of four keys.
+struct Cursor {
+  const uint8_t* p[2];
+  uint64_t left[2];
+  uint32_t per;
+  Cursor(const Prefetch& pf, int32_t n) {
+    for (int i = 0; i < 2; ++i) {
+      p[i] = pf.p[i];
+      left[i] = pf.p[i] != nullptr ? pf.bytes[i] : 0;
+    }
+    const uint64_t lines = (left[0] + 63) / 64 + (left[1] + 63) / 64;
+    const uint64_t steps = std::max<int32_t>(1, (n + 3) / 4);
+    per = static_cast<uint32_t>((lines + steps - 1) / steps);
+  }
+  inline void Issue() {
+    uint32_t lines = per;
+    for (int i = 0; i < 2 && lines > 0; ++i) {
+      while (left[i] > 0 && lines > 0) {
+        _mm_prefetch(reinterpret_cast<const char*>(p[i]), _MM_HINT_T1);
+        p[i] += 64;
+        left[i] = left[i] > 64 ? left[i] - 64 : 0;
+        --lines;
+      }
+    }
+  }
+};
+
+// kC: chunks per key known at compile time (1, 2), or 0 for a runtime count.
+template <int NG, uint32_t kC>
+void DotsNG(const int8_t* q, const int32_t* qsum, uint32_t D, const uint8_t* keys,
+            uint64_t key_bytes, int32_t n, float* out, int64_t out_stride, const Prefetch& pf) {
+  const uint32_t C = kC != 0 ? kC : D / kChunk;
+  __m128i corr[NG];
+  for (int g = 0; g < NG; ++g) corr[g] = _mm_set1_epi32(128 * qsum[g]);
+  Cursor cursor(pf, n);
+  for (int32_t j = 0; j < n; j += 4) {
+    cursor.Issue();
+    const int rest = std::min<int32_t>(4, n - j);
+    V acc[4][NG];
+#pragma GCC unroll 16
+    for (int u = 0; u < 4; ++u)
+#pragma GCC unroll 4
+      for (int g = 0; g < NG; ++g) acc[u][g] = Zero();
+    for (uint32_t c = 0; c < C; ++c) {
+      V qv[NG];
+#pragma GCC unroll 4
+      for (int g = 0; g < NG; ++g) qv[g] = Load(q + g * D + c * kChunk);
+      if (rest == 4) {
+#pragma GCC unroll 4
+        for (int u = 0; u < 4; ++u) {
+          const V k = Flip(Load(keys + (j + u) * key_bytes + c * kChunk));
+#pragma GCC unroll 4
+          for (int g = 0; g < NG; ++g) acc[u][g] = Dot(acc[u][g], k, qv[g]);
+        }
+      } else {  // the last 1-3 keys; the other lanes stay zero
+        for (int u = 0; u < rest; ++u) {
+          const V k = Flip(Load(keys + (j + u) * key_bytes + c * kChunk));
+#pragma GCC unroll 4
+          for (int g = 0; g < NG; ++g) acc[u][g] = Dot(acc[u][g], k, qv[g]);
+        }
+      }
+    }
+#pragma GCC unroll 4
+    for (int g = 0; g < NG; ++g) {
+      const __m128i s = _mm_sub_epi32(Reduce4(acc[0][g], acc[1][g], acc[2][g], acc[3][g]), corr[g]);
+      const __m128 f = _mm_cvtepi32_ps(s);  // exact: |s| < 2^24
+      float* o = out + g * out_stride + j;
+      if (rest == 4) {
+        _mm_storeu_ps(o, f);
+      } else {
+        alignas(16) float tmp[4];
+        _mm_store_ps(tmp, f);
+        for (int u = 0; u < rest; ++u) o[u] = tmp[u];
+      }
+    }
+  }
+}
+
+template <uint32_t kC>
+void DotsC(const int8_t* q, const int32_t* qsum, int ng, uint32_t D, const uint8_t* keys,
+           uint64_t key_bytes, int32_t n, float* out, int64_t out_stride, const Prefetch& pf) {
+  switch (ng) {
+    case 1: return DotsNG<1, kC>(q, qsum, D, keys, key_bytes, n, out, out_stride, pf);
+    case 2: return DotsNG<2, kC>(q, qsum, D, keys, key_bytes, n, out, out_stride, pf);
+    case 3: return DotsNG<3, kC>(q, qsum, D, keys, key_bytes, n, out, out_stride, pf);
+    default: return DotsNG<4, kC>(q, qsum, D, keys, key_bytes, n, out, out_stride, pf);
+  }
+}
+
+void Dots(const int8_t* q, const int32_t* qsum, int ng, uint32_t D, const uint8_t* keys,
+          uint64_t key_bytes, int32_t n, float* out, int64_t out_stride, const Prefetch& pf) {
+  switch (D / kChunk) {
+    case 1: return DotsC<1>(q, qsum, ng, D, keys, key_bytes, n, out, out_stride, pf);
+    case 2: return DotsC<2>(q, qsum, ng, D, keys, key_bytes, n, out, out_stride, pf);
+    default: return DotsC<0>(q, qsum, ng, D, keys, key_bytes, n, out, out_stride, pf);
+  }
+}
+
+}  // namespace
+
+const Kernels& kernels() {
+  static const Kernels k{.dots = &Dots, .chunk = kChunk};
+  return k;
+}
+
+}  // namespace kvs::int8_key_dots::KVS_KD_NS

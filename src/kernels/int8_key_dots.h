@@ -1,0 +1,54 @@
+// Attention scores of int8 keys as exact integer dot products (the K side of paged attention for
+// the int8 KV format). A query head is quantized once per attention item to int8 with one scale
+// (quantize_query_int8: d = amax / 127, q = round(x / d), llama.cpp's choice for the query of a
+// quantized K cache), and every score is then
+//
+//     score = (float(sum_i q_i * k_i) * d_q) * (d_k * attention scale)
+//
+// where k_i in [-127, 127] are the stored key bytes and d_k their f16 scale. The integer sum is
+// exact (|sum| <= D * 127 * 127 < 2^24 for head dims up to 1040, so its float is exact too):
+// every instruction set gives the same score bits, and a key's score does not depend on the
+// keys, blocks or threads it is computed with.
+//
+// The sums come from the Highway int16 path of paged_attention.cpp on every CPU, or from the
+// VNNI kernels below (vpdpbusd, raw intrinsics in their own translation units with explicit
+// target flags), chosen from CPUID through kernels/int8_isa.h.
+#pragma once
+
+#include <cstdint>
+
+namespace kvs {
+
+// q[0, D) = round(x / d) in [-127, 127] with d = max |x| / 127 (0 when x is all zero, and then
+// q = 0); returns d. *sum = sum of q. Plain scalar code: the kernel and the reference share it.
+float quantize_query_int8(const float* x, uint32_t D, int8_t* q, int32_t* sum);
+
+namespace int8_key_dots {
+
+// Lines to prefetch while the keys are scored (the next K blocks, this block's V): spread over
+// the call's keys a few at a time, as the Highway kernel does.
+struct Prefetch {
+  const uint8_t* p[2] = {nullptr, nullptr};
+  uint64_t bytes[2] = {0, 0};
+};
+
+// out[g * out_stride + j] = float(sum_i q[g * D + i] * key_j[i]) for g < ng (1..4) and j < n,
+// key j's D bytes at keys + j * key_bytes. qsum[g] = sum of q[g * D + i]. D % chunk == 0.
+using KeyDotsFn = void (*)(const int8_t* q, const int32_t* qsum, int ng, uint32_t D,
+                           const uint8_t* keys, uint64_t key_bytes, int32_t n, float* out,
+                           int64_t out_stride, const Prefetch& prefetch);
+
+struct Kernels {
+  KeyDotsFn dots;
+  uint32_t chunk;  // bytes per vpdpbusd: 64 (AVX512-VNNI) or 32 (AVX-VNNI)
+};
+
+const Kernels& kernels_avx512vnni();
+const Kernels& kernels_avxvnni();
+
+// The VNNI kernels of int8_isa_active(), or nullptr when it is not a VNNI ISA (the Highway path
+// then computes the same sums).
+const Kernels* active();
+
+}  // namespace int8_key_dots
+}  // namespace kvs

@@ -1,0 +1,64 @@
+// The scalar reference of paged attention (kernels/paged_attention.h): the test oracle, in
+// double precision with plain loops, reading K/V through the block tables as the kernel does.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "kernels/int8_key_dots.h"
+#include "kernels/kv_vector.h"
+#include "kernels/paged_attention.h"
+#include "quant/kv_codecs.h"
+
+namespace kvs {
+
+void paged_attention_reference(const PagedAttentionArgs& a) {
+  const PagedKvLayout& kv = a.kv;
+  const uint32_t D = kv.head_dim;
+  const uint32_t group = a.num_heads / kv.kv_heads;
+  std::vector<float> k(D), v(D);
+  std::vector<int8_t> q8(D);
+  for (int64_t t = 0; t < a.num_tokens; ++t) {
+    const int32_t n = a.context_len[t];
+    const int32_t j0 = a.window == 0 ? 0 : std::max<int32_t>(0, n - int32_t(a.window));
+    for (uint32_t h = 0; h < a.num_heads; ++h) {
+      const uint32_t kvh = h / group;
+      const float* q = a.q + (t * a.num_heads + h) * D;
+      std::vector<double> sc(n - j0);
+      double m = -INFINITY;
+      // int8 K is scored against the query quantized to int8 (kernels/int8_key_dots.h).
+      const bool k_int8 = kv.k_dtype == KvDtype::kInt8;
+      int32_t qsum = 0;
+      const float dq = k_int8 ? quantize_query_int8(q, D, q8.data(), &qsum) : 0.0f;
+      for (int32_t j = j0; j < n; ++j) {
+        const uint32_t blk = a.block_table[t][j / kv.block_size];
+        const uint8_t* kp = kv.k_head(blk, a.layer, kvh) + (j % kv.block_size) * kv.k_vector_bytes;
+        double d = 0;
+        if (k_int8) {
+          int64_t isum = 0;
+          for (uint32_t i = 0; i < D; ++i) isum += int64_t{q8[i]} * static_cast<int8_t>(kp[i]);
+          d = double(isum) * dq * load_f16_scale(kp + D);
+        } else {
+          kv_vector_to_f32(kv.k_dtype, kp, D, k.data(), 0);
+          for (uint32_t i = 0; i < D; ++i) d += double(q[i]) * k[i];
+        }
+        sc[j - j0] = d * a.scale;
+        m = std::max(m, sc[j - j0]);
+      }
+      double sum = 0;
+      for (auto& x : sc) sum += (x = std::exp(x - m));
+      std::vector<double> acc(D, 0.0);
+      for (int32_t j = j0; j < n; ++j) {
+        const uint32_t blk = a.block_table[t][j / kv.block_size];
+        kv_vector_to_f32(kv.v_dtype,
+                         kv.v_head(blk, a.layer, kvh) + (j % kv.block_size) * kv.v_vector_bytes, D,
+                         v.data(), 0);
+        for (uint32_t i = 0; i < D; ++i) acc[i] += sc[j - j0] / sum * v[i];
+      }
+      float* o = a.out + (t * a.num_heads + h) * D;
+      for (uint32_t i = 0; i < D; ++i) o[i] = static_cast<float>(acc[i]);
+    }
+  }
+}
+
+}  // namespace kvs
