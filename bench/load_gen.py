@@ -13,6 +13,9 @@ Workloads:
 Example:
   python3 bench/load_gen.py --kvserve build/bin/kvserve --workload shared \\
       --concurrency 1,8,32,64 --server-args "--kv-cache-memory 1GiB -t 2"
+  python3 bench/load_gen.py --llama-server PATH/llama-server --model MODEL.gguf \\
+      --workload unique --concurrency 1,16 --server-args "-t 2 -np 16 -c 32768"
+(the same clients against llama.cpp's server: --server-args are then llama-server's flags)
 (bench/serve_bench.sh runs the whole matrix of docs/benchmarks.md.)
 Output: one markdown table row per level (and --json FILE for the raw numbers).
 """
@@ -22,6 +25,7 @@ import json
 import random
 import re
 import shlex
+import socket
 import statistics
 import subprocess
 import sys
@@ -74,6 +78,37 @@ class Server:
         self.proc.wait(timeout=30)
 
 
+class LlamaServer:
+    """llama.cpp's llama-server on a free loopback port, ready once /health answers 200."""
+
+    def __init__(self, binary, model, args):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        cmd = [binary, "-m", model, "--host", "127.0.0.1", "--port", str(self.port), *args]
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.time() + 180
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise SystemExit(f"llama-server exited with {self.proc.returncode}: {cmd}")
+            try:
+                conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=5)
+                conn.request("GET", "/health")
+                ok = conn.getresponse().status == 200
+                conn.close()
+                if ok:
+                    return
+            except OSError:
+                pass
+            time.sleep(0.5)
+        self.stop()
+        raise SystemExit("llama-server did not become healthy within 180 s")
+
+    def stop(self):
+        self.proc.terminate()
+        self.proc.wait(timeout=30)
+
+
 def stream_chunks(host, port, route, body, api_key, timeout):
     """POSTs a streaming request; returns (t0, generator of its decoded SSE chunks until [DONE]).
     The connection closes when the generator is exhausted."""
@@ -111,12 +146,13 @@ def usage_tokens(chunk):
 def one_request(host, port, body, api_key):
     """Streams one chat completion; returns (ttft, [inter-token gaps], completion tokens)."""
     t0, chunks = stream_chunks(host, port, "/v1/chat/completions", body, api_key, timeout=600)
-    ttft, first, last, gaps, tokens, cached = None, None, None, [], 0, 0
+    ttft, first, last, gaps, tokens, cached, pieces = None, None, None, [], 0, 0, 0
     for chunk in chunks:
         if chunk.get("usage"):
             tokens, cached = usage_tokens(chunk)
         for c in chunk.get("choices", []):
             if c.get("delta", {}).get("content"):
+                pieces += 1
                 now = time.perf_counter()
                 if ttft is None:
                     ttft = now - t0
@@ -124,7 +160,8 @@ def one_request(host, port, body, api_key):
                 else:
                     gaps.append(now - last)
                 last = now
-    return ttft, gaps, tokens, cached, first, last
+    # A server that sends no usage chunk: one streamed piece per token.
+    return ttft, gaps, tokens or pieces, cached, first, last
 
 
 def scrape_metrics(host, port, api_key):
@@ -144,9 +181,12 @@ def scrape_metrics(host, port, api_key):
 
 
 def preemptions(host, port, api_key):
-    """kvserve_preemptions_total summed over modes (from /metrics)."""
-    return sum(v for k, v in scrape_metrics(host, port, api_key).items()
-               if k.startswith("kvserve_preemptions_total{"))
+    """kvserve_preemptions_total summed over modes (from /metrics); 0 for a server without it."""
+    try:
+        samples = scrape_metrics(host, port, api_key)
+    except (OSError, ValueError):
+        return 0
+    return sum(v for k, v in samples.items() if k.startswith("kvserve_preemptions_total{"))
 
 
 def run_level(host, port, workload, concurrency, per_client, max_tokens, api_key, seed):
@@ -217,7 +257,10 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--kvserve", help="kvserve binary: start a server with --server-args")
-    ap.add_argument("--server-args", default="", help="flags for kvserve serve")
+    ap.add_argument("--server-args", default="",
+                    help="flags for kvserve serve (or for llama-server with --llama-server)")
+    ap.add_argument("--llama-server", help="llama.cpp's llama-server binary: start it instead")
+    ap.add_argument("--model", help="GGUF for --llama-server (default: the cached default model)")
     ap.add_argument("--url", help="use a running server instead, e.g. http://127.0.0.1:8000")
     ap.add_argument("--api-key", default="")
     ap.add_argument("--workload", choices=["shared", "unique"], default="shared")
@@ -232,7 +275,14 @@ def main():
     if args.url:
         m = re.match(r"http://([^:/]+):(\d+)", args.url)
         host, port = m.group(1), int(m.group(2))
+    elif args.llama_server:
+        model = args.model or subprocess.run(["scripts/fetch-model"], check=True, text=True,
+                                              capture_output=True).stdout.strip().splitlines()[-1]
+        server = LlamaServer(args.llama_server, model, shlex.split(args.server_args))
+        host, port = "127.0.0.1", server.port
     else:
+        if not args.kvserve:
+            raise SystemExit("give --kvserve, --llama-server or --url")
         server = Server(args.kvserve, shlex.split(args.server_args))
         host, port = "127.0.0.1", server.port
     try:

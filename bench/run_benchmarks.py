@@ -7,14 +7,21 @@ BM_MemoryRead) and the fraction of it each decode figure reaches (bytes touched 
 weights read per step / tokens in the step + KV bytes read per token). Each figure is the best of
 --repeats runs; kvserve and llama.cpp runs alternate, so machine noise hits both alike.
 
-Usage: bench/run_benchmarks.py [--llama-bench PATH] [--repeats 3] > table.md
-llama.cpp is optional: build it outside the repository and pass --llama-bench.
+With --llama-server PATH it also serves both workloads of bench/load_gen.py (a shared ~1,000-token
+system prompt; unique prompts) at 1, 16 and 32 streaming clients, 64 output tokens each, from
+`kvserve serve` and from llama.cpp's llama-server with the same threads (the largest of
+--threads), one after the other, and prints one table of both.
+
+Usage: bench/run_benchmarks.py [--llama-bench PATH] [--llama-server PATH] [--repeats 3]
+                               [--sections generate,serving] > table.md
+llama.cpp is optional: build it outside the repository and pass --llama-bench / --llama-server.
 """
 import argparse
 import json
 import os
 import subprocess
 import sys
+import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 KVSERVE = os.path.join(ROOT, "build", "bin", "kvserve")
@@ -57,14 +64,61 @@ def llama_bench(path, threads, p, n):
     return res
 
 
+SERVING_CLIENTS = (1, 16, 32)
+
+
+def serving(llama_server, threads):
+    """The serving head-to-head: load_gen.py against kvserve serve, then llama-server."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    clients = ",".join(str(c) for c in SERVING_CLIENTS)
+    slots = max(SERVING_CLIENTS)
+    servers = [
+        ("kvserve", ["--kvserve", KVSERVE, "--server-args",
+                     f"-t {threads} --max-model-len 2048 --max-num-seqs 64 --kv-cache-memory 1GiB"]),
+        ("llama-server", ["--llama-server", llama_server, "--server-args",
+                          f"-t {threads} -np {slots} -c {slots * 2048}"]),
+    ]
+    print(f"\nServing, {threads} threads, 64 output tokens per request "
+          f"(bench/load_gen.py; llama-server with {slots} slots of 2,048 tokens):\n")
+    print("| server | workload | clients | output tok/s | vs 1 client | TTFT p50 ms | ITL p50 ms | errors |")
+    print("|---|---|---|---|---|---|---|---|")
+    results = {}
+    for workload in ("unique", "shared"):
+        for name, flags in servers:
+            with tempfile.NamedTemporaryFile(suffix=".jsonl") as f:
+                subprocess.run([sys.executable, os.path.join(here, "load_gen.py"), *flags,
+                                "--workload", workload, "--concurrency", clients,
+                                "--min-requests", "32", "--max-tokens", "64", "--json", f.name],
+                               check=True, stdout=subprocess.DEVNULL)
+                rows = [json.loads(l) for l in open(f.name) if l.strip()]
+            one = next(r for r in rows if r["concurrency"] == 1)["output_tokens_per_s"]
+            for r in rows:
+                results[(name, workload, r["concurrency"])] = r["output_tokens_per_s"]
+                print(f"| {name} | {workload} | {r['concurrency']} | {r['output_tokens_per_s']:.1f} | "
+                      f"{r['output_tokens_per_s'] / one:.2f}x | {r['ttft_p50_ms']:.0f} | "
+                      f"{r['itl_p50_ms']:.1f} | {r['errors']} |", flush=True)
+    print("\nkvserve / llama-server output tokens/s: " + ", ".join(
+        f"{w} {c}: {results[('kvserve', w, c)] / results[('llama-server', w, c)]:.2f}x"
+        for w in ("unique", "shared") for c in SERVING_CLIENTS
+        if results.get(("llama-server", w, c))))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--llama-bench")
+    ap.add_argument("--llama-server")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--threads", default="1,2")
+    ap.add_argument("--sections", default="generate,serving")
     a = ap.parse_args()
     lscpu = sh(["lscpu"])
     cpu = next((l.split(":", 1)[1].strip() for l in lscpu.splitlines() if l.startswith("Model name")), "?")
+    sections = a.sections.split(",")
+    if "generate" not in sections:
+        print(f"Machine: {cpu}, {os.cpu_count()} cores.")
+        if a.llama_server and "serving" in sections:
+            serving(a.llama_server, max(int(x) for x in a.threads.split(",")))
+        return 0
     prompt = prompt_of(380)  # ~512 tokens
     rows = []
     for t in [int(x) for x in a.threads.split(",")]:
@@ -125,6 +179,8 @@ def main():
           f"({max(int(x) for x in a.threads.split(','))} threads): cold {best_cold['prefill_ms']:.0f} ms; "
           f"second run {best_warm['prefill_ms']:.1f} ms with {best_warm['cached_tokens']} tokens from the prefix "
           f"cache ({best_cold['prefill_ms'] / best_warm['prefill_ms']:.0f}x faster).")
+    if a.llama_server and "serving" in sections:
+        serving(a.llama_server, max(int(x) for x in a.threads.split(",")))
 
 
 if __name__ == "__main__":
