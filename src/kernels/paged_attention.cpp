@@ -90,7 +90,28 @@ struct RangeArgs {
   const int16_t* q16 = nullptr;   // [NG][head_dim]
   const int32_t* qsum = nullptr;  // [NG]
   const float* dq = nullptr;      // [NG]
+  // The VNNI kernels that score them, or nullptr for the Highway int16 path.
+  const int8_key_dots::Kernels* int8_dots = nullptr;
 };
+
+// What to fetch while block b's keys (from key j on) are scored: K two blocks ahead (one block's
+// arithmetic is too short to hide a miss), and this block's V, which the value pass reads right
+// after the scores. The caller requests the lines a few per four keys rather than all at once: a
+// burst fills the core's miss buffers and stalls the arithmetic until memory answers. The first
+// block of a range requests the next block's K here, at once.
+static HWY_INLINE PrefetchCursor BlockPrefetch(const RangeArgs& r, int32_t j, int32_t b) {
+  const PagedAttentionArgs& a = *r.a;
+  const PagedKvLayout& kv = a.kv;
+  const int32_t bs = static_cast<int32_t>(kv.block_size);
+  const uint32_t* table = a.block_table[r.t];
+  if (j == r.j0 && (b + 1) * bs < r.j1)
+    PrefetchRegion(kv.k_head(table[b + 1], a.layer, r.kvh), uint64_t(bs) * kv.k_vector_bytes);
+  PrefetchCursor pf;
+  if ((b + 2) * bs < r.j1)
+    pf.Add(kv.k_head(table[b + 2], a.layer, r.kvh), uint64_t(bs) * kv.k_vector_bytes);
+  pf.Add(kv.v_head(table[b], a.layer, r.kvh), uint64_t(bs) * kv.v_vector_bytes);
+  return pf;
+}
 
 // One chunk of L elements of an ungrouped key (i) or one 32-element group of a grouped key
 // (e0), for all NG query heads: the bodies of KeyDot's loop.
@@ -257,16 +278,7 @@ static void ScoreKeys(const RangeArgs& r) {
     const int32_t end = std::min<int32_t>(r.j1, (b + 1) * bs);
     const int32_t first = b * static_cast<int32_t>(bs);  // key j is at kb + (j - first) * bytes
     const uint8_t* kb = kv.k_head(table[b], a.layer, r.kvh);
-    // K two blocks ahead (one block's arithmetic is too short to hide a miss), and this
-    // block's V, which the value pass reads right after the scores. The lines are requested a
-    // few per four keys rather than all at once: a burst fills the core's miss buffers and
-    // stalls the arithmetic until memory answers.
-    if (j == r.j0 && (b + 1) * static_cast<int32_t>(bs) < r.j1)
-      PrefetchRegion(kv.k_head(table[b + 1], a.layer, r.kvh), uint64_t{bs} * kv.k_vector_bytes);
-    PrefetchCursor pf;
-    if ((b + 2) * static_cast<int32_t>(bs) < r.j1)
-      pf.Add(kv.k_head(table[b + 2], a.layer, r.kvh), uint64_t{bs} * kv.k_vector_bytes);
-    pf.Add(kv.v_head(table[b], a.layer, r.kvh), uint64_t{bs} * kv.v_vector_bytes);
+    PrefetchCursor pf = BlockPrefetch(r, j, b);
     const uint32_t lines_per_step = pf.LinesPer((end - j + 3) / 4);
     if constexpr (kReduce4) {
       for (; j + 4 <= end; j += 4) {
@@ -524,15 +536,9 @@ static void ScoreKeysVnni(const RangeArgs& r, const int8_key_dots::Kernels& kd) 
     const int32_t b = j / bs;
     const int32_t end = std::min<int32_t>(r.j1, (b + 1) * bs);
     const uint8_t* kb = kv.k_head(table[b], a.layer, r.kvh);
-    if (j == r.j0 && (b + 1) * bs < r.j1)
-      PrefetchRegion(kv.k_head(table[b + 1], a.layer, r.kvh), uint64_t(bs) * kvb);
-    int8_key_dots::Prefetch pf;
-    if ((b + 2) * bs < r.j1) {
-      pf.p[0] = kv.k_head(table[b + 2], a.layer, r.kvh);
-      pf.bytes[0] = uint64_t(bs) * kvb;
-    }
-    pf.p[1] = kv.v_head(table[b], a.layer, r.kvh);
-    pf.bytes[1] = uint64_t(bs) * kv.v_vector_bytes;
+    const PrefetchCursor plan = BlockPrefetch(r, j, b);
+    const int8_key_dots::Prefetch pf{.p = {plan.p[0], plan.p[1]},
+                                     .bytes = {plan.left[0], plan.left[1]}};
     const uint8_t* k0 = kb + int64_t{j - b * bs} * kvb;
     kd.dots(r.q8, r.qsum, NG, D, k0, kvb, end - j, r.scores + (j - r.j0), len, pf);
     for (int32_t i = 0; i < end - j; ++i)
@@ -554,12 +560,6 @@ static void ScoreKeysVnni(const RangeArgs& r, const int8_key_dots::Kernels& kd) 
 
 template <int NG>
 static void ScoreKeysFor(KvDtype dtype, const RangeArgs& r, float* buf) {
-  if (dtype == KvDtype::kInt8 && readers_fit(dtype, r.a->kv.head_dim)) {
-    const int8_key_dots::Kernels* kd = int8_key_dots::active();
-    if (kd != nullptr && r.a->kv.head_dim % kd->chunk == 0) return ScoreKeysVnni<NG>(r, *kd);
-    if (int8_scores_fit(r.a->kv.head_dim)) return ScoreKeysD<ScoreInt8, NG>(r);
-    return ScoreKeysScalar<NG>(r, buf);
-  }
   if (!readers_fit(dtype, r.a->kv.head_dim)) return ScoreKeysScalar<NG>(r, buf);
   switch (dtype) {
     case KvDtype::kF32: return ScoreKeysD<ReadF32, NG>(r);
@@ -568,7 +568,10 @@ static void ScoreKeysFor(KvDtype dtype, const RangeArgs& r, float* buf) {
     case KvDtype::kFp8E4M3: return ScoreKeysD<ReadFp8E4M3, NG>(r);
     case KvDtype::kFp8E5M2: return ScoreKeysD<ReadFp8E5M2, NG>(r);
     case KvDtype::kFp8E4M3Dyn: return ScoreKeysD<ReadFp8E4M3Dyn, NG>(r);
-    case KvDtype::kInt8: return ScoreKeysD<ReadInt8, NG>(r);
+    case KvDtype::kInt8:  // int8 queries (kernels/int8_key_dots.h)
+      if (r.int8_dots != nullptr) return ScoreKeysVnni<NG>(r, *r.int8_dots);
+      if (int8_scores_fit(r.a->kv.head_dim)) return ScoreKeysD<ScoreInt8, NG>(r);
+      return ScoreKeysScalar<NG>(r, buf);
     case KvDtype::kInt4:
     case KvDtype::kQ4_0:
     case KvDtype::kInt4Had: return ScoreKeysD<ReadQ4, NG>(r);
@@ -670,19 +673,21 @@ struct QueriesInt8 {
   std::vector<int32_t> qsum;  // [T][H]
   std::vector<float> dq;      // [T][H]
 
-  void quantize(const PagedAttentionArgs& a, ThreadPool& pool) {
+  // with_q16: also the int16 copy the Highway path reads (the VNNI kernels read q8).
+  void quantize(const PagedAttentionArgs& a, ThreadPool& pool, bool with_q16) {
     const uint32_t D = a.kv.head_dim;
     const size_t heads = static_cast<size_t>(a.num_tokens) * a.num_heads;
     if (q8.size() < heads * D) {
       q8.resize(heads * D);
-      q16.resize(heads * D);
       qsum.resize(heads);
       dq.resize(heads);
     }
+    if (with_q16 && q16.size() < heads * D) q16.resize(heads * D);
     auto run = [&](size_t begin, size_t end, int) {
       for (size_t h = begin; h < end; ++h) {
         dq[h] = quantize_query_int8(a.q + h * D, D, q8.data() + h * D, &qsum[h]);
-        for (size_t i = h * D; i < (h + 1) * D; ++i) q16[i] = q8[i];
+        if (with_q16)
+          for (size_t i = h * D; i < (h + 1) * D; ++i) q16[i] = q8[i];
       }
     };
     if (heads * D < 16384) {
@@ -732,8 +737,12 @@ void PagedAttention(const PagedAttentionArgs& a, ThreadPool& pool) {
   const bool k_rotated = kv_dtype_rotated(kv.k_dtype) && readers_fit(kv.k_dtype, D);
   const bool v_rotated = kv_dtype_rotated(kv.v_dtype) && readers_fit(kv.v_dtype, D);
   const bool k_int8 = kv.k_dtype == KvDtype::kInt8;  // scored against int8 queries
+  // The VNNI kernels score int8 keys where the CPU has them and the head dim fits their vectors.
+  const int8_key_dots::Kernels* int8_dots = k_int8 ? int8_key_dots::active() : nullptr;
+  if (int8_dots != nullptr && (!readers_fit(kv.k_dtype, D) || D % int8_dots->chunk != 0))
+    int8_dots = nullptr;
   thread_local QueriesInt8 queries_int8;
-  if (k_int8) queries_int8.quantize(a, pool);
+  if (k_int8) queries_int8.quantize(a, pool, int8_dots == nullptr);
   const QueriesInt8& qi = queries_int8;  // the caller's (a thread_local is per worker)
   const size_t part_stride = size_t{group} * (D + 2);  // acc [group][D], m [group], l [group]
   thread_local std::vector<float> partials;
@@ -777,19 +786,21 @@ void PagedAttention(const PagedAttentionArgs& a, ThreadPool& pool) {
       }
       for (uint32_t g0 = 0; g0 < group; g0 += kMaxNG) {
         const int ng = static_cast<int>(std::min<uint32_t>(kMaxNG, group - g0));
-        const RangeArgs r{.a = &a,
-                          .t = t,
-                          .kvh = kvh,
-                          .head0 = kvh * group + g0,
-                          .j0 = j0,
-                          .j1 = j1,
-                          .q = q + g0 * D,
-                          .scores = s.scores.data(),
-                          .key_scales = s.key_scales.data(),
-                          .q8 = k_int8 ? qi.q8.data() + (head0 + g0) * D : nullptr,
-                          .q16 = k_int8 ? qi.q16.data() + (head0 + g0) * D : nullptr,
-                          .qsum = k_int8 ? qi.qsum.data() + head0 + g0 : nullptr,
-                          .dq = k_int8 ? qi.dq.data() + head0 + g0 : nullptr};
+        const RangeArgs r{
+            .a = &a,
+            .t = t,
+            .kvh = kvh,
+            .head0 = kvh * group + g0,
+            .j0 = j0,
+            .j1 = j1,
+            .q = q + g0 * D,
+            .scores = s.scores.data(),
+            .key_scales = s.key_scales.data(),
+            .q8 = k_int8 ? qi.q8.data() + (head0 + g0) * D : nullptr,
+            .q16 = k_int8 && int8_dots == nullptr ? qi.q16.data() + (head0 + g0) * D : nullptr,
+            .qsum = k_int8 ? qi.qsum.data() + head0 + g0 : nullptr,
+            .dq = k_int8 ? qi.dq.data() + head0 + g0 : nullptr,
+            .int8_dots = int8_dots};
         const Partial p{
             .acc = base + g0 * D, .m = base + group * D + g0, .l = base + group * (D + 1) + g0};
         AttendRangeAnyNG(ng, r, p, s.buf.data());
