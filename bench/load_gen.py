@@ -22,6 +22,7 @@ Output: one markdown table row per level (and --json FILE for the raw numbers).
 import argparse
 import http.client
 import json
+import os
 import random
 import re
 import shlex
@@ -276,7 +277,9 @@ def main():
         m = re.match(r"http://([^:/]+):(\d+)", args.url)
         host, port = m.group(1), int(m.group(2))
     elif args.llama_server:
-        model = args.model or subprocess.run(["scripts/fetch-model"], check=True, text=True,
+        fetch = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts",
+                             "fetch-model")
+        model = args.model or subprocess.run([fetch], check=True, text=True,
                                               capture_output=True).stdout.strip().splitlines()[-1]
         server = LlamaServer(args.llama_server, model, shlex.split(args.server_args))
         host, port = "127.0.0.1", server.port
