@@ -407,11 +407,12 @@ KVS_AI void min_dot(const float* m, int64_t n, const float* xs, __m256* macc, fl
   for (; i < n; ++i) *mtail += m[i] * xs[i];
 }
 
-// y[(t0 + t) * N + n0 + r] for r < rn <= RN, t < rt <= RT: one accumulator per (row, token), the
-// blocks in order; a row or token beyond rn / rt is computed (padding) but not stored.
+// y[(t0 + t) * N + n0 + r] for r < rn <= RN, t < RT: one accumulator per (row, token), the
+// blocks in order. Every call is exactly RT tokens wide (a short last tile instantiates a
+// narrower RT); a row beyond rn (a panel's odd last row) is computed but not stored.
 template <WeightType kT, int RN, int RT, class Src>
-__attribute__((noinline)) void tile(Src& src, const Acts& a, int64_t t0, int rt, float* y,
-                                    int64_t N, int64_t n0, int rn) {
+__attribute__((noinline)) void tile(Src& src, const Acts& a, int64_t t0, float* y, int64_t N,
+                                    int64_t n0, int rn) {
   const int64_t KB = a.KB, K = a.K;
   __m256 acc[RN][RT];
   // The min terms' accumulators are touched once per chunk: kept in memory, so that the
@@ -468,7 +469,7 @@ __attribute__((noinline)) void tile(Src& src, const Acts& a, int64_t t0, int rt,
   KVS_UNROLL
   for (int r = 0; r < RN; ++r) KVS_UNROLL
   for (int t = 0; t < RT; ++t) {
-    if (r >= rn || t >= rt) continue;
+    if (r >= rn) continue;
     const __m256 sum =
         kHasMin<kT> ? _mm256_add_ps(acc[r][t], _mm256_load_ps(macc[r][t])) : acc[r][t];
     y[(t0 + t) * N + n0 + r] = hsum(sum) + mtail[r][t];
@@ -483,11 +484,11 @@ void direct_rows(const Weights& w, const Acts& a, int64_t n0, int64_t n1, int64_
   int64_t n = n0;
   for (; n + RN <= n1; n += RN) {
     DirectSrc<kT, RN> src{w.data + n * rb, rb};
-    tile<kT, RN, NT>(src, a, t0, NT, y, w.rows, n, RN);
+    tile<kT, RN, NT>(src, a, t0, y, w.rows, n, RN);
   }
   for (; n < n1; ++n) {
     DirectSrc<kT, 1> src{w.data + n * rb, rb};
-    tile<kT, 1, NT>(src, a, t0, NT, y, w.rows, n, 1);
+    tile<kT, 1, NT>(src, a, t0, y, w.rows, n, 1);
   }
 }
 
@@ -528,10 +529,10 @@ void gemm_typed(const Weights& w, const Acts& a, int64_t n0, int64_t n1, int64_t
         // two full tiles, as much as one of 8. Each (row, token) sum runs the same operations in
         // the same order whatever the tile's width, so the bits do not change.
         switch (rt) {
-          case 1: tile<kT, kTileRows, 1>(src, a, tt, 1, y, w.rows, p0 + r, rn); break;
-          case 2: tile<kT, kTileRows, 2>(src, a, tt, 2, y, w.rows, p0 + r, rn); break;
-          case 3: tile<kT, kTileRows, 3>(src, a, tt, 3, y, w.rows, p0 + r, rn); break;
-          default: tile<kT, kTileRows, kTileTokens>(src, a, tt, rt, y, w.rows, p0 + r, rn);
+          case 1: tile<kT, kTileRows, 1>(src, a, tt, y, w.rows, p0 + r, rn); break;
+          case 2: tile<kT, kTileRows, 2>(src, a, tt, y, w.rows, p0 + r, rn); break;
+          case 3: tile<kT, kTileRows, 3>(src, a, tt, y, w.rows, p0 + r, rn); break;
+          default: tile<kT, kTileRows, kTileTokens>(src, a, tt, y, w.rows, p0 + r, rn);
         }
       }
     }
