@@ -259,12 +259,14 @@ std::vector<StepOutput> Engine::step() {
   // 1. Schedule: decisions only.
   if (offload_ != nullptr && counters_.prefill_step_seconds > 0)
     scheduler_->set_prefill_rate(counters_.prompt_tokens_computed / counters_.prefill_step_seconds);
-  const double log_start = step_log_ != nullptr ? wall_seconds() : 0;
-  const uint64_t recomputes_before = scheduler_->num_preemptions(PreemptionMode::kRecompute);
-  const uint64_t swaps_before = scheduler_->num_preemptions(PreemptionMode::kSwap);
+  const bool logging = step_log_ != nullptr;
+  const double log_start = logging ? wall_seconds() : 0;
+  const uint64_t recomputes_before =
+      logging ? scheduler_->num_preemptions(PreemptionMode::kRecompute) : 0;
+  const uint64_t swaps_before = logging ? scheduler_->num_preemptions(PreemptionMode::kSwap) : 0;
   const StepPlan plan = scheduler_->schedule();
   StepLogEntry log_entry;
-  if (step_log_ != nullptr && !plan.empty()) {
+  if (logging && !plan.empty()) {
     log_entry.start_s = log_start;
     log_entry.running = static_cast<uint32_t>(scheduler_->num_running());
     log_entry.waiting = static_cast<uint32_t>(scheduler_->num_waiting());
@@ -327,7 +329,7 @@ std::vector<StepOutput> Engine::step() {
     sample_into(s, first_row, has_prefill, &out);
   }
   scheduler_->remove_finished();
-  if (step_log_ != nullptr) {
+  if (logging) {
     log_entry.end_s = wall_seconds();
     const KvCacheCounters c = cache_->counters();
     log_entry.blocks_in_use = c.blocks_in_use;
