@@ -6,6 +6,11 @@
 //
 //   build/bench/attention_bench [--contexts 1024,4096,16384,32768] [--formats f16,int8,...]
 //                               [--threads N] [--block-size N] [--min-seconds S] [--markdown]
+//                               [--sequences N --shared-prefix TOKENS]
+//
+// With --sequences N, one decode step of N sequences whose first TOKENS positions are the same
+// physical blocks (a cached system prompt), timed with shared-prefix attention on and off in the
+// same run (PagedAttentionArgs::share_segments).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -94,8 +99,19 @@ double process_cpu_seconds() {
   return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
 }
 
-Result run(const Model& m, KvDtype dtype, int ctx, ThreadPool& pool, double min_seconds) {
-  const uint32_t nblocks = (ctx + m.block_size - 1) / m.block_size;
+// One decode step of `sequences` tokens at context ctx whose first `shared_tokens` positions
+// (rounded down to whole blocks) are the same blocks for all of them.
+struct Batch {
+  int sequences = 1;
+  int shared_tokens = 0;
+  bool share = true;
+};
+
+Result run(const Model& m, KvDtype dtype, int ctx, ThreadPool& pool, double min_seconds,
+           const Batch& batch = {}) {
+  const uint32_t per_seq = (ctx + m.block_size - 1) / m.block_size;
+  const uint32_t shared_blocks = std::min<uint32_t>(per_seq, batch.shared_tokens / m.block_size);
+  const uint32_t nblocks = shared_blocks + uint32_t(batch.sequences) * (per_seq - shared_blocks);
   auto storage = KvBlockStorage::create({.num_blocks = nblocks,
                                          .block_size = m.block_size,
                                          .layers = m.layers,
@@ -131,18 +147,27 @@ Result run(const Model& m, KvDtype dtype, int ctx, ThreadPool& pool, double min_
           std::memcpy(kv.k_head(b, l, h) + s * vb, pool_bytes.data() + (rng() % distinct) * vb, vb);
           std::memcpy(kv.v_head(b, l, h) + s * vb, pool_bytes.data() + (rng() % distinct) * vb, vb);
         }
-  std::vector<float> q(m.heads * m.head_dim), out(q.size());
+  // Sequence s: the shared blocks, then its own.
+  std::vector<std::vector<uint32_t>> tables(batch.sequences);
+  for (int sq = 0; sq < batch.sequences; ++sq) {
+    tables[sq].assign(table.begin(), table.begin() + shared_blocks);
+    const auto own = table.begin() + shared_blocks + sq * (per_seq - shared_blocks);
+    tables[sq].insert(tables[sq].end(), own, own + (per_seq - shared_blocks));
+  }
+  std::vector<float> q(size_t(batch.sequences) * m.heads * m.head_dim), out(q.size());
   for (auto& v : q) v = nd(rng);
-  const int32_t context_len = ctx;
-  const uint32_t* tab = table.data();
+  const std::vector<int32_t> context_len(batch.sequences, ctx);
+  std::vector<const uint32_t*> tabs;
+  for (const auto& t : tables) tabs.push_back(t.data());
   PagedAttentionArgs args{.kv = kv,
-                          .num_tokens = 1,
+                          .num_tokens = batch.sequences,
                           .num_heads = m.heads,
                           .scale = 1.0f / 8,
                           .q = q.data(),
                           .out = out.data(),
-                          .context_len = &context_len,
-                          .block_table = &tab};
+                          .context_len = context_len.data(),
+                          .block_table = tabs.data(),
+                          .share_segments = batch.share};
   auto step = [&] {
     for (uint32_t l = 0; l < m.layers; ++l) {
       args.layer = l;
@@ -166,7 +191,39 @@ Result run(const Model& m, KvDtype dtype, int ctx, ThreadPool& pool, double min_
                                           .head_dim_v = m.head_dim,
                                           .k_dtype = dtype,
                                           .v_dtype = dtype});
-  return {times[times.size() / 2], cpu, double(tb.bytes_per_token) * ctx};
+  // The bytes a step must read at least: the shared prefix once, each sequence's own part.
+  const double tokens_read =
+      double(shared_blocks) * m.block_size +
+      double(batch.sequences) * (double(ctx) - double(shared_blocks) * m.block_size);
+  return {times[times.size() / 2], cpu, double(tb.bytes_per_token) * tokens_read};
+}
+
+// --sequences: each format with shared-prefix attention on and off, in the same run.
+int run_shared(const Model& m, const std::vector<int>& contexts,
+               const std::vector<std::string>& formats, ThreadPool& pool, double min_seconds,
+               int sequences, int shared_tokens) {
+  std::printf("%d sequences, the first %d positions shared\n\n", sequences, shared_tokens);
+  std::printf(
+      "| format | context | ms / step shared | ms / step unshared | speedup | CPU ms shared "
+      "| CPU ms unshared |\n|---|---:|---:|---:|---:|---:|---:|\n");
+  for (int ctx : contexts)
+    for (const auto& name : formats) {
+      auto d = parse_kv_dtype(name);
+      if (!d.is_ok()) {
+        std::fprintf(stderr, "%s\n", d.status().message().c_str());
+        return 2;
+      }
+      const Batch on{.sequences = sequences, .shared_tokens = shared_tokens, .share = true};
+      Batch off = on;
+      off.share = false;
+      const Result a = run(m, *d, ctx, pool, min_seconds, on);
+      const Result b = run(m, *d, ctx, pool, min_seconds, off);
+      std::printf("| %s | %d | %.3f | %.3f | %.2fx | %.3f | %.3f |\n", name.c_str(), ctx,
+                  a.step_seconds * 1e3, b.step_seconds * 1e3, b.step_seconds / a.step_seconds,
+                  a.cpu_seconds * 1e3, b.cpu_seconds * 1e3);
+      std::fflush(stdout);
+    }
+  return 0;
 }
 
 int main_impl(int argc, char** argv) {
@@ -177,6 +234,7 @@ int main_impl(int argc, char** argv) {
   double min_seconds = 1.0;
   bool markdown = false;
   uint32_t block_size = 16;
+  int sequences = 1, shared_tokens = 0;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> std::string {
@@ -201,6 +259,18 @@ int main_impl(int argc, char** argv) {
         std::fprintf(stderr, "--block-size must be at least 1\n");
         return 2;
       }
+    } else if (a == "--sequences") {
+      sequences = std::atoi(next().c_str());
+      if (sequences < 1) {
+        std::fprintf(stderr, "--sequences must be at least 1\n");
+        return 2;
+      }
+    } else if (a == "--shared-prefix") {
+      shared_tokens = std::atoi(next().c_str());
+      if (shared_tokens < 0) {
+        std::fprintf(stderr, "--shared-prefix must be at least 0\n");
+        return 2;
+      }
     } else if (a == "--markdown") {
       markdown = true;
     } else {
@@ -214,6 +284,8 @@ int main_impl(int argc, char** argv) {
               bw / 1e9);
   Model m;
   m.block_size = block_size;
+  if (sequences > 1)
+    return run_shared(m, contexts, formats, pool, min_seconds, sequences, shared_tokens);
   std::printf(
       "decode attention, one sequence, %u layers x %u heads (%u KV heads) x head dim %u, block "
       "size %u\n\n",

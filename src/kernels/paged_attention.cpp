@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/check.h"
+#include "kernels/attention_segments.h"
 #include "kernels/int8_key_dots.h"
 #include "kernels/kv_vector.h"
 #include "quant/hadamard.h"
@@ -21,340 +22,16 @@
 #include <hwy/contrib/math/math-inl.h>
 
 #include "kernels/kv_readers-inl.h"
+// After the readers: the score pass and the per-range arguments (RangeArgs, Partial).
+#include "kernels/attention_key_scores-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace kvs {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-// DF, VF and the format readers (Read*) come from kernels/kv_readers-inl.h.
-
-// Complete unrolling of the loops over query heads and chunks, so that the accumulator arrays
-// live in registers (GCC -O2 would otherwise keep them on the stack).
-#define KVS_UNROLL _Pragma("GCC unroll 16")
-
-// Prefetches the `bytes` of one (block, head) region of K or V: the blocks of a sequence are
-// scattered over the pool, so the hardware prefetcher cannot see the next one coming.
-static HWY_INLINE void PrefetchRegion(const uint8_t* p, uint64_t bytes) {
-  for (uint64_t o = 0; o < bytes; o += 64) hwy::Prefetch(p + o);
-}
-
-// Regions to prefetch a few lines at a time, spread over a block's keys.
-struct PrefetchCursor {
-  const uint8_t* p[2] = {nullptr, nullptr};
-  uint64_t left[2] = {0, 0};  // bytes
-  int n = 0;
-  void Add(const uint8_t* region, uint64_t bytes) {
-    p[n] = region;
-    left[n++] = bytes;
-  }
-  // Lines per call for the whole to go out in `steps` calls.
-  uint32_t LinesPer(int32_t steps) const {
-    const uint64_t lines = (left[0] + 63) / 64 + (left[1] + 63) / 64;
-    return static_cast<uint32_t>((lines + std::max(1, steps) - 1) / std::max(1, steps));
-  }
-  HWY_INLINE void Issue(uint32_t lines) {
-    for (int i = 0; i < n && lines > 0; ++i) {
-      while (left[i] > 0 && lines > 0) {
-        hwy::Prefetch(p[i]);
-        p[i] += 64;
-        left[i] = left[i] > 64 ? left[i] - 64 : 0;
-        --lines;
-      }
-    }
-  }
-};
-
-// ---- One (token, kv head, key range, batch of NG query heads) ---------------------------------
-
-// What a range of keys contributes to NG query heads: unnormalised output (sum of
-// exp(s - m) v), the running max m and the sum of exp(s - m).
-struct Partial {
-  float* acc;  // [NG][D]
-  float* m;    // [NG]
-  float* l;    // [NG]
-};
-
-struct RangeArgs {
-  const PagedAttentionArgs* a;
-  int64_t t;
-  uint32_t kvh;
-  uint32_t head0;     // first query head of the batch
-  int32_t j0, j1;     // key positions [j0, j1)
-  const float* q;     // [NG][head_dim] queries of the batch (rotated for a rotated K format)
-  float* scores;      // [NG][j1 - j0] scratch
-  float* key_scales;  // [j1 - j0] scratch
-  // int8 keys (kernels/int8_key_dots.h): the batch's queries quantized to int8, as int8 and
-  // int16 copies, with their sums and scales.
-  const int8_t* q8 = nullptr;     // [NG][head_dim]
-  const int16_t* q16 = nullptr;   // [NG][head_dim]
-  const int32_t* qsum = nullptr;  // [NG]
-  const float* dq = nullptr;      // [NG]
-  // The VNNI kernels that score them, or nullptr for the Highway int16 path.
-  const int8_key_dots::Kernels* int8_dots = nullptr;
-};
-
-// What to fetch while block b's keys (from key j on) are scored: K two blocks ahead (one block's
-// arithmetic is too short to hide a miss), and this block's V, which the value pass reads right
-// after the scores. The caller requests the lines a few per four keys rather than all at once: a
-// burst fills the core's miss buffers and stalls the arithmetic until memory answers. The first
-// block of a range requests the next block's K here, at once.
-static HWY_INLINE PrefetchCursor BlockPrefetch(const RangeArgs& r, int32_t j, int32_t b) {
-  const PagedAttentionArgs& a = *r.a;
-  const PagedKvLayout& kv = a.kv;
-  const int32_t bs = static_cast<int32_t>(kv.block_size);
-  const uint32_t* table = a.block_table[r.t];
-  if (j == r.j0 && (b + 1) * bs < r.j1)
-    PrefetchRegion(kv.k_head(table[b + 1], a.layer, r.kvh), uint64_t(bs) * kv.k_vector_bytes);
-  PrefetchCursor pf;
-  if ((b + 2) * bs < r.j1)
-    pf.Add(kv.k_head(table[b + 2], a.layer, r.kvh), uint64_t(bs) * kv.k_vector_bytes);
-  pf.Add(kv.v_head(table[b], a.layer, r.kvh), uint64_t(bs) * kv.v_vector_bytes);
-  return pf;
-}
-
-// One chunk of L elements of an ungrouped key (i) or one 32-element group of a grouped key
-// (e0), for all NG query heads: the bodies of KeyDot's loop.
-template <class R, int NG>
-static HWY_INLINE void KeyChunk(DF df, const uint8_t* k, const float* q, uint32_t D, size_t i,
-                                VF* acc) {
-  if constexpr (!R::kGrouped) {
-    const VF x = R::Load(df, k, i);
-    KVS_UNROLL
-    for (int g = 0; g < NG; ++g) acc[g] = hn::MulAdd(hn::LoadU(df, q + g * D + i), x, acc[g]);
-  } else {
-    const size_t L = hn::Lanes(df);
-    const uint8_t* gp = k + (i / 32) * R::kGroupBytes;
-    VF part[NG];
-    KVS_UNROLL
-    for (int g = 0; g < NG; ++g) part[g] = hn::Zero(df);
-    KVS_UNROLL
-    for (size_t e = 0; e < 32; e += L) {
-      const VF x = R::Load(df, gp, e);
-      KVS_UNROLL
-      for (int g = 0; g < NG; ++g)
-        part[g] = hn::MulAdd(hn::LoadU(df, q + g * D + i + e), x, part[g]);
-    }
-    const VF gs = hn::Set(df, R::Scale(gp));
-    KVS_UNROLL
-    for (int g = 0; g < NG; ++g) acc[g] = hn::MulAdd(part[g], gs, acc[g]);
-  }
-}
-
-// acc[g] = q_g . k lane-wise partial sums for one key, without the scale of an ungrouped
-// format (grouped formats apply their group scales inside). K is converted once for all NG
-// query heads. With the head dim known at compile time (kD) the loop unrolls completely; a
-// runtime head dim keeps a plain loop (unrolling it would multiply the code of every format).
-template <class R, int NG, uint32_t kD>
-static HWY_INLINE void KeyDot(DF df, const uint8_t* k, const float* q, uint32_t D, VF* acc) {
-  const size_t step = R::kGrouped ? 32 : hn::Lanes(df);
-  KVS_UNROLL
-  for (int g = 0; g < NG; ++g) acc[g] = hn::Zero(df);
-  if constexpr (kD != 0) {
-    KVS_UNROLL
-    for (size_t i = 0; i < kD; i += step) KeyChunk<R, NG>(df, k, q, kD, i, acc);
-  } else {
-    for (size_t i = 0; i < D; i += step) KeyChunk<R, NG>(df, k, q, D, i, acc);
-  }
-}
-
-// The int8 format's keys scored against int8 queries (kernels/int8_key_dots.h): exact int32
-// sums of int16 products (vpmaddwd), converted to f32 lanes (exact below 2^24), so every target
-// and the VNNI kernels give the same sums. Its scale factor is the key's f16 scale, as ReadInt8.
-struct ScoreInt8 : Ungrouped<true> {
-  static constexpr bool kIntegerQuery = true;
-};
-template <class R>
-constexpr bool IntegerQuery() {
-  if constexpr (requires { R::kIntegerQuery; }) {
-    return true;
-  } else {
-    return false;
-  }
-}
-// int16 lanes of one full vector (the scalar target has one lane of each type).
-#if HWY_TARGET == HWY_SCALAR
-using DI16 = hn::Rebind<int16_t, DF>;
-#else
-using DI16 = hn::Repartition<int16_t, DF>;
-#endif
-static bool int8_scores_fit(uint32_t D) {
-  const DI16 d16;
-  return D % hn::Lanes(d16) == 0;
-}
-
-template <int NG, uint32_t kD>
-static HWY_INLINE void KeyDotInt8(DF df, const uint8_t* k, const int16_t* q, uint32_t D, VF* acc) {
-  const DI16 d16;
-  const hn::RebindToSigned<DF> d32;
-  const hn::Rebind<int8_t, decltype(d16)> d8;
-  const size_t L16 = hn::Lanes(d16);
-  const auto* kb = reinterpret_cast<const int8_t*>(k);
-  hn::Vec<decltype(d32)> s0[NG], s1[NG];
-  KVS_UNROLL
-  for (int g = 0; g < NG; ++g) s0[g] = s1[g] = hn::Zero(d32);
-  const uint32_t n = kD != 0 ? kD : D;
-  KVS_UNROLL
-  for (size_t i = 0; i < n; i += L16) {
-    const auto x = hn::PromoteTo(d16, hn::LoadU(d8, kb + i));
-    KVS_UNROLL
-    for (int g = 0; g < NG; ++g)
-      s0[g] = hn::ReorderWidenMulAccumulate(d32, x, hn::LoadU(d16, q + g * n + i), s0[g], s1[g]);
-  }
-  KVS_UNROLL
-  for (int g = 0; g < NG; ++g) acc[g] = hn::ConvertTo(df, hn::RearrangeToOddPlusEven(s0[g], s1[g]));
-}
-
-// One key's lane sums for the batch's heads: float queries, or int16 ones for ScoreInt8.
-template <class R, int NG, uint32_t kD>
-static HWY_INLINE void DotKey(DF df, const uint8_t* k, const RangeArgs& r, uint32_t D, VF* acc) {
-  if constexpr (IntegerQuery<R>()) {
-    KeyDotInt8<NG, kD>(df, k, r.q16, D, acc);
-  } else {
-    KeyDot<R, NG, kD>(df, k, r.q, D, acc);
-  }
-}
-
-// Four horizontal sums at once: out[u] = sum of the lanes of a[u] times f[u]. Pairs of
-// interleaves leave each 128-bit block holding (a0, a1, a2, a3) partial sums, then the blocks
-// are folded: about 3 operations per sum instead of SumOfLanes' 8.
-#if HWY_TARGET == HWY_SCALAR
-constexpr bool kReduce4 = false;
-#else
-constexpr bool kReduce4 = hn::MaxLanes(DF()) >= 4 && hn::MaxLanes(DF()) <= 16;
-#endif
-
-static HWY_INLINE void Reduce4(DF df, VF a0, VF a1, VF a2, VF a3, const float* f, float* out) {
-#if HWY_TARGET != HWY_SCALAR
-  const hn::Repartition<uint64_t, DF> du64;
-  const VF b01 = hn::Add(hn::InterleaveLower(df, a0, a1), hn::InterleaveUpper(df, a0, a1));
-  const VF b23 = hn::Add(hn::InterleaveLower(df, a2, a3), hn::InterleaveUpper(df, a2, a3));
-  const auto w01 = hn::BitCast(du64, b01), w23 = hn::BitCast(du64, b23);
-  const VF c = hn::Add(hn::BitCast(df, hn::InterleaveLower(du64, w01, w23)),
-                       hn::BitCast(df, hn::InterleaveUpper(du64, w01, w23)));
-  if constexpr (hn::MaxLanes(DF()) == 4) {
-    hn::StoreU(hn::Mul(c, hn::LoadU(df, f)), df, out);
-  } else if constexpr (hn::MaxLanes(DF()) == 8) {
-    const hn::Half<DF> d4;
-    const auto s = hn::Add(hn::LowerHalf(d4, c), hn::UpperHalf(d4, c));
-    hn::StoreU(hn::Mul(s, hn::LoadU(d4, f)), d4, out);
-  } else {
-    const hn::Half<DF> d8;
-    const hn::Half<decltype(d8)> d4;
-    const auto h = hn::Add(hn::LowerHalf(d8, c), hn::UpperHalf(d8, c));
-    const auto s = hn::Add(hn::LowerHalf(d4, h), hn::UpperHalf(d4, h));
-    hn::StoreU(hn::Mul(s, hn::LoadU(d4, f)), d4, out);
-  }
-#else
-  (void)df, (void)a0, (void)a1, (void)a2, (void)a3, (void)f, (void)out;
-#endif
-}
-
-// scores[g][j - j0] = scale * q_g . k_j for the range's keys, four keys at a time where the
-// target allows. The factor of each sum is the same for all keys where the format's scale is
-// constant; formats with a scale per vector collect (vector scale x scale) per key in
-// r.key_scales and multiply the score rows by it after the pass, with vectors (a factor per
-// key inside the four-key loop would be written and re-read through memory, stalling on
-// store forwarding). Either way each score is sum x (vector scale x scale), the same float.
-// The int8 format (ScoreInt8) scores int8 queries: each score is (sum x dq) x (d_k x scale).
-template <class R, int NG, uint32_t kD>
-static void ScoreKeys(const RangeArgs& r) {
-  const PagedAttentionArgs& a = *r.a;
-  const PagedKvLayout& kv = a.kv;
-  const DF df;
-  const uint32_t D = kD != 0 ? kD : kv.head_dim;
-  const uint32_t bs = kv.block_size;
-  const int32_t len = r.j1 - r.j0;
-  const uint32_t* table = a.block_table[r.t];
-  constexpr bool kPerKey = HasVectorScale<R>();
-  const float fixed = kPerKey ? 1.0f : ConstantFactor<R>() * a.scale;
-  // The factor of each head's sums: the same for all, or an int8 query's scale.
-  HWY_ALIGN float fh[NG][4];
-  for (int g = 0; g < NG; ++g)
-    for (int u = 0; u < 4; ++u) fh[g][u] = IntegerQuery<R>() ? r.dq[g] : fixed;
-  float* const ks = r.key_scales;
-  for (int32_t j = r.j0; j < r.j1;) {
-    const int32_t b = j / bs;  // once per block; keys within it are addressed from its start
-    const int32_t end = std::min<int32_t>(r.j1, (b + 1) * bs);
-    const int32_t first = b * static_cast<int32_t>(bs);  // key j is at kb + (j - first) * bytes
-    const uint8_t* kb = kv.k_head(table[b], a.layer, r.kvh);
-    PrefetchCursor pf = BlockPrefetch(r, j, b);
-    const uint32_t lines_per_step = pf.LinesPer((end - j + 3) / 4);
-    if constexpr (kReduce4) {
-      for (; j + 4 <= end; j += 4) {
-        pf.Issue(lines_per_step);
-        VF acc[4][NG];
-        KVS_UNROLL
-        for (int u = 0; u < 4; ++u) {
-          const uint8_t* k = kb + int64_t{j + u - first} * kv.k_vector_bytes;
-          DotKey<R, NG, kD>(df, k, r, D, acc[u]);
-          if constexpr (kPerKey) ks[j + u - r.j0] = R::Scale(k, D) * a.scale;
-        }
-        KVS_UNROLL
-        for (int g = 0; g < NG; ++g)
-          Reduce4(df, acc[0][g], acc[1][g], acc[2][g], acc[3][g], fh[g],
-                  r.scores + g * len + (j - r.j0));
-      }
-    }
-    if constexpr (kReduce4) {
-      // The last 1-3 keys of the block go through the same Reduce4 tree (padded with zeros),
-      // so a key's score never depends on where block boundaries fall (block size invariance).
-      if (j < end) {
-        pf.Issue(lines_per_step);
-        VF acc[4][NG];
-        const int rest = end - j;
-        for (int u = 0; u < 4; ++u) {
-          if (u < rest) {
-            const uint8_t* k = kb + int64_t{j + u - first} * kv.k_vector_bytes;
-            DotKey<R, NG, kD>(df, k, r, D, acc[u]);
-            if constexpr (kPerKey) ks[j + u - r.j0] = R::Scale(k, D) * a.scale;
-          } else {
-            KVS_UNROLL
-            for (int g = 0; g < NG; ++g) acc[u][g] = hn::Zero(df);
-          }
-        }
-        KVS_UNROLL
-        for (int g = 0; g < NG; ++g) {
-          HWY_ALIGN float out4[4];
-          Reduce4(df, acc[0][g], acc[1][g], acc[2][g], acc[3][g], fh[g], out4);
-          for (int u = 0; u < rest; ++u) r.scores[g * len + (j + u - r.j0)] = out4[u];
-        }
-        j = end;
-      }
-    } else {
-      pf.Issue(~0u);
-      for (; j < end; ++j) {
-        VF acc[NG];
-        const uint8_t* k = kb + int64_t{j - first} * kv.k_vector_bytes;
-        DotKey<R, NG, kD>(df, k, r, D, acc);
-        const float fk = KeyScale<R>(k, D) * a.scale;
-        KVS_UNROLL
-        for (int g = 0; g < NG; ++g)
-          r.scores[g * len + (j - r.j0)] =
-              hn::GetLane(hn::SumOfLanes(df, acc[g])) * (IntegerQuery<R>() ? r.dq[g] : 1.0f) * fk;
-      }
-    }
-  }
-  if constexpr (kPerKey && kReduce4) {
-    const size_t L = hn::Lanes(df);
-    for (int g = 0; g < NG; ++g) {
-      float* row = r.scores + g * len;
-      int32_t i = 0;
-      for (; i + static_cast<int32_t>(L) <= len; i += L)
-        hn::StoreU(hn::Mul(hn::LoadU(df, row + i), hn::LoadU(df, ks + i)), df, row + i);
-      for (; i < len; ++i) row[i] *= ks[i];
-    }
-  }
-}
-
-// The common head dim 64 gets its own instantiation: with D known, the loops over a vector's
-// chunks unroll completely. (The sanitizer build does not instrument the kernels, so it no
-// longer needs a smaller variant.)
-template <class R, int NG>
-static void ScoreKeysD(const RangeArgs& r) {
-  if (r.a->kv.head_dim == 64) return ScoreKeys<R, NG, 64>(r);
-  return ScoreKeys<R, NG, 0>(r);
-}
+// DF, VF and the format readers (Read*) come from kernels/kv_readers-inl.h; RangeArgs, Partial,
+// BlockPrefetch and the score pass (ScoreKeysD) from kernels/attention_key_scores-inl.h.
 
 // acc[g] += sum_j p[g][j] v_j for the NC chunks of L elements starting at chunk c0, over keys
 // [k0, k1) of the range: V converted in registers once for all NG heads, the NG x NC
@@ -474,7 +151,7 @@ static void ScoreKeysScalar(const RangeArgs& r, float* buf) {
   const PagedKvLayout& kv = a.kv;
   const uint32_t D = kv.head_dim, bs = kv.block_size;
   const int32_t len = r.j1 - r.j0;
-  const float* q = a.q + (r.t * a.num_heads + r.head0) * D;
+  const float* q = r.q;  // not rotated: the fallback decodes K to the original space
   for (int32_t j = r.j0; j < r.j1; ++j) {
     const uint8_t* k =
         kv.k_head(a.block_table[r.t][j / bs], a.layer, r.kvh) + (j % bs) * kv.k_vector_bytes;
@@ -661,8 +338,13 @@ struct Scratch {
   std::vector<float> scores;      // [NG][range]
   std::vector<float> key_scales;  // [range]
   std::vector<float> buf;         // [head_dim] for the scalar fallback
-  std::vector<float> part;        // [NG][D + 2] when writing straight to the output
-  std::vector<float> qrot;        // [group][D]: the group's queries rotated (rotated K formats)
+  std::vector<float> part;        // [heads][D + 2] when not written to the call's partials
+  std::vector<float> q;           // [heads][D]: queries gathered and/or rotated
+  // A shared segment's int8 queries, gathered from QueriesInt8.
+  std::vector<int8_t> q8;
+  std::vector<int16_t> q16;
+  std::vector<int32_t> qsum;
+  std::vector<float> dq;
 };
 
 // int8 K: every query head of the call quantized once (kernels/int8_key_dots.h), before the
@@ -677,11 +359,10 @@ struct QueriesInt8 {
   void quantize(const PagedAttentionArgs& a, ThreadPool& pool, bool with_q16) {
     const uint32_t D = a.kv.head_dim;
     const size_t heads = static_cast<size_t>(a.num_tokens) * a.num_heads;
-    if (q8.size() < heads * D) {
-      q8.resize(heads * D);
-      qsum.resize(heads);
-      dq.resize(heads);
-    }
+    // Each array on its own: a call with more heads of a smaller head dim needs more sums.
+    if (q8.size() < heads * D) q8.resize(heads * D);
+    if (qsum.size() < heads) qsum.resize(heads);
+    if (dq.size() < heads) dq.resize(heads);
     if (with_q16 && q16.size() < heads * D) q16.resize(heads * D);
     auto run = [&](size_t begin, size_t end, int) {
       for (size_t h = begin; h < end; ++h) {
@@ -699,39 +380,80 @@ struct QueriesInt8 {
 };
 
 constexpr int kMaxNG = 4;  // query heads per pass over K/V (accumulators in registers)
-// A token's context is always cut into segments of kSegment keys, attended separately and merged
-// in order with the usual max/sum rescaling. The cut depends only on the token's own context
-// length, never on the batch or the thread count, so a token's output is the same bit for bit
-// whether it runs alone, in a batch, in a prefill chunk of any size, or on any number of threads
-// (the engine's "N parallel sequences = N separate runs" and chunking invariance rest on it).
-// Segments are also the unit of parallelism, which keeps every thread busy in decode.
-constexpr int32_t kSegment = 256;
+
+// The query heads that passes over one key range serve, as rows of D: float queries (rotated
+// for a rotated K format) and, for int8 K, their int8 forms.
+struct HeadRows {
+  uint32_t heads = 0;
+  const float* q = nullptr;
+  const int8_t* q8 = nullptr;
+  const int16_t* q16 = nullptr;  // only for the Highway int8 path
+  const int32_t* qsum = nullptr;
+  const float* dq = nullptr;
+};
+
+// Keys k of kv head kvh, through token t's block table, for every head of `rows`, kMaxNG heads
+// per pass. The partials go to `base`: acc [heads][D], then m [heads], then l [heads]. Each head's
+// arithmetic is independent of the others in its pass, so a head's partial does not depend on
+// which heads share its passes (the basis of shared-segment attention).
+static void AttendHeads(const PagedAttentionArgs& a, int64_t t, uint32_t kvh, KeyRange k,
+                        const HeadRows& rows, const int8_key_dots::Kernels* int8_dots, float* base,
+                        Scratch& s) {
+  const uint32_t D = a.kv.head_dim, n = rows.heads;
+  const size_t need = size_t(kMaxNG) * std::max(1, k.end - k.first);
+  if (s.scores.size() < need) s.scores.resize(need);
+  if (s.key_scales.size() < size_t(std::max(1, k.end - k.first)))
+    s.key_scales.resize(k.end - k.first);
+  for (uint32_t h0 = 0; h0 < n; h0 += kMaxNG) {
+    const int ng = static_cast<int>(std::min<uint32_t>(kMaxNG, n - h0));
+    const RangeArgs r{.a = &a,
+                      .t = t,
+                      .kvh = kvh,
+                      .j0 = k.first,
+                      .j1 = k.end,
+                      .q = rows.q + h0 * D,
+                      .scores = s.scores.data(),
+                      .key_scales = s.key_scales.data(),
+                      .q8 = rows.q8 != nullptr ? rows.q8 + h0 * D : nullptr,
+                      .q16 = rows.q16 != nullptr ? rows.q16 + h0 * D : nullptr,
+                      .qsum = rows.qsum != nullptr ? rows.qsum + h0 : nullptr,
+                      .dq = rows.dq != nullptr ? rows.dq + h0 : nullptr,
+                      .int8_dots = int8_dots};
+    const Partial p{.acc = base + h0 * D, .m = base + n * D + h0, .l = base + n * (D + 1) + h0};
+    AttendRangeAnyNG(ng, r, p, s.buf.data());
+  }
+}
 
 void PagedAttention(const PagedAttentionArgs& a, ThreadPool& pool) {
   const PagedKvLayout& kv = a.kv;
   const uint32_t D = kv.head_dim;
   const uint32_t group = a.num_heads / kv.kv_heads;
+  const uint32_t KH = kv.kv_heads;
   const int64_t T = a.num_tokens;
-  if (T == 0 || kv.kv_heads == 0) return;
-  // first_item[t]: index of token t's first (kv head, segment) item; segments(t) per kv head.
-  thread_local std::vector<int64_t> first_item;
-  first_item.resize(static_cast<size_t>(T) + 1);
-  first_item[0] = 0;
+  if (T == 0 || KH == 0) return;
+  // A token's context is cut into segments (kernels/attention_segments.h), attended separately
+  // and merged in order with the usual max/sum rescaling; one item per (segment, kv head), also
+  // the unit of parallelism, which keeps every thread busy in decode. first_seg[t]: index of
+  // token t's first segment; its segment s and kv head h are item (first_seg[t] + s) * KH + h.
+  thread_local std::vector<int64_t> first_seg;
+  first_seg.resize(static_cast<size_t>(T) + 1);
+  first_seg[0] = 0;
   bool any_split = false;
-  // Keys [first_key(t), context_len[t]): all of them, or the last `window` with a sliding
-  // window. Segments start at the first key, so they still depend on the token alone.
-  auto first_key = [&](int64_t t) {
-    return a.window == 0 ? 0 : std::max<int32_t>(0, a.context_len[t] - int32_t(a.window));
-  };
-  auto segments = [&](int64_t t) {
-    return std::max<int32_t>(1, (a.context_len[t] - first_key(t) + kSegment - 1) / kSegment);
-  };
   for (int64_t t = 0; t < T; ++t) {
-    const int32_t ns = segments(t);
+    const int32_t ns = attention_segments(a, t);
     any_split |= ns > 1;
-    first_item[t + 1] = first_item[t] + int64_t{kv.kv_heads} * ns;
+    first_seg[t + 1] = first_seg[t] + ns;
   }
-  const int64_t items = first_item[T];
+  const int64_t items = first_seg[T] * KH;
+  // Segments several tokens read through the same blocks: one item per (group, kv head), run
+  // first; the items of the segments they cover are skipped.
+  thread_local SharedSegmentPlan plan;
+  if (a.share_segments && any_split) {
+    plan_shared_segments(a, first_seg, &plan);
+  } else {
+    plan.groups.clear();
+  }
+  const int64_t shared_items = static_cast<int64_t>(plan.groups.size()) * KH;
   // Rotated formats are read in the rotated space (q rotated, output rotated back) when the
   // readers handle them; the scalar fallback decodes to the original space instead.
   const bool k_rotated = kv_dtype_rotated(kv.k_dtype) && readers_fit(kv.k_dtype, D);
@@ -741,98 +463,134 @@ void PagedAttention(const PagedAttentionArgs& a, ThreadPool& pool) {
   const int8_key_dots::Kernels* int8_dots = k_int8 ? int8_key_dots::active() : nullptr;
   if (int8_dots != nullptr && (!readers_fit(kv.k_dtype, D) || D % int8_dots->chunk != 0))
     int8_dots = nullptr;
+  const bool with_q16 = k_int8 && int8_dots == nullptr;
   thread_local QueriesInt8 queries_int8;
-  if (k_int8) queries_int8.quantize(a, pool, int8_dots == nullptr);
+  if (k_int8) queries_int8.quantize(a, pool, with_q16);
   const QueriesInt8& qi = queries_int8;  // the caller's (a thread_local is per worker)
   const size_t part_stride = size_t{group} * (D + 2);  // acc [group][D], m [group], l [group]
   thread_local std::vector<float> partials;
   if (any_split && partials.size() < static_cast<size_t>(items) * part_stride)
     partials.resize(static_cast<size_t>(items) * part_stride);
   float* const partials_data = partials.data();
-  const int64_t* const first = first_item.data();
-  pool.parallel_for(static_cast<size_t>(items), 1, [&](size_t begin, size_t end, int) {
-    thread_local Scratch s;
-    if (s.buf.size() < D) s.buf.resize(D);
-    for (size_t it = begin; it < end; ++it) {
-      const int64_t t =
-          std::upper_bound(first, first + T + 1, static_cast<int64_t>(it)) - first - 1;
-      const int32_t ns = segments(t);
-      const int64_t local = static_cast<int64_t>(it) - first[t];
-      // Segment-major: the kv heads of one segment are neighbours in memory (kv_block_storage
-      // keeps a block's heads of one layer together) and follow each other here, so the
-      // hardware prefetcher runs on from one head's region into the next.
-      const uint32_t kvh = static_cast<uint32_t>(local % kv.kv_heads);
-      const int32_t seg = static_cast<int32_t>(local / kv.kv_heads);
-      const int32_t n = a.context_len[t];
-      const int32_t j0 = std::min(n, first_key(t) + seg * kSegment),
-                    j1 = std::min(n, j0 + kSegment);
-      const size_t need = size_t(kMaxNG) * std::max(1, j1 - j0);
-      if (s.scores.size() < need) s.scores.resize(need);
-      if (s.key_scales.size() < size_t(std::max(1, j1 - j0))) s.key_scales.resize(j1 - j0);
-      float* base;
-      if (ns > 1) {
-        base = partials_data + it * part_stride;
-      } else {
-        if (s.part.size() < part_stride) s.part.resize(part_stride);
-        base = s.part.data();
-      }
-      const size_t head0 = static_cast<size_t>(t) * a.num_heads + size_t{kvh} * group;
-      const float* q = a.q + head0 * D;
-      if (k_rotated) {  // H q for all heads of the group, once per item
-        if (s.qrot.size() < size_t{group} * D) s.qrot.resize(size_t{group} * D);
-        std::memcpy(s.qrot.data(), q, sizeof(float) * group * D);
-        for (uint32_t g = 0; g < group; ++g) hadamard_inplace(s.qrot.data() + g * D, D);
-        q = s.qrot.data();
-      }
-      for (uint32_t g0 = 0; g0 < group; g0 += kMaxNG) {
-        const int ng = static_cast<int>(std::min<uint32_t>(kMaxNG, group - g0));
-        const RangeArgs r{
-            .a = &a,
-            .t = t,
-            .kvh = kvh,
-            .head0 = kvh * group + g0,
-            .j0 = j0,
-            .j1 = j1,
-            .q = q + g0 * D,
-            .scores = s.scores.data(),
-            .key_scales = s.key_scales.data(),
-            .q8 = k_int8 ? qi.q8.data() + (head0 + g0) * D : nullptr,
-            .q16 = k_int8 && int8_dots == nullptr ? qi.q16.data() + (head0 + g0) * D : nullptr,
-            .qsum = k_int8 ? qi.qsum.data() + head0 + g0 : nullptr,
-            .dq = k_int8 ? qi.dq.data() + head0 + g0 : nullptr,
-            .int8_dots = int8_dots};
-        const Partial p{
-            .acc = base + g0 * D, .m = base + group * D + g0, .l = base + group * (D + 1) + g0};
-        AttendRangeAnyNG(ng, r, p, s.buf.data());
-      }
-      if (ns == 1) {
-        for (uint32_t g = 0; g < group; ++g) {
-          float* o = a.out + (t * a.num_heads + kvh * group + g) * D;
-          const float* acc = base + g * D;
-          const float inv = 1.0f / base[group * (D + 1) + g];
-          for (uint32_t i = 0; i < D; ++i) o[i] = acc[i] * inv;
-          if (v_rotated) hadamard_inplace(o, D);  // H (sum p H v) = sum p v
-        }
+  const int64_t* const first = first_seg.data();
+  const SharedSegmentPlan& sp = plan;  // the caller's
+  // Query heads of kv head kvh of token t, rows [group][D] of the call's arrays.
+  auto rows_of = [&](int64_t t, uint32_t kvh) {
+    const size_t head0 = static_cast<size_t>(t) * a.num_heads + size_t{kvh} * group;
+    return HeadRows{.heads = group,
+                    .q = a.q + head0 * D,
+                    .q8 = k_int8 ? qi.q8.data() + head0 * D : nullptr,
+                    .q16 = with_q16 ? qi.q16.data() + head0 * D : nullptr,
+                    .qsum = k_int8 ? qi.qsum.data() + head0 : nullptr,
+                    .dq = k_int8 ? qi.dq.data() + head0 : nullptr};
+  };
+  // One shared segment for one kv head: the members' heads gathered into rows, attended in one
+  // set of passes, their partials scattered to each member's item.
+  auto attend_shared = [&](const SharedSegmentPlan::Group& grp, uint32_t kvh, Scratch& s) {
+    const uint32_t n = grp.count * group;
+    if (s.q.size() < size_t{n} * D) s.q.resize(size_t{n} * D);
+    if (k_int8) {
+      if (s.q8.size() < size_t{n} * D) s.q8.resize(size_t{n} * D);
+      if (with_q16 && s.q16.size() < size_t{n} * D) s.q16.resize(size_t{n} * D);
+      if (s.qsum.size() < n) s.qsum.resize(n);
+      if (s.dq.size() < n) s.dq.resize(n);
+    }
+    for (uint32_t i = 0; i < grp.count; ++i) {
+      const HeadRows src = rows_of(sp.tokens[grp.first + i], kvh);
+      const size_t o = size_t{i} * group;
+      std::memcpy(s.q.data() + o * D, src.q, sizeof(float) * group * D);
+      if (k_rotated)
+        for (uint32_t g = 0; g < group; ++g) hadamard_inplace(s.q.data() + (o + g) * D, D);
+      if (k_int8) {
+        std::memcpy(s.q8.data() + o * D, src.q8, size_t{group} * D);
+        if (with_q16) std::memcpy(s.q16.data() + o * D, src.q16, sizeof(int16_t) * group * D);
+        std::memcpy(s.qsum.data() + o, src.qsum, sizeof(int32_t) * group);
+        std::memcpy(s.dq.data() + o, src.dq, sizeof(float) * group);
       }
     }
-  });
+    const HeadRows rows{.heads = n,
+                        .q = s.q.data(),
+                        .q8 = k_int8 ? s.q8.data() : nullptr,
+                        .q16 = with_q16 ? s.q16.data() : nullptr,
+                        .qsum = k_int8 ? s.qsum.data() : nullptr,
+                        .dq = k_int8 ? s.dq.data() : nullptr};
+    if (s.part.size() < size_t{n} * (D + 2)) s.part.resize(size_t{n} * (D + 2));
+    float* const part = s.part.data();
+    AttendHeads(a, sp.tokens[grp.first], kvh, grp.keys, rows, int8_dots, part, s);
+    for (uint32_t i = 0; i < grp.count; ++i) {
+      const int64_t t = sp.tokens[grp.first + i];
+      float* dst =
+          partials_data + ((first[t] + sp.segments[grp.first + i]) * KH + kvh) * part_stride;
+      for (uint32_t g = 0; g < group; ++g) {
+        const size_t h = size_t{i} * group + g;
+        std::memcpy(dst + g * D, part + h * D, sizeof(float) * D);
+        dst[group * D + g] = part[size_t{n} * D + h];
+        dst[group * (D + 1) + g] = part[size_t{n} * (D + 1) + h];
+      }
+    }
+  };
+  pool.parallel_for(
+      static_cast<size_t>(shared_items + items), 1, [&](size_t begin, size_t end, int) {
+        thread_local Scratch s;
+        if (s.buf.size() < D) s.buf.resize(D);
+        for (size_t it = begin; it < end; ++it) {
+          if (static_cast<int64_t>(it) < shared_items) {
+            attend_shared(sp.groups[it / KH], static_cast<uint32_t>(it % KH), s);
+            continue;
+          }
+          const int64_t item = static_cast<int64_t>(it) - shared_items;
+          // Segment-major: the kv heads of one segment are neighbours in memory (kv_block_storage
+          // keeps a block's heads of one layer together) and follow each other here, so the
+          // hardware prefetcher runs on from one head's region into the next.
+          const int64_t segment = item / KH;
+          const uint32_t kvh = static_cast<uint32_t>(item % KH);
+          const int64_t t = std::upper_bound(first, first + T + 1, segment) - first - 1;
+          const int32_t ns = attention_segments(a, t);
+          if (ns > 1 && !sp.groups.empty() && sp.shared[segment] != 0) continue;  // by a group
+          const KeyRange k = attention_segment_keys(a, t, static_cast<int32_t>(segment - first[t]));
+          float* base;
+          if (ns > 1) {
+            base = partials_data + item * part_stride;
+          } else {
+            if (s.part.size() < part_stride) s.part.resize(part_stride);
+            base = s.part.data();
+          }
+          HeadRows rows = rows_of(t, kvh);
+          if (k_rotated) {  // H q for all heads of the group, once per item
+            if (s.q.size() < size_t{group} * D) s.q.resize(size_t{group} * D);
+            std::memcpy(s.q.data(), rows.q, sizeof(float) * group * D);
+            for (uint32_t g = 0; g < group; ++g) hadamard_inplace(s.q.data() + g * D, D);
+            rows.q = s.q.data();
+          }
+          AttendHeads(a, t, kvh, k, rows, int8_dots, base, s);
+          if (ns == 1) {
+            for (uint32_t g = 0; g < group; ++g) {
+              float* o = a.out + (t * a.num_heads + kvh * group + g) * D;
+              const float* acc = base + g * D;
+              const float inv = 1.0f / base[group * (D + 1) + g];
+              for (uint32_t i = 0; i < D; ++i) o[i] = acc[i] * inv;
+              if (v_rotated) hadamard_inplace(o, D);  // H (sum p H v) = sum p v
+            }
+          }
+        }
+      });
   if (!any_split) return;
   // Merge the segments of split tokens, in segment order:
   // out = sum_s e^(m_s - M) acc_s / sum_s e^(m_s - M) l_s.
   for (int64_t t = 0; t < T; ++t) {
-    const int32_t ns = segments(t);
+    const int32_t ns = attention_segments(a, t);
     if (ns == 1) continue;
-    for (uint32_t kvh = 0; kvh < kv.kv_heads; ++kvh) {
-      const float* parts = partials_data + (first[t] + kvh) * part_stride;
+    for (uint32_t kvh = 0; kvh < KH; ++kvh) {
+      const float* parts = partials_data + (first[t] * KH + kvh) * part_stride;
       for (uint32_t g = 0; g < group; ++g) {
         float M = -INFINITY;
-        const size_t seg_stride = size_t{kv.kv_heads} * part_stride;  // segment-major items
-        for (int32_t sp = 0; sp < ns; ++sp) M = std::max(M, parts[sp * seg_stride + group * D + g]);
+        const size_t seg_stride = size_t{KH} * part_stride;  // segment-major items
+        for (int32_t sg = 0; sg < ns; ++sg) M = std::max(M, parts[sg * seg_stride + group * D + g]);
         float* o = a.out + (t * a.num_heads + kvh * group + g) * D;
         std::memset(o, 0, D * sizeof(float));
         float l = 0;
-        for (int32_t sp = 0; sp < ns; ++sp) {
-          const float* b = parts + sp * seg_stride;
+        for (int32_t sg = 0; sg < ns; ++sg) {
+          const float* b = parts + sg * seg_stride;
           const float ms = b[group * D + g];
           if (ms == -INFINITY) continue;
           const float w = std::exp(ms - M);

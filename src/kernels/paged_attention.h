@@ -26,6 +26,10 @@ struct PagedAttentionArgs {
   // attention), and its sequence's block table (physical block ids, logical order).
   const int32_t* context_len = nullptr;
   const uint32_t* const* block_table = nullptr;
+  // Shared-prefix (cascade) attention: a segment of keys that several tokens see through the
+  // same physical blocks is read once for all of them (kernels/attention_segments.h). Outputs
+  // are bit-identical either way; false reads every token's keys separately (benchmarks).
+  bool share_segments = true;
 };
 
 // Highway kernel (runtime dispatch), threads over (token, kv head) pairs. Keys in the int8

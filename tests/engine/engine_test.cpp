@@ -90,6 +90,35 @@ TEST(EngineTest, PrefixCachingReusesBlocksWithoutChangingOutput) {
   EXPECT_EQ(cached[1], (p.size() - 1) / 16 * 16);
 }
 
+// Sequences whose prompts start with one cached system prompt of 700+ tokens decode together
+// over the same physical prefix blocks, so the attention kernel reads those segments once for
+// all of them (shared-prefix attention, kernels/attention_segments.h). Greedy outputs must be
+// those of each prompt run alone without any sharing.
+TEST(EngineTest, SharedPrefixAttentionKeepsOutputs) {
+  REQUIRE_MODEL();
+  std::string system = "<|im_start|>system\nYou are a careful assistant. ";
+  for (int i = 0; i < 60; ++i)
+    system += "Rule " + std::to_string(i) + ": answer briefly and never guess. ";
+  system += "<|im_end|>\n";
+  const char* questions[] = {"What is two plus two?", "Name a colour.", "Say hello.",
+                             "What is a cache?"};
+  std::vector<std::vector<int32_t>> prompts;
+  for (const char* q : questions)
+    prompts.push_back(tokens_of(
+        *model, system + "<|im_start|>user\n" + q + "<|im_end|>\n<|im_start|>assistant\n"));
+  ASSERT_GT(prompts[0].size(), 600u);  // at least two full attention segments shared
+  auto shared = make_engine(*model, {.kv_cache_memory = 128ull << 20});
+  std::vector<uint32_t> cached;
+  run_all(*shared, {prompts[0]}, 1, &cached);  // caches the system prompt's blocks
+  const auto together = run_all(*shared, prompts, 10, &cached);
+  for (size_t i = 1; i < cached.size(); ++i) EXPECT_GT(cached[i], 512u) << "prompt " << i - 1;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    auto alone =
+        make_engine(*model, {.kv_cache_memory = 128ull << 20, .enable_prefix_caching = false});
+    EXPECT_EQ(run_all(*alone, {prompts[i]}, 10)[0], together[i]) << "prompt " << i;
+  }
+}
+
 TEST(EngineTest, PreemptionUnderATightPoolKeepsOutputs) {
   REQUIRE_MODEL();
   std::vector<std::vector<int32_t>> prompts;

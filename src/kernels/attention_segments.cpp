@@ -1,0 +1,145 @@
+#include "kernels/attention_segments.h"
+
+#include <algorithm>
+
+#include "core/check.h"
+
+namespace kvs {
+
+int32_t attention_first_key(const PagedAttentionArgs& a, int64_t t) {
+  return a.window == 0 ? 0 : std::max<int32_t>(0, a.context_len[t] - int32_t(a.window));
+}
+
+int32_t attention_segments(const PagedAttentionArgs& a, int64_t t) {
+  const int32_t keys = a.context_len[t] - attention_first_key(a, t);
+  return std::max<int32_t>(1, (keys + kAttentionSegment - 1) / kAttentionSegment);
+}
+
+KeyRange attention_segment_keys(const PagedAttentionArgs& a, int64_t t, int32_t seg) {
+  const int32_t n = a.context_len[t];
+  const int32_t first = std::min(n, attention_first_key(a, t) + seg * kAttentionSegment);
+  return {first, std::min(n, first + kAttentionSegment)};
+}
+
+namespace {
+
+// The physical blocks holding keys [first, end) of token t: logical blocks first/bs..(end-1)/bs.
+struct BlockSpan {
+  const uint32_t* ids;
+  int32_t count;
+};
+BlockSpan blocks_of(const PagedAttentionArgs& a, int64_t t, KeyRange k) {
+  const int32_t bs = static_cast<int32_t>(a.kv.block_size);
+  const int32_t b0 = k.first / bs, b1 = (k.end - 1) / bs + 1;
+  return {a.block_table[t] + b0, b1 - b0};
+}
+
+bool same_blocks(const PagedAttentionArgs& a, int64_t t, int64_t u, KeyRange k) {
+  if (a.block_table[t] == a.block_table[u]) return true;  // one sequence's tokens
+  const BlockSpan x = blocks_of(a, t, k), y = blocks_of(a, u, k);
+  return std::equal(x.ids, x.ids + x.count, y.ids);
+}
+
+uint64_t mix(uint64_t h, uint64_t v) {
+  h ^= v + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
+  h *= 0xBF58476D1CE4E5B9ull;
+  return h ^ (h >> 31);
+}
+
+uint64_t hash_segment(const PagedAttentionArgs& a, int64_t t, KeyRange k) {
+  uint64_t h = mix(uint64_t(uint32_t(k.first)), uint64_t(uint32_t(k.end)));
+  const BlockSpan s = blocks_of(a, t, k);
+  for (int32_t i = 0; i < s.count; ++i) h = mix(h, s.ids[i]);
+  return h;
+}
+
+}  // namespace
+
+void plan_shared_segments(const PagedAttentionArgs& a, const std::vector<int64_t>& first_segment,
+                          SharedSegmentPlan* plan) {
+  plan->groups.clear();
+  plan->tokens.clear();
+  plan->segments.clear();
+  auto& cand = plan->candidates;
+  cand.clear();
+  const int64_t T = a.num_tokens;
+  for (int64_t t = 0; t < T; ++t) {
+    const int32_t ns = attention_segments(a, t);
+    if (ns < 2) continue;
+    for (int32_t s = 0; s < ns; ++s) {
+      const KeyRange k = attention_segment_keys(a, t, s);
+      if (k.end > k.first) cand.push_back({hash_segment(a, t, k), t, s, k});
+    }
+  }
+  plan->shared.assign(static_cast<size_t>(first_segment[T]), 0);
+  if (cand.size() < 2) return;
+  std::sort(cand.begin(), cand.end(), [](const auto& x, const auto& y) {
+    if (x.hash != y.hash) return x.hash < y.hash;
+    return x.token < y.token;
+  });
+  std::vector<size_t> members;
+  for (size_t i = 0; i < cand.size();) {
+    size_t e = i + 1;
+    while (e < cand.size() && cand[e].hash == cand[i].hash) ++e;
+    // The run's candidates that truly match its first one (a hash collision stays unshared).
+    members.clear();
+    const auto& lead = cand[i];
+    for (size_t c = i; c < e; ++c) {
+      const auto& x = cand[c];
+      if (x.keys.first == lead.keys.first && x.keys.end == lead.keys.end &&
+          (c == i || same_blocks(a, lead.token, x.token, lead.keys)))
+        members.push_back(c);
+    }
+    const size_t n = members.size();
+    if (n >= 2) {
+      // ceil(n / kMaxSharers) groups of near-equal size, each of at least 2 members.
+      const size_t groups =
+          (n + SharedSegmentPlan::kMaxSharers - 1) / SharedSegmentPlan::kMaxSharers;
+      size_t m = 0;
+      for (size_t g = 0; g < groups; ++g) {
+        const size_t size = n / groups + (g < n % groups ? 1 : 0);
+        SharedSegmentPlan::Group grp{.keys = lead.keys,
+                                     .first = static_cast<uint32_t>(plan->tokens.size()),
+                                     .count = static_cast<uint32_t>(size)};
+        for (size_t k = 0; k < size; ++k, ++m) {
+          const auto& x = cand[members[m]];
+          plan->tokens.push_back(x.token);
+          plan->segments.push_back(x.segment);
+          plan->shared[static_cast<size_t>(first_segment[x.token] + x.segment)] = 1;
+        }
+        plan->groups.push_back(grp);
+      }
+    }
+    i = e;
+  }
+}
+
+bool SharedSegmentPlan::integrity_ok(const PagedAttentionArgs& a,
+                                     const std::vector<int64_t>& first_segment) const {
+  if (tokens.size() != segments.size()) return false;
+  if (shared.size() != static_cast<size_t>(first_segment[a.num_tokens])) return false;
+  std::vector<uint8_t> seen(shared.size(), 0);
+  size_t next = 0;
+  for (const Group& g : groups) {
+    if (g.first != next || g.count < 2 || g.count > kMaxSharers) return false;
+    if (g.keys.end <= g.keys.first) return false;
+    next += g.count;
+    if (next > tokens.size()) return false;
+    for (uint32_t i = g.first; i < g.first + g.count; ++i) {
+      const int64_t t = tokens[i];
+      if (t < 0 || t >= a.num_tokens) return false;
+      if (i > g.first && tokens[i - 1] >= t) return false;
+      const int32_t s = segments[i];
+      if (attention_segments(a, t) < 2 || s < 0 || s >= attention_segments(a, t)) return false;
+      const KeyRange k = attention_segment_keys(a, t, s);
+      if (k.first != g.keys.first || k.end != g.keys.end) return false;
+      if (!same_blocks(a, tokens[g.first], t, k)) return false;
+      uint8_t& mark = seen[static_cast<size_t>(first_segment[t] + s)];
+      if (mark != 0) return false;
+      mark = 1;
+    }
+  }
+  return next == tokens.size() && seen == shared;
+}
+
+}  // namespace kvs

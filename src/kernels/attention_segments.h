@@ -1,0 +1,73 @@
+// How paged attention cuts a token's context into segments, and which segments several tokens
+// of one call read from the same physical blocks (shared-prefix, or "cascade", attention).
+//
+// A token's keys are cut into segments of kAttentionSegment keys counted from its first visible
+// key. The cut depends only on the token itself (its context length and the window), never on
+// the batch or the thread count, so a token's output is the same bit for bit whether it runs
+// alone, in a batch, in a prefill chunk of any size, or on any number of threads.
+//
+// When tokens of one call see the same key positions through the same physical block ids (the
+// tokens of one prefill chunk, or sequences whose prompts share cached prefix blocks), those
+// keys hold the same bytes for all of them: the kernel then reads the segment once for every
+// query head of every sharing token. Each head's arithmetic is unchanged, so outputs stay
+// bit-identical to attending each token on its own; only the reads are shared.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "kernels/paged_attention.h"
+
+namespace kvs {
+
+constexpr int32_t kAttentionSegment = 256;
+
+// Keys [first, end) of one segment.
+struct KeyRange {
+  int32_t first = 0;
+  int32_t end = 0;
+};
+
+// The first key token t sees: 0, or the start of its sliding window.
+int32_t attention_first_key(const PagedAttentionArgs& a, int64_t t);
+// How many segments token t's keys are cut into (at least 1, even for an empty context).
+int32_t attention_segments(const PagedAttentionArgs& a, int64_t t);
+// The keys of token t's segment `seg`.
+KeyRange attention_segment_keys(const PagedAttentionArgs& a, int64_t t, int32_t seg);
+
+// Segments read by more than one token of a call, in groups of at most kMaxSharers tokens (a
+// longer list is split, so that the groups spread over the threads).
+struct SharedSegmentPlan {
+  static constexpr uint32_t kMaxSharers = 8;
+  struct Group {
+    KeyRange keys;
+    uint32_t first = 0;  // into tokens / segments
+    uint32_t count = 0;  // 2..kMaxSharers
+  };
+  std::vector<Group> groups;
+  std::vector<int64_t> tokens;    // the members of each group, ascending
+  std::vector<int32_t> segments;  // each member's segment index (its own cut)
+  // Per (token, segment), indexed by first_segment[t] + seg: read by a group.
+  std::vector<uint8_t> shared;
+  // Scratch of plan_shared_segments, kept to avoid reallocating per call.
+  struct Candidate {
+    uint64_t hash;
+    int64_t token;
+    int32_t segment;
+    KeyRange keys;
+  };
+  std::vector<Candidate> candidates;
+
+  bool empty() const { return groups.empty(); }
+  // Checks the plan's structure against the call (tests): every member's segment has the
+  // group's keys through the same block ids, appears in exactly one group and is flagged.
+  bool integrity_ok(const PagedAttentionArgs& a, const std::vector<int64_t>& first_segment) const;
+};
+
+// Plans the call's shared segments. first_segment[t] = sum of attention_segments over tokens
+// before t (size num_tokens + 1). Only tokens with more than one segment take part (a token with
+// one segment writes its output directly). Clears the plan first.
+void plan_shared_segments(const PagedAttentionArgs& a, const std::vector<int64_t>& first_segment,
+                          SharedSegmentPlan* plan);
+
+}  // namespace kvs
