@@ -67,8 +67,8 @@ void plan_shared_segments(const PagedAttentionArgs& a, const std::vector<int64_t
     const int32_t ns = attention_segments(a, t);
     if (ns < 2) continue;
     for (int32_t s = 0; s < ns; ++s) {
-      const KeyRange k = attention_segment_keys(a, t, s);
-      if (k.end > k.first) cand.push_back({hash_segment(a, t, k), t, s, k});
+      const KeyRange k = attention_segment_keys(a, t, s);  // never empty with 2+ segments
+      cand.push_back({hash_segment(a, t, k), t, s, k});
     }
   }
   plan->shared.assign(static_cast<size_t>(first_segment[T]), 0);

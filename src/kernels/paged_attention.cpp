@@ -545,8 +545,9 @@ void PagedAttention(const PagedAttentionArgs& a, ThreadPool& pool) {
           const int64_t segment = item / KH;
           const uint32_t kvh = static_cast<uint32_t>(item % KH);
           const int64_t t = std::upper_bound(first, first + T + 1, segment) - first - 1;
-          const int32_t ns = attention_segments(a, t);
-          if (ns > 1 && !sp.groups.empty() && sp.shared[segment] != 0) continue;  // by a group
+          const int64_t ns = first[t + 1] - first[t];
+          // Attended by a group (only tokens of 2+ segments are ever flagged).
+          if (!sp.groups.empty() && sp.shared[segment] != 0) continue;
           const KeyRange k = attention_segment_keys(a, t, static_cast<int32_t>(segment - first[t]));
           float* base;
           if (ns > 1) {
@@ -578,7 +579,7 @@ void PagedAttention(const PagedAttentionArgs& a, ThreadPool& pool) {
   // Merge the segments of split tokens, in segment order:
   // out = sum_s e^(m_s - M) acc_s / sum_s e^(m_s - M) l_s.
   for (int64_t t = 0; t < T; ++t) {
-    const int32_t ns = attention_segments(a, t);
+    const int64_t ns = first[t + 1] - first[t];
     if (ns == 1) continue;
     for (uint32_t kvh = 0; kvh < KH; ++kvh) {
       const float* parts = partials_data + (first[t] * KH + kvh) * part_stride;

@@ -10,7 +10,6 @@
 #include <map>
 #include <numeric>
 #include <random>
-#include <set>
 #include <tuple>
 #include <vector>
 
