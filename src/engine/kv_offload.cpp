@@ -275,8 +275,13 @@ KvOffload::Found KvOffload::find(std::span<const TierBlockMeta> chain,
     }
     if (i < j) break;  // a block failed verification: the rest is recomputed
   }
-  for (const Hit& h : out.hits)
-    if (h.source == Source::kHost) host_->touch(h.src);
+  // Pinned until the step's transfers have run (end_step): no store queued later in this step
+  // may reuse a slot whose load is still to come.
+  for (const Hit& h : out.hits) {
+    if (h.source != Source::kHost) continue;
+    host_->touch(h.src);
+    host_->pin(h.src);
+  }
   return out;
 }
 
@@ -372,6 +377,7 @@ void KvOffload::plan_loads(std::span<const Hit> hits, std::span<const BlockId> b
 }
 
 void KvOffload::end_step() {
+  if (host_) host_->unpin_all();
   if (disk_ && disk_added_this_step_ == 0) disk_->close_open_extent();
   disk_added_this_step_ = 0;
 }

@@ -157,6 +157,7 @@ class KvOffload {
   // tier's reader thread (asynchronous) unless `wait_for_disk`, which reads disk extents now and
   // takes only the remote blocks already fetched. Their bytes go to plan.tier_reads. Counts the
   // load-or-recompute decisions (prefill_tokens_per_s: the engine's measured rate, 0 = unknown).
+  // The host slots it returns are pinned until end_step().
   Found find(std::span<const TierBlockMeta> chain, std::span<const int32_t> tokens,
              double prefill_tokens_per_s, bool wait_for_disk, KvTransferPlan& plan);
   // Blocks until a queued disk or remote read finishes or timeout_seconds pass (an engine with
@@ -165,7 +166,8 @@ class KvOffload {
   // Queues the loads of the first blocks.size() hits (those the cache manager imported) into
   // `blocks`, and counts their tokens as hits of their tier.
   void plan_loads(std::span<const Hit> hits, std::span<const BlockId> blocks, KvTransferPlan& plan);
-  // Closes the disk tier's open extent if nothing was added to it during the last step.
+  // After the step's transfers ran: unpins the host slots find() pinned, and closes the disk
+  // tier's open extent if nothing was added to it during the step.
   void end_step();
 
   // ---- transfer time (KvTransferExecutor) ----

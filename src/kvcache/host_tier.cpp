@@ -19,6 +19,7 @@ HostTier::HostTier(HostBlockPool& area, uint32_t block_size, uint32_t capacity_e
       meta_(size_t{area.num_blocks()} * per_block_),
       tokens_(size_t{area.num_blocks()} * per_block_ * block_size, 0),
       present_(size_t{area.num_blocks()} * per_block_, 0),
+      pinned_(size_t{area.num_blocks()} * per_block_, 0),
       links_(size_t{area.num_blocks()} * per_block_) {}
 
 void HostTier::push_free(uint32_t s) {
@@ -104,8 +105,9 @@ void HostTier::drop(uint32_t s) {
 }
 
 std::optional<HostTier::Evicted> HostTier::evict_lru() {
-  if (head_ == kNil) return std::nullopt;
-  const uint32_t s = head_;
+  uint32_t s = head_;
+  while (s != kNil && pinned_[s] != 0) s = links_[s].next;
+  if (s == kNil) return std::nullopt;
   Evicted e{.slot = s, .meta = meta_[s], .tokens = {}};
   const std::span<const int32_t> t = tokens(s);
   e.tokens.assign(t.begin(), t.end());
@@ -114,8 +116,20 @@ std::optional<HostTier::Evicted> HostTier::evict_lru() {
 }
 
 void HostTier::erase(uint32_t s) {
-  KVS_CHECK(present_[s] != 0);
+  KVS_CHECK(present_[s] != 0 && pinned_[s] == 0);
   drop(s);
+}
+
+void HostTier::pin(uint32_t s) {
+  KVS_CHECK(present_[s] != 0);
+  if (pinned_[s] != 0) return;
+  pinned_[s] = 1;
+  pinned_list_.push_back(s);
+}
+
+void HostTier::unpin_all() {
+  for (uint32_t s : pinned_list_) pinned_[s] = 0;
+  pinned_list_.clear();
 }
 
 Status HostTier::check_integrity() const {
@@ -152,6 +166,13 @@ Status HostTier::check_integrity() const {
     ++held;
   }
   if (held != blocks_held_) return internal_error("host tier: held host block count is wrong");
+  size_t pinned = 0;
+  for (uint32_t s = 0; s < pinned_.size(); ++s) {
+    if (pinned_[s] == 0) continue;
+    ++pinned;
+    if (present_[s] == 0) return internal_error("host tier: a pinned slot holds no entry");
+  }
+  if (pinned != pinned_list_.size()) return internal_error("host tier: pin list is wrong");
   if (area_.num_used() < held) return internal_error("host tier: holds untaken host blocks");
   return Status::ok();
 }

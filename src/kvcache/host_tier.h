@@ -12,6 +12,10 @@
 // Like the device pool, this is accounting decided at schedule time: the bytes of a slot move
 // only in the step's transfer order (kv_transfer.h), which is what makes evicting an entry and
 // handing its slot to another in the same step safe.
+//
+// Pins: a slot that a step's plan will read (a load found at schedule time) is pinned until the
+// plan has run (unpin_all). evict_lru never takes a pinned entry, so no store queued later in the
+// same step can reuse the slot before its load reads it.
 #pragma once
 
 #include <cstdint>
@@ -56,13 +60,18 @@ class HostTier {
     TierBlockMeta meta;
     std::vector<int32_t> tokens;
   };
-  // Drops the least recently used entry (its host block goes back to the area if it was the
-  // block's last entry); the caller
-  // queues whatever must read the slot's bytes (demotion to disk) before the slot's next use.
-  // nullopt: the tier is empty.
+  // Drops the least recently used entry that is not pinned (its host block goes back to the
+  // area if it was the block's last entry); the caller queues whatever must read the slot's
+  // bytes (demotion to disk) before the slot's next use. nullopt: no unpinned entry.
   std::optional<Evicted> evict_lru();
-  // Drops one entry. Precondition: present.
+  // Drops one entry. Precondition: present and not pinned.
   void erase(uint32_t slot);
+
+  // Keeps a present entry from eviction until unpin_all (see the header comment).
+  void pin(uint32_t slot);
+  void unpin_all();
+  [[nodiscard]] bool pinned(uint32_t slot) const { return pinned_[slot] != 0; }
+  [[nodiscard]] size_t num_pinned() const { return pinned_list_.size(); }
 
   // Calls fn(slot) for every entry from most to least recently used.
   template <typename Fn>
@@ -97,6 +106,8 @@ class HostTier {
   std::vector<TierBlockMeta> meta_;               // per slot
   std::vector<int32_t> tokens_;                   // [slots][block_size]
   std::vector<uint8_t> present_;
+  std::vector<uint8_t> pinned_;        // per slot
+  std::vector<uint32_t> pinned_list_;  // the pinned slots
   std::vector<Links> links_;
   uint32_t head_ = kNil;  // least recently used
   uint32_t tail_ = kNil;

@@ -6,7 +6,9 @@
 
 #include <algorithm>
 #include <list>
+#include <optional>
 #include <random>
+#include <set>
 
 namespace kvs {
 namespace {
@@ -74,6 +76,30 @@ TEST(HostTierTest, DemotedEntriesShareHostBlocksAndGiveThemBack) {
   EXPECT_TRUE(tier.check_integrity().is_ok()) << tier.check_integrity().to_string();
 }
 
+TEST(HostTierTest, APinnedEntryIsNeverEvictedUntilUnpinned) {
+  HostBlockPool area(8);
+  HostTier tier(area, kBs, 2);
+  const auto s1 = tier.insert(meta_of(1), tokens_of(1));
+  const auto s2 = tier.insert(meta_of(2), tokens_of(2));
+  ASSERT_TRUE(s1 && s2);
+  tier.pin(*s1);  // a load of this step will read slot s1: LRU, but it must stay
+  auto e = tier.evict_lru();
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->meta.key, 2u);
+  // Its slot is the one a new entry takes, never s1.
+  const auto s3 = tier.insert(meta_of(3), tokens_of(3));
+  ASSERT_TRUE(s3);
+  EXPECT_NE(*s3, *s1);
+  tier.pin(*s3);
+  EXPECT_FALSE(tier.evict_lru());  // everything is pinned: the caller gets no room
+  EXPECT_TRUE(tier.check_integrity().is_ok());
+  tier.unpin_all();
+  e = tier.evict_lru();
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->meta.key, 1u);
+  EXPECT_TRUE(tier.check_integrity().is_ok());
+}
+
 TEST(HostTierTest, RandomizedAgainstAModel) {
   std::mt19937_64 rng(7);
   for (int round = 0; round < 20; ++round) {
@@ -82,20 +108,27 @@ TEST(HostTierTest, RandomizedAgainstAModel) {
     HostBlockPool area(capacity + rng() % 4);
     HostTier tier(area, kBs, capacity, per_block);
     std::list<uint64_t> model;  // front = least recently used
+    std::set<uint64_t> pinned;  // keys pinned this "step"
+    const auto model_lru_unpinned = [&]() -> std::optional<uint64_t> {
+      for (uint64_t k : model)
+        if (!pinned.contains(k)) return k;
+      return std::nullopt;
+    };
     std::vector<std::vector<uint32_t>> swapped;
     for (int op = 0; op < 2000; ++op) {
       const uint64_t key = 1 + rng() % 24;
-      switch (rng() % 5) {
+      switch (rng() % 7) {
         case 0:
         case 1: {  // store (evicting LRU entries while there is no room)
           if (tier.contains(key)) break;
           auto slot = tier.insert(meta_of(key), tokens_of(key));
           while (!slot) {
             auto e = tier.evict_lru();
+            const std::optional<uint64_t> want = model_lru_unpinned();
+            ASSERT_EQ(e.has_value(), want.has_value());
             if (!e) break;
-            ASSERT_FALSE(model.empty());
-            ASSERT_EQ(e->meta.key, model.front());
-            model.pop_front();
+            ASSERT_EQ(e->meta.key, *want);
+            model.remove(*want);
             slot = tier.insert(meta_of(key), tokens_of(key));
           }
           if (slot) model.push_back(key);
@@ -123,12 +156,26 @@ TEST(HostTierTest, RandomizedAgainstAModel) {
         }
         case 4: {  // drop one entry
           const auto slot = tier.find(meta_of(key), tokens_of(key));
-          if (slot) {
+          if (slot && !pinned.contains(key)) {
             tier.erase(*slot);
             model.remove(key);
           }
           break;
         }
+        case 5: {  // a load found it: pinned for the rest of the step
+          const auto slot = tier.find(meta_of(key), tokens_of(key));
+          if (slot) {
+            tier.pin(*slot);
+            pinned.insert(key);
+          }
+          break;
+        }
+        case 6:  // the step's transfers ran
+          if (rng() % 3 == 0) {
+            tier.unpin_all();
+            pinned.clear();
+          }
+          break;
       }
       ASSERT_EQ(tier.size(), model.size());
       ASSERT_TRUE(tier.check_integrity().is_ok()) << tier.check_integrity().to_string();

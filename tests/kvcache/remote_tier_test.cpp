@@ -4,22 +4,14 @@
 // endpoint, a full write queue, and a randomized run against a simple model.
 #include "kvcache/remote_tier.h"
 
-#include <arpa/inet.h>
-#include <fcntl.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <signal.h>
-#include <spawn.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <map>
 #include <random>
 #include <thread>
 
-extern char** environ;
+#include "support/redis_process.h"
 
 namespace kvs {
 namespace {
@@ -27,56 +19,7 @@ namespace {
 constexpr uint32_t kBs = 4;
 constexpr uint64_t kBlockBytes = 1000;
 
-uint16_t free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
-
-// A redis-server child process for one test.
-class RedisProcess {
- public:
-  RedisProcess() : port_(free_port()) {
-    const std::string port = std::to_string(port_);
-    const char* argv[] = {"redis-server", "--port", port.c_str(), "--bind",
-                          "127.0.0.1",    "--save", "",           "--appendonly",
-                          "no",           "--dir",  "/tmp",       nullptr};
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
-    if (posix_spawnp(&pid_, "redis-server", &fa, nullptr, const_cast<char**>(argv), environ) != 0)
-      pid_ = 0;
-    posix_spawn_file_actions_destroy(&fa);
-    if (pid_ == 0) return;
-    RedisClient c({.host = "127.0.0.1", .port = port_}, 200);
-    for (int i = 0; i < 200 && !up_; ++i) {
-      up_ = c.ping().is_ok();
-      if (!up_) std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-  }
-  ~RedisProcess() {
-    if (pid_ > 0) {
-      ::kill(pid_, SIGKILL);
-      ::waitpid(pid_, nullptr, 0);
-    }
-  }
-  [[nodiscard]] bool up() const { return up_; }
-  [[nodiscard]] RedisEndpoint endpoint() const { return {.host = "127.0.0.1", .port = port_}; }
-
- private:
-  uint16_t port_;
-  pid_t pid_ = 0;
-  bool up_ = false;
-};
-
-#define REQUIRE_REDIS(r) \
-  if (!(r).up()) GTEST_SKIP() << "redis-server not available (scripts/install-deps installs it)"
+using test::RedisProcess;
 
 ExtentNamespace ns_f16() {
   return {.model_fingerprint = 42,
@@ -255,7 +198,8 @@ TEST(RemoteTierTest, CorruptedForeignAndMismatchedValuesAreNeverUsed) {
 }
 
 TEST(RemoteTierTest, ADeadEndpointOpensTheBreakerAndNeverBlocks) {
-  const RedisEndpoint dead{.host = "127.0.0.1", .port = free_port()};  // nothing listens
+  const RedisEndpoint dead{.host = "127.0.0.1",
+                           .port = test::free_loopback_port()};  // nothing listens
   auto t = open_tier({dead});
   EXPECT_EQ(t->startup_bytes_per_s(), 0);
   const Chain c = make_chain(4, 5);
@@ -275,7 +219,7 @@ TEST(RemoteTierTest, ADeadEndpointOpensTheBreakerAndNeverBlocks) {
 }
 
 TEST(RemoteTierTest, AFullWriteQueueDropsAndCounts) {
-  const RedisEndpoint dead{.host = "127.0.0.1", .port = free_port()};
+  const RedisEndpoint dead{.host = "127.0.0.1", .port = test::free_loopback_port()};
   auto t = open_tier({dead}, ns_f16(), /*max_queued=*/2);
   const Chain c = make_chain(200, 6);
   uint64_t accepted = 0;
