@@ -46,6 +46,11 @@ class Redis:
     def __init__(self):
         self.dir = tempfile.mkdtemp(prefix="kvs-bench-redis-")
         self.port = free_port()
+        # The secret both replicas share (--kv-tier-secret-file), so that they share KV.
+        self.secret_file = os.path.join(self.dir, "tier.secret")
+        fd = os.open(self.secret_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        os.write(fd, os.urandom(32).hex().encode())
+        os.close(fd)
         self.proc = subprocess.Popen(
             ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
              "--appendonly", "no", "--dir", self.dir, "--maxmemory", "2gb",
@@ -90,7 +95,8 @@ def ask(port, doc, question, max_tokens):
 def replicas(args, redis, tier_on):
     flags = ["-t", str(args.threads), "--kv-cache-memory", args.pool, "--max-model-len", "2048"]
     if tier_on:
-        flags += ["--kv-remote", f"redis://127.0.0.1:{redis.port}"]
+        flags += ["--kv-remote", f"redis://127.0.0.1:{redis.port}",
+                  "--kv-tier-secret-file", redis.secret_file]
     return [Server(args.kvserve, flags), Server(args.kvserve, flags)]
 
 

@@ -1,5 +1,7 @@
 #include "tools/cli_common.h"
 
+#include <cstdio>
+
 #include "core/byte_size.h"
 #include "model/model_paths.h"
 #include "tools/cli_commands.h"
@@ -66,8 +68,13 @@ void add_engine_flags(CLI::App* cmd, EngineFlags* f) {
                   "seconds a block stays in Redis (0: until Redis evicts it)")
       ->capture_default_str();
   cmd->add_option("--kv-remote-timeout-ms", f->kv_remote_timeout_ms,
-                  "timeout of every Redis connect and command; a slow or down Redis is a miss")
+                  "timeout of every Redis connect and command (a fetch's deadline adds time for "
+                  "its bytes); a slow or down Redis is a miss")
       ->capture_default_str();
+  cmd->add_option("--kv-tier-secret-file", f->kv_tier_secret_file,
+                  "the server secret (>= 32 bytes, mode 600): keys tenants, tier keys and the MAC "
+                  "of every disk/Redis value. Replicas that share KV need the same file (default: "
+                  "kept in --kv-offload-dir, else random per process; docs/security.md)");
 }
 
 std::unique_ptr<LoadedModel> load_model_or_fail(const EngineFlags& flags) {
@@ -117,6 +124,16 @@ EngineConfig engine_config_or_fail(const EngineFlags& f, const LoadedModel& mode
   c.offload.remote_timeout_ms = f.kv_remote_timeout_ms;
   if (f.kv_offload_dtype != "same")
     c.offload.tier_dtype = dtype(f.kv_offload_dtype, "--kv-offload-dtype");
+  if (!f.kv_tier_secret_file.empty()) {
+    auto secret = ServerSecret::read_file(f.kv_tier_secret_file);
+    if (!secret.is_ok()) fail("--kv-tier-secret-file: " + secret.status().message());
+    c.secret = std::move(secret).value();
+  } else if (!f.kv_remote.empty()) {
+    std::fprintf(stderr,
+                 "kvserve: --kv-remote without --kv-tier-secret-file: this process keys its Redis "
+                 "values with a secret of its own, so no other replica (and no restart) can use "
+                 "them; give every replica the same --kv-tier-secret-file to share KV\n");
+  }
   c.eog_ids = model.eog_ids;
   return c;
 }

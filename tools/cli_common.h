@@ -33,6 +33,7 @@ struct EngineFlags {
   std::vector<std::string> kv_remote;  // redis://HOST:PORT[/DB], repeatable
   uint32_t kv_remote_ttl = 0;
   uint32_t kv_remote_timeout_ms = 50;
+  std::string kv_tier_secret_file;
 };
 
 // Adds -m, --kv-cache-memory, --block-size, --kv-cache-dtype(-k/-v), -t, --max-num-batched-tokens,

@@ -128,7 +128,7 @@ void run_serve(ServeFlags& f) {
                  f.kv_events_replay_endpoint.c_str());
   }
 
-  std::vector<ApiKeyEntry> key_entries = ApiKeys::from_flags(f.api_keys);
+  std::vector<ApiKeyEntry> key_entries = ApiKeys::from_flags(f.api_keys, engine->secret());
   if (!f.api_keys_file.empty()) {
     auto from_file = ApiKeys::read_file(f.api_keys_file);
     if (!from_file.is_ok()) fail(from_file.status().message());
@@ -187,11 +187,11 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--host", flags->host, "address to bind")->capture_default_str();
   cmd->add_option("--port", flags->port, "port (0 = any free port)")->capture_default_str();
   cmd->add_option("--api-key", flags->api_keys,
-                  "require 'Authorization: Bearer KEY' (repeatable: key i is tenant 'key-i'; "
-                  "tenants never share prefix-cache entries)");
+                  "require 'Authorization: Bearer KEY' (repeatable; each key is its own tenant, "
+                  "named key:<hex> from the key and the server secret; tenants never share KV)");
   cmd->add_option("--api-keys", flags->api_keys_file,
-                  "file of 'TENANT KEY' lines: keys and the tenant (prefix-cache namespace) each "
-                  "belongs to");
+                  "file of 'TENANT KEY [admin]' lines: keys, the tenant each belongs to, and "
+                  "which may see every tenant in /v1/kv and /metrics (docs/security.md)");
   cmd->add_flag("--public-metrics", flags->public_metrics,
                 "serve /metrics without a key even when API keys are set");
   cmd->add_option("--max-tenant-metrics", flags->max_tenant_metrics,

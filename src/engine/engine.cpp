@@ -42,7 +42,15 @@ Result<std::unique_ptr<Engine>> Engine::create(TransformerModel& model,
   KVS_ASSIGN_OR_RETURN(KvPoolPlan pool,
                        plan_kv_pool(spec.kv_model_shape(config.k_dtype, config.v_dtype),
                                     config.kv_cache_memory, config.block_size));
+  if (config.offload.enabled()) KVS_RETURN_IF_ERROR(config.offload.validate());
   std::unique_ptr<Engine> e(new Engine(model, config, pool));
+  if (config.secret) {
+    e->secret_ = *config.secret;
+  } else if (!config.offload.disk_dir.empty()) {
+    KVS_ASSIGN_OR_RETURN(e->secret_, DiskTier::directory_secret(config.offload.disk_dir));
+  } else {
+    e->secret_ = ServerSecret::random();
+  }
   e->max_model_len_ = config.max_model_len ? config.max_model_len : spec.context_length;
   e->threads_ = std::make_unique<ThreadPool>(config.threads > 0 ? config.threads
                                                                 : ThreadPool::hardware_threads());
@@ -99,14 +107,16 @@ Result<std::unique_ptr<Engine>> Engine::create(TransformerModel& model,
       .tier_keys = oc.enabled() || config.kv_events,
       .log_completed_blocks =
           oc.enabled() && (oc.policy == OffloadPolicy::kWriteThrough || !oc.remote_urls.empty()),
-      .log_events = config.kv_events});
+      .log_events = config.kv_events,
+      .tier_secrets = TierSecrets::of(e->secret_)});
   if (oc.enabled()) {
     KvOffloadConfig with_events = oc;
     with_events.log_events = config.kv_events;
     KVS_ASSIGN_OR_RETURN(
-        e->offload_, KvOffload::create(with_events, KvStorageShape::of(pool),
-                                       config.model_fingerprint, *e->host_blocks_,
-                                       e->host_storage_.get(), static_cast<uint32_t>(tier_blocks)));
+        e->offload_,
+        KvOffload::create(with_events, KvStorageShape::of(pool), config.model_fingerprint,
+                          TierSecrets::of(e->secret_), *e->host_blocks_, e->host_storage_.get(),
+                          static_cast<uint32_t>(tier_blocks)));
   }
   e->transfers_ =
       std::make_unique<KvTransferExecutor>(*e->storage_, e->host_storage_.get(), e->offload_.get());

@@ -19,6 +19,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/server_secret.h"
 #include "core/status.h"
 #include "core/thread_pool.h"
 #include "engine/kv_offload.h"
@@ -59,6 +60,10 @@ struct EngineConfig {
   double offload_flush_seconds = 10;
   // Record the prefix cache's changes for KV events (take_cache_events).
   bool kv_events = false;
+  // The server secret (core/server_secret.h: --kv-tier-secret-file). Unset: the one kept in the
+  // disk tier's directory when there is one (so a restart finds its own extents), else random
+  // for this process.
+  std::optional<ServerSecret> secret;
 };
 
 struct StepOutput {
@@ -134,6 +139,9 @@ class Engine {
   void set_step_log(StepLog* log) { step_log_ = log; }
 
   [[nodiscard]] const EngineConfig& config() const { return config_; }
+  // The secret the tiers are keyed with (config.secret, or the one resolved at creation); the
+  // server derives tenant identities from it too.
+  [[nodiscard]] const ServerSecret& secret() const { return secret_; }
   [[nodiscard]] const KvPoolPlan& kv_pool() const { return kv_pool_; }
   [[nodiscard]] const EngineCounters& counters() const { return counters_; }
   [[nodiscard]] uint64_t num_preemptions() const { return scheduler_->num_preemptions(); }
@@ -191,6 +199,7 @@ class Engine {
 
   TransformerModel& model_;
   EngineConfig config_;
+  ServerSecret secret_;
   KvPoolPlan kv_pool_;
   uint32_t max_model_len_ = 0;
   std::unique_ptr<ThreadPool> threads_;

@@ -1,12 +1,8 @@
 #include "engine/kv_offload.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstring>
-#include <filesystem>
 
 #include "core/check.h"
 
@@ -30,6 +26,18 @@ Result<OffloadPolicy> parse_offload_policy(const std::string& name) {
                           "'");
 }
 
+Status KvOffloadConfig::validate() const {
+  if (!disk_dir.empty() && disk_bytes == 0)
+    return invalid_argument("--kv-offload-disk-bytes must be positive with --kv-offload-dir");
+  if (extent_blocks == 0 || extent_blocks > kMaxExtentBlocks)
+    return invalid_argument("--kv-offload-extent-blocks must be 1.." +
+                            std::to_string(kMaxExtentBlocks));
+  if (!remote_urls.empty() && remote_timeout_ms == 0)
+    return invalid_argument("--kv-remote-timeout-ms must be positive");
+  for (const std::string& url : remote_urls) KVS_RETURN_IF_ERROR(parse_redis_url(url).status());
+  return Status::ok();
+}
+
 KvOffload::KvOffload(const KvOffloadConfig& config, HostBlockPool& area,
                      KvBlockStorage* host_storage, uint32_t block_size, uint64_t pool_block_bytes)
     : config_(config),
@@ -42,12 +50,12 @@ KvOffload::KvOffload(const KvOffloadConfig& config, HostBlockPool& area,
 
 Result<std::unique_ptr<KvOffload>> KvOffload::create(
     const KvOffloadConfig& config, const KvStorageShape& pool, uint64_t model_fingerprint,
-    HostBlockPool& area, KvBlockStorage* host_storage, uint32_t host_tier_blocks) {
+    const TierSecrets& secrets, HostBlockPool& area, KvBlockStorage* host_storage,
+    uint32_t host_tier_blocks) {
   if (host_tier_blocks > 0 &&
       (host_storage == nullptr || host_storage->shape().num_blocks < area.num_blocks()))
     return invalid_argument("kv offload: the host tier needs the host area's bytes");
-  if (!config.disk_dir.empty() && config.disk_bytes == 0)
-    return invalid_argument("--kv-offload-disk-bytes must be positive with --kv-offload-dir");
+  KVS_RETURN_IF_ERROR(config.validate());
   KVS_ASSIGN_OR_RETURN(const PagedKvLayout pool_layout, KvBlockStorage::layout_of(pool));
   std::unique_ptr<KvOffload> o(
       new KvOffload(config, area, host_storage, pool.block_size, pool_layout.block_bytes));
@@ -55,7 +63,8 @@ Result<std::unique_ptr<KvOffload>> KvOffload::create(
                      .k_dtype = pool.k_dtype,
                      .v_dtype = pool.v_dtype,
                      .block_size = pool.block_size,
-                     .block_bytes = pool_layout.block_bytes};
+                     .block_bytes = pool_layout.block_bytes,
+                     .secret_id = secrets.id};
   if (config.tier_dtype &&
       (*config.tier_dtype != pool.k_dtype || *config.tier_dtype != pool.v_dtype)) {
     KVS_ASSIGN_OR_RETURN(KvBlockTranscoder t,
@@ -77,14 +86,15 @@ Result<std::unique_ptr<KvOffload>> KvOffload::create(
     KVS_ASSIGN_OR_RETURN(o->disk_, DiskTier::open({.dir = config.disk_dir,
                                                    .capacity_bytes = config.disk_bytes,
                                                    .ns = ns,
+                                                   .mac_key = secrets.mac,
                                                    .extent_blocks = config.extent_blocks,
                                                    .log_events = config.log_events}));
   }
   if (!config.remote_urls.empty()) {
-    if (config.remote_timeout_ms == 0)
-      return invalid_argument("--kv-remote-timeout-ms must be positive");
-    RemoteTierConfig rc{
-        .ttl_seconds = config.remote_ttl_seconds, .timeout_ms = config.remote_timeout_ms, .ns = ns};
+    RemoteTierConfig rc{.ttl_seconds = config.remote_ttl_seconds,
+                        .timeout_ms = config.remote_timeout_ms,
+                        .ns = ns,
+                        .mac_key = secrets.mac};
     for (const std::string& url : config.remote_urls) {
       KVS_ASSIGN_OR_RETURN(RedisEndpoint e, parse_redis_url(url));
       rc.endpoints.push_back(std::move(e));
@@ -115,20 +125,9 @@ void KvOffload::measure_startup_bandwidth() {
   host_stats_.load_bytes_per_s = 4.0 * bytes / std::max(seconds_since(t0), 1e-9);
   if (remote_) remote_stats_.load_bytes_per_s = remote_->startup_bytes_per_s();
   if (!disk_) return;
-  // Disk: write a probe (a temporary name, deleted at the next start if we die now), read it back.
-  const std::string probe =
-      (std::filesystem::path(config_.disk_dir) / "bandwidth-probe.kvx.tmp").string();
-  const int fd = ::open(probe.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return;  // the online measurement takes over
-  bool ok = ::write(fd, a.data(), bytes) == static_cast<ssize_t>(bytes) && ::fsync(fd) == 0;
-  if (ok) {
-    t0 = SteadyClock::now();
-    ok = ::pread(fd, b.data(), bytes, 0) == static_cast<ssize_t>(bytes);
-    // Reading also verifies a checksum over the extent (XXH3-128 runs at several GB/s).
-    if (ok) disk_stats_.load_bytes_per_s = bytes / std::max(seconds_since(t0), 1e-9);
-  }
-  ::close(fd);
-  ::unlink(probe.c_str());
+  // Disk: a probe file written and read back (a temporary file of the tier's directory, created
+  // as extents are: exclusively, under a random name, never through a link).
+  disk_stats_.load_bytes_per_s = disk_->measure_read_bandwidth(bytes);
 }
 
 void KvOffload::record_load(TierStats& t, double seconds, uint64_t bytes) {
@@ -210,7 +209,7 @@ bool KvOffload::make_host_room(uint32_t n, KvTransferPlan& plan) {
 
 KvOffload::Found KvOffload::find(std::span<const TierBlockMeta> chain,
                                  std::span<const int32_t> tokens, double prefill_tokens_per_s,
-                                 bool wait_for_disk, KvTransferPlan& plan) {
+                                 bool give_up, KvTransferPlan& plan) {
   Found out;
   const auto block_tokens = [&](size_t i) { return tokens.subspan(i * block_size_, block_size_); };
   size_t i = 0;
@@ -239,7 +238,7 @@ KvOffload::Found KvOffload::find(std::span<const TierBlockMeta> chain,
     if (j == i) {
       if (!remote_) break;
       const RemoteFound r = find_remote(chain.subspan(i), tokens.subspan(i * block_size_),
-                                        prefill_tokens_per_s, wait_for_disk, plan, out.hits);
+                                        prefill_tokens_per_s, give_up, plan, out.hits);
       if (r == RemoteFound::kLoading) {
         out.hits.clear();
         out.loading = true;
@@ -251,19 +250,22 @@ KvOffload::Found KvOffload::find(std::span<const TierBlockMeta> chain,
       ++disk_stats_.recompute_decisions;
       break;
     }
-    if (!wait_for_disk) {
-      for (size_t k = i; k < j; ++k) {
-        if (disk_->readiness(chain[k], block_tokens(k)) == DiskTier::Readiness::kReady) continue;
-        disk_->prefetch(chain[k], block_tokens(k));
-        out.loading = true;
-      }
-      if (out.loading) {
-        out.hits.clear();
-        return out;
-      }
+    // The engine thread never reads the disk: the loader thread reads and verifies the run's
+    // extents first (the request waits, "loading"); a request that has waited long enough takes
+    // what is ready and recomputes the rest, so a slow or hung device delays only its own.
+    size_t ready = i;
+    while (ready < j &&
+           disk_->readiness(chain[ready], block_tokens(ready)) == DiskTier::Readiness::kReady)
+      ++ready;
+    if (ready < j && !give_up) {
+      for (size_t k = ready; k < j; ++k) disk_->prefetch(chain[k], block_tokens(k));
+      out.hits.clear();
+      out.loading = true;
+      return out;
     }
+    if (ready == i) break;
     ++disk_stats_.load_decisions;
-    for (; i < j; ++i) {
+    for (; i < ready; ++i) {
       std::vector<uint8_t> bytes(block_bytes_);
       const auto t0 = SteadyClock::now();
       if (!disk_->read_block(chain[i], block_tokens(i), bytes.data()).is_ok()) break;
@@ -273,7 +275,7 @@ KvOffload::Found KvOffload::find(std::span<const TierBlockMeta> chain,
                           .src = static_cast<uint32_t>(plan.tier_reads.size() - 1),
                           .meta = chain[i]});
     }
-    if (i < j) break;  // a block failed verification: the rest is recomputed
+    if (i < j) break;  // evicted from the verified extents meanwhile, or given up: recomputed
   }
   // Pinned until the step's transfers have run (end_step): no store queued later in this step
   // may reuse a slot whose load is still to come.
@@ -473,6 +475,7 @@ KvOffloadStats KvOffload::stats() const {
     s.disk.errors = c.io_errors;
     s.disk_foreign_extents = c.foreign_extents;
     s.disk_torn_files_removed = c.torn_files_removed;
+    s.disk_skipped_entries = c.skipped_entries;
     s.disk_pending_blocks = c.pending_blocks;
     s.disk_admitting = c.admitting;
   }

@@ -10,9 +10,11 @@
 // Write-through: every block is copied down (L2 and L3) as soon as it becomes cached.
 //
 // Every decision is made at schedule time and recorded as transfers (kv_transfer.h), whose
-// in-order execution moves the bytes; a disk hit is read and verified at schedule time into the
-// step's plan (the bytes are private to it), so a bad extent is dropped before anything uses it
-// and the block is recomputed. Load or recompute: each run of tier hits is loaded only when the
+// in-order execution moves the bytes. Disk and remote hits are read and verified by their tier's
+// loader thread before the schedule uses them (the request waits, "loading"); at schedule time
+// their verified bytes are copied into the step's plan (private to it), so a bad extent is
+// dropped before anything uses it and the block is recomputed. The engine thread never waits on
+// a disk or a network. Load or recompute: each run of tier hits is loaded only when the
 // measured load bandwidth of its tier moves its bytes faster than the measured prefill rate
 // recomputes its tokens; otherwise it is recomputed, and the decision is counted.
 // Thread safety: none (the engine's step loop owns it); stats() copies.
@@ -62,6 +64,8 @@ struct KvOffloadConfig {
   [[nodiscard]] bool enabled() const {
     return host_bytes > 0 || !disk_dir.empty() || !remote_urls.empty();
   }
+  // The values' ranges (no file or network is touched): a clear error naming the flag.
+  [[nodiscard]] Status validate() const;
 };
 
 // Load latency buckets (seconds, upper bounds) of the per-tier histograms.
@@ -98,6 +102,7 @@ struct KvOffloadStats {
   std::optional<KvDtype> tier_dtype;  // demoted format (nullopt: the pool's)
   uint64_t disk_foreign_extents = 0;  // extents of another model/format/block size, ignored
   uint64_t disk_torn_files_removed = 0;
+  uint64_t disk_skipped_entries = 0;  // links, FIFOs, devices, unreadable files: never read
   uint64_t disk_pending_blocks = 0;
   bool disk_admitting = true;
   uint64_t remote_dropped_writes = 0;  // queue full, breaker open or a failed SET
@@ -111,9 +116,11 @@ class KvOffload {
   // `area` is the one host area (swap shares it); host_tier_blocks of it may hold L2 entries,
   // whose bytes live in `host_storage` (laid out like the device pool, whose shape is `pool`);
   // demoted entries are packed several to a host block.
+  // `secrets` key what leaves the process (extents, Redis values) and name its namespace.
   static Result<std::unique_ptr<KvOffload>> create(const KvOffloadConfig& config,
                                                    const KvStorageShape& pool,
-                                                   uint64_t model_fingerprint, HostBlockPool& area,
+                                                   uint64_t model_fingerprint,
+                                                   const TierSecrets& secrets, HostBlockPool& area,
                                                    KvBlockStorage* host_storage,
                                                    uint32_t host_tier_blocks);
 
@@ -154,12 +161,13 @@ class KvOffload {
   // Walks `chain` (the tier identities of the prompt blocks after the cached ones; tokens[i *
   // block_size, +block_size) are block i's ids) down L2, L3 then L4 and returns the longest run
   // of hits worth loading; disk and remote hits must have been read and verified by their
-  // tier's reader thread (asynchronous) unless `wait_for_disk`, which reads disk extents now and
-  // takes only the remote blocks already fetched. Their bytes go to plan.tier_reads. Counts the
+  // tier's reader thread (asynchronous): those not yet read are queued and the answer is
+  // `loading`, unless `give_up` (the request waited long enough), which takes only what is
+  // ready and leaves the rest to be recomputed. Their bytes go to plan.tier_reads. Counts the
   // load-or-recompute decisions (prefill_tokens_per_s: the engine's measured rate, 0 = unknown).
   // The host slots it returns are pinned until end_step().
   Found find(std::span<const TierBlockMeta> chain, std::span<const int32_t> tokens,
-             double prefill_tokens_per_s, bool wait_for_disk, KvTransferPlan& plan);
+             double prefill_tokens_per_s, bool give_up, KvTransferPlan& plan);
   // Blocks until a queued disk or remote read finishes or timeout_seconds pass (an engine with
   // nothing else to run waits here instead of spinning); false when no read is queued.
   bool wait_for_tier_reads(double timeout_seconds);

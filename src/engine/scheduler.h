@@ -106,8 +106,8 @@ class Scheduler {
   [[nodiscard]] size_t num_swapped() const { return swapped_.size(); }
   // Waiting sequences the last schedule() left waiting for disk-tier reads.
   [[nodiscard]] size_t num_loading() const { return num_loading_; }
-  // Schedule passes a sequence waits for its disk reads before it reads them synchronously
-  // (bounds the wait when the loader falls behind).
+  // Schedule passes a sequence waits for its disk or remote reads before it gives up on them
+  // and recomputes what is not ready (bounds the wait when a device is slow or hung).
   static constexpr uint32_t kMaxTierLoadWaits = 64;
 
   // Plans the next step: admits waiting sequences into the cache manager, reserves the slots of

@@ -257,9 +257,10 @@ Result<uint32_t> KvCacheManager::admit(SeqId seq, std::span<const int32_t> promp
   s.last_key = m.last_key;
   s.last_ref = m.last_ref;
   if (config_.tier_keys) {
-    s.salt_check = tier_salt_check(cache_salt);
-    s.last_tier_key = m.hit_blocks > 0 ? cache_->tier_meta(m.last_ref.block).key
-                                       : tier_root_key(tier_namespace_, cache_salt);
+    s.salt_check = tier_salt_check(config_.tier_secrets, cache_salt);
+    s.last_tier_key = m.hit_blocks > 0
+                          ? cache_->tier_meta(m.last_ref.block).key
+                          : tier_root_key(config_.tier_secrets, tier_namespace_, cache_salt);
     for (BlockId b : m.blocks[0]) cache_->count_hit(b);
   }
   for (uint32_t g = 0; g < groups; ++g) {
@@ -504,8 +505,8 @@ Result<std::vector<BlockId>> KvCacheManager::admit_restored(SeqId seq,
   SeqBlocks s(t, bs, num_groups());
   s.last_key = tenants_->root_key(t);
   if (config_.tier_keys) {
-    s.salt_check = tier_salt_check(cache_salt);
-    s.last_tier_key = tier_root_key(tier_namespace_, cache_salt);
+    s.salt_check = tier_salt_check(config_.tier_secrets, cache_salt);
+    s.last_tier_key = tier_root_key(config_.tier_secrets, tier_namespace_, cache_salt);
   }
   std::vector<BlockId> restored;
   for (uint32_t g = 0; g < num_groups(); ++g) {
@@ -563,8 +564,8 @@ std::vector<TierBlockMeta> KvCacheManager::tier_chain(std::span<const int32_t> p
                                                       uint32_t max_blocks) const {
   const uint32_t bs = config_.block_size;
   std::vector<TierBlockMeta> out;
-  const uint64_t salt_check = tier_salt_check(cache_salt);
-  uint64_t parent = tier_root_key(tier_namespace_, cache_salt);
+  const uint64_t salt_check = tier_salt_check(config_.tier_secrets, cache_salt);
+  uint64_t parent = tier_root_key(config_.tier_secrets, tier_namespace_, cache_salt);
   for (uint64_t pos = 0; pos + bs <= prompt.size() && out.size() < max_blocks; pos += bs) {
     const uint64_t key = tier_block_key(parent, prompt.subspan(pos, bs));
     out.push_back({.key = key, .parent_key = parent, .salt_check = salt_check});

@@ -108,6 +108,8 @@ struct KvCacheConfig {
   bool log_completed_blocks = false;
   // Log the cache's changes for KV events (take_cache_events; needs tier_keys).
   bool log_events = false;
+  // The keys tier chains are rooted in (tier_key.h): from the server secret.
+  TierSecrets tier_secrets;
 };
 
 // Answer of a dry run (plan_admit); nothing changes.

@@ -2,8 +2,6 @@
 
 #include "core/check.h"
 
-#include <xxhash.h>
-
 #include <cstring>
 #include <string>
 
@@ -12,7 +10,7 @@ namespace kvs {
 namespace {
 
 constexpr uint8_t kMagic[8] = {'K', 'V', 'S', 'E', 'X', 'T', 0, 1};
-constexpr size_t kFixedBytes = 48;
+constexpr size_t kFixedBytes = 56;
 constexpr size_t kPerBlockBytes = 24;
 // A header larger than this is not one we wrote (kMaxExtentBlocks blocks of 4096 tokens).
 constexpr uint64_t kMaxHeaderBytes = uint64_t{64} << 20;
@@ -58,6 +56,7 @@ std::vector<uint8_t> encode_extent_header(const ExtentHeader& h) {
   w.put<uint64_t>(h.ns.block_bytes);
   w.put<uint32_t>(static_cast<uint32_t>(n));
   w.put<uint32_t>(0);
+  w.put<uint64_t>(h.ns.secret_id);
   for (const TierBlockMeta& m : h.blocks) {
     w.put<uint64_t>(m.key);
     w.put<uint64_t>(m.parent_key);
@@ -95,6 +94,7 @@ Result<ExtentHeader> decode_extent_header(std::span<const uint8_t> bytes) {
   h.ns.block_size = get<uint32_t>(bytes, 28);
   h.ns.block_bytes = get<uint64_t>(bytes, 32);
   const uint32_t n = get<uint32_t>(bytes, 40);
+  h.ns.secret_id = get<uint64_t>(bytes, 48);
   if (n == 0 || n > kMaxExtentBlocks || h.ns.block_size == 0 || h.ns.block_size > 4096 ||
       h.ns.block_bytes == 0 || h.ns.block_bytes > (uint64_t{1} << 32))
     return invalid_argument("extent: implausible block geometry");
@@ -117,33 +117,34 @@ Result<ExtentHeader> decode_extent_header(std::span<const uint8_t> bytes) {
   return h;
 }
 
-void extent_checksum(std::span<const uint8_t> bytes, uint8_t out[kExtentChecksumBytes]) {
-  const XXH128_hash_t c = XXH3_128bits(bytes.data(), bytes.size());
-  std::memcpy(out, &c.low64, 8);
-  std::memcpy(out + 8, &c.high64, 8);
+void extent_mac(const SecretKey& key, std::span<const uint8_t> header,
+                std::span<const uint8_t> payload, uint8_t out[kExtentMacBytes]) {
+  static_assert(kExtentMacBytes == Mac::kBytes);
+  Mac(key).update(header).update(payload).final(out);
 }
 
-bool extent_checksum_ok(std::span<const uint8_t> file) {
-  if (file.size() < kExtentChecksumBytes) return false;
-  uint8_t c[kExtentChecksumBytes];
-  extent_checksum(file.first(file.size() - kExtentChecksumBytes), c);
-  return std::memcmp(c, file.data() + file.size() - kExtentChecksumBytes, kExtentChecksumBytes) ==
-         0;
+bool extent_mac_ok(const SecretKey& key, std::span<const uint8_t> file) {
+  if (file.size() < kExtentMacBytes) return false;
+  uint8_t m[kExtentMacBytes];
+  extent_mac(key, file.first(file.size() - kExtentMacBytes), {}, m);
+  return mac_equal(m, file.data() + file.size() - kExtentMacBytes);
 }
 
-std::vector<uint8_t> encode_extent(const ExtentHeader& header, std::span<const uint8_t> payload) {
+std::vector<uint8_t> encode_extent(const SecretKey& key, const ExtentHeader& header,
+                                   std::span<const uint8_t> payload) {
   KVS_CHECK(payload.size() == header.payload_bytes());
   std::vector<uint8_t> out = encode_extent_header(header);
   const size_t hb = out.size();
-  out.resize(hb + payload.size() + kExtentChecksumBytes);
+  out.resize(hb + payload.size() + kExtentMacBytes);
   if (!payload.empty()) std::memcpy(out.data() + hb, payload.data(), payload.size());
-  extent_checksum(std::span<const uint8_t>(out).first(hb + payload.size()),
-                  out.data() + hb + payload.size());
+  extent_mac(key, std::span<const uint8_t>(out).first(hb + payload.size()), {},
+             out.data() + hb + payload.size());
   return out;
 }
 
-Result<ExtentHeader> decode_extent(std::span<const uint8_t> bytes) {
-  if (!extent_checksum_ok(bytes)) return data_loss("extent: checksum mismatch");
+Result<ExtentHeader> decode_extent(const SecretKey& key, std::span<const uint8_t> bytes) {
+  if (!extent_mac_ok(key, bytes))
+    return data_loss("extent: MAC mismatch (corrupt, or not written under this server secret)");
   KVS_ASSIGN_OR_RETURN(ExtentHeader h, decode_extent_header(bytes));
   if (h.file_bytes() != bytes.size()) return data_loss("extent: size does not match its header");
   return h;

@@ -6,6 +6,7 @@
 #include <charconv>
 #include <cstring>
 #include <memory>
+#include <vector>
 
 #include "core/check.h"
 
@@ -35,24 +36,38 @@ bool parse_uint(std::string_view s, T* out) {
 }  // namespace
 
 std::string RedisEndpoint::url() const {
-  return "redis://" + host + ":" + std::to_string(port) + "/" + std::to_string(db);
+  std::string creds;
+  if (!password.empty()) creds = user + ":***@";
+  return "redis://" + creds + host + ":" + std::to_string(port) + "/" + std::to_string(db);
 }
 
 Result<RedisEndpoint> parse_redis_url(const std::string& url) {
   constexpr std::string_view kScheme = "redis://";
+  RedisEndpoint e;
+  // Errors never repeat the URL itself: it may hold a password.
   const auto bad = [&](const std::string& why) {
-    return invalid_argument("--kv-remote " + url + ": " + why +
-                            " (expected redis://HOST:PORT[/DB])");
+    return invalid_argument("--kv-remote " + (e.password.empty() ? url : std::string("URL")) +
+                            ": " + why + " (expected redis://[[USER]:PASSWORD@]HOST[:PORT][/DB])");
   };
   if (url.rfind(kScheme, 0) != 0) return bad("not a redis:// URL");
   std::string_view rest = std::string_view(url).substr(kScheme.size());
-  RedisEndpoint e;
+  if (const size_t at = rest.rfind('@'); at != std::string_view::npos) {
+    const std::string_view creds = rest.substr(0, at);
+    rest = rest.substr(at + 1);
+    const size_t colon = creds.find(':');
+    if (colon == std::string_view::npos) {
+      e.password = std::string(creds);  // redis://PASSWORD@HOST, as redis-cli -u reads it
+    } else {
+      e.user = std::string(creds.substr(0, colon));
+      e.password = std::string(creds.substr(colon + 1));
+    }
+    if (e.password.empty()) return bad("an empty password");
+  }
   if (const size_t slash = rest.find('/'); slash != std::string_view::npos) {
     const std::string_view db = rest.substr(slash + 1);
     if (!db.empty() && (!parse_uint(db, &e.db) || e.db > 1023)) return bad("bad database number");
     rest = rest.substr(0, slash);
   }
-  if (rest.find('@') != std::string_view::npos) return bad("credentials are not supported");
   if (const size_t colon = rest.rfind(':'); colon != std::string_view::npos) {
     uint32_t port = 0;
     if (!parse_uint(rest.substr(colon + 1), &port) || port == 0 || port > 65535)
@@ -89,6 +104,20 @@ Status RedisClient::connect() {
   if (ctx_->err != 0) return fail("cannot connect");
   if (redisSetTimeout(ctx_, to_timeval(timeout_ms_)) != REDIS_OK) return fail("cannot set timeout");
   ++connects_;
+  if (!endpoint_.password.empty()) {
+    std::vector<const char*> argv = {"AUTH"};
+    std::vector<size_t> lens = {4};
+    if (!endpoint_.user.empty()) {
+      argv.push_back(endpoint_.user.data());
+      lens.push_back(endpoint_.user.size());
+    }
+    argv.push_back(endpoint_.password.data());
+    lens.push_back(endpoint_.password.size());
+    Reply r(static_cast<redisReply*>(
+        redisCommandArgv(ctx_, static_cast<int>(argv.size()), argv.data(), lens.data())));
+    if (!r) return fail("AUTH: no reply");
+    if (r->type == REDIS_REPLY_ERROR) return fail(std::string("AUTH refused: ") + r->str);
+  }
   if (endpoint_.db != 0) {
     const std::string db = std::to_string(endpoint_.db);
     Reply r(static_cast<redisReply*>(redisCommand(ctx_, "SELECT %s", db.c_str())));
@@ -97,27 +126,35 @@ Status RedisClient::connect() {
   return Status::ok();
 }
 
-Result<std::vector<std::optional<std::vector<uint8_t>>>> RedisClient::get_many(
-    std::span<const std::string> keys) {
+Result<std::vector<RedisValue>> RedisClient::get_many(std::span<const std::string> keys,
+                                                      uint32_t timeout_ms) {
   KVS_RETURN_IF_ERROR(connect());
+  if (timeout_ms != 0 && redisSetTimeout(ctx_, to_timeval(timeout_ms)) != REDIS_OK)
+    return fail("cannot set timeout");
   for (const std::string& k : keys) {
     const char* argv[2] = {"GET", k.data()};
     const size_t lens[2] = {3, k.size()};
     if (redisAppendCommandArgv(ctx_, 2, argv, lens) != REDIS_OK) return fail("GET");
   }
-  std::vector<std::optional<std::vector<uint8_t>>> out(keys.size());
+  std::vector<RedisValue> out(keys.size());
   for (size_t i = 0; i < keys.size(); ++i) {
     void* raw = nullptr;
-    if (redisGetReply(ctx_, &raw) != REDIS_OK || raw == nullptr) return fail("GET (no reply)");
+    if (redisGetReply(ctx_, &raw) != REDIS_OK || raw == nullptr)
+      return fail("GET of " + std::to_string(keys.size()) + " keys (no reply in time)");
     Reply r(static_cast<redisReply*>(raw));
     if (r->type == REDIS_REPLY_STRING) {
-      out[i].emplace(reinterpret_cast<const uint8_t*>(r->str),
-                     reinterpret_cast<const uint8_t*>(r->str) + r->len);
-    } else if (r->type != REDIS_REPLY_NIL) {
-      // A key of another type (not ours) reads as absent; an error reply is an error.
-      if (r->type == REDIS_REPLY_ERROR) return fail(std::string("GET: ") + r->str);
+      out[i].kind = RedisValue::Kind::kValue;
+      out[i].bytes.assign(reinterpret_cast<const uint8_t*>(r->str),
+                          reinterpret_cast<const uint8_t*>(r->str) + r->len);
+    } else if (r->type == REDIS_REPLY_ERROR) {
+      // This key's answer only (WRONGTYPE: someone stored another type under it); the rest of
+      // the pipeline is read on.
+      out[i].kind = RedisValue::Kind::kError;
+      out[i].error.assign(r->str, r->len);
     }
   }
+  if (timeout_ms != 0 && redisSetTimeout(ctx_, to_timeval(timeout_ms_)) != REDIS_OK)
+    return fail("cannot set timeout");
   return out;
 }
 

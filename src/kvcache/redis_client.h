@@ -16,14 +16,26 @@ struct redisContext;
 
 namespace kvs {
 
-// redis://HOST:PORT[/DB] (the port defaults to 6379, the database to 0).
+// redis://[[USER]:PASSWORD@]HOST[:PORT][/DB] (the port defaults to 6379, the database to 0).
+// With a password the client sends AUTH (Redis 6 ACL user, or the requirepass password alone)
+// on every connection. The password is never printed: url() masks it.
 struct RedisEndpoint {
   std::string host;
   uint16_t port = 6379;
   uint32_t db = 0;
-  [[nodiscard]] std::string url() const;
+  std::string user;                       // empty: the default user
+  std::string password;                   // empty: no AUTH
+  [[nodiscard]] std::string url() const;  // the password masked as ***
 };
 [[nodiscard]] Result<RedisEndpoint> parse_redis_url(const std::string& url);
+
+// One key's answer in a pipelined GET.
+struct RedisValue {
+  enum class Kind : uint8_t { kMissing, kValue, kError };
+  Kind kind = Kind::kMissing;
+  std::vector<uint8_t> bytes;  // kValue
+  std::string error;           // kError: the server's reply (e.g. WRONGTYPE ...)
+};
 
 class RedisClient {
  public:
@@ -34,9 +46,11 @@ class RedisClient {
 
   [[nodiscard]] const RedisEndpoint& endpoint() const { return endpoint_; }
 
-  // The values of `keys` (nullopt where a key does not exist), in one pipelined round trip.
-  Result<std::vector<std::optional<std::vector<uint8_t>>>> get_many(
-      std::span<const std::string> keys);
+  // The answers for `keys`, in one pipelined round trip. A per-key error reply (a key of another
+  // type: WRONGTYPE) is that key's answer, never the pipeline's failure. timeout_ms bounds this
+  // round trip (0: the client's timeout).
+  Result<std::vector<RedisValue>> get_many(std::span<const std::string> keys,
+                                           uint32_t timeout_ms = 0);
   // SET key value [EX ttl_seconds] for each pair, in one pipelined round trip (ttl 0: none).
   Status set_many(std::span<const std::pair<std::string, std::vector<uint8_t>>> items,
                   uint32_t ttl_seconds);

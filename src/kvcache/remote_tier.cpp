@@ -27,8 +27,12 @@ double RemoteTier::now() {
 
 RemoteTier::RemoteTier(const RemoteTierConfig& config) : config_(config) {
   const ExtentNamespace& ns = config.ns;
-  const uint64_t words[5] = {ns.model_fingerprint, static_cast<uint64_t>(ns.k_dtype),
-                             static_cast<uint64_t>(ns.v_dtype), ns.block_size, ns.block_bytes};
+  const uint64_t words[6] = {ns.model_fingerprint,
+                             static_cast<uint64_t>(ns.k_dtype),
+                             static_cast<uint64_t>(ns.v_dtype),
+                             ns.block_size,
+                             ns.block_bytes,
+                             ns.secret_id};
   value_ns_ = XXH3_64bits_withSeed(words, sizeof(words), kValueNamespaceTag);
   for (uint32_t i = 0; i < config.endpoints.size(); ++i) {
     const RedisEndpoint& e = config.endpoints[i];
@@ -85,7 +89,8 @@ void RemoteTier::measure_startup_bandwidth() {
   const auto got = in.reader->get_many(keys);
   const double secs = now() - t0;
   (void)in.reader->del(key);
-  if (got.is_ok() && (*got)[0] && secs > 0) startup_bytes_per_s_ = config_.ns.block_bytes / secs;
+  if (got.is_ok() && (*got)[0].kind == RedisValue::Kind::kValue && secs > 0)
+    startup_bytes_per_s_ = config_.ns.block_bytes / secs;
 }
 
 std::string RemoteTier::key_of(uint64_t chain_key) const {
@@ -224,7 +229,7 @@ void RemoteTier::writer_loop() {
     if (allowed) {
       std::vector<std::pair<std::string, std::vector<uint8_t>>> items;
       for (const Write& w : batch) {
-        items.emplace_back(key_of(w.key), encode_extent(w.header, w.payload));
+        items.emplace_back(key_of(w.key), encode_extent(config_.mac_key, w.header, w.payload));
         bytes += items.back().second.size();
       }
       st = in.writer->set_many(items, config_.ttl_seconds);
@@ -275,7 +280,7 @@ void RemoteTier::reader_loop() {
 }
 
 bool RemoteTier::verify(const Lookup& want, std::span<const uint8_t> value) const {
-  const Result<ExtentHeader> h = decode_extent(value);
+  const Result<ExtentHeader> h = decode_extent(config_.mac_key, value);
   if (!h.is_ok() || !(h->ns == config_.ns) || h->blocks.size() != 1) return false;
   const TierBlockMeta& m = h->blocks[0];
   return m.key == want.meta.key && m.parent_key == want.meta.parent_key &&
@@ -285,73 +290,105 @@ bool RemoteTier::verify(const Lookup& want, std::span<const uint8_t> value) cons
 void RemoteTier::run_fetch(std::vector<Lookup> job) {
   std::map<uint32_t, std::vector<size_t>> by_instance;
   for (size_t i = 0; i < job.size(); ++i) by_instance[instance_of(job[i].meta.key)].push_back(i);
-  for (const auto& [inst, idx] : by_instance) {
-    Instance& in = instances_[inst];
-    bool allowed = false;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      allowed = !stop_ && in.breaker.allow(now());
-      counters_.lookups += idx.size();
-    }
-    std::vector<std::string> keys;
-    for (size_t i : idx) keys.push_back(key_of(job[i].meta.key));
-    Result<std::vector<std::optional<std::vector<uint8_t>>>> got = unavailable("breaker open");
-    const double t0 = now();
-    if (allowed) got = in.reader->get_many(keys);
-    const double secs = now() - t0;
-    std::vector<uint8_t> good(idx.size(), 0);
-    uint64_t bytes = 0;
-    if (got.is_ok()) {
-      for (size_t k = 0; k < idx.size(); ++k) {
-        const auto& v = (*got)[k];
-        if (!v) continue;
-        bytes += v->size();
-        good[k] = verify(job[idx[k]], *v) ? 1 : 2;
-      }
-    }
-    std::vector<std::string> bad_keys;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      note_connects(inst, *in.reader, reader_connects_);
-      if (allowed) {
-        if (got.is_ok()) {
-          in.breaker.on_success();
-          ++counters_.reads;
-          counters_.read_seconds += secs;
-          counters_.bytes_read += bytes;
-        } else {
-          in.breaker.on_failure(now());
-          ++counters_.errors;
-          if (in.breaker.state() == CircuitBreaker::State::kOpen) stored_.clear();
-        }
-      }
-      const double until = now() + config_.missing_ttl_seconds;
-      for (size_t k = 0; k < idx.size(); ++k) {
-        Lookup& l = job[idx[k]];
-        pending_.erase(l.meta.key);
-        if (good[k] == 1) {
-          ++counters_.found;
-          const size_t hb = extent_header_size(1, config_.ns.block_size);
-          const std::vector<uint8_t>& v = *(*got)[k];
-          keep_fetched(
-              l, std::vector<uint8_t>(v.begin() + hb, v.begin() + hb + config_.ns.block_bytes));
-          stored_[l.meta.key] = now();
-          continue;
-        }
-        if (good[k] == 2) {
-          ++counters_.checksum_failures;
-          stored_.erase(l.meta.key);  // recomputed, it is written again
-          bad_keys.push_back(keys[k]);
-        } else if (got.is_ok()) {
-          ++counters_.missing;
-          stored_.erase(l.meta.key);  // expired or evicted there: ours is written again
-        }
-        missing_until_[l.meta.key] = until;
-      }
-      if (missing_until_.size() > kMaxStoredKeys) missing_until_.clear();
-    }
-    for (const std::string& k : bad_keys) (void)in.reader->del(k);
+  // Expected bytes of one value: an extent of one block.
+  const uint64_t value_bytes =
+      extent_header_size(1, config_.ns.block_size) + config_.ns.block_bytes + kExtentMacBytes;
+  const size_t per_chunk =
+      std::max<size_t>(1, static_cast<size_t>(config_.fetch_chunk_bytes / value_bytes));
+  for (const auto& [inst, idx] : by_instance)
+    for (size_t first = 0; first < idx.size(); first += per_chunk)
+      fetch_chunk(
+          inst, job,
+          std::span<const size_t>(idx).subspan(first, std::min(per_chunk, idx.size() - first)));
+}
+
+void RemoteTier::log_fetch_failure(const std::string& why) {
+  ++failures_since_log_;
+  const double t = now();
+  if (t - last_failure_log_ < config_.log_interval_seconds) return;
+  std::fprintf(stderr,
+               "kvserve: remote KV tier: %llu fetch(es) failed in the last %.0f s, the blocks are "
+               "recomputed; last: %s\n",
+               static_cast<unsigned long long>(failures_since_log_),
+               last_failure_log_ < 0 ? 0.0 : t - last_failure_log_, why.c_str());
+  last_failure_log_ = t;
+  failures_since_log_ = 0;
+}
+
+void RemoteTier::fetch_chunk(uint32_t inst, std::vector<Lookup>& job, std::span<const size_t> idx) {
+  Instance& in = instances_[inst];
+  bool allowed = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    allowed = !stop_ && in.breaker.allow(now());
+    counters_.lookups += idx.size();
   }
+  std::vector<std::string> keys;
+  for (size_t i : idx) keys.push_back(key_of(job[i].meta.key));
+  // The deadline grows with the bytes expected: on a busy machine a long run is slow, not gone.
+  const uint64_t value_bytes =
+      extent_header_size(1, config_.ns.block_size) + config_.ns.block_bytes + kExtentMacBytes;
+  const double expected = static_cast<double>(value_bytes) * static_cast<double>(idx.size());
+  const uint32_t deadline_ms = static_cast<uint32_t>(std::min<double>(
+      60000.0, config_.timeout_ms + 1000.0 * expected / config_.min_fetch_bytes_per_s));
+  Result<std::vector<RedisValue>> got = unavailable("breaker open");
+  const double t0 = now();
+  if (allowed) got = in.reader->get_many(keys, deadline_ms);
+  const double secs = now() - t0;
+  std::vector<uint8_t> good(idx.size(), 0);  // 0 missing, 1 verified, 2 bad
+  uint64_t bytes = 0;
+  if (got.is_ok()) {
+    for (size_t k = 0; k < idx.size(); ++k) {
+      const RedisValue& v = (*got)[k];
+      if (v.kind == RedisValue::Kind::kMissing) continue;
+      bytes += v.bytes.size();
+      good[k] = v.kind == RedisValue::Kind::kValue && verify(job[idx[k]], v.bytes) ? 1 : 2;
+    }
+  }
+  std::vector<std::string> bad_keys;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    note_connects(inst, *in.reader, reader_connects_);
+    if (allowed) {
+      if (got.is_ok()) {
+        in.breaker.on_success();
+        ++counters_.reads;
+        counters_.read_seconds += secs;
+        counters_.bytes_read += bytes;
+      } else {
+        in.breaker.on_failure(now());
+        ++counters_.errors;
+        if (in.breaker.state() == CircuitBreaker::State::kOpen) stored_.clear();
+        log_fetch_failure(got.status().message() + " (" + std::to_string(idx.size()) +
+                          " blocks, deadline " + std::to_string(deadline_ms) + " ms)");
+      }
+    }
+    const double until = now() + config_.missing_ttl_seconds;
+    for (size_t k = 0; k < idx.size(); ++k) {
+      Lookup& l = job[idx[k]];
+      pending_.erase(l.meta.key);
+      if (good[k] == 1) {
+        ++counters_.found;
+        const size_t hb = extent_header_size(1, config_.ns.block_size);
+        const std::vector<uint8_t>& v = (*got)[k].bytes;
+        keep_fetched(l,
+                     std::vector<uint8_t>(v.begin() + hb, v.begin() + hb + config_.ns.block_bytes));
+        stored_[l.meta.key] = now();
+        continue;
+      }
+      if (good[k] == 2) {
+        ++counters_.checksum_failures;
+        stored_.erase(l.meta.key);  // recomputed, it is written again
+        bad_keys.push_back(keys[k]);
+      } else if (got.is_ok()) {
+        ++counters_.missing;
+        stored_.erase(l.meta.key);  // expired or evicted there: ours is written again
+      }
+      missing_until_[l.meta.key] = until;
+    }
+    if (missing_until_.size() > kMaxStoredKeys) missing_until_.clear();
+  }
+  for (const std::string& k : bad_keys) (void)in.reader->del(k);
 }
 
 void RemoteTier::keep_fetched(const Lookup& l, std::vector<uint8_t> payload) {

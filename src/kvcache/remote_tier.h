@@ -1,21 +1,29 @@
 // RemoteTier: L4, KV blocks in one or more Redis instances shared by several engines (replicas).
 // A block one replica computed can be loaded by another.
 //
-//   - Values are the disk tier's self-describing, checksummed extents (kv_extent.h), one block
-//     each; keys are "kvs:<value namespace>:<chain key>", where the value namespace hashes the
-//     model fingerprint, the stored K/V formats, the block size and the block's byte count, and
-//     the chain key is the block's tier key (tier_key.h: it covers the tenant salt and every token
-//     id before it). Replicas of another model or format never even look at each other's keys.
+//   - Values are the disk tier's self-describing extents (kv_extent.h), one block each, with a
+//     MAC under the server secret: a value written by anyone without the secret (a forged or
+//     planted value) fails verification, is deleted and counted, and the block is recomputed.
+//     Keys are "kvs:<value namespace>:<chain key>", where the value namespace hashes the model
+//     fingerprint, the stored K/V formats, the block size, the block's byte count and the
+//     secret's public id, and the chain key is the block's tier key (tier_key.h: rooted in the
+//     secret and the tenant, it covers every token id before it). Replicas of another model,
+//     format or secret never even look at each other's keys.
 //   - Blocks are spread over the instances by consistent hashing of the chain key.
 //   - Writes are asynchronous: put() copies the bytes into a bounded queue that a writer thread
 //     sends (pipelined SETs, optional TTL). When the queue is full or the instance's breaker is
 //     open, the block is dropped and counted; a step never waits for Redis.
-//   - Reads are asynchronous too: fetch() queues the lookup of a run of chain blocks (pipelined
-//     GETs, bounded by the timeout) on a reader thread, which verifies each value (checksum,
-//     namespace, key, parent, salt check, token ids) into a bounded cache of fetched blocks;
-//     read_block() then costs a copy. A bad value is deleted and counted; the caller recomputes.
+//   - Reads are asynchronous too: fetch() queues the lookup of a run of chain blocks on a reader
+//     thread, which sends pipelined GETs in chunks of at most fetch_chunk_bytes of expected
+//     values, each chunk with its own deadline (the timeout plus the chunk's bytes at
+//     min_fetch_bytes_per_s, so a long run on a busy machine is not cut by a deadline sized for
+//     one block), verifies each value (MAC, namespace, key, parent, salt check, token ids) into a
+//     bounded cache of fetched blocks; read_block() then costs a copy. A bad value (or a key of
+//     another type) is deleted and counted; the caller recomputes. A failed fetch is logged at
+//     most once per log_interval_seconds, with its reason.
 //   - Every command has a timeout. Each instance has a circuit breaker: after repeated errors it
-//     opens, the tier skips that instance, and it probes again with backoff.
+//     opens, the tier skips that instance, and it probes again with backoff. With a password in
+//     the URL every connection authenticates (AUTH).
 //   - No request ever fails because Redis is slow, full or down: every failure is a miss.
 // Thread safety: every public method may be called from any thread.
 #pragma once
@@ -42,10 +50,14 @@ namespace kvs {
 
 struct RemoteTierConfig {
   std::vector<RedisEndpoint> endpoints;
-  uint32_t ttl_seconds = 0;          // 0: values never expire (Redis' own eviction policy applies)
-  uint32_t timeout_ms = 50;          // connect and every command
-  ExtentNamespace ns;                // what the values hold (the stored format)
-  uint32_t max_queued_writes = 512;  // blocks waiting for the writer
+  uint32_t ttl_seconds = 0;  // 0: values never expire (Redis' own eviction policy applies)
+  uint32_t timeout_ms = 50;  // connect and every command (a fetch chunk: see below)
+  ExtentNamespace ns;        // what the values hold (the stored format, the secret's id)
+  SecretKey mac_key{};       // the values' MAC key (TierSecrets::mac)
+  uint64_t fetch_chunk_bytes = uint64_t{4} << 20;      // expected value bytes per GET pipeline
+  double min_fetch_bytes_per_s = 32.0 * (1 << 20);     // a chunk's deadline: timeout + bytes/this
+  double log_interval_seconds = 10;                    // failed fetches are logged this rarely
+  uint32_t max_queued_writes = 512;                    // blocks waiting for the writer
   uint64_t max_queued_bytes = uint64_t{256} << 20;     // and their bytes
   uint64_t fetched_cache_bytes = uint64_t{256} << 20;  // verified blocks waiting to be loaded
   double missing_ttl_seconds = 1.0;                    // how long a known miss is not asked again
@@ -139,6 +151,9 @@ class RemoteTier {
   void reader_loop();
   // The GETs of one fetch (no lock held during I/O), then their verification.
   void run_fetch(std::vector<Lookup> job);
+  // One pipelined chunk of a fetch on one instance, with its own deadline.
+  void fetch_chunk(uint32_t inst, std::vector<Lookup>& job, std::span<const size_t> idx);
+  void log_fetch_failure(const std::string& why);  // mu_ held
   // Verifies one value against what was asked; true if it may be used.
   [[nodiscard]] bool verify(const Lookup& want, std::span<const uint8_t> value) const;
   void keep_fetched(const Lookup& l, std::vector<uint8_t> payload);  // mu_ held
@@ -172,6 +187,8 @@ class RemoteTier {
   void note_connects(uint32_t inst, const RedisClient& c, std::vector<uint64_t>& seen);  // mu_ held
   [[nodiscard]] bool recently_stored(uint64_t key, double now) const;                    // mu_ held
   RemoteTierCounters counters_;
+  double last_failure_log_ = -1e300;
+  uint64_t failures_since_log_ = 0;
   bool stop_ = false;
   std::thread writer_, reader_;
 };

@@ -8,10 +8,15 @@ namespace {
 // Domain tags, distinct from block_hash.cpp's, so a tier key never equals an in-memory key by
 // construction.
 constexpr uint64_t kNamespaceTag = 0x6b76732d7469726eULL;  // "kvs-tirn"
-constexpr uint64_t kRootTag = 0x6b76732d74697272ULL;       // "kvs-tirr"
-constexpr uint64_t kSaltTag = 0x6b76732d74697273ULL;       // "kvs-tirs"
 constexpr uint64_t kBlockTag = 0x6b76732d74697262ULL;      // "kvs-tirb"
 }  // namespace
+
+TierSecrets TierSecrets::of(const ServerSecret& secret) {
+  return {.root = secret.derive("kvstroot"),
+          .salt = secret.derive("kvstsalt"),
+          .mac = secret.derive("kvstmac1"),
+          .id = secret.id()};
+}
 
 uint64_t tier_namespace(uint64_t model_fingerprint, KvDtype k_dtype, KvDtype v_dtype,
                         uint32_t block_size) {
@@ -20,12 +25,13 @@ uint64_t tier_namespace(uint64_t model_fingerprint, KvDtype k_dtype, KvDtype v_d
   return XXH3_64bits_withSeed(words, sizeof(words), kNamespaceTag);
 }
 
-uint64_t tier_root_key(uint64_t ns, std::string_view cache_salt) {
-  return XXH3_64bits_withSeed(cache_salt.data(), cache_salt.size(), ns ^ kRootTag);
+uint64_t tier_root_key(const TierSecrets& secrets, uint64_t ns, std::string_view cache_salt) {
+  return keyed_hash64(secrets.root, {std::span(reinterpret_cast<const uint8_t*>(&ns), sizeof ns),
+                                     as_bytes(cache_salt)});
 }
 
-uint64_t tier_salt_check(std::string_view cache_salt) {
-  return XXH3_64bits_withSeed(cache_salt.data(), cache_salt.size(), kSaltTag);
+uint64_t tier_salt_check(const TierSecrets& secrets, std::string_view cache_salt) {
+  return keyed_hash64(secrets.salt, {as_bytes(cache_salt)});
 }
 
 uint64_t tier_block_key(uint64_t parent_key, std::span<const int32_t> tokens) {

@@ -8,7 +8,7 @@ uint64_t disk_tier_blocks(uint64_t disk_bytes, uint64_t block_bytes, uint32_t bl
                           uint32_t extent_blocks) {
   if (block_bytes == 0 || extent_blocks == 0) return 0;
   const auto extent_bytes = [&](uint32_t n) {
-    return extent_header_size(n, block_size) + n * block_bytes + kExtentChecksumBytes;
+    return extent_header_size(n, block_size) + n * block_bytes + kExtentMacBytes;
   };
   const uint64_t full = extent_bytes(extent_blocks);
   uint64_t blocks = disk_bytes / full * extent_blocks;

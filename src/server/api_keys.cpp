@@ -1,6 +1,7 @@
 #include "server/api_keys.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <fstream>
 #include <sstream>
 #include <unordered_set>
@@ -37,21 +38,33 @@ Result<ApiKeys> ApiKeys::create(std::vector<ApiKeyEntry> entries) {
       return invalid_argument(
           "an API key must be 1-512 printable ASCII characters without spaces (tenant '" +
           e.tenant + "')");
-    if (!valid_tenant_name(e.tenant))
+    const bool derived = e.tenant.size() == 20 && e.tenant.rfind("key:", 0) == 0 &&
+                         e.tenant.find_first_not_of("0123456789abcdef", 4) == std::string::npos;
+    if (!derived && !valid_tenant_name(e.tenant))
       return invalid_argument("tenant name '" + e.tenant +
                               "' must be 1-64 characters of A-Z a-z 0-9 . _ -");
     if (!seen.insert(e.key).second)
       return invalid_argument("the same API key is given twice (tenant '" + e.tenant + "')");
-    keys.entries_.push_back(
-        {.mac = siphash24(keys.mac_key_, e.key), .key = std::move(e.key), .tenant = e.tenant});
+    keys.entries_.push_back({.mac = siphash24(keys.mac_key_, e.key),
+                             .key = std::move(e.key),
+                             .tenant = e.tenant,
+                             .admin = e.admin});
   }
   return keys;
 }
 
-std::vector<ApiKeyEntry> ApiKeys::from_flags(const std::vector<std::string>& keys) {
+std::string ApiKeys::derived_tenant(std::string_view key, const ServerSecret& secret) {
+  char hex[17];
+  std::snprintf(
+      hex, sizeof hex, "%016llx",
+      static_cast<unsigned long long>(keyed_hash64(secret.derive("kvsapik1"), {as_bytes(key)})));
+  return std::string("key:") + hex;
+}
+
+std::vector<ApiKeyEntry> ApiKeys::from_flags(const std::vector<std::string>& keys,
+                                             const ServerSecret& secret) {
   std::vector<ApiKeyEntry> out;
-  for (size_t i = 0; i < keys.size(); ++i)
-    out.push_back({.key = keys[i], .tenant = "key-" + std::to_string(i + 1)});
+  for (const std::string& k : keys) out.push_back({.key = k, .tenant = derived_tenant(k, secret)});
   return out;
 }
 
@@ -62,15 +75,15 @@ Result<std::vector<ApiKeyEntry>> ApiKeys::parse_file_text(std::string_view text)
   for (int n = 1; std::getline(in, line); ++n) {
     if (!line.empty() && line.back() == '\r') line.pop_back();
     std::istringstream words(line);
-    std::string tenant, key, extra;
+    std::string tenant, key, role, extra;
     if (!(words >> tenant) || tenant.starts_with("#")) continue;
-    if (!(words >> key) || (words >> extra))
+    if (!(words >> key) || ((words >> role) && role != "admin") || (words >> extra))
       return invalid_argument("--api-keys line " + std::to_string(n) +
-                              ": expected 'TENANT KEY' (two words)");
+                              ": expected 'TENANT KEY' or 'TENANT KEY admin'");
     if (!valid_tenant_name(tenant))
       return invalid_argument("--api-keys line " + std::to_string(n) + ": tenant name '" + tenant +
                               "' must be 1-64 characters of A-Z a-z 0-9 . _ -");
-    out.push_back({.key = key, .tenant = tenant});
+    out.push_back({.key = key, .tenant = tenant, .admin = role == "admin"});
   }
   if (out.empty()) return invalid_argument("--api-keys: the file lists no key");
   return out;
@@ -85,7 +98,7 @@ Result<std::vector<ApiKeyEntry>> ApiKeys::read_file(const std::string& path) {
   return parse_file_text(text.str());
 }
 
-std::optional<std::string> ApiKeys::tenant_of_header(std::string_view authorization) const {
+std::optional<Caller> ApiKeys::caller_of_header(std::string_view authorization) const {
   constexpr std::string_view kBearer = "Bearer ";
   if (!authorization.starts_with(kBearer)) return std::nullopt;
   const std::string_view presented = authorization.substr(kBearer.size());
@@ -98,7 +111,7 @@ std::optional<std::string> ApiKeys::tenant_of_header(std::string_view authorizat
     if (same && match == nullptr) match = &e;
   }
   if (match == nullptr || !constant_time_equal(match->key, presented)) return std::nullopt;
-  return match->tenant;
+  return Caller{.tenant = match->tenant, .admin = match->admin};
 }
 
 std::vector<std::string> ApiKeys::tenants() const {
@@ -109,11 +122,15 @@ std::vector<std::string> ApiKeys::tenants() const {
 }
 
 std::string cache_namespace(std::string_view tenant, std::string_view cache_salt) {
-  if (tenant.empty()) return std::string(cache_salt);
   std::string ns;
   ns.reserve(tenant.size() + 1 + cache_salt.size());
   ns.append(tenant).append(1, '\x1f').append(cache_salt);
   return ns;
+}
+
+std::string_view namespace_tenant(std::string_view ns) {
+  const size_t sep = ns.find('\x1f');
+  return sep == std::string_view::npos ? std::string_view() : ns.substr(0, sep);
 }
 
 }  // namespace kvs

@@ -112,8 +112,13 @@ void render_offload(const KvOffloadStats& k, std::string* o) {
   }
   if (k.disk_enabled) {
     metric(o, "kvserve_kv_offload_foreign_extents", "gauge",
-           "Disk extents of another model, KV format or block size: ignored, never loaded.",
+           "Disk extents of another model, KV format, block size or server secret: ignored, "
+           "never loaded.",
            k.disk_foreign_extents);
+    metric(o, "kvserve_kv_offload_disk_skipped_entries", "gauge",
+           "Entries of the disk tier's directory never read: links, FIFOs, devices, unreadable "
+           "files.",
+           k.disk_skipped_entries);
     metric(o, "kvserve_kv_offload_disk_admitting", "gauge",
            "1 while the disk tier admits blocks (0 after a write error).",
            static_cast<uint64_t>(k.disk_admitting ? 1 : 0));
@@ -189,6 +194,7 @@ std::string TenantLabeler::label(std::string_view ns) const {
   const size_t sep = ns.find('\x1f');
   if (sep == std::string_view::npos) return ns.empty() ? "none" : hex12(ns);
   const std::string_view tenant = ns.substr(0, sep), salt = ns.substr(sep + 1);
+  if (tenant.empty()) return salt.empty() ? "none" : hex12(salt);  // the anonymous tenant
   return salt.empty() ? std::string(tenant) : std::string(tenant) + "/" + hex12(salt);
 }
 

@@ -61,7 +61,8 @@ struct MetricsSnapshot {
 // The label of a prefix-cache namespace (api_keys.h: cache_namespace) in /metrics and /v1/kv:
 //   no tenant, no salt      "none"
 //   no tenant, salt s       12 hex digits of SipHash(s) under a random per-process key
-//   tenant t, no salt       t                (the name from --api-key / --api-keys)
+//   tenant t, no salt       t                (the name from --api-keys, or key:<hex> for a bare
+//                                             --api-key)
 //   tenant t, salt s        t/<12 hex digits of SipHash(s)>
 // Labels are stable for the life of the process and cannot be inverted or precomputed offline
 // (the key never leaves the process), unlike an unkeyed hash of an easy salt.

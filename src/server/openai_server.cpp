@@ -90,12 +90,13 @@ struct OpenAiServer::Impl {
     metrics.count_http(route, 200);
   }
 
-  // The caller's tenant ("" without keys), or nullopt after answering 401.
-  std::optional<std::string> authenticate(const httplib::Request& req, httplib::Response& res,
-                                          const std::string& route) {
-    if (!config.api_keys.enabled()) return std::string();
+  // The caller (without keys: the anonymous tenant, which sees everything), or nullopt after
+  // answering 401.
+  std::optional<Caller> authenticate(const httplib::Request& req, httplib::Response& res,
+                                     const std::string& route) {
+    if (!config.api_keys.enabled()) return Caller{.tenant = "", .admin = true};
     const std::string auth = req.get_header_value("Authorization");
-    if (auto tenant = config.api_keys.tenant_of_header(auth)) return tenant;
+    if (auto caller = config.api_keys.caller_of_header(auth)) return caller;
     reply_error(res, route,
                 {.status = 401,
                  .message = auth.empty() ? "missing API key (Authorization: Bearer ...)"
@@ -107,8 +108,8 @@ struct OpenAiServer::Impl {
 
   void handle_generate(const httplib::Request& req, httplib::Response& res, bool chat) {
     const std::string route = chat ? kChatRoute : kCompletionsRoute;
-    const std::optional<std::string> tenant = authenticate(req, res, route);
-    if (!tenant) return;
+    const std::optional<Caller> caller = authenticate(req, res, route);
+    if (!caller) return;
     // Capacity first: a refused request costs no parsing or tokenization.
     AdmissionTicket ticket = worker.try_reserve();
     if (!ticket) {
@@ -133,7 +134,7 @@ struct OpenAiServer::Impl {
       reply_error(res, route, *err);
       return;
     }
-    p.gen.tenant = *tenant;
+    p.gen.tenant = caller->tenant;
     const uint32_t n = p.gen.n;
     std::shared_ptr<RequestChannel> ch = worker.submit(std::move(ticket), std::move(p.gen));
     const CompletionIds ids{.id = (chat ? "chatcmpl-" : "cmpl-") + std::to_string(next_id++),

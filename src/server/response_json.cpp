@@ -127,6 +127,7 @@ nlohmann::json offload_json(const KvOffloadStats& s) {
   if (s.disk_enabled) {
     j["disk"]["foreign_extents"] = s.disk_foreign_extents;
     j["disk"]["torn_files_removed"] = s.disk_torn_files_removed;
+    j["disk"]["skipped_entries"] = s.disk_skipped_entries;
     j["disk"]["pending_blocks"] = s.disk_pending_blocks;
     j["disk"]["admitting"] = s.disk_admitting;
   }

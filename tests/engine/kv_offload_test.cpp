@@ -155,7 +155,8 @@ TEST(KvOffloadTest, ASecondEngineFindsWhatTheFirstStoredOnDisk) {
   }
   EXPECT_GT(second->snapshot().offload.disk.hit_tokens, 0u);
 
-  // Another salt never sees those blocks.
+  // Another salt never sees those blocks (one engine at a time: the directory is locked).
+  second.reset();
   auto third = make_engine(*model, c);
   const RunResult other = run_waves(*third, prompts, 3, "tenant-b");
   for (uint32_t x : other.cached) EXPECT_EQ(x, 0u);
@@ -172,8 +173,10 @@ TEST(KvOffloadTest, ACorruptedExtentIsRecomputedToTheSameOutput) {
   for (const auto& e : fs::directory_iterator(dir.path)) {
     if (e.path().extension() != ".kvx") continue;
     std::fstream f(e.path(), std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(-1000, std::ios::end);
+    const char was = static_cast<char>(f.get());
     f.seekp(-1000, std::ios::end);
-    f.put('\x55');
+    f.put(static_cast<char>(was ^ 0x55));  // a changed byte, whatever was there
     ++corrupted;
   }
   ASSERT_GT(corrupted, 0);
@@ -211,6 +214,7 @@ TEST(KvOffloadTest, DemotedTiersHoldMoreBlocksAndLoadThemBackIntoThePoolFormat) 
   auto again = make_engine(*model, c);
   const RunResult warm = run_waves(*again, std::vector(prompts.begin(), prompts.begin() + 1), 1);
   EXPECT_GT(warm.cached[0], 0u);
+  again.reset();
   c.offload.tier_dtype = KvDtype::kInt8;
   auto other = make_engine(*model, c);
   EXPECT_GE(other->snapshot().offload.disk_foreign_extents, 1u);

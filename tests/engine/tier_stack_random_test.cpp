@@ -61,6 +61,12 @@ uint8_t content_byte(uint64_t fp, uint32_t layer, uint32_t kv, uint32_t i) {
   return static_cast<uint8_t>((fp >> (8 * (i % 8))) ^ (layer * 37 + kv * 101 + i / 8 * 13));
 }
 
+// One secret for every stack of the test, as replicas that share a Redis would hold.
+const ServerSecret& shared_secret() {
+  static const ServerSecret s = ServerSecret::random();
+  return s;
+}
+
 struct StackConfig {
   uint32_t pool_blocks = 12;
   uint32_t host_tier_blocks = 0;
@@ -110,16 +116,17 @@ class Stack {
       oc.remote_urls = {redis->url()};
       oc.remote_timeout_ms = 2000;
     }
-    cache_ = std::make_unique<KvCacheManager>(KvCacheConfig{
-        .num_blocks = c.pool_blocks,
-        .block_size = kBs,
-        .enable_prefix_caching = true,
-        .model_fingerprint = c.fingerprint,
-        .hash_seed = 77,
-        .tier_keys = true,
-        .log_completed_blocks = c.policy == OffloadPolicy::kWriteThrough || c.remote});
+    cache_ = std::make_unique<KvCacheManager>(
+        KvCacheConfig{.num_blocks = c.pool_blocks,
+                      .block_size = kBs,
+                      .enable_prefix_caching = true,
+                      .model_fingerprint = c.fingerprint,
+                      .hash_seed = 77,
+                      .tier_keys = true,
+                      .log_completed_blocks = c.policy == OffloadPolicy::kWriteThrough || c.remote,
+                      .tier_secrets = secrets_});
     if (oc.enabled()) {
-      auto o = KvOffload::create(oc, shape_, c.fingerprint, *area_, host_storage_.get(),
+      auto o = KvOffload::create(oc, shape_, c.fingerprint, secrets_, *area_, host_storage_.get(),
                                  c.host_tier_blocks);
       EXPECT_TRUE(o.is_ok()) << o.status().to_string();
       offload_ = std::move(o).value();
@@ -243,6 +250,7 @@ class Stack {
   }
 
   StackConfig config_;
+  TierSecrets secrets_ = TierSecrets::of(shared_secret());
   KvStorageShape shape_;
   std::unique_ptr<KvBlockStorage> device_, host_storage_;
   std::unique_ptr<HostBlockPool> area_;

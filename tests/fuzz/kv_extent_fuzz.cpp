@@ -10,7 +10,7 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::span<const uint8_t> bytes(data, size);
-  volatile bool ok = kvs::extent_checksum_ok(bytes);
+  volatile bool ok = kvs::extent_mac_ok(kvs::SecretKey{}, bytes);
   const auto hb = kvs::extent_header_bytes(bytes);
   if (!hb.is_ok()) {
     if (hb.status().message().empty()) __builtin_trap();

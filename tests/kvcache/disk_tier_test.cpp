@@ -1,10 +1,15 @@
 // DiskTier and its extent format: round trips, warm restart (index rebuilt from the directory),
-// foreign extents, corruption, torn writes, capacity, write errors, and a writer killed with
-// SIGKILL mid-write (no torn extent is ever loaded after a restart).
+// foreign extents, corruption, forged extents (another secret), torn writes, capacity, write
+// errors, a writer killed with SIGKILL mid-write (no torn extent is ever loaded after a restart),
+// and the directory attacked by another local user: a directory writable by others or owned by
+// someone else, planted links (to temporary names, to extents, dangling), a FIFO in place of an
+// extent, a second server on the same directory.
 #include "kvcache/disk_tier.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -41,7 +46,14 @@ ExtentNamespace ns_f16() {
           .k_dtype = KvDtype::kF16,
           .v_dtype = KvDtype::kF16,
           .block_size = kBs,
-          .block_bytes = kBlockBytes};
+          .block_bytes = kBlockBytes,
+          .secret_id = 77};
+}
+
+SecretKey test_key(uint8_t fill = 3) {
+  SecretKey k;
+  k.fill(fill);
+  return k;
 }
 
 // Block k of a chain: deterministic identity, tokens and bytes.
@@ -58,9 +70,10 @@ std::vector<uint8_t> bytes_of(uint64_t k) {
 }
 
 std::unique_ptr<DiskTier> open_tier(const std::string& dir, ExtentNamespace ns = ns_f16(),
-                                    uint64_t capacity = uint64_t{1} << 30, uint32_t extent = 4) {
-  auto t =
-      DiskTier::open({.dir = dir, .capacity_bytes = capacity, .ns = ns, .extent_blocks = extent});
+                                    uint64_t capacity = uint64_t{1} << 30, uint32_t extent = 4,
+                                    SecretKey key = test_key()) {
+  auto t = DiskTier::open(
+      {.dir = dir, .capacity_bytes = capacity, .ns = ns, .mac_key = key, .extent_blocks = extent});
   EXPECT_TRUE(t.is_ok()) << t.status().to_string();
   return std::move(t).value();
 }
@@ -72,7 +85,19 @@ void add_blocks(DiskTier& t, uint64_t first, uint64_t n) {
   }
 }
 
+// Reads a block the way the engine does: the loader thread reads and verifies its extent first.
+DiskTier::Readiness wait_ready(DiskTier& t, uint64_t k) {
+  t.prefetch(meta_of(k), tokens_of(k));
+  for (int i = 0; i < 1000; ++i) {
+    const DiskTier::Readiness r = t.readiness(meta_of(k), tokens_of(k));
+    if (r != DiskTier::Readiness::kPending) return r;
+    t.wait_for_reads(0.01);
+  }
+  return t.readiness(meta_of(k), tokens_of(k));
+}
+
 void expect_block(DiskTier& t, uint64_t k) {
+  ASSERT_EQ(wait_ready(t, k), DiskTier::Readiness::kReady) << "block " << k;
   std::vector<uint8_t> out(kBlockBytes);
   const Status st = t.read_block(meta_of(k), tokens_of(k), out.data());
   ASSERT_TRUE(st.is_ok()) << "block " << k << ": " << st.to_string();
@@ -102,7 +127,7 @@ TEST(KvExtentTest, HeaderRoundTripsAndRejectsGarbage) {
   ASSERT_EQ(back->blocks.size(), 3u);
   EXPECT_EQ(back->blocks[2].key, meta_of(2).key);
   EXPECT_EQ(back->blocks[2].parent_key, meta_of(2).parent_key);
-  EXPECT_EQ(back->file_bytes(), bytes.size() + 3 * kBlockBytes + kExtentChecksumBytes);
+  EXPECT_EQ(back->file_bytes(), bytes.size() + 3 * kBlockBytes + kExtentMacBytes);
   // Truncations and flipped bytes of the header: an error, never a crash or a wrong header.
   for (size_t n = 0; n < bytes.size(); n += 7)
     EXPECT_FALSE(decode_extent_header(std::span(bytes).first(n)).is_ok()) << n;
@@ -111,12 +136,18 @@ TEST(KvExtentTest, HeaderRoundTripsAndRejectsGarbage) {
     bad[i] ^= 0x5a;
     EXPECT_FALSE(decode_extent_header(bad).is_ok()) << "byte " << i;
   }
-  std::vector<uint8_t> file = bytes;
-  file.resize(file.size() + kExtentChecksumBytes);
-  extent_checksum(std::span(file).first(bytes.size()), file.data() + bytes.size());
-  EXPECT_TRUE(extent_checksum_ok(file));
-  file[5] ^= 1;
-  EXPECT_FALSE(extent_checksum_ok(file));
+  // The MAC: any changed byte, or another key, fails it.
+  std::vector<uint8_t> payload(3 * kBlockBytes, 9);
+  std::vector<uint8_t> file = encode_extent(test_key(), h, payload);
+  EXPECT_TRUE(extent_mac_ok(test_key(), file));
+  EXPECT_TRUE(decode_extent(test_key(), file).is_ok());
+  EXPECT_FALSE(extent_mac_ok(test_key(4), file));
+  EXPECT_EQ(decode_extent(test_key(4), file).status().code(), StatusCode::kDataLoss);
+  for (size_t i : {size_t{5}, bytes.size() + 17, file.size() - 1}) {
+    std::vector<uint8_t> bad = file;
+    bad[i] ^= 1;
+    EXPECT_FALSE(extent_mac_ok(test_key(), bad)) << "byte " << i;
+  }
 }
 
 TEST(DiskTierTest, WarmRestartFindsWhatAnEarlierInstanceWrote) {
@@ -182,9 +213,7 @@ TEST(DiskTierTest, ExtentsOfAnotherFormatAreIgnoredAndCounted) {
   EXPECT_EQ(extent_files(dir.path).size(), 1u);  // left alone for the model that wrote it
 }
 
-class DiskTierCorruptionTest : public ::testing::TestWithParam<bool> {};
-
-TEST_P(DiskTierCorruptionTest, ACorruptExtentIsDroppedCountedAndNeverServed) {
+TEST(DiskTierTest, ACorruptExtentIsDroppedCountedAndNeverServed) {
   TempDir dir;
   {
     auto t = open_tier(dir.path);
@@ -200,23 +229,41 @@ TEST_P(DiskTierCorruptionTest, ACorruptExtentIsDroppedCountedAndNeverServed) {
   }
   auto t = open_tier(dir.path);
   ASSERT_TRUE(t->contains(meta_of(3), tokens_of(3)));  // the header is intact
-  if (GetParam()) {  // through the loader thread: the extent is dropped there
-    t->prefetch(meta_of(3), tokens_of(3));
-    for (int i = 0; i < 500 && t->contains(meta_of(3), tokens_of(3)); ++i) t->wait_for_reads(0.01);
-    EXPECT_EQ(t->readiness(meta_of(3), tokens_of(3)), DiskTier::Readiness::kMissing);
-    EXPECT_EQ(t->counters().checksum_failures, 1u);
-    EXPECT_FALSE(t->contains(meta_of(0), tokens_of(0)));
-    return;
-  }
+  EXPECT_EQ(wait_ready(*t, 3), DiskTier::Readiness::kMissing);
   std::vector<uint8_t> out(kBlockBytes, 0);
-  const Status st = t->read_block(meta_of(3), tokens_of(3), out.data());
-  EXPECT_EQ(st.code(), StatusCode::kDataLoss);
+  EXPECT_FALSE(t->read_block(meta_of(3), tokens_of(3), out.data()).is_ok());
   EXPECT_EQ(t->counters().checksum_failures, 1u);
   EXPECT_FALSE(t->contains(meta_of(0), tokens_of(0)));  // the whole extent is gone
   EXPECT_TRUE(extent_files(dir.path).empty());
 }
 
-INSTANTIATE_TEST_SUITE_P(SyncAndPrefetch, DiskTierCorruptionTest, ::testing::Bool());
+TEST(DiskTierTest, AnExtentForgedWithoutTheSecretIsDroppedAndCounted) {
+  TempDir dir;
+  {
+    // Someone who can write the directory but lacks the secret writes a well-formed extent
+    // (even naming the right secret id): the MAC fails on read.
+    auto forger = open_tier(dir.path, ns_f16(), uint64_t{1} << 30, 4, test_key(9));
+    add_blocks(*forger, 0, 4);
+    EXPECT_TRUE(forger->flush(10));
+  }
+  auto t = open_tier(dir.path);
+  ASSERT_TRUE(t->contains(meta_of(1), tokens_of(1)));
+  EXPECT_EQ(wait_ready(*t, 1), DiskTier::Readiness::kMissing);
+  EXPECT_EQ(t->counters().checksum_failures, 1u);
+  EXPECT_TRUE(extent_files(dir.path).empty());
+  // Under another secret id it is another server's extent: left alone, never read.
+  TempDir other;
+  {
+    ExtentNamespace ns = ns_f16();
+    ns.secret_id = 78;
+    auto w = open_tier(other.path, ns, uint64_t{1} << 30, 4, test_key(9));
+    add_blocks(*w, 0, 4);
+    EXPECT_TRUE(w->flush(10));
+  }
+  auto r = open_tier(other.path);
+  EXPECT_EQ(r->counters().foreign_extents, 1u);
+  EXPECT_FALSE(r->contains(meta_of(1), tokens_of(1)));
+}
 
 TEST(DiskTierTest, TornTemporaryFilesAreRemovedAtStart) {
   TempDir dir;
@@ -278,6 +325,7 @@ TEST(DiskTierTest, AWriterKilledMidWriteNeverLeavesATornExtentToLoad) {
       auto opened = DiskTier::open({.dir = dir.path,
                                     .capacity_bytes = uint64_t{1} << 30,
                                     .ns = ns_f16(),
+                                    .mac_key = test_key(),
                                     .extent_blocks = 1});
       if (!opened.is_ok()) ::_exit(2);
       for (uint64_t k = first; k < first + 400; ++k) {
@@ -306,6 +354,142 @@ TEST(DiskTierTest, AWriterKilledMidWriteNeverLeavesATornExtentToLoad) {
   EXPECT_EQ(t->counters().checksum_failures, 0u);
   for (const auto& e : fs::directory_iterator(dir.path))
     EXPECT_NE(e.path().extension(), ".tmp") << e.path();
+}
+
+// ---- the directory, attacked by another local user ----
+
+constexpr uid_t kOtherUid = 65534;  // nobody
+
+TEST(DiskTierDirectoryTest, ADirectoryOthersCanWriteOrAnotherUserOwnsIsRefused) {
+  TempDir dir;
+  ASSERT_EQ(::chmod(dir.path.c_str(), 0777), 0);
+  auto t = DiskTier::open({.dir = dir.path, .ns = ns_f16(), .mac_key = test_key()});
+  ASSERT_FALSE(t.is_ok());
+  EXPECT_NE(t.status().message().find("writable by others"), std::string::npos)
+      << t.status().message();
+  EXPECT_NE(t.status().message().find("chmod go-w"), std::string::npos);
+  ASSERT_EQ(::chmod(dir.path.c_str(), 0700), 0);
+  if (::geteuid() == 0) {  // only root can give a directory away
+    ASSERT_EQ(::chown(dir.path.c_str(), kOtherUid, kOtherUid), 0);
+    auto u = DiskTier::open({.dir = dir.path, .ns = ns_f16(), .mac_key = test_key()});
+    ASSERT_FALSE(u.is_ok());
+    EXPECT_NE(u.status().message().find("owned by uid 65534"), std::string::npos)
+        << u.status().message();
+    ASSERT_EQ(::chown(dir.path.c_str(), 0, 0), 0);
+  }
+  // Through a symbolic link: refused, the link is not followed.
+  const std::string link = dir.path + "-link";
+  ASSERT_EQ(::symlink(dir.path.c_str(), link.c_str()), 0);
+  auto l = DiskTier::open({.dir = link, .ns = ns_f16(), .mac_key = test_key()});
+  ::unlink(link.c_str());
+  ASSERT_FALSE(l.is_ok());
+  EXPECT_NE(l.status().message().find("symbolic link"), std::string::npos);
+  // A missing directory is created for this user only.
+  const std::string fresh = dir.path + "/sub/kv";
+  auto f = DiskTier::open({.dir = fresh, .ns = ns_f16(), .mac_key = test_key()});
+  ASSERT_TRUE(f.is_ok()) << f.status().to_string();
+  struct stat st {};
+  ASSERT_EQ(::stat(fresh.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+}
+
+TEST(DiskTierDirectoryTest, PlantedLinksToTemporaryNamesAreNeverFollowed) {
+  TempDir dir, victim_dir;
+  const std::string victim = victim_dir.path + "/precious";
+  std::ofstream(victim) << "do not overwrite";
+  // Links planted under temporary names, old style (sequential) and a few random-looking ones;
+  // the start removes them (unlink never follows) and writes never open them.
+  for (const char* name :
+       {"0000000000000001.kvx.tmp", "bandwidth-probe.kvx.tmp", "deadbeefdeadbeefdeadbeef.kvx.tmp"})
+    ASSERT_EQ(::symlink(victim.c_str(), (dir.path + "/" + name).c_str()), 0);
+  {
+    auto t = open_tier(dir.path);
+    EXPECT_EQ(t->counters().torn_files_removed, 3u);
+    // Plant more while it runs: writes use fresh random names created O_EXCL|O_NOFOLLOW.
+    for (int i = 0; i < 32; ++i) {
+      char name[64];
+      std::snprintf(name, sizeof name, "/%016x.kvx.tmp", i);
+      ::symlink(victim.c_str(), (dir.path + name).c_str());
+    }
+    add_blocks(*t, 0, 12);
+    EXPECT_TRUE(t->flush(10));
+    (void)t->measure_read_bandwidth(4096);
+    EXPECT_EQ(t->counters().blocks_stored, 12u);
+  }
+  std::ifstream in(victim);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(text, "do not overwrite");
+}
+
+TEST(DiskTierDirectoryTest, LinksFifosAndUnreadableEntriesAreSkippedNeverFatal) {
+  TempDir dir, elsewhere;
+  {
+    auto w = open_tier(elsewhere.path);
+    add_blocks(*w, 0, 4);
+    EXPECT_TRUE(w->flush(10));
+  }
+  const std::string real = extent_files(elsewhere.path).at(0);
+  ASSERT_EQ(::symlink(real.c_str(), (dir.path + "/linked.kvx").c_str()), 0);
+  ASSERT_EQ(::symlink("/nonexistent/x", (dir.path + "/dangling.kvx").c_str()), 0);
+  ASSERT_EQ(::mkfifo((dir.path + "/fifo.kvx").c_str(), 0600), 0);
+  ASSERT_EQ(::mkdir((dir.path + "/adir.kvx").c_str(), 0700), 0);
+  auto t = open_tier(dir.path);  // starts at once: nothing blocks on the FIFO
+  EXPECT_EQ(t->counters().skipped_entries, 4u);
+  EXPECT_EQ(t->counters().blocks, 0u);
+  EXPECT_FALSE(t->contains(meta_of(0), tokens_of(0)));
+}
+
+TEST(DiskTierDirectoryTest, AFifoSwappedInForAnExtentNeitherBlocksNorServes) {
+  TempDir dir;
+  {
+    auto w = open_tier(dir.path);
+    add_blocks(*w, 0, 4);
+    EXPECT_TRUE(w->flush(10));
+  }
+  auto t = open_tier(dir.path);
+  ASSERT_TRUE(t->contains(meta_of(2), tokens_of(2)));
+  // After indexing, the extent is replaced by a FIFO nobody writes: a blocking open would hang
+  // the loader (and shutdown) forever.
+  const std::string file = extent_files(dir.path).at(0);
+  const std::string fifo = dir.path + "/fifo.tmp-swap";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  ASSERT_EQ(::rename(fifo.c_str(), file.c_str()), 0);
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(wait_ready(*t, 2), DiskTier::Readiness::kMissing);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
+  EXPECT_FALSE(t->contains(meta_of(2), tokens_of(2)));  // dropped
+}
+
+TEST(DiskTierDirectoryTest, ASecondServerOnTheSameDirectoryGetsAClearError) {
+  TempDir dir;
+  auto first = open_tier(dir.path);
+  auto second = DiskTier::open({.dir = dir.path, .ns = ns_f16(), .mac_key = test_key()});
+  ASSERT_FALSE(second.is_ok());
+  EXPECT_NE(second.status().message().find("in use by another kvserve process"), std::string::npos)
+      << second.status().message();
+  first.reset();
+  EXPECT_TRUE(DiskTier::open({.dir = dir.path, .ns = ns_f16(), .mac_key = test_key()}).is_ok());
+}
+
+TEST(DiskTierDirectoryTest, TheDirectorysSecretIsCreatedOnceAndPrivate) {
+  TempDir dir;
+  auto a = DiskTier::directory_secret(dir.path);
+  ASSERT_TRUE(a.is_ok()) << a.status().to_string();
+  auto b = DiskTier::directory_secret(dir.path);
+  ASSERT_TRUE(b.is_ok());
+  EXPECT_EQ(a->id(), b->id());
+  struct stat st {};
+  ASSERT_EQ(::stat((dir.path + "/tier.secret").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  // Made readable by others: refused, naming the fix.
+  ASSERT_EQ(::chmod((dir.path + "/tier.secret").c_str(), 0644), 0);
+  auto c = DiskTier::directory_secret(dir.path);
+  ASSERT_FALSE(c.is_ok());
+  EXPECT_NE(c.status().message().find("chmod 600"), std::string::npos) << c.status().message();
+  // Replaced by a link to another file: refused, never followed.
+  ASSERT_EQ(::unlink((dir.path + "/tier.secret").c_str()), 0);
+  ASSERT_EQ(::symlink("/etc/hostname", (dir.path + "/tier.secret").c_str()), 0);
+  EXPECT_FALSE(DiskTier::directory_secret(dir.path).is_ok());
 }
 
 }  // namespace

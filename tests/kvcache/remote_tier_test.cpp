@@ -26,7 +26,26 @@ ExtentNamespace ns_f16() {
           .k_dtype = KvDtype::kF16,
           .v_dtype = KvDtype::kF16,
           .block_size = kBs,
-          .block_bytes = kBlockBytes};
+          .block_bytes = kBlockBytes,
+          .secret_id = 77};
+}
+
+SecretKey test_key(uint8_t fill = 3) {
+  SecretKey k;
+  k.fill(fill);
+  return k;
+}
+
+const TierSecrets& secrets() {
+  static const TierSecrets s = [] {
+    TierSecrets t;
+    t.root.fill(1);
+    t.salt.fill(2);
+    t.mac = test_key();
+    t.id = 77;
+    return t;
+  }();
+  return s;
 }
 
 struct Chain {
@@ -37,12 +56,14 @@ struct Chain {
 
 Chain make_chain(uint32_t n, uint32_t seed, std::string_view salt = "") {
   Chain c;
-  uint64_t parent = tier_root_key(tier_namespace(42, KvDtype::kF16, KvDtype::kF16, kBs), salt);
+  uint64_t parent =
+      tier_root_key(secrets(), tier_namespace(42, KvDtype::kF16, KvDtype::kF16, kBs), salt);
   for (uint32_t i = 0; i < n; ++i) {
     std::vector<int32_t> t;
     for (uint32_t k = 0; k < kBs; ++k) t.push_back(static_cast<int32_t>(seed * 1000 + i * kBs + k));
     const uint64_t key = tier_block_key(parent, t);
-    c.metas.push_back({.key = key, .parent_key = parent, .salt_check = tier_salt_check(salt)});
+    c.metas.push_back(
+        {.key = key, .parent_key = parent, .salt_check = tier_salt_check(secrets(), salt)});
     c.tokens.insert(c.tokens.end(), t.begin(), t.end());
     std::vector<uint8_t> b(kBlockBytes);
     for (uint64_t k = 0; k < kBlockBytes; ++k) b[k] = static_cast<uint8_t>(key * 31 + k * 7);
@@ -61,6 +82,7 @@ std::unique_ptr<RemoteTier> open_tier(std::vector<RedisEndpoint> eps, ExtentName
   auto t = RemoteTier::create({.endpoints = std::move(eps),
                                .timeout_ms = 200,
                                .ns = ns,
+                               .mac_key = test_key(),
                                .max_queued_writes = max_queued,
                                .missing_ttl_seconds = 0.0});
   EXPECT_TRUE(t.is_ok()) << t.status().message();
@@ -102,8 +124,23 @@ TEST(RedisUrlTest, ParsesAndRejects) {
   EXPECT_EQ(d->port, 6379);
   EXPECT_EQ(d->db, 0u);
   for (const char* bad : {"http://x:1", "redis://", "redis://:6379", "redis://h:0",
-                          "redis://h:70000", "redis://h:12x", "redis://h:1/x", "redis://u:p@h:1"})
+                          "redis://h:70000", "redis://h:12x", "redis://h:1/x", "redis://u:@h:1"})
     EXPECT_FALSE(parse_redis_url(bad).is_ok()) << bad;
+  // Credentials: a password alone, or an ACL user and password; never printed back.
+  auto p = parse_redis_url("redis://:s3cret@10.0.0.1:6390/2");
+  ASSERT_TRUE(p.is_ok()) << p.status().to_string();
+  EXPECT_EQ(p->password, "s3cret");
+  EXPECT_EQ(p->user, "");
+  EXPECT_EQ(p->port, 6390);
+  auto u = parse_redis_url("redis://kv:pa:ss@h");
+  ASSERT_TRUE(u.is_ok());
+  EXPECT_EQ(u->user, "kv");
+  EXPECT_EQ(u->password, "pa:ss");
+  EXPECT_EQ(u->url().find("pa:ss"), std::string::npos) << u->url();
+  EXPECT_NE(u->url().find("***"), std::string::npos);
+  auto bad_port = parse_redis_url("redis://:s3cret@h:99999");
+  ASSERT_FALSE(bad_port.is_ok());
+  EXPECT_EQ(bad_port.status().message().find("s3cret"), std::string::npos);
 }
 
 TEST(RemoteTierTest, ConsistentHashingSpreadsAndMovesFewKeys) {
@@ -165,8 +202,8 @@ TEST(RemoteTierTest, CorruptedForeignAndMismatchedValuesAreNeverUsed) {
   // Block 1: one payload byte flipped.
   const std::vector<std::string> k1 = {t->key_of(c.metas[1].key)};
   auto v = cli.get_many(k1);
-  ASSERT_TRUE(v.is_ok() && (*v)[0]);
-  std::vector<uint8_t> bad = *(*v)[0];
+  ASSERT_TRUE(v.is_ok() && (*v)[0].kind == RedisValue::Kind::kValue);
+  std::vector<uint8_t> bad = (*v)[0].bytes;
   bad[bad.size() / 2] ^= 0x40;
   std::vector<std::pair<std::string, std::vector<uint8_t>>> items = {{k1[0], bad}};
   ASSERT_TRUE(cli.set_many(items, 0).is_ok());
@@ -176,7 +213,7 @@ TEST(RemoteTierTest, CorruptedForeignAndMismatchedValuesAreNeverUsed) {
   // The bad value is deleted (so that the recomputed block is written again).
   auto gone = cli.get_many(k1);
   ASSERT_TRUE(gone.is_ok());
-  EXPECT_FALSE((*gone)[0].has_value());
+  EXPECT_EQ((*gone)[0].kind, RedisValue::Kind::kMissing);
   // Another format's tier (same chain keys) never even sees these values.
   ExtentNamespace int8 = ns_f16();
   int8.k_dtype = int8.v_dtype = KvDtype::kInt8;
@@ -188,8 +225,8 @@ TEST(RemoteTierTest, CorruptedForeignAndMismatchedValuesAreNeverUsed) {
   auto w = open_tier({redis.endpoint()});
   store(*w, d);
   auto dv = cli.get_many(std::vector<std::string>{w->key_of(d.metas[0].key)});
-  ASSERT_TRUE(dv.is_ok() && (*dv)[0]);
-  items = {{w->key_of(c.metas[2].key), *(*dv)[0]}};
+  ASSERT_TRUE(dv.is_ok() && (*dv)[0].kind == RedisValue::Kind::kValue);
+  items = {{w->key_of(c.metas[2].key), (*dv)[0].bytes}};
   ASSERT_TRUE(cli.set_many(items, 0).is_ok());
   auto fresh2 = open_tier({redis.endpoint()});
   const Chain tail = {{c.metas[2]}, {block_tokens(c, 2).begin(), block_tokens(c, 2).end()}, {}};
@@ -277,6 +314,100 @@ TEST(RemoteTierTest, MatchesASimpleModelOverTwoInstances) {
       EXPECT_EQ(out, chains[i].bytes[b]);
     }
   }
+}
+
+TEST(RemoteTierTest, AValueForgedWithoutTheSecretIsRejectedDeletedAndCounted) {
+  RedisProcess redis;
+  REQUIRE_REDIS(redis);
+  const Chain c = make_chain(3, 21);
+  // Someone who can write to Redis computes the keys (say they learned the chain keys) and
+  // writes well-formed extents with their own MAC key: the victim's tier rejects every one.
+  auto forger = RemoteTier::create({.endpoints = {redis.endpoint()},
+                                    .timeout_ms = 200,
+                                    .ns = ns_f16(),
+                                    .mac_key = test_key(99),
+                                    .missing_ttl_seconds = 0.0});
+  ASSERT_TRUE(forger.is_ok());
+  store(**forger, c);
+  auto t = open_tier({redis.endpoint()});
+  EXPECT_EQ(fetch_run(*t, c), 0u);
+  EXPECT_EQ(t->counters().checksum_failures, 3u);
+  EXPECT_EQ(t->counters().found, 0u);
+  RedisClient cli(redis.endpoint(), 200);
+  auto v = cli.get_many(std::vector<std::string>{t->key_of(c.metas[0].key)});
+  ASSERT_TRUE(v.is_ok());
+  EXPECT_EQ((*v)[0].kind, RedisValue::Kind::kMissing);  // deleted
+}
+
+TEST(RemoteTierTest, AKeyOfAnotherTypeIsOneMissNotAFailedPipeline) {
+  RedisProcess redis;
+  REQUIRE_REDIS(redis);
+  const Chain c = make_chain(6, 22);
+  auto t = open_tier({redis.endpoint()});
+  store(*t, c);
+  // Block 4's key holds a list (WRONGTYPE for GET): blocks 0..3 still load in the same pipeline.
+  RedisClient cli(redis.endpoint(), 200);
+  ASSERT_TRUE(cli.del(t->key_of(c.metas[4].key)).is_ok());
+  const std::string k4 = t->key_of(c.metas[4].key);
+  const std::string cmd =
+      "redis-cli -p " + std::to_string(redis.endpoint().port) + " RPUSH " + k4 + " x >/dev/null";
+  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  auto fresh = open_tier({redis.endpoint()});
+  EXPECT_EQ(fetch_run(*fresh, c), 4u);
+  EXPECT_EQ(fresh->counters().errors, 0u);
+  EXPECT_EQ(fresh->counters().checksum_failures, 1u);
+  EXPECT_EQ(fresh->counters().instances[0].breaker, CircuitBreaker::State::kClosed);
+}
+
+TEST(RemoteTierTest, ALongRunIsFetchedInChunksEachWithItsOwnDeadline) {
+  RedisProcess redis;
+  REQUIRE_REDIS(redis);
+  const Chain c = make_chain(120, 23);
+  auto t = open_tier({redis.endpoint()});
+  store(*t, c);
+  // Chunks of about 10 values; a tiny base timeout that one pipeline of 120 values could miss
+  // on a busy machine, while each chunk's deadline grows with its bytes.
+  auto fresh = RemoteTier::create({.endpoints = {redis.endpoint()},
+                                   .timeout_ms = 5,
+                                   .ns = ns_f16(),
+                                   .mac_key = test_key(),
+                                   .fetch_chunk_bytes = 10 * (kBlockBytes + 200),
+                                   .min_fetch_bytes_per_s = 1 << 20,
+                                   .missing_ttl_seconds = 0.0});
+  ASSERT_TRUE(fresh.is_ok());
+  EXPECT_EQ(fetch_run(**fresh, c), 120u);
+  const RemoteTierCounters k = (*fresh)->counters();
+  EXPECT_GE(k.reads, 12u);  // one round trip per chunk
+  EXPECT_EQ(k.found, 120u);
+}
+
+TEST(RemoteTierTest, APasswordProtectedRedisNeedsTheRightPassword) {
+  RedisProcess redis({"--requirepass", "hunter2-long-enough"});
+  REQUIRE_REDIS(redis);
+  const Chain c = make_chain(2, 24);
+  RedisEndpoint good = redis.endpoint();
+  good.password = "hunter2-long-enough";
+  {
+    auto t = open_tier({good});
+    store(*t, c);
+    EXPECT_EQ(t->counters().blocks_stored, 2u);
+  }
+  auto fresh = open_tier({good});
+  EXPECT_EQ(fetch_run(*fresh, c), 2u);
+  // Without (or with a wrong) password: nothing is stored or found, nothing fails.
+  RedisEndpoint wrong = redis.endpoint();
+  wrong.password = "guess";
+  for (const RedisEndpoint& e : {redis.endpoint(), wrong}) {
+    auto w = open_tier({e});
+    store(*w, make_chain(1, 25));
+    EXPECT_EQ(w->counters().blocks_stored, 0u);
+    EXPECT_EQ(fetch_run(*w, c), 0u);
+  }
+  RedisClient cli(wrong, 200);
+  const Status st = cli.ping();
+  ASSERT_FALSE(st.is_ok());
+  EXPECT_NE(st.message().find("AUTH"), std::string::npos) << st.message();
+  EXPECT_EQ(st.message().find("guess"), std::string::npos) << st.message();
 }
 
 }  // namespace

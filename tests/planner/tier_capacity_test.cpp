@@ -39,8 +39,7 @@ TEST(TierCapacityTest, DiskBlocksMatchWhatTheDiskTierWrites) {
       EXPECT_EQ(c.blocks_evicted, 0u) << disk;
       EXPECT_LE(c.used_bytes, disk);
       // One more block does not fit in what is left.
-      EXPECT_LT(disk - c.used_bytes,
-                extent_header_size(1, kBs) + kBlockBytes + kExtentChecksumBytes);
+      EXPECT_LT(disk - c.used_bytes, extent_header_size(1, kBs) + kBlockBytes + kExtentMacBytes);
     }
     std::filesystem::remove_all(dir);
   }

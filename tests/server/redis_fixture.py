@@ -1,5 +1,7 @@
 """A real redis-server (Debian's, installed by scripts/install-deps) on a free loopback port, with
-its files in a temporary directory; it can be stopped and started again on the same port."""
+its files in a temporary directory; it can be stopped and started again on the same port. It
+comes with the server secret file its replicas share (secret_file)."""
+import os
 import shutil
 import socket
 import subprocess
@@ -19,6 +21,12 @@ class RedisServer:
     def __init__(self):
         self.dir = tempfile.mkdtemp(prefix="kvs-redis-")
         self.port = free_port()
+        # The secret the replicas of this Redis share (--kv-tier-secret-file): replicas with
+        # different secrets never use each other's values.
+        self.secret_file = os.path.join(self.dir, "tier.secret")
+        fd = os.open(self.secret_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        os.write(fd, os.urandom(32).hex().encode())
+        os.close(fd)
         self.proc = None
         self.start()
 

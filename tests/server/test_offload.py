@@ -80,7 +80,7 @@ def test_a_corrupted_extent_is_recomputed_and_counted(start_server, tier_dir):
 def test_a_full_disk_tier_never_fails_a_request(start_server, tier_dir):
     mnt = os.path.join(tier_dir, "small")
     os.mkdir(mnt)
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", mnt],
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m,mode=0700", "tmpfs", mnt],
                              capture_output=True).returncode == 0
     try:
         # On a 1 MiB tmpfs the writes fail with ENOSPC; without mount rights, a capacity

@@ -20,7 +20,8 @@ def metric(s, name, labels='tier="remote"'):
 
 
 def replica(start_server, redis, *extra):
-    return start_server(*POOL, "--kv-remote", redis.url, *extra)
+    return start_server(*POOL, "--kv-remote", redis.url, "--kv-tier-secret-file",
+                        redis.secret_file, *extra)
 
 
 def wait_written(s, blocks, timeout=10):
