@@ -338,6 +338,13 @@ std::vector<StepOutput> Engine::step() {
     forked_.clear();
     sample_into(s, first_row, has_prefill, &out);
   }
+  // The blocks this step completed go down to write-through tiers and Redis now: a request's
+  // last step must not wait for another step (an idle replica would never share them).
+  if (offload_ != nullptr) {
+    KvTransferPlan down;
+    scheduler_->plan_completed_blocks(down);
+    if (!down.transfers.empty()) transfers_->run(down);
+  }
   scheduler_->remove_finished();
   if (logging) {
     log_entry.end_s = wall_seconds();

@@ -1,6 +1,7 @@
 #include "engine/scheduler.h"
 
 #include <algorithm>
+#include <chrono>
 #include <tuple>
 
 namespace kvs {
@@ -145,10 +146,13 @@ Scheduler::TierImport Scheduler::import_from_tiers(Sequence* s, const AdmitPlan&
   const uint32_t first = ap.cached_blocks;
   if (first >= max_blocks) return TierImport::kNone;
   const std::vector<TierBlockMeta> chain = cache_.tier_chain(s->tokens, s->cache_salt, max_blocks);
+  const bool give_up = s->tier_wait_start != Clock::time_point{} &&
+                       std::chrono::duration<double>(Clock::now() - s->tier_wait_start).count() >=
+                           config_.max_tier_wait_seconds;
   const std::span<const TierBlockMeta> rest = std::span(chain).subspan(first);
   const KvOffload::Found found =
       offload_->find(rest, std::span<const int32_t>(s->tokens).subspan(uint64_t{first} * bs),
-                     prefill_tokens_per_s_, s->tier_load_waits >= kMaxTierLoadWaits, plan);
+                     prefill_tokens_per_s_, give_up, plan);
   if (found.loading) return TierImport::kLoading;
   const std::vector<KvOffload::Hit>& hits = found.hits;
   if (hits.empty()) return TierImport::kNone;
@@ -164,15 +168,18 @@ Scheduler::TierImport Scheduler::import_from_tiers(Sequence* s, const AdmitPlan&
   return imported->empty() ? TierImport::kNone : TierImport::kImported;
 }
 
+void Scheduler::plan_completed_blocks(KvTransferPlan& plan) {
+  if (offload_ == nullptr || !offload_->wants_completed_blocks()) return;
+  for (BlockId b : cache_.take_completed_blocks())
+    offload_->plan_completed(b, cache_.tier_meta(b), cache_.cached_tokens_of(b), plan);
+}
+
 StepPlan Scheduler::schedule() {
   StepPlan plan;
   num_loading_ = 0;
-  // Write-through (and the remote tier): the blocks cached during the last step go down now,
-  // before anything can evict them.
-  if (offload_ != nullptr && offload_->wants_completed_blocks()) {
-    for (BlockId b : cache_.take_completed_blocks())
-      offload_->plan_completed(b, cache_.tier_meta(b), cache_.cached_tokens_of(b), plan);
-  }
+  // Write-through (and the remote tier): blocks cached since the last call (a swap-in's) go
+  // down now, before anything can evict them.
+  plan_completed_blocks(plan);
   std::vector<ScheduledChunk>& out = plan.chunks;
   uint32_t budget = config_.max_num_batched_tokens;
   auto scheduled = [&](const Sequence* s) {
@@ -240,7 +247,7 @@ StepPlan Scheduler::schedule() {
       if (offload_ != nullptr) {
         const TierImport got = import_from_tiers(s, ap, budget, plan);
         if (got == TierImport::kLoading) {
-          ++s->tier_load_waits;
+          if (s->tier_wait_start == Clock::time_point{}) s->tier_wait_start = Clock::now();
           ++num_loading_;
           ++w;
           continue;
@@ -253,7 +260,7 @@ StepPlan Scheduler::schedule() {
       queue_cache_output(copies_, plan);
       if (!cached.is_ok()) break;  // nothing changed, no copy queued
       s->num_computed = *cached;
-      s->tier_load_waits = 0;  // a later re-admission (after preemption) may wait again
+      s->tier_wait_start = {};  // a later re-admission (after preemption) may wait again
       if (s->num_preemptions == 0) s->cached_tokens = std::min(*cached, s->prompt_len);
       n = std::min(budget, s->remaining());
     }

@@ -59,6 +59,9 @@ struct SchedulerConfig {
   uint32_t max_num_batched_tokens = 512;
   uint32_t max_num_seqs = 64;
   PreemptionMode preemption_mode = PreemptionMode::kRecompute;
+  // How long a sequence waits for its disk or remote tier reads before it takes what is ready
+  // and recomputes the rest (bounds the wait when a device or Redis is slow or hung).
+  double max_tier_wait_seconds = 2.0;
 };
 
 struct ScheduledChunk {
@@ -106,13 +109,14 @@ class Scheduler {
   [[nodiscard]] size_t num_swapped() const { return swapped_.size(); }
   // Waiting sequences the last schedule() left waiting for disk-tier reads.
   [[nodiscard]] size_t num_loading() const { return num_loading_; }
-  // Schedule passes a sequence waits for its disk or remote reads before it gives up on them
-  // and recomputes what is not ready (bounds the wait when a device is slow or hung).
-  static constexpr uint32_t kMaxTierLoadWaits = 64;
 
   // Plans the next step: admits waiting sequences into the cache manager, reserves the slots of
   // every scheduled chunk and queues the transfers that must run before the forward pass.
   [[nodiscard]] StepPlan schedule();
+  // Write-through and the remote tier: queues the copies down of the blocks that became cached
+  // since the last call (the engine calls it after each step's commit, so that the blocks of a
+  // request's last step reach the tiers without waiting for another step).
+  void plan_completed_blocks(KvTransferPlan& plan);
 
   [[nodiscard]] uint64_t num_preemptions() const {
     return num_preemptions_[0] + num_preemptions_[1];

@@ -58,9 +58,9 @@ struct Sequence {
   uint32_t index = 0;          // sample index within the request (0 = the parent)
   uint32_t pending_forks = 0;  // children still to fork once the prompt is prefilled
   bool swapped = false;        // waiting with its KV in the host swap area
-  // Schedule passes this waiting sequence spent "loading": its prefix is on disk and being read
-  // by the disk tier's loader thread (scheduler.h).
-  uint32_t tier_load_waits = 0;
+  // When this waiting sequence started "loading": its prefix is on disk or in Redis and being
+  // read by the tier's loader thread (scheduler.h); unset while it is not waiting for one.
+  Clock::time_point tier_wait_start{};
   std::optional<uint32_t> score_from;  // see SequenceRequest::score_from
   double prompt_nll = 0;               // sum of the scored positions' negative log-likelihoods
   uint32_t prompt_scored = 0;          // positions scored so far

@@ -176,6 +176,9 @@ class Stack {
         ++finished_;
       }
     }
+    KvTransferPlan down;  // as Engine::step: this step's completed blocks go down now
+    scheduler_->plan_completed_blocks(down);
+    executor_->run(down);
     scheduler_->remove_finished();
   }
 

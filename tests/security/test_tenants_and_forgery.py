@@ -213,3 +213,27 @@ def test_a_password_protected_redis_works_with_the_password_in_the_url(start_ser
     finally:
         redis_cli(redis_server, "-a", "s3cret-pw", "CONFIG", "SET", "requirepass", "")
         shutil.rmtree(d, ignore_errors=True)
+
+
+def test_a_requests_last_blocks_reach_redis_without_another_step_and_on_sigterm(start_server,
+                                                                               redis_server):
+    import time
+    d = private_dir("kvs-sec-final-")
+    try:
+        shared = secret_file(d)
+        a = replica(start_server, redis_server, None, shared)
+        # max_tokens 1: the prefill is the request's only step; its 18 blocks complete there.
+        body = {"prompt": doc(12), "max_tokens": 1, "temperature": 0}
+        assert a.post("/v1/completions", body).status_code == 200
+        deadline = time.time() + 10
+        while len(redis_server.keys()) < 18 and time.time() < deadline:
+            time.sleep(0.05)  # A stays idle: no later step runs
+        assert len(redis_server.keys()) >= 18
+        # And a SIGTERM right after a request still delivers its blocks.
+        assert a.post("/v1/completions", dict(body, prompt=doc(13))).status_code == 200
+        a.stop()
+        assert a.proc.returncode == 0
+        b = replica(start_server, redis_server, None, shared)
+        assert complete(b, doc(13))[1] == WHOLE
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
