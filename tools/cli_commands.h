@@ -15,6 +15,7 @@ struct CliExit {
 [[noreturn]] void fail(const std::string& message, int code = 1);
 
 void add_generate_command(CLI::App& app);
+void add_keygen_command(CLI::App& app);
 void add_perplexity_command(CLI::App& app);
 void add_plan_command(CLI::App& app);
 void add_serve_command(CLI::App& app);

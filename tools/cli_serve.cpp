@@ -10,6 +10,8 @@
 #include <thread>
 #include <vector>
 
+#include <zmq.h>
+
 #include "core/byte_size.h"
 #include "server/openai_server.h"
 #include "tools/cli_commands.h"
@@ -36,6 +38,10 @@ struct ServeFlags {
   std::string kv_events_endpoint;
   std::string kv_events_replay_endpoint;
   std::string kv_events_topic;
+  bool kv_events_allow_remote = false;
+  bool kv_events_token_ids = true;
+  std::string kv_events_curve_secret_file;
+  std::string kv_events_curve_clients;
   std::string step_log;
 };
 
@@ -117,15 +123,38 @@ void run_serve(ServeFlags& f) {
   engine->set_step_log(step_log.get());
   std::unique_ptr<KvEventPublisher> kv_events;
   if (config.kv_events) {
-    auto p = KvEventPublisher::create({.endpoint = f.kv_events_endpoint,
-                                       .replay_endpoint = f.kv_events_replay_endpoint,
-                                       .topic = f.kv_events_topic,
-                                       .block_size = config.block_size});
+    KvEventPublisherConfig ec{.endpoint = f.kv_events_endpoint,
+                              .replay_endpoint = f.kv_events_replay_endpoint,
+                              .topic = f.kv_events_topic,
+                              .block_size = config.block_size,
+                              .allow_remote = f.kv_events_allow_remote,
+                              .token_ids = f.kv_events_token_ids};
+    std::string curve_public;
+    if (!f.kv_events_curve_secret_file.empty()) {
+      auto secret = read_curve_keys(f.kv_events_curve_secret_file, /*secret=*/true);
+      if (!secret.is_ok()) fail("--kv-events-curve-secret-file: " + secret.status().message());
+      ec.curve_secret_key = (*secret)[0];
+      char pub[41];
+      if (zmq_curve_public(pub, ec.curve_secret_key.c_str()) == 0) curve_public = pub;
+    }
+    if (!f.kv_events_curve_clients.empty()) {
+      auto clients = read_curve_keys(f.kv_events_curve_clients, /*secret=*/false);
+      if (!clients.is_ok()) fail("--kv-events-curve-clients: " + clients.status().message());
+      ec.curve_client_keys = std::move(clients).value();
+    }
+    auto p = KvEventPublisher::create(ec);
     if (!p.is_ok()) fail(p.status().message());
     kv_events = std::move(p).value();
-    std::fprintf(stderr, "kvserve serve: KV events on %s%s%s\n", f.kv_events_endpoint.c_str(),
+    std::fprintf(stderr, "kvserve serve: KV events on %s%s%s%s%s%s\n", f.kv_events_endpoint.c_str(),
                  f.kv_events_replay_endpoint.empty() ? "" : ", replay on ",
-                 f.kv_events_replay_endpoint.c_str());
+                 f.kv_events_replay_endpoint.c_str(),
+                 curve_public.empty() ? "" : ", CURVE server key ", curve_public.c_str(),
+                 f.kv_events_token_ids ? "" : ", without token ids");
+    if (f.kv_events_allow_remote && curve_public.empty())
+      std::fprintf(stderr,
+                   "kvserve serve: warning: KV events may bind beyond loopback without CURVE: "
+                   "anyone who reaches the port reads every tenant's block hashes%s\n",
+                   f.kv_events_token_ids ? " and token ids" : "");
   }
 
   std::vector<ApiKeyEntry> key_entries = ApiKeys::from_flags(f.api_keys, engine->secret());
@@ -214,6 +243,17 @@ void add_serve_command(CLI::App& app) {
                   "e.g. tcp://127.0.0.1:5558");
   cmd->add_option("--kv-events-topic", flags->kv_events_topic,
                   "topic frame of every KV event message (default: empty, as vLLM)");
+  cmd->add_flag("--kv-events-allow-remote", flags->kv_events_allow_remote,
+                "let the KV event endpoints bind beyond loopback (they carry every tenant's "
+                "block hashes; authenticate subscribers with --kv-events-curve-*)");
+  cmd->add_flag("--kv-events-token-ids,!--no-kv-events-token-ids", flags->kv_events_token_ids,
+                "BlockStored events carry the blocks' token ids (default: on, as vLLM; "
+                "--no-kv-events-token-ids leaves them out)");
+  cmd->add_option("--kv-events-curve-secret-file", flags->kv_events_curve_secret_file,
+                  "CURVE secret key of the KV event sockets (kvserve keygen --curve-secret); "
+                  "with --kv-events-curve-clients only those subscribers are admitted");
+  cmd->add_option("--kv-events-curve-clients", flags->kv_events_curve_clients,
+                  "file of admitted subscribers' CURVE public keys (Z85, one per line)");
   cmd->add_option("--step-log", flags->step_log,
                   "write one JSON line per engine step to FILE (wall-clock times; compare with "
                   "simulate --step-log, docs/simulate.md)");

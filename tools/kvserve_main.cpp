@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
       "Run `kvserve SUBCOMMAND --help` for the flags of each subcommand."};
   app.require_subcommand(1);
   kvs::cli::add_generate_command(app);
+  kvs::cli::add_keygen_command(app);
   kvs::cli::add_perplexity_command(app);
   kvs::cli::add_plan_command(app);
   kvs::cli::add_serve_command(app);

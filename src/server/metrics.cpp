@@ -386,6 +386,12 @@ std::string ServerMetrics::render(const MetricsSnapshot& snap) const {
            "Replay requests received on the ROUTER socket.", k.replay_requests);
     metric(&o, "kvserve_kv_events_bad_replay_requests_total", "counter",
            "Malformed replay requests (ignored).", k.bad_replay_requests);
+    metric(&o, "kvserve_kv_events_replay_requests_refused_total", "counter",
+           "Replay requests refused: over the request rate, or every replay session taken.",
+           k.replay_requests_refused);
+    metric(&o, "kvserve_kv_events_replay_sessions_dropped_total", "counter",
+           "Replay sessions dropped because the requester stopped reading.",
+           k.replay_sessions_dropped);
     metric(&o, "kvserve_kv_events_engine_seconds_total", "counter",
            "Engine-thread time spent collecting and handing over KV events.", k.engine_seconds);
     metric(&o, "kvserve_kv_events_publisher_seconds_total", "counter",
