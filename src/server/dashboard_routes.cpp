@@ -44,11 +44,7 @@ std::string config_fields(const DashboardDeps& d) {
 
 DashboardRoutes::DashboardRoutes(DashboardDeps deps) : deps_(std::move(deps)) {
   KvStreamSource source{
-      .take_view = [this]() -> std::optional<KvView> {
-        std::optional<KvView> v;
-        deps_.worker.run_on_engine([&](Engine& e) { v = take_kv_view(e); });
-        return v;
-      },
+      .take_view = [this] { return deps_.views.get(); },
       .metrics_fields =
           [this](const KvView& view) {
             std::vector<TenantSeries> tenants;
@@ -111,8 +107,9 @@ void DashboardRoutes::serve_asset(const std::string& name, httplib::Response& re
 }
 
 void DashboardRoutes::stream(const httplib::Request& req, httplib::Response& res) {
-  if (!deps_.authorize(req, res, kStreamRoute)) return;
-  std::shared_ptr<KvSubscription> sub = hub_->subscribe();
+  const std::optional<ViewScope> scope = deps_.authorize(req, res, kStreamRoute);
+  if (!scope) return;
+  std::shared_ptr<KvSubscription> sub = hub_->subscribe(*scope);
   if (!sub) {
     const ApiError e{.status = 429,
                      .message = "too many dashboards are open (at most " +

@@ -7,7 +7,9 @@
 //   GET /dashboard/auth.json   {"key_required": bool}, so the page asks for a key up front
 //   GET /v1/kv/stream          server-sent events, one frame per tick (kv_frame.h): a key frame,
 //                              then only what changed. Needs a key when keys are set (read with
-//                              fetch() + ReadableStream: EventSource cannot send headers). At most
+//                              fetch() + ReadableStream: EventSource cannot send headers). A
+//                              tenant's stream shows its own requests and everyone else's blocks
+//                              as "other" (kv_view.h); an admin's shows everything. At most
 //                              max_dashboards streams at once, beyond that 429.
 //
 // The page's files are served with a strict Content-Security-Policy (same origin only, no
@@ -22,6 +24,7 @@
 #include "engine/engine.h"
 #include "server/engine_worker.h"
 #include "server/kv_stream.h"
+#include "server/kv_view_cache.h"
 #include "server/metrics.h"
 
 namespace httplib {
@@ -33,10 +36,10 @@ struct Response;
 namespace kvs {
 
 struct DashboardDeps {
-  // Read here only for what never changes (config, pool plan, max model len); engine state is
-  // read on the engine thread through `worker`.
+  // Read here only for what never changes (config, pool plan, max model len); engine state
+  // comes from `views` (taken on the engine thread at most once per its interval).
   const Engine& engine;
-  EngineWorker& worker;
+  KvViewCache& views;
   ServerMetrics& metrics;
   const TenantLabeler& labeler;
   std::string served_model_name;
@@ -44,8 +47,10 @@ struct DashboardDeps {
   uint32_t max_dashboards = 4;
   std::chrono::milliseconds interval{100};
   bool key_required = false;  // API keys are set
-  // Answers 401 itself and returns false when the request needs a key and has no valid one.
-  std::function<bool(const httplib::Request&, httplib::Response&, const std::string& route)>
+  // The caller's view scope; answers 401 itself and returns nullopt when the request needs a key
+  // and has no valid one.
+  std::function<std::optional<ViewScope>(const httplib::Request&, httplib::Response&,
+                                         const std::string& route)>
       authorize;
 };
 

@@ -220,6 +220,7 @@ void EngineWorker::admit(Incoming in) {
   a->prompt_tokens = prompt_tokens;
   by_channel_[a->channel.get()] = id->value;
   active_.emplace(id->value, std::move(a));
+  request_changes_.fetch_add(1);
 }
 
 void EngineWorker::emit(Active& a, uint32_t index, bool final_piece, const char* reason) {
@@ -310,6 +311,7 @@ void EngineWorker::complete_choice(Active& a, uint32_t index, const char* reason
 void EngineWorker::close(uint64_t rid, const Status& error) {
   const auto it = active_.find(rid);
   if (it == active_.end()) return;
+  request_changes_.fetch_add(1);
   Active& a = *it->second;
   Usage u{.prompt_tokens = a.prompt_tokens, .completion_tokens = 0, .cached_tokens = 0};
   u.cached_tokens = a.cached_tokens;

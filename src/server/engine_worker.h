@@ -136,6 +136,9 @@ class EngineWorker {
   void run_on_engine(const std::function<void(Engine&)>& fn);
 
   [[nodiscard]] uint32_t in_flight() const { return in_flight_.load(); }
+  // Grows whenever a request is admitted into the engine or leaves it: a KV view taken before
+  // the last change misses a request (KvViewCache takes a new one).
+  [[nodiscard]] uint64_t request_changes() const { return request_changes_.load(); }
 
  private:
   struct Choice {
@@ -189,6 +192,7 @@ class EngineWorker {
   std::vector<std::shared_ptr<RequestChannel>> cancels_;
   std::vector<std::function<void(Engine&)>> tasks_;
   std::atomic<uint32_t> in_flight_{0};
+  std::atomic<uint64_t> request_changes_{0};
   // Engine thread only.
   std::unordered_map<uint64_t, std::unique_ptr<Active>> active_;  // by request (first seq) id
   std::unordered_map<const RequestChannel*, uint64_t> by_channel_;

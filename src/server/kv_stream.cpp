@@ -16,24 +16,41 @@ bool KvSubscription::wait(std::vector<std::shared_ptr<const std::string>>* out,
 }
 
 KvStreamHub::KvStreamHub(const TenantLabeler& labeler, KvStreamSource source, KvStreamConfig config)
-    : source_(std::move(source)), config_(config), encoder_(labeler) {
+    : labeler_(labeler), source_(std::move(source)), config_(config) {
   if (config_.own_clock) thread_ = std::thread([this] { loop(); });
 }
 
 KvStreamHub::~KvStreamHub() { stop(); }
 
-std::shared_ptr<KvSubscription> KvStreamHub::subscribe() {
+std::shared_ptr<KvSubscription> KvStreamHub::subscribe(const ViewScope& scope) {
   std::lock_guard lock(mu_);
-  if (stopping_ || subs_.size() >= config_.max_subscribers) return nullptr;
+  if (stopping_ || num_subs_ >= config_.max_subscribers) return nullptr;
   auto sub = std::make_shared<KvSubscription>();
-  subs_.push_back(sub);
+  auto same = [&](const std::shared_ptr<Channel>& c) {
+    return c->scope.admin == scope.admin && (scope.admin || c->scope.tenant == scope.tenant);
+  };
+  auto it = std::find_if(channels_.begin(), channels_.end(), same);
+  if (it == channels_.end())
+    it = channels_.insert(channels_.end(),
+                          std::make_shared<Channel>(Channel{
+                              .scope = scope, .encoder = KvFrameEncoder(labeler_), .subs = {}}));
+  (*it)->subs.push_back(sub);
+  ++num_subs_;
   cv_.notify_all();
   return sub;
 }
 
 void KvStreamHub::unsubscribe(const std::shared_ptr<KvSubscription>& sub) {
   std::lock_guard lock(mu_);
-  subs_.erase(std::remove(subs_.begin(), subs_.end(), sub), subs_.end());
+  for (auto it = channels_.begin(); it != channels_.end(); ++it) {
+    auto& subs = (*it)->subs;
+    const auto found = std::find(subs.begin(), subs.end(), sub);
+    if (found == subs.end()) continue;
+    subs.erase(found);
+    --num_subs_;
+    if (subs.empty()) channels_.erase(it);  // a later subscriber starts from a key frame
+    return;
+  }
 }
 
 void KvStreamHub::stop() {
@@ -41,7 +58,9 @@ void KvStreamHub::stop() {
   {
     std::lock_guard lock(mu_);
     stopping_ = true;
-    subs.swap(subs_);
+    for (const auto& c : channels_) subs.insert(subs.end(), c->subs.begin(), c->subs.end());
+    channels_.clear();
+    num_subs_ = 0;
   }
   cv_.notify_all();
   if (thread_.joinable()) thread_.join();
@@ -60,7 +79,7 @@ void KvStreamHub::loop() {
   for (;;) {
     {
       std::unique_lock lock(mu_);
-      cv_.wait(lock, [&] { return stopping_ || !subs_.empty(); });
+      cv_.wait(lock, [&] { return stopping_ || num_subs_ > 0; });
       if (stopping_) return;
     }
     // Fixed cadence; after a long engine step, start again from now (no burst of catch-up ticks).
@@ -74,32 +93,46 @@ void KvStreamHub::loop() {
 
 bool KvStreamHub::watched() {
   std::lock_guard lock(mu_);
-  return !stopping_ && !subs_.empty();
+  return !stopping_ && num_subs_ > 0;
 }
 
 void KvStreamHub::tick() {
   if (!watched()) return;
-  if (std::optional<KvView> view = source_.take_view()) publish(*view);
+  const std::shared_ptr<const KvView> view = source_.take_view();
+  if (!view) return;
+  std::vector<std::shared_ptr<Channel>> channels;
+  {
+    std::lock_guard lock(mu_);
+    channels = channels_;
+  }
+  for (const auto& c : channels) {
+    if (c->scope.admin) {
+      publish(*c, *view);
+    } else {
+      publish(*c, scoped_kv_view(*view, c->scope));
+    }
+  }
 }
 
-void KvStreamHub::publish(const KvView& view) {
+void KvStreamHub::publish(Channel& channel, const KvView& view) {
   bool want_key = false;
   {
     std::lock_guard lock(mu_);
-    for (const auto& s : subs_) {
+    for (const auto& s : channel.subs) {
       std::lock_guard sl(s->mu_);
       want_key = want_key || s->need_key_;
     }
   }
+  KvFrameEncoder& encoder = channel.encoder;
   const bool with_metrics =
-      want_key || config_.metrics_every <= 1 || encoder_.frames() % config_.metrics_every == 0;
+      want_key || config_.metrics_every <= 1 || encoder.frames() % config_.metrics_every == 0;
   const std::string fields = with_metrics ? source_.metrics_fields(view) : std::string();
-  KvFrames f = encoder_.encode(view, want_key, fields, source_.config_fields);
+  KvFrames f = encoder.encode(view, want_key, fields, source_.config_fields);
   const auto delta = std::make_shared<const std::string>("data: " + f.delta + "\n\n");
   const auto key =
       want_key ? std::make_shared<const std::string>("data: " + f.key + "\n\n") : nullptr;
   std::lock_guard lock(mu_);
-  for (const auto& s : subs_) {
+  for (const auto& s : channel.subs) {
     {
       std::lock_guard sl(s->mu_);
       if (s->need_key_) {

@@ -1,9 +1,10 @@
 // KvStreamHub: the publisher behind GET /v1/kv/stream. One thread, running only while someone
-// watches, takes one KvView per tick (on the engine thread, between steps), encodes it once
-// (KvFrameEncoder: the changed cells as runs, changed sequences, counters) and hands the same
-// frame to every subscriber, so N open dashboards cost one snapshot and one diff per tick.
+// watches, takes one KvView per tick (from the server's KvViewCache: on the engine thread at most
+// once per its interval), and encodes it once per viewer scope (KvFrameEncoder: the changed cells
+// as runs, changed sequences, counters): every admin shares one encoding, and each tenant that
+// watches gets the view scoped to it (kv_view.h: its own requests, everyone else as "other").
 //
-//   tick (interval) --take_view()--> engine thread --KvView--> encoder --frame--> subscribers
+//   tick (interval) --take_view()--> KvView --scoped_kv_view--> encoder per scope --> subscribers
 //
 // A new subscriber gets a key frame (the whole picture) at the next tick, then deltas. A
 // subscriber that falls more than max_queued_frames behind (a slow client) has its queue
@@ -43,9 +44,9 @@ struct KvStreamConfig {
 };
 
 struct KvStreamSource {
-  // Takes a view on the engine thread; nullopt when the engine is stopping.
-  std::function<std::optional<KvView>()> take_view;
-  // `"metrics":{...}` for a view (chart data), added every metrics_every ticks.
+  // The latest view (KvViewCache::get); nullptr when the engine is stopping.
+  std::function<std::shared_ptr<const KvView>()> take_view;
+  // `"metrics":{...}` for a (scoped) view (chart data), added every metrics_every ticks.
   std::function<std::string(const KvView&)> metrics_fields;
   // `"config":{...}`, added to key frames.
   std::string config_fields;
@@ -75,8 +76,10 @@ class KvStreamHub {
   KvStreamHub(const KvStreamHub&) = delete;
   KvStreamHub& operator=(const KvStreamHub&) = delete;
 
-  // nullptr when max_subscribers are watching or the hub has stopped.
-  [[nodiscard]] std::shared_ptr<KvSubscription> subscribe();
+  // nullptr when max_subscribers are watching or the hub has stopped. The subscriber sees views
+  // scoped to `scope` (an admin sees everything).
+  [[nodiscard]] std::shared_ptr<KvSubscription> subscribe(const ViewScope& scope = ViewScope{
+                                                              .admin = true});
   void unsubscribe(const std::shared_ptr<KvSubscription>& sub);
   // One tick: with at least one subscriber, takes one view, encodes it once (frame number =
   // views taken so far) and queues that frame for every subscriber (a key frame for those that
@@ -89,16 +92,23 @@ class KvStreamHub {
   [[nodiscard]] const KvStreamConfig& config() const { return config_; }
 
  private:
+  // The subscribers of one scope and their encoder (the encoder: tick caller only).
+  struct Channel {
+    ViewScope scope;
+    KvFrameEncoder encoder;
+    std::vector<std::shared_ptr<KvSubscription>> subs;  // mu_
+  };
   void loop();
-  void publish(const KvView& view);
+  void publish(Channel& channel, const KvView& view);
   [[nodiscard]] bool watched();
 
+  const TenantLabeler& labeler_;
   KvStreamSource source_;
   KvStreamConfig config_;
-  KvFrameEncoder encoder_;  // publisher thread only
   std::mutex mu_;
   std::condition_variable cv_;
-  std::vector<std::shared_ptr<KvSubscription>> subs_;
+  std::vector<std::shared_ptr<Channel>> channels_;  // mu_
+  size_t num_subs_ = 0;                             // mu_
   bool stopping_ = false;
   std::thread thread_;
 };

@@ -1,5 +1,7 @@
 #include "server/metrics.h"
 
+#include "server/kv_view.h"
+
 #include <algorithm>
 #include <cinttypes>
 #include <cmath>
@@ -186,6 +188,7 @@ std::optional<double> Histogram::quantile(double q) const {
 }
 
 std::string TenantLabeler::label(std::string_view ns) const {
+  if (ns == kOtherTenantsNamespace) return "other";
   const auto hex12 = [&](std::string_view salt) {
     char buf[17];
     std::snprintf(buf, sizeof buf, "%016" PRIx64, siphash24(key_, salt));
@@ -373,6 +376,10 @@ std::string ServerMetrics::render(const MetricsSnapshot& snap) const {
          "Tokens of a finished sample (prompt + generated) over --max-model-len.");
   length_fraction_.render("kvserve_request_max_model_len_fraction", "", &o);
   if (s.offload.enabled) render_offload(s.offload, &o);
+  metric(&o, "kvserve_kv_views_taken_total", "counter",
+         "KV views taken on the engine thread for /v1/kv, /metrics and the dashboard stream "
+         "(at most one per 100 ms plus one per request admitted or finished, whoever polls).",
+         snap.kv_views_taken);
   if (snap.kv_events) {
     const KvEventPublisherStats& k = *snap.kv_events;
     metric(&o, "kvserve_kv_events_batches_published_total", "counter",

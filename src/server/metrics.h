@@ -56,6 +56,7 @@ struct MetricsSnapshot {
   // then the most active); the rest are summed into one entry labelled "other".
   std::vector<TenantSeries> tenants;
   std::optional<KvEventPublisherStats> kv_events;  // with --kv-events-endpoint
+  uint64_t kv_views_taken = 0;  // KV views taken on the engine thread (KvViewCache)
 };
 
 // The label of a prefix-cache namespace (api_keys.h: cache_namespace) in /metrics and /v1/kv:

@@ -5,12 +5,15 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <thread>
 #include <unordered_map>
 
 #include "server/dashboard_routes.h"
+#include "server/kv_view_cache.h"
+#include "server/kv_view_json.h"
 #include "server/request_parser.h"
 #include "server/response_json.h"
 
@@ -46,8 +49,14 @@ struct OpenAiServer::Impl {
   TenantLabeler labeler;
   RequestParser parser;
   EngineWorker worker;
+  KvViewCache views;  // every view /v1/kv, /metrics and the stream read (kv_view_cache.h)
   httplib::Server http;
   std::atomic<uint64_t> next_id{1};
+  // /debug/integrity's check, run on the engine thread at most once per second.
+  std::mutex integrity_mu;
+  std::chrono::steady_clock::time_point integrity_at{};
+  Status integrity_status = Status::ok();
+  uint32_t integrity_sequences = 0;
   DashboardRoutes dashboard;  // after `worker`: its streams end before the worker stops
 
   Impl(Engine& e, const LoadedModel& m, ServerConfig c)
@@ -65,8 +74,9 @@ struct OpenAiServer::Impl {
                 .log_preemptions = config.log_preemptions,
                 .tenant_idle_seconds = config.tenant_idle_seconds,
                 .kv_events = config.kv_events}),
+        views(worker, std::chrono::milliseconds(100)),
         dashboard({.engine = e,
-                   .worker = worker,
+                   .views = views,
                    .metrics = metrics,
                    .labeler = labeler,
                    .served_model_name = config.served_model_name,
@@ -74,8 +84,10 @@ struct OpenAiServer::Impl {
                    .max_dashboards = config.max_dashboards,
                    .key_required = config.api_keys.enabled(),
                    .authorize = [this](const httplib::Request& req, httplib::Response& res,
-                                       const std::string& route) {
-                     return authenticate(req, res, route).has_value();
+                                       const std::string& route) -> std::optional<ViewScope> {
+                     const std::optional<Caller> c = authenticate(req, res, route);
+                     if (!c) return std::nullopt;
+                     return ViewScope{.tenant = c->tenant, .admin = c->admin};
                    }}) {}
 
   void reply_error(httplib::Response& res, const std::string& route, const ApiError& e) {
@@ -270,79 +282,21 @@ struct OpenAiServer::Impl {
         });
   }
 
-  MetricsSnapshot snapshot(const Engine& e) {
-    MetricsSnapshot s{.engine = e.snapshot(/*with_fragmentation=*/true)};
+  // /metrics of a view as `scope` may see it: the engine's counters, and the tenant series
+  // the scoped view has (its own, and everyone else as "other").
+  MetricsSnapshot snapshot(const KvView& full, const ViewScope& scope) {
+    const KvView scoped = scoped_kv_view(full, scope);
+    MetricsSnapshot s{.engine = scoped.engine};
     std::vector<TenantSeries> tenants;
-    for (const TenantStats& t : e.tenant_stats())
+    for (const TenantStats& t : scoped.tenants)
       tenants.push_back({.label = labeler.label(t.cache_salt),
                          .query_tokens = t.prefix_query_tokens,
                          .hit_tokens = t.prefix_hit_block_tokens,
                          .blocks_held = t.blocks_held});
     s.tenants = cap_tenant_series(std::move(tenants), config.max_tenant_metrics);
     if (config.kv_events != nullptr) s.kv_events = config.kv_events->stats();
+    s.kv_views_taken = views.views_taken();
     return s;
-  }
-
-  json kv_json(const Engine& e) {
-    const auto infos = e.block_infos();
-    std::unordered_map<uint32_t, std::string> labels;
-    for (const TenantStats& t : e.tenant_stats()) labels.emplace(t.id, labeler.label(t.cache_salt));
-    const EngineSnapshot snap = e.snapshot(/*with_fragmentation=*/true);
-    const KvCacheCounters& c = snap.cache;
-    json sequences = json::array();
-    e.for_each_block_table([&](const SequenceBlocks& s) {
-      json tables = json::array();
-      for (const auto& table : s.tables) {
-        json ids = json::array();
-        for (const BlockId b : table) ids.push_back(b.is_valid() ? json(b.value) : json(nullptr));
-        tables.push_back(std::move(ids));
-      }
-      json first = tables.at(0);
-      sequences.push_back({{"id", s.seq.value},
-                           {"request", s.request.value},
-                           {"sample", s.sample},
-                           {"tokens", s.num_tokens},
-                           {"tenant", labeler.label(s.cache_salt)},
-                           {"blocks", std::move(first)},
-                           {"groups", std::move(tables)}});
-    });
-    json blocks = json::array();
-    for (uint32_t b = 0; b < infos.size(); ++b) {
-      const BlockInfo& i = infos[b];
-      const char* state = i.state == BlockState::kFree         ? "free"
-                          : i.state == BlockState::kCachedFree ? "cached_free"
-                                                               : "in_use";
-      const auto label = labels.find(i.tenant);
-      blocks.push_back(
-          {{"id", b},
-           {"state", state},
-           {"owners", i.refcount},
-           {"tenant", i.state == BlockState::kFree || label == labels.end() ? json(nullptr)
-                                                                            : json(label->second)},
-           {"fill", i.filled},
-           {"hash", i.tier_key != 0 ? json(i.tier_key) : json(nullptr)},
-           {"group", i.state == BlockState::kFree ? json(nullptr) : json(i.group)}});
-    }
-    json out = {{"block_size", c.block_size},
-                {"num_blocks", c.num_blocks},
-                {"block_bytes", snap.block_bytes},
-                {"summary",
-                 {{"free", c.blocks_free},
-                  {"cached_free", c.blocks_cached_free},
-                  {"in_use", c.blocks_in_use},
-                  {"usage", static_cast<double>(c.blocks_in_use) / c.num_blocks},
-                  {"fragmentation", snap.fragmentation},
-                  {"sequences", c.num_sequences}}},
-                {"layer_groups", layer_groups_json(e.kv_pool().groups)},
-                {"tiers", offload_json(snap.offload)},
-                {"blocks", std::move(blocks)},
-                {"sequences", std::move(sequences)}};
-    // Each tier's blocks by tier key, as KV events name them.
-    if (snap.offload.host_enabled)
-      out["tiers"]["host"]["block_hashes"] = e.host_tier_block_hashes();
-    if (snap.offload.disk_enabled)
-      out["tiers"]["disk"]["block_hashes"] = e.disk_tier_block_hashes();
-    return out;
   }
 
   void routes() {
@@ -365,26 +319,56 @@ struct OpenAiServer::Impl {
       reply_json(res, "/health", {{"status", "ok"}});
     });
     http.Get("/metrics", [this](const httplib::Request& req, httplib::Response& res) {
-      if (!config.public_metrics && !authenticate(req, res, "/metrics")) return;
-      MetricsSnapshot snap;
-      worker.run_on_engine([&](Engine& e) { snap = snapshot(e); });
+      // Without a key (--public-metrics) the tenant series are one anonymous "other".
+      ViewScope scope{.tenant = "\x1f", .admin = false};
+      const bool presented = !req.get_header_value("Authorization").empty();
+      if (!config.public_metrics || presented || !config.api_keys.enabled()) {
+        const std::optional<Caller> c = authenticate(req, res, "/metrics");
+        if (!c) return;
+        scope = {.tenant = c->tenant, .admin = c->admin};
+      }
+      const std::shared_ptr<const KvView> view = views.get();
+      if (!view) {
+        reply_error(res, "/metrics", {.status = 503, .message = "the server is stopping"});
+        return;
+      }
       metrics.count_http("/metrics", 200);
-      res.set_content(metrics.render(snap), "text/plain; version=0.0.4; charset=utf-8");
+      res.set_content(metrics.render(snapshot(*view, scope)),
+                      "text/plain; version=0.0.4; charset=utf-8");
     });
     http.Get("/v1/kv", [this](const httplib::Request& req, httplib::Response& res) {
-      if (!authenticate(req, res, "/v1/kv")) return;
-      json j;
-      worker.run_on_engine([&](Engine& e) { j = kv_json(e); });
-      reply_json(res, "/v1/kv", j);
+      const std::optional<Caller> c = authenticate(req, res, "/v1/kv");
+      if (!c) return;
+      const std::shared_ptr<const KvView> view = views.get();
+      if (!view) {
+        reply_error(res, "/v1/kv", {.status = 503, .message = "the server is stopping"});
+        return;
+      }
+      const ViewScope scope{.tenant = c->tenant, .admin = c->admin};
+      reply_json(res, "/v1/kv",
+                 kv_view_json(c->admin ? *view : scoped_kv_view(*view, scope),
+                              engine.kv_pool().groups, labeler, c->admin));
     });
     http.Get("/debug/integrity", [this](const httplib::Request& req, httplib::Response& res) {
       if (!authenticate(req, res, "/debug/integrity")) return;
       Status st = internal_error("the engine is stopping");
       uint32_t sequences = 0;
-      worker.run_on_engine([&](Engine& e) {
-        st = e.check_integrity();
-        sequences = e.snapshot().cache.num_sequences;
-      });
+      {
+        // At most one check per second on the engine thread, whoever polls.
+        std::lock_guard lock(integrity_mu);
+        const auto now = std::chrono::steady_clock::now();
+        if (now - integrity_at >= std::chrono::seconds(1) || !integrity_status.is_ok()) {
+          Status fresh = internal_error("the engine is stopping");
+          worker.run_on_engine([&](Engine& e) {
+            fresh = e.check_integrity();
+            integrity_sequences = e.snapshot().cache.num_sequences;
+          });
+          integrity_status = fresh;
+          integrity_at = now;
+        }
+        st = integrity_status;
+        sequences = integrity_sequences;
+      }
       if (!st.is_ok()) {
         reply_error(res, "/debug/integrity",
                     {.status = 500, .message = st.to_string(), .type = "internal_error"});

@@ -5,7 +5,9 @@ The binary comes from $KVSERVE_BIN (CTest sets it); the model is the default one
 """
 import os
 import re
+import shutil
 import subprocess
+import tempfile
 import threading
 import time
 
@@ -30,9 +32,18 @@ def default_model():
 
 
 class Server:
-    def __init__(self, *args, api_key=True):
+    def __init__(self, *args, api_key=True, admin=False):
+        """admin: the test key is an admin key (sees every tenant and the block hashes in
+        /v1/kv), given through an --api-keys file; otherwise a bare --api-key."""
         threads = [] if "-t" in args else ["-t", "2"]
         keys = ["--api-key", API_KEY] if api_key else []
+        self.keys_dir = None
+        if api_key and admin:
+            self.keys_dir = tempfile.mkdtemp(prefix="kvs-keys-")
+            path = os.path.join(self.keys_dir, "keys")
+            with open(path, "w") as f:
+                f.write("tests %s admin\n" % API_KEY)
+            keys = ["--api-keys", path]
         cmd = [kvserve_bin(), "serve", "--host", "127.0.0.1", "--port", "0", *threads,
                "--served-model-name", MODEL_NAME, *keys, *args]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
@@ -99,6 +110,8 @@ class Server:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
+        if self.keys_dir:
+            shutil.rmtree(self.keys_dir, ignore_errors=True)
 
 
 def require_model():

@@ -37,11 +37,11 @@ std::vector<uint32_t> expected_cells(int views) {
 struct FakeSource {
   std::atomic<int> views{0};
   KvStreamSource source() {
-    return {.take_view = [this]() -> std::optional<KvView> {
-              KvView v;
-              v.blocks.resize(kBlocks);
+    return {.take_view = [this]() -> std::shared_ptr<const KvView> {
+              auto v = std::make_shared<KvView>();
+              v->blocks.resize(kBlocks);
               const int k = views++;
-              v.blocks[k % kBlocks] = {
+              v->blocks[k % kBlocks] = {
                   .state = BlockState::kInUse, .refcount = 1, .filled = uint32_t(k % 16 + 1)};
               return v;
             },

@@ -119,10 +119,12 @@ def test_tenants_per_api_key_never_share(start_server):
     assert cached("sk-alice", {"cache_salt": "project-x"}) == 0  # salts partition a tenant
     assert requests.post(s.url + "/v1/completions", json={"prompt": "x"},
                          headers={"Authorization": "Bearer sk-nobody"}).status_code == 401
-    # /metrics needs a key, and names the tenants.
+    # /metrics needs a key, and names the caller's own tenant only (everyone else is "other";
+    # an admin key sees every tenant: tests/security/test_views.py).
     assert requests.get(s.url + "/metrics").status_code == 401
     text = requests.get(s.url + "/metrics", headers={"Authorization": "Bearer sk-bob"}).text
-    assert 'kvserve_tenant_kv_blocks{tenant="alice"}' in text
+    assert 'kvserve_tenant_kv_blocks{tenant="alice"}' not in text
+    assert 'kvserve_tenant_kv_blocks{tenant="other"}' in text
     assert 'kvserve_tenant_kv_blocks{tenant="bob"}' in text
     assert "project-x" not in text
     assert requests.get(s.url + "/v1/kv").status_code == 401
@@ -137,12 +139,19 @@ def test_public_metrics_and_capped_tenant_series(start_server):
         r = s.post("/v1/completions", {"prompt": f"Tenant {i} says hello to everyone here",
                                        "max_tokens": 1, "cache_salt": f"salt-{i}"})
         assert r.status_code == 200
-    text = requests.get(s.url + "/metrics").text  # no key needed
-    series = [l for l in text.splitlines()
-              if l.startswith("kvserve_tenant_prefix_cache_queries_tokens_total{")]
-    assert len(series) == 3, series  # 2 named + other
-    assert any('tenant="other"' in l for l in series)
-    assert not any("salt-" in l for l in series)
+    def series(headers):
+        text = requests.get(s.url + "/metrics", headers=headers).text
+        return [l for l in text.splitlines()
+                if l.startswith("kvserve_tenant_prefix_cache_queries_tokens_total{")]
+
+    # With the key: the tenant's salts, capped to 2 named + other.
+    named = series(s.headers())
+    assert len(named) == 3, named
+    assert any('tenant="other"' in l for l in named)
+    assert not any("salt-" in l for l in named)
+    # Without a key (--public-metrics): served, but no tenant is named.
+    public = series({})
+    assert len(public) == 1 and 'tenant="other"' in public[0], public
 
 
 def test_wrongly_typed_content_part_is_a_400_not_a_500(server):

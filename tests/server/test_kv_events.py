@@ -217,7 +217,8 @@ def events_server(start_server, *extra):
     s = start_server("--kv-cache-memory", "10MiB", "--max-model-len", "384", "--max-num-seqs", "4",
                      "--preemption-mode", "swap", "--swap-space", "4MiB",
                      "--kv-events-endpoint", f"tcp://127.0.0.1:{pub}",
-                     "--kv-events-replay-endpoint", f"tcp://127.0.0.1:{rep}", *extra)
+                     "--kv-events-replay-endpoint", f"tcp://127.0.0.1:{rep}", *extra,
+                     admin=True)  # an admin key: /v1/kv shows the block hashes
     return s, pub, rep
 
 
