@@ -1,6 +1,7 @@
 // `kvserve plan`: the KV cache capacity planner. Reads a model (catalog name, config.json,
 // directory or GGUF), a GPU (preset or --memory) and a workload, and prints the capacity report
 // (or --json), optionally drawing --svg.
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -89,7 +90,11 @@ void run(const PlanFlags& f) {
     r.engine_prefill_chunk = static_cast<uint32_t>(f.max_num_batched_tokens);
   }
   if (f.concurrency > 0) r.workload.concurrency = f.concurrency;
-  if (f.avg_tokens > 0) r.workload.avg_tokens = f.avg_tokens;
+  if (f.avg_tokens != 0) {
+    if (!(f.avg_tokens > 0) || !std::isfinite(f.avg_tokens) || f.avg_tokens > 1e12)
+      fail("--avg-tokens must be a positive number of tokens");
+    r.workload.avg_tokens = f.avg_tokens;
+  }
   if (!f.lengths_file.empty()) {
     std::ifstream in(f.lengths_file);
     if (!in) fail("--lengths: cannot open " + f.lengths_file);

@@ -155,7 +155,8 @@ void add_simulate_command(CLI::App& app) {
                   "preemption-mode, enable-prefix-caching, rate-scale, ...)");
   cmd->add_flag("--json", f->json, "print the results as JSON");
   cmd->add_option("--svg", f->svg, "write running/waiting, KV occupancy and preemptions to FILE");
-  cmd->add_option("--series-points", f->series_points, "time-series points in --json")
+  cmd->add_option("--series-points", f->series_points, "time-series points in --json (0..100000)")
+      ->check(CLI::Range(size_t{0}, size_t{100000}))
       ->capture_default_str();
   cmd->add_option("--step-log", f->step_log,
                   "write one JSON line per simulated step to FILE (virtual time; the format of "

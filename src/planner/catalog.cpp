@@ -1,5 +1,9 @@
 #include "planner/catalog.h"
 
+#include <sstream>
+
+#include "core/json_nesting.h"
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -83,7 +87,10 @@ Result<PlannerModel> load_catalog_model(const std::string& name) {
     bool match = lower(n) == want;
     if (!match) {
       std::ifstream in(path);
-      const auto j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+      std::stringstream text;
+      text << in.rdbuf();
+      if (!check_json_nesting(text.str(), path).is_ok()) continue;
+      const auto j = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
       if (j.is_object() && j.contains("aliases") && j["aliases"].is_array())
         for (const auto& a : j["aliases"])
           if (a.is_string() && lower(a.get<std::string>()) == want) match = true;

@@ -1,5 +1,7 @@
 #include "planner/model_config.h"
 
+#include "core/json_nesting.h"
+
 #include "kvcache/kv_cache_groups.h"
 
 #include <cmath>
@@ -382,7 +384,9 @@ Result<PlannerModel> model_from_json_file(const std::string& path) {
   if (!in) return not_found(path + ": cannot open");
   std::stringstream ss;
   ss << in.rdbuf();
-  json j = json::parse(ss.str(), nullptr, /*allow_exceptions=*/false);
+  const std::string text = ss.str();
+  KVS_RETURN_IF_ERROR(check_json_nesting(text, path));
+  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return invalid_argument(path + ": not valid JSON");
   return model_from_hf_config(j, path);
 }

@@ -50,6 +50,8 @@ Result<PlanRequest> plan_request_from_hardware(const HardwareArgs& a) {
     // The preset's unit is stated in its note; only typed sizes get the other-unit reading.
     r.gpu_memory = size_from_bytes(g->memory_bytes, UnitConvention::kBytes, "");
   }
+  if (!(a.utilization > 0 && a.utilization <= 1))
+    return invalid_argument("--gpu-memory-utilization must be in (0, 1]");
   r.utilization = a.utilization;
   if (!a.weights.empty()) {
     auto w = parse_size_input(a.weights);

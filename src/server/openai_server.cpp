@@ -11,6 +11,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "core/json_nesting.h"
 #include "server/dashboard_routes.h"
 #include "server/kv_view_cache.h"
 #include "server/kv_view_json.h"
@@ -135,6 +136,10 @@ struct OpenAiServer::Impl {
       return;
     }
     json body;
+    if (const Status deep = check_json_nesting(req.body, "the request body"); !deep.is_ok()) {
+      reply_error(res, route, {.status = 400, .message = deep.message()});
+      return;
+    }
     try {
       body = json::parse(req.body);
     } catch (const json::exception& e) {

@@ -1,5 +1,7 @@
 #include "sim/device_model.h"
 
+#include "core/json_nesting.h"
+
 #include <cmath>
 #include <fstream>
 #include <sstream>
@@ -137,6 +139,7 @@ Result<DeviceModel> gpu_device_model(const std::string& name) {
 }
 
 Result<DeviceModel> parse_device_json(const std::string& text, const std::string& origin) {
+  KVS_RETURN_IF_ERROR(check_json_nesting(text, origin));
   const nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object())
     return invalid_argument(origin + ": not a JSON object (write one with bench/sim_calibrate)");
@@ -181,7 +184,7 @@ std::string device_model_json(const DeviceModel& d, const std::string& extra) {
     for (const auto& [tokens, rate] : d.linear_flops_by_tokens) curve.push_back({tokens, rate});
     j["linear_flops_by_tokens"] = curve;
   }
-  if (!extra.empty()) {
+  if (!extra.empty() && check_json_nesting(extra, "extra").is_ok()) {
     const nlohmann::ordered_json e =
         nlohmann::ordered_json::parse(extra, nullptr, /*allow_exceptions=*/false);
     if (e.is_object())

@@ -52,6 +52,11 @@ Result<SimSetup> resolve_sim(const SimArgs& a) {
   s.tp = s.plan.tp;
   if (cpu && s.tp != 1) return invalid_argument("--device cpu runs one rank: --tp must be 1");
   const uint32_t gpus = a.gpus == 0 ? s.tp : a.gpus;
+  // Each replica is simulated with its own scheduler and cache: the count is memory.
+  constexpr uint32_t kMaxGpus = 4096;
+  if (gpus > kMaxGpus)
+    return invalid_argument("--gpus " + std::to_string(gpus) + " is more than the " +
+                            std::to_string(kMaxGpus) + " GPUs a simulation may have");
   if (gpus % s.tp != 0)
     return invalid_argument("--gpus " + std::to_string(gpus) + " is not a multiple of --tp " +
                             std::to_string(s.tp));

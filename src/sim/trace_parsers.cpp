@@ -1,5 +1,7 @@
 #include "sim/trace_parsers.h"
 
+#include "core/json_nesting.h"
+
 #include <algorithm>
 #include <cctype>
 #include <charconv>
@@ -37,6 +39,10 @@ Status for_each_line(std::string_view text, Fn fn) {
     std::string_view line = text.substr(0, nl);
     text = nl == std::string_view::npos ? std::string_view{} : text.substr(nl + 1);
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    if (line.size() > kMaxTraceLineBytes)
+      return invalid_argument("line " + std::to_string(line_no + 1) + " is longer than " +
+                              std::to_string(kMaxTraceLineBytes) +
+                              " bytes: not a request of a trace");
     KVS_RETURN_IF_ERROR(fn(++line_no, line));
   }
   return Status::ok();
@@ -135,6 +141,7 @@ Result<Trace> parse_mooncake_jsonl(std::string_view text, const std::string& ori
   const Status st = for_each_line(text, [&](size_t line_no, std::string_view line) -> Status {
     if (trim(line).empty()) return Status::ok();
     const std::string where = origin + " line " + std::to_string(line_no) + ": ";
+    KVS_RETURN_IF_ERROR(check_json_nesting(line, where + "a request"));
     const json j = json::parse(line, nullptr, /*allow_exceptions=*/false);
     if (j.is_discarded() || !j.is_object()) return invalid_argument(where + "not a JSON object");
     TraceRequest r;
@@ -248,9 +255,17 @@ Result<Trace> parse_csv_trace(std::string_view text, const std::string& origin) 
 Result<Trace> load_trace(const std::string& path, TraceFormat format, uint32_t block_tokens) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return not_found("cannot open trace " + path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const std::string text = ss.str();
+  // The size first: a trace is read whole, so its size is the memory it costs.
+  in.seekg(0, std::ios::end);
+  const std::streamoff size = in.tellg();
+  if (size < 0) return invalid_argument("trace " + path + ": cannot tell its size");
+  if (static_cast<uint64_t>(size) > kMaxTraceBytes)
+    return invalid_argument("trace " + path + " is " + std::to_string(size) +
+                            " bytes, more than the " + std::to_string(kMaxTraceBytes) +
+                            " a trace may have (split it)");
+  in.seekg(0);
+  std::string text(static_cast<size_t>(size), '\0');
+  if (!in.read(text.data(), size)) return invalid_argument("trace " + path + ": cannot read it");
   if (format == TraceFormat::kAuto) {
     const bool csv_name = path.size() >= 4 && lower(path.substr(path.size() - 4)) == ".csv";
     const size_t first = text.find_first_not_of(" \t\r\n");

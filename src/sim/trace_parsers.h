@@ -26,6 +26,10 @@
 
 namespace kvs {
 
+// Bounds on what a trace may cost to read: its bytes (read whole) and one line's.
+inline constexpr uint64_t kMaxTraceBytes = uint64_t{1} << 30;
+inline constexpr size_t kMaxTraceLineBytes = size_t{1} << 20;
+
 enum class TraceFormat { kAuto, kMooncakeJsonl, kCsv };
 
 [[nodiscard]] Result<TraceFormat> parse_trace_format(const std::string& name);

@@ -16,5 +16,6 @@ API_KEY = server_fixtures.API_KEY
 require_model = server_fixtures.require_model
 kvserve_bin = server_fixtures.kvserve_bin
 start_server = server_fixtures.start_server
+server = server_fixtures.server
 
 from redis_fixture import RedisServer, free_port, redis_server  # noqa: E402,F401

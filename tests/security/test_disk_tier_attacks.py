@@ -54,19 +54,34 @@ def test_links_planted_under_temporary_names_are_never_followed(start_server):
     with open(victim, "w") as f:
         f.write("root-owned data")
     try:
-        # The old predictable names: sequential extent ids and the bandwidth probe.
-        for name in ["bandwidth-probe.kvx.tmp"] + ["%016x.kvx.tmp" % i for i in range(64)]:
-            plant_link(victim, os.path.join(d, name))
-        s = disk_server(start_server, d)
-        for i in range(3):
+        # Before start: the old predictable names (the bandwidth probe's fixed name).
+        plant_link(victim, os.path.join(d, "bandwidth-probe.kvx.tmp"))
+        s = disk_server(start_server, d, "--kv-offload-policy", "write-through")
+        complete(s, doc(40))  # write-through: its blocks go to disk at once
+        deadline = time.time() + 10
+        while not extents(d) and time.time() < deadline:
+            time.sleep(0.05)
+        # While it runs: the temporary names the next extents would have had if names followed
+        # from the ones in the directory (hexadecimal counters), each a link to the victim.
+        planted = 0
+        for name in extents(d):
+            try:
+                n = int(name[:-len(".kvx")], 16)
+            except ValueError:
+                continue
+            for k in range(1, 64):
+                link = os.path.join(d, "%016x.kvx.tmp" % (n + k))
+                if not os.path.lexists(link):
+                    plant_link(victim, link)
+                    planted += 1
+        for i in range(1, 4):
             complete(s, doc(40 + i))
         s.stop()
         assert s.proc.returncode == 0
-        assert extents(d), "the server wrote no extent"
-        with open(victim) as f:
-            assert f.read() == "root-owned data"
-        # The planted links were removed at start (an unlink never follows a link).
-        assert not [f for f in os.listdir(d) if f.endswith(".tmp")]
+        assert planted, "no extent was written before the links were planted"
+        assert len(extents(d)) > 1, "the server wrote no further extent"
+        with open(victim, "rb") as f:
+            assert f.read() == b"root-owned data"
     finally:
         shutil.rmtree(d, ignore_errors=True)
         shutil.rmtree(victim_dir, ignore_errors=True)

@@ -15,6 +15,23 @@ from tier_prompts import POOL, complete, doc
 WHOLE = 288  # whole blocks before the last token of a 300-token prompt
 
 
+def forge(victim_value, forger_value):
+    """The best an attacker without the secret can do: the victim's header (its chain keys, tokens
+    and namespace) over the attacker's payload, with the trailer recomputed. Format v1 ended in
+    an unkeyed XXH3-128 anyone can compute; v2 ends in a MAC under the server secret, which the
+    attacker can only guess (here: keyed with a key of their own)."""
+    version = int.from_bytes(victim_value[8:12], "little")
+    trailer = 16 if version == 1 else 32
+    hb = int.from_bytes(victim_value[12:16], "little")
+    body = victim_value[:hb] + forger_value[hb:len(victim_value) - trailer]
+    assert len(body) == len(victim_value) - trailer
+    if version == 1:
+        import xxhash
+        return body + xxhash.xxh3_128(body).intdigest().to_bytes(16, "little")
+    import hashlib
+    return body + hashlib.blake2b(body, key=os.urandom(32), digest_size=32).digest()
+
+
 def replica(start_server, redis, key=None, secret=None, keys_file=None, *extra):
     args = [*POOL, "--kv-remote", redis.url]
     if secret:
@@ -146,8 +163,7 @@ def test_a_value_forged_without_the_secret_is_rejected_and_recomputed(start_serv
         for k in victim_keys:
             ours = redis_command(redis_server.port, "GET", k)
             assert isinstance(ours, bytes) and len(ours) == len(theirs)
-            hb = int.from_bytes(ours[12:16], "little")
-            assert redis_command(redis_server.port, "SET", k, ours[:hb] + theirs[hb:]) == "OK"
+            assert redis_command(redis_server.port, "SET", k, forge(ours, theirs)) == "OK"
         fresh = replica(start_server, redis_server, "k", victim_secret)
         again, cached = ask(fresh, doc(6), "k")
         assert (again, cached) == (text, 0)
@@ -179,9 +195,7 @@ def test_an_extent_forged_without_the_secret_is_rejected_and_recomputed(start_se
             forged_bytes = bytearray(fh.read())
         # The forger writes the victim's header (its chain keys, tokens and secret id) over its
         # own payload: a well-formed extent of the victim's prompt that lies about the KV.
-        hb = int.from_bytes(victim_bytes[12:16], "little")
-        forged_bytes[:hb] = victim_bytes[:hb]
-        forged_bytes = bytes(forged_bytes[:len(victim_bytes)])
+        forged_bytes = forge(victim_bytes, bytes(forged_bytes))
         assert len(forged_bytes) == len(victim_bytes)
         with open(os.path.join(victim_dir, victim_extents[0]), "wb") as fh:
             fh.write(forged_bytes)
