@@ -53,6 +53,14 @@ struct OpenAiServer::Impl {
   KvViewCache views;  // every view /v1/kv, /metrics and the stream read (kv_view_cache.h)
   httplib::Server http;
   std::atomic<uint64_t> next_id{1};
+  // The /v1/kv bodies of the latest view, per scope.
+  struct KvBody {
+    std::shared_ptr<const KvView> view;
+    std::string scope;
+    std::shared_ptr<const std::string> text;
+  };
+  std::mutex kv_bodies_mu;
+  std::vector<KvBody> kv_bodies;
   // /debug/integrity's check, run on the engine thread at most once per second.
   std::mutex integrity_mu;
   std::chrono::steady_clock::time_point integrity_at{};
@@ -349,10 +357,27 @@ struct OpenAiServer::Impl {
         reply_error(res, "/v1/kv", {.status = 503, .message = "the server is stopping"});
         return;
       }
-      const ViewScope scope{.tenant = c->tenant, .admin = c->admin};
-      reply_json(res, "/v1/kv",
-                 kv_view_json(c->admin ? *view : scoped_kv_view(*view, scope),
-                              engine.kv_pool().groups, labeler, c->admin));
+      // One body per (view, scope): pollers of the same view share it instead of each
+      // building the JSON of every block again.
+      const std::string scope_key = c->admin ? std::string("\x01") : c->tenant;
+      std::shared_ptr<const std::string> body;
+      {
+        std::lock_guard lock(kv_bodies_mu);
+        for (const KvBody& b : kv_bodies)
+          if (b.view == view && b.scope == scope_key) body = b.text;
+      }
+      if (!body) {
+        const ViewScope scope{.tenant = c->tenant, .admin = c->admin};
+        body = std::make_shared<const std::string>(
+            json_text(kv_view_json(c->admin ? *view : scoped_kv_view(*view, scope),
+                                   engine.kv_pool().groups, labeler, c->admin)));
+        std::lock_guard lock(kv_bodies_mu);
+        std::erase_if(kv_bodies, [&](const KvBody& b) { return b.view != view; });
+        if (kv_bodies.size() < 16) kv_bodies.push_back({view, scope_key, body});
+      }
+      res.status = 200;
+      res.set_content(*body, "application/json");
+      metrics.count_http("/v1/kv", 200);
     });
     http.Get("/debug/integrity", [this](const httplib::Request& req, httplib::Response& res) {
       if (!authenticate(req, res, "/debug/integrity")) return;
