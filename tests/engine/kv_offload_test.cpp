@@ -9,6 +9,7 @@
 #include <string>
 
 #include "engine_test_util.h"
+#include "support/redis_process.h"
 
 namespace kvs {
 namespace {
@@ -120,6 +121,56 @@ TEST(KvOffloadTest, OutputsAreIdenticalWithTiersOnAndOffInEveryPreemptionMode) {
       for (uint32_t x : got.cached) cached_on += x;
       EXPECT_GT(cached_on, cached_off);
       EXPECT_EQ(s.host.checksum_failures + s.disk.checksum_failures, 0u);
+    }
+  }
+}
+
+// The soak: every tier on (host RAM, disk, a real Redis) at its smallest (one host block, one
+// disk extent of two blocks), under a pool too small for the working set, in both preemption
+// modes and both write policies: greedy outputs are the outputs without tiers, every step's
+// integrity check passes, and the tiers served hits (what came back is what would have been
+// computed).
+TEST(KvOffloadTest, ASoakWithEveryTierTinyGivesTheOutputsOfNoTiers) {
+  REQUIRE_MODEL();
+  test::RedisProcess redis;
+  REQUIRE_REDIS(redis);
+  std::vector<std::vector<int32_t>> prompts = documents(*model, 4);
+  // Shared prefixes too: each document again with another ending.
+  for (size_t i = 0; i < 4; ++i) {
+    std::vector<int32_t> p = prompts[i];
+    p.resize(p.size() - 20);
+    const std::vector<int32_t> tail =
+        tokens_of(*model, " A different ending, number " + std::to_string(i) + ", follows here.");
+    p.insert(p.end(), tail.begin(), tail.end());
+    prompts.push_back(std::move(p));
+  }
+  const size_t n = prompts.size();
+  for (size_t i = 0; i < n; ++i) prompts.push_back(prompts[i]);
+  for (PreemptionMode mode : {PreemptionMode::kRecompute, PreemptionMode::kSwap}) {
+    for (OffloadPolicy policy : {OffloadPolicy::kWriteBack, OffloadPolicy::kWriteThrough}) {
+      SCOPED_TRACE(std::string(preemption_mode_name(mode)) + ", " + offload_policy_name(policy));
+      auto off = make_engine(*model, tight_config(mode));
+      const RunResult expect = run_waves(*off, prompts, 3, "", 12);
+      off.reset();
+      TempDir dir;
+      EngineConfig c = tight_config(mode);
+      c.offload.host_bytes = kBlockBytes;  // one block
+      c.offload.disk_dir = dir.path;
+      c.offload.extent_blocks = 2;
+      c.offload.disk_bytes = 2 * kBlockBytes + 8192;  // one extent of two blocks
+      c.offload.disk_admit_hits = 0;
+      c.offload.policy = policy;
+      c.offload.remote_urls = {redis.endpoint().url()};
+      c.offload.remote_timeout_ms = 2000;
+      c.secret = ServerSecret::random();  // a secret per round: each starts with Redis cold
+      auto on = make_engine(*model, c);
+      const RunResult got = run_waves(*on, prompts, 3, "", 12);
+      EXPECT_EQ(got.outputs, expect.outputs);
+      const KvOffloadStats s = on->snapshot().offload;
+      EXPECT_GT(s.host.hit_tokens + s.disk.hit_tokens + s.remote.hit_tokens, 0u);
+      EXPECT_EQ(s.host.checksum_failures + s.disk.checksum_failures + s.remote.checksum_failures,
+                0u);
+      EXPECT_LE(s.disk.used_bytes, c.offload.disk_bytes);
     }
   }
 }
