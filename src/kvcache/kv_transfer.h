@@ -4,7 +4,9 @@
 // In-order execution is what makes recycling safe: a block (device or host) freed and reused
 // within the same step is read by the transfers queued before its reuse and written by those
 // queued after. Every tier decision (which host slot, what leaves a tier) is made at schedule
-// time in that same order, so the tiers need no pins.
+// time in that same order; the one exception is a load found before later decisions of the
+// same step, so a host-tier slot a load will read is pinned until the step's transfers ran
+// (host_tier.h).
 //
 //   kCopyTokens  device block src -> device block dst, token slots [0, num_tokens)
 //                (copy-on-write of a shared partial block, partial prefix reuse)
