@@ -1,10 +1,9 @@
-// Engine: the step loop. One step is a one-way pipeline:
-//   1. schedule   the scheduler decides (chunks, admissions, preemptions) and queues transfers;
-//   2. transfer   the transfer executor moves block bytes in that order (copies, swaps);
-//   3. forward    the cache manager builds the step's inputs once; the model runner runs them;
-//   4. sample and commit: the new KV is committed to the cache, tokens are sampled (or prompt
-//                 positions scored), finished sequences give their blocks back.
-// Nothing below the scheduler decides, and the scheduler moves no bytes.
+// Engine: the model served over the paged KV cache. Its step is the one step of kvserve
+// (step_driver.h: schedule -> transfer -> forward -> commit/sample, shared with the simulator),
+// run over the model: the transfer executor moves block bytes (copies, swaps, tier loads and
+// stores), the model runner runs the forward pass on the inputs the cache manager builds once,
+// the sampler turns logits into tokens. Nothing below the scheduler decides, and the scheduler
+// moves no bytes.
 //
 // Outside code reads the engine through snapshot(), block_infos(), tenant_stats(),
 // for_each_block_table() and check_integrity(); the cache manager and scheduler stay inside.
@@ -27,6 +26,7 @@
 #include "engine/model_runner.h"
 #include "engine/scheduler.h"
 #include "engine/sequence.h"
+#include "engine/step_driver.h"
 #include "engine/step_log.h"
 #include "kvcache/host_block_pool.h"
 #include "kvcache/kv_block_storage.h"
@@ -66,23 +66,7 @@ struct EngineConfig {
   std::optional<ServerSecret> secret;
 };
 
-struct StepOutput {
-  SeqId seq{0};
-  int32_t token = 0;
-  bool finished = false;
-};
-
-struct EngineCounters {
-  uint64_t steps = 0;
-  uint64_t prompt_tokens_computed = 0;  // prefill tokens actually run (cache hits excluded)
-  uint64_t generated_tokens = 0;
-  double forward_seconds = 0;
-  // Steps that ran any prompt token count as prefill steps; the rest are decode steps.
-  double prefill_step_seconds = 0;
-  double decode_step_seconds = 0;
-  uint64_t decode_step_tokens = 0;  // tokens generated in decode steps
-  uint32_t peak_blocks_in_use = 0;
-};
+using EngineCounters = StepCounters;
 
 // What the engine is doing now, read in O(1) (plus one scan of the block tables for the
 // fragmentation, when asked).
@@ -119,40 +103,42 @@ class Engine {
   // Writes what the disk tier would keep (KvOffload::persist), within offload_flush_seconds.
   ~Engine();
 
-  // Validates and queues a sequence: non-empty prompt of in-vocabulary ids, prompt + max_tokens
-  // within max_model_len and within the whole pool, valid sampling parameters, 1 <= n <=
-  // kMaxSamplesPerRequest; max_tokens >= 1 unless the prompt is scored (score_from), which
-  // needs max_tokens == 0 and n == 1. With n > 1 the returned id is sample 0; samples 1..n-1
-  // are forked (copy-on-write) once the prompt is prefilled and appear in step() outputs with
-  // Sequence::parent == the returned id.
-  Result<SeqId> add_request(SequenceRequest request);
+  // Checks and queues a request (StepDriver::add); samples 1..n-1 of n > 1 are forked
+  // (copy-on-write) once the prompt is prefilled and appear in step() outputs with
+  // StepOutput::request == the returned id.
+  Result<SeqId> add_request(SequenceRequest request) { return driver_->add(std::move(request)); }
   // Runs one step; returns the token each advancing sequence produced.
   std::vector<StepOutput> step();
-  [[nodiscard]] bool has_unfinished() const { return !scheduler_->empty(); }
-  [[nodiscard]] const Sequence& sequence(SeqId id) const;
+  [[nodiscard]] bool has_unfinished() const { return driver_->has_unfinished(); }
+  [[nodiscard]] const Sequence& sequence(SeqId id) const { return driver_->sequence(id); }
   // Stops a sequence (finished with kAbort) and frees its blocks.
-  void abort(SeqId id);
+  void abort(SeqId id) { driver_->abort(id); }
   // Forgets a finished sequence.
-  void release(SeqId id);
+  void release(SeqId id) { driver_->release(id); }
+  // See StepDriver::set_stop_hook: a sampled token that completes a stop string ends its
+  // sequence in the step, as EOS and length do.
+  void set_stop_hook(std::function<bool(const Sequence&, int32_t token)> hook) {
+    driver_->set_stop_hook(std::move(hook));
+  }
 
   // Writes a line per step to `log` (not owned; null = none), in wall-clock time.
-  void set_step_log(StepLog* log) { step_log_ = log; }
+  void set_step_log(StepLog* log);
 
   [[nodiscard]] const EngineConfig& config() const { return config_; }
   // The secret the tiers are keyed with (config.secret, or the one resolved at creation); the
   // server derives tenant identities from it too.
   [[nodiscard]] const ServerSecret& secret() const { return secret_; }
   [[nodiscard]] const KvPoolPlan& kv_pool() const { return kv_pool_; }
-  [[nodiscard]] const EngineCounters& counters() const { return counters_; }
-  [[nodiscard]] uint64_t num_preemptions() const { return scheduler_->num_preemptions(); }
+  [[nodiscard]] const EngineCounters& counters() const { return driver_->counters(); }
+  [[nodiscard]] uint64_t num_preemptions() const { return driver_->scheduler().num_preemptions(); }
   [[nodiscard]] uint64_t num_preemptions(PreemptionMode mode) const {
-    return scheduler_->num_preemptions(mode);
+    return driver_->scheduler().num_preemptions(mode);
   }
   // Preemptions since the last call (request id = Sequence::parent or the id, mode, blocks).
   // The pool's (L1's) prefix-cache changes since the last call, in order (config.kv_events):
   // blocks that became cached and blocks that left, named by their tier keys (tier_key.h).
   [[nodiscard]] std::vector<PrefixCache::Event> take_cache_events() {
-    return cache_->take_cache_events();
+    return driver_->cache().take_cache_events();
   }
   // The same for the host tier (L2) and the disk tier (L3), when there are.
   [[nodiscard]] std::vector<PrefixCache::Event> take_host_tier_events() {
@@ -169,7 +155,7 @@ class Engine {
     return offload_ != nullptr ? offload_->take_disk_events() : std::vector<PrefixCache::Event>{};
   }
   [[nodiscard]] std::vector<PreemptionEvent> take_preemption_events() {
-    return scheduler_->take_preemption_events();
+    return driver_->scheduler().take_preemption_events();
   }
   [[nodiscard]] const TransformerModel& model() const { return model_; }
   [[nodiscard]] int num_threads() const { return threads_->num_threads(); }
@@ -177,8 +163,12 @@ class Engine {
 
   // ---- the read-only facade for servers and tools ----
   [[nodiscard]] EngineSnapshot snapshot(bool with_fragmentation = false) const;
-  [[nodiscard]] std::vector<BlockInfo> block_infos() const { return cache_->block_infos(); }
-  [[nodiscard]] std::vector<TenantStats> tenant_stats() const { return cache_->tenant_stats(); }
+  [[nodiscard]] std::vector<BlockInfo> block_infos() const {
+    return driver_->cache().block_infos();
+  }
+  [[nodiscard]] std::vector<TenantStats> tenant_stats() const {
+    return driver_->cache().tenant_stats();
+  }
   // Calls fn for every sequence that holds blocks (running ones; a swapped or recompute-
   // preempted sequence holds none), in no particular order. O(sequences + table entries).
   void for_each_block_table(const std::function<void(const SequenceBlocks&)>& fn) const;
@@ -186,16 +176,12 @@ class Engine {
   [[nodiscard]] Status check_integrity() const;
   // See KvCacheManager::forget_idle_tenants.
   uint32_t forget_idle_tenants(double now, double idle_seconds) {
-    return cache_->forget_idle_tenants(now, idle_seconds);
+    return driver_->cache().forget_idle_tenants(now, idle_seconds);
   }
 
  private:
+  class ModelBackend;
   Engine(TransformerModel& model, const EngineConfig& config, const KvPoolPlan& pool);
-  void finish(Sequence& s, FinishReason reason);
-  void fork_children(Sequence& parent);
-  void sample_into(Sequence& s, const float* logits, bool has_prefill,
-                   std::vector<StepOutput>* out);
-  void score_into(Sequence& s, const float* logits, uint32_t first_pos, uint32_t count);
 
   TransformerModel& model_;
   EngineConfig config_;
@@ -205,19 +191,11 @@ class Engine {
   std::unique_ptr<ThreadPool> threads_;
   std::unique_ptr<KvBlockStorage> storage_;       // the device pool's bytes
   std::unique_ptr<KvBlockStorage> host_storage_;  // the host area's bytes: swap + host tier
-  std::unique_ptr<KvCacheManager> cache_;
-  std::unique_ptr<HostBlockPool> host_blocks_;
-  std::unique_ptr<KvOffload> offload_;  // null without tiers
+  std::unique_ptr<StepDriver> driver_;            // cache manager, host area, scheduler, sequences
+  std::unique_ptr<KvOffload> offload_;            // null without tiers
   std::unique_ptr<KvTransferExecutor> transfers_;
   std::unique_ptr<ModelRunner> runner_;
-  std::unique_ptr<Scheduler> scheduler_;
-  StepLog* step_log_ = nullptr;
-  uint64_t next_id_ = 1;
-  std::unordered_map<uint64_t, std::unique_ptr<Sequence>> seqs_;
-  EngineCounters counters_;
-  std::vector<StepRow> rows_;
-  StepInputs inputs_;
-  std::vector<Sequence*> forked_;
+  std::unique_ptr<ModelBackend> backend_;
 };
 
 }  // namespace kvs

@@ -4,17 +4,6 @@
 
 namespace kvs {
 
-LogitsPositions logits_positions(const Sequence& s, uint32_t start, uint32_t n) {
-  if (s.score_from) {
-    // Position p predicts prompt token p + 1, so the last prompt position scores nothing.
-    const uint32_t lo = std::max(start, *s.score_from);
-    const uint32_t hi = std::min(start + n, s.prompt_len - 1);
-    return hi > lo ? LogitsPositions{lo, hi - lo} : LogitsPositions{};
-  }
-  if (start + n == s.tokens.size()) return {start + n - 1, 1};
-  return {};
-}
-
 StepLogits ModelRunner::run(std::span<const ScheduledChunk> chunks, const StepInputs& inputs) {
   tokens_.clear();
   positions_.clear();

@@ -18,14 +18,6 @@
 
 namespace kvs {
 
-// The positions of a chunk [start, start + n) of `s` whose logits the step needs:
-// [first, first + count).
-struct LogitsPositions {
-  uint32_t first = 0;
-  uint32_t count = 0;
-};
-[[nodiscard]] LogitsPositions logits_positions(const Sequence& s, uint32_t start, uint32_t n);
-
 struct StepLogits {
   // Row-major [rows][vocab]; chunk i's rows are [row_begin[i], row_begin[i + 1]), one per
   // position of logits_positions(...) in order.

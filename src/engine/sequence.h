@@ -3,6 +3,7 @@
 // keyed by `id`.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <optional>
@@ -15,7 +16,9 @@
 namespace kvs {
 
 enum class SeqStatus : uint8_t { kWaiting, kRunning, kFinished };
-enum class FinishReason : uint8_t { kNone, kEos, kLength, kAbort };
+// kEos: an end-of-generation token; kStop: a stop string (the step driver's stop hook); kLength:
+// max_tokens reached (or a scored prompt fully scored); kAbort: cancelled.
+enum class FinishReason : uint8_t { kNone, kEos, kStop, kLength, kAbort };
 
 [[nodiscard]] const char* finish_reason_name(FinishReason reason);
 
@@ -95,5 +98,24 @@ struct Sequence {
   }
   uint32_t num_preemptions = 0;
 };
+
+// The positions of a chunk [start, start + n) of `s` whose logits the step needs:
+// [first, first + count): the last position of a chunk that reaches the end of `s` (its next
+// token is sampled), or the scored positions of a scored prompt.
+struct LogitsPositions {
+  uint32_t first = 0;
+  uint32_t count = 0;
+};
+[[nodiscard]] inline LogitsPositions logits_positions(const Sequence& s, uint32_t start,
+                                                      uint32_t n) {
+  if (s.score_from) {
+    // Position p predicts prompt token p + 1, so the last prompt position scores nothing.
+    const uint32_t lo = std::max(start, *s.score_from);
+    const uint32_t hi = std::min(start + n, s.prompt_len - 1);
+    return hi > lo ? LogitsPositions{lo, hi - lo} : LogitsPositions{};
+  }
+  if (start + n == s.tokens.size()) return {start + n - 1, 1};
+  return {};
+}
 
 }  // namespace kvs

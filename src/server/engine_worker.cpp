@@ -48,7 +48,9 @@ void RequestChannel::finish(const Usage& usage, Status error) {
 
 EngineWorker::EngineWorker(Engine& engine, const Tokenizer& tokenizer, ServerMetrics& metrics,
                            const EngineWorkerConfig& config)
-    : engine_(engine), tokenizer_(tokenizer), metrics_(metrics), config_(config) {}
+    : engine_(engine), tokenizer_(tokenizer), metrics_(metrics), config_(config) {
+  engine_.set_stop_hook([this](const Sequence& s, int32_t token) { return on_sample(s, token); });
+}
 
 EngineWorker::~EngineWorker() { stop(); }
 
@@ -246,58 +248,62 @@ void EngineWorker::emit(Active& a, uint32_t index, bool final_piece, const char*
   }
 }
 
-void EngineWorker::on_token(const StepOutput& o) {
-  const Sequence& s = engine_.sequence(o.seq);
+bool EngineWorker::on_sample(const Sequence& s, int32_t token) {
+  // On the engine thread, inside the step: decode the token and look for a stop string, so that
+  // a stop ends the sequence in the step, as EOS and length do.
   const uint64_t rid = s.parent.value != 0 ? s.parent.value : s.id.value;
   const auto it = active_.find(rid);
+  if (it == active_.end()) return false;
+  Active& a = *it->second;
+  if (s.index >= a.choices.size()) return false;
+  Choice& c = a.choices[s.index];
+  if (c.done) return false;
+  if (!c.decoder)
+    c.decoder = std::make_unique<Utf8StreamDecoder>(tokenizer_, /*skip_special=*/true);
+  c.text += c.decoder->push(token);
+  if (a.request.stop.empty()) return false;
+  size_t cut = std::string::npos;
+  for (const std::string& stop : a.request.stop) {
+    const size_t pos = c.text.find(stop, c.emitted);
+    if (pos != std::string::npos) cut = std::min(cut, pos);
+  }
+  if (cut == std::string::npos) return false;
+  c.text.resize(cut);  // the match and what follows are cut
+  return true;
+}
+
+void EngineWorker::on_token(const StepOutput& o) {
+  const auto it = active_.find(o.request.value);
   if (it == active_.end()) return;
   Active& a = *it->second;
-  if (s.index >= a.choices.size()) return;
-  Choice& c = a.choices[s.index];
+  if (o.index >= a.choices.size()) return;
+  Choice& c = a.choices[o.index];
   if (c.done) return;
   if (!c.started) {
     c.started = true;
-    c.seq = s.id;
-    c.decoder = std::make_unique<Utf8StreamDecoder>(tokenizer_, /*skip_special=*/true);
+    c.seq = o.seq;
   }
+  if (!c.decoder)
+    c.decoder = std::make_unique<Utf8StreamDecoder>(tokenizer_, /*skip_special=*/true);
   const auto now = Clock::now();
   if (!a.first_token_seen) {
     a.first_token_seen = true;
-    // Whole blocks only: a partial-block match length is never reported.
-    const uint32_t bs = engine_.config().block_size;
-    a.cached_tokens = s.cached_tokens / bs * bs;
+    a.cached_tokens = o.cached_tokens;  // whole blocks (StepOutput)
     metrics_.observe_ttft(std::chrono::duration<double>(now - a.arrival).count(), a.prompt_tokens);
   } else if (c.generated > 0) {
     metrics_.observe_inter_token(std::chrono::duration<double>(now - c.last_token).count());
   }
   c.last_token = now;
-  c.generated = s.num_generated();
-  c.total_tokens = static_cast<uint32_t>(s.tokens.size());
-  const bool eos = o.finished && s.finish == FinishReason::kEos;
-  if (!eos) c.text += c.decoder->push(o.token);
-  if (o.finished) c.text += c.decoder->flush();
-  const char* reason = nullptr;
-  if (o.finished) reason = s.finish == FinishReason::kLength ? "length" : "stop";
-  bool stopped = false;
-  if (!a.request.stop.empty()) {
-    size_t cut = std::string::npos;
-    for (const std::string& stop : a.request.stop) {
-      const size_t pos = c.text.find(stop, c.emitted);
-      if (pos != std::string::npos) cut = std::min(cut, pos);
-    }
-    if (cut != std::string::npos) {
-      c.text.resize(cut);
-      reason = "stop";
-      stopped = !o.finished;
-    }
-  }
-  if (reason == nullptr) {
-    emit(a, s.index, false, nullptr);
+  c.generated = o.generated;
+  c.total_tokens = a.prompt_tokens + o.generated;
+  if (!o.finished) {
+    emit(a, o.index, false, nullptr);
     return;
   }
-  if (stopped) engine_.abort(s.id);
-  complete_choice(a, s.index, reason);
-  if (a.num_done == a.choices.size()) close(rid, Status::ok());
+  // EOS, length and stop strings all end the sample in the engine's step.
+  if (o.finish != FinishReason::kStop) c.text += c.decoder->flush();
+  complete_choice(a, o.index, o.finish == FinishReason::kLength ? "length" : "stop");
+  if (a.num_done == a.choices.size()) close(o.request.value, Status::ok());
 }
 
 void EngineWorker::complete_choice(Active& a, uint32_t index, const char* reason) {

@@ -5,12 +5,13 @@
 //   engine thread --text deltas, finish, usage--> RequestChannel (one per request) --> handler
 //
 // The engine thread loops: take the inbox (new requests, cancellations, tasks such as a
-// /metrics snapshot), run one engine step, turn tokens into text per sample (UTF-8 safe), apply
-// stop strings (the match and what follows are cut and the sample is aborted, finish_reason
-// "stop"), and push the deltas to the request's channel. Admission control: at most
-// max_in_flight requests are accepted (running + queued). A handler takes an AdmissionTicket
-// before it parses or tokenizes anything, so at most max_in_flight requests are being parsed or
-// served at once and a refused one costs nothing but the 429.
+// /metrics snapshot), run one engine step, and push each sample's new text to its request's
+// channel. Tokens become text inside the step (the engine's stop hook, UTF-8 safe), where stop
+// strings are found: the match and what follows are cut and the engine ends the sample there
+// (finish_reason "stop"), the one place where a sample ends, as for EOS and length. Admission
+// control: at most max_in_flight requests are accepted (running + queued). A handler takes an
+// AdmissionTicket before it parses or tokenizes anything, so at most max_in_flight requests are
+// being parsed or served at once and a refused one costs nothing but the 429.
 //
 // Usage reports cached_tokens in whole blocks: partial-block reuse happens inside the engine but
 // is never visible to a client (it would tell a client the exact length of another request's
@@ -173,6 +174,9 @@ class EngineWorker {
   // This step's prefix-cache changes as one KV event batch (config.kv_events).
   void publish_cache_events();
   void admit(Incoming in);
+  // The engine's stop hook: decodes a sampled token into its choice's text; true when a stop
+  // string completed (the engine then ends the sample with FinishReason::kStop).
+  bool on_sample(const Sequence& s, int32_t token);
   void on_token(const StepOutput& o);
   void emit(Active& a, uint32_t index, bool final_piece, const char* reason);
   void complete_choice(Active& a, uint32_t index, const char* reason);

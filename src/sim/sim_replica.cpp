@@ -1,94 +1,23 @@
 #include "sim/sim_replica.h"
 
 #include <algorithm>
-#include <memory>
-
-#include "engine/sequence.h"
-#include "kvcache/host_block_pool.h"
+#include <unordered_map>
 
 namespace kvs {
 
 namespace {
 
-// The replica's live state: the engine's scheduler and cache manager plus the sequences.
-class Replica {
+// The step over the step-time model: no bytes move, the clock advances by the modelled step
+// time, and sampled tokens are the synthesizer's.
+class SimBackend : public StepBackend {
  public:
-  Replica(const ReplicaConfig& config, const Trace& trace, const TokenSynthesizer& tokens,
-          std::span<const uint32_t> indices, uint32_t id)
-      : config_(config),
-        tokens_(tokens),
-        indices_(indices),
-        cache_(config.cache),
-        host_(config.host_blocks),
-        scheduler_(config.scheduler, cache_, host_),
-        seqs_(indices.size()) {
-    result_.replica = id;
-    result_.records.resize(indices.size());
-    for (size_t i = 0; i < indices.size(); ++i) {
-      const TraceRequest& r = trace.requests[indices[i]];
-      RequestRecord& rec = result_.records[i];
-      rec.trace_index = indices[i];
-      rec.replica = id;
-      rec.arrival_s = r.arrival_s;
-      rec.input_tokens = r.input_tokens;
-      rec.output_tokens = r.output_tokens;
-    }
-    pool_tokens_ = uint64_t{config.cache.num_blocks} * config.cache.block_size;
-  }
+  SimBackend(const ReplicaConfig& config, const TokenSynthesizer& tokens)
+      : config_(config), tokens_(tokens) {}
 
-  ReplicaResult run() {
-    double now = 0;
-    size_t next = 0;
-    const size_t n = indices_.size();
-    for (;;) {
-      while (next < n && result_.records[next].arrival_s <= now) arrive(next++);
-      if (scheduler_.empty()) {
-        if (next == n) break;
-        idle(now, result_.records[next].arrival_s);
-        now = result_.records[next].arrival_s;
-        continue;
-      }
-      now = step(now);
-    }
-    result_.cache = cache_.counters();
-    result_.preemptions_recompute = scheduler_.num_preemptions(PreemptionMode::kRecompute);
-    result_.preemptions_swap = scheduler_.num_preemptions(PreemptionMode::kSwap);
-    return std::move(result_);
-  }
-
- private:
-  void arrive(size_t i) {
-    RequestRecord& rec = result_.records[i];
-    const uint64_t total = uint64_t{rec.input_tokens} + rec.output_tokens;
-    if (total > config_.max_model_len || total > pool_tokens_) {
-      rec.rejected = true;  // Engine::add_request refuses it the same way
-      return;
-    }
-    SequenceRequest req;
-    tokens_.prompt(indices_[i], &req.prompt);
-    req.prompt.reserve(total);
-    req.max_tokens = rec.output_tokens;
-    req.ignore_eos = true;
-    req.sampling.seed = 0;  // no random_device draw; nothing is sampled from it
-    seqs_[i] = std::make_unique<Sequence>(SeqId{i + 1}, std::move(req));
-    scheduler_.add(seqs_[i].get());
-  }
-
-  void idle(double from, double to) {
-    if (to <= from) return;
-    const KvCacheCounters c = cache_.counters();
-    result_.steps.push_back({.start_s = from,
-                             .end_s = to,
-                             .blocks_in_use = c.blocks_in_use,
-                             .blocks_cached_free = c.blocks_cached_free});
-  }
-
-  // One engine step starting at `now`; returns the time it ends.
-  double step(double now) {
-    const StepPlan plan = scheduler_.schedule();
-    KVS_CHECK_MSG(!plan.empty(),
-                  "simulate: the scheduler planned nothing with requests waiting (a request "
-                  "larger than the pool should have been rejected)");
+  double now() override { return clock_; }
+  void set_clock(double t) { clock_ = t; }
+  void transfer(const KvTransferPlan&) override {}
+  void forward(const StepPlan& plan) override {
     StepWork work;
     for (const ScheduledChunk& c : plan.chunks) {
       const Sequence& s = *c.seq;
@@ -102,76 +31,141 @@ class Replica {
         ++work.swapped_blocks;
     }
     const StepTime st = step_time(config_.device, config_.cost, work, config_.block_bytes);
-    StepLogEntry log_entry;
-    if (config_.step_log != nullptr) add_step_chunks(plan, &log_entry);
-    const double end = now + st.total_s;
-    StepSample sample{.start_s = now,
-                      .end_s = end,
-                      .running = static_cast<uint32_t>(scheduler_.num_running()),
-                      .waiting = static_cast<uint32_t>(scheduler_.num_waiting()),
-                      .tokens = static_cast<uint32_t>(work.tokens),
-                      .compute_bound = st.compute_s >= st.memory_s};
-    result_.peak_blocks_in_use =
-        std::max(result_.peak_blocks_in_use, cache_.counters().blocks_in_use);
-    // Commit as Engine::step does: the chunk's KV, then a token for a chunk that reaches the end.
-    for (const ScheduledChunk& c : plan.chunks) {
-      Sequence& s = *c.seq;
-      const uint32_t start = s.num_computed, n = c.num_tokens;
-      cache_.commit_tokens(s.id, std::span<const int32_t>(s.tokens).subspan(start, n));
-      if (start < s.prompt_len)
-        result_.prompt_tokens_computed += std::min(s.prompt_len, start + n) - start;
-      s.num_computed += n;
-      if (s.num_computed != s.tokens.size()) continue;  // a prefill chunk short of the end
-      const size_t i = s.id.value - 1;
+    clock_ += st.total_s;
+    last_compute_bound_ = st.compute_s >= st.memory_s;
+  }
+  int32_t sample(size_t, Sequence& s) override {
+    return tokens_.output_token(trace_index_.at(s.parent.value != 0 ? s.parent.value : s.id.value));
+  }
+  void note_trace_index(SeqId id, uint32_t trace_index) { trace_index_[id.value] = trace_index; }
+  [[nodiscard]] bool last_compute_bound() const { return last_compute_bound_; }
+
+ private:
+  const ReplicaConfig& config_;
+  const TokenSynthesizer& tokens_;
+  double clock_ = 0;
+  bool last_compute_bound_ = false;
+  std::unordered_map<uint64_t, uint32_t> trace_index_;
+};
+
+// The replica's live state: the engine's step driver plus the records of its requests.
+class Replica {
+ public:
+  Replica(const ReplicaConfig& config, const Trace& trace, const TokenSynthesizer& tokens,
+          std::span<const uint32_t> indices, uint32_t id)
+      : config_(config),
+        tokens_(tokens),
+        indices_(indices),
+        driver_(config.driver),
+        backend_(config, tokens) {
+    result_.replica = id;
+    result_.records.resize(indices.size());
+    for (size_t i = 0; i < indices.size(); ++i) {
+      const TraceRequest& r = trace.requests[indices[i]];
       RequestRecord& rec = result_.records[i];
-      s.tokens.push_back(tokens_.output_token(indices_[i]));
-      if (s.num_generated() == 1) {
-        rec.first_token_s = end;
-        rec.cached_tokens = s.cached_tokens;
-      }
-      if (s.num_generated() >= s.max_tokens) {
-        cache_.free(s.id);
-        s.status = SeqStatus::kFinished;
-        s.finish = FinishReason::kLength;
-        rec.finish_s = end;
-        rec.preemptions = s.num_preemptions;
-        finished_.push_back(i);
-      }
+      rec.trace_index = indices[i];
+      rec.replica = id;
+      rec.arrival_s = r.arrival_s;
+      rec.input_tokens = r.input_tokens;
+      rec.output_tokens = r.output_tokens;
     }
-    for (const PreemptionEvent& e : scheduler_.take_preemption_events())
-      ++(e.mode == PreemptionMode::kSwap ? sample.preempted_swap : sample.preempted_recompute);
-    scheduler_.remove_finished();
-    for (size_t i : finished_) seqs_[i].reset();  // the scheduler no longer holds it
-    finished_.clear();
-    const KvCacheCounters c = cache_.counters();
-    sample.blocks_in_use = c.blocks_in_use;
-    sample.blocks_cached_free = c.blocks_cached_free;
-    if (config_.step_log != nullptr) {
-      log_entry.start_s = now;
-      log_entry.end_s = end;
-      log_entry.running = sample.running;
-      log_entry.waiting = sample.waiting;
-      log_entry.preempted_recompute = sample.preempted_recompute;
-      log_entry.preempted_swap = sample.preempted_swap;
-      log_entry.blocks_in_use = sample.blocks_in_use;
-      log_entry.blocks_cached_free = sample.blocks_cached_free;
-      config_.step_log->write(log_entry);
+    driver_.set_step_observer([this](const StepLogEntry& e) { observe(e); });
+  }
+
+  ReplicaResult run() {
+    size_t next = 0;
+    const size_t n = indices_.size();
+    for (;;) {
+      while (next < n && result_.records[next].arrival_s <= backend_.now()) arrive(next++);
+      if (!driver_.has_unfinished()) {
+        if (next == n) break;
+        idle(backend_.now(), result_.records[next].arrival_s);
+        backend_.set_clock(result_.records[next].arrival_s);
+        continue;
+      }
+      const uint64_t steps_before = driver_.counters().steps;
+      const std::vector<StepOutput> outputs = driver_.step(backend_);
+      KVS_CHECK_MSG(driver_.counters().steps > steps_before,
+                    "simulate: the scheduler planned nothing with requests waiting (a request "
+                    "larger than the pool should have been rejected)");
+      for (const StepOutput& o : outputs) record(o);
+      (void)driver_.scheduler().take_preemption_events();  // counted from the counters
     }
+    const StepCounters& c = driver_.counters();
+    result_.cache = driver_.cache().counters();
+    result_.preemptions_recompute = driver_.scheduler().num_preemptions(PreemptionMode::kRecompute);
+    result_.preemptions_swap = driver_.scheduler().num_preemptions(PreemptionMode::kSwap);
+    result_.prompt_tokens_computed = c.prompt_tokens_computed;
+    result_.num_steps = c.steps;
+    result_.busy_s = c.forward_seconds;
+    result_.peak_blocks_in_use = c.peak_blocks_in_use;
+    return std::move(result_);
+  }
+
+ private:
+  void arrive(size_t i) {
+    RequestRecord& rec = result_.records[i];
+    SequenceRequest req;
+    tokens_.prompt(indices_[i], &req.prompt);
+    req.prompt.reserve(uint64_t{rec.input_tokens} + rec.output_tokens);
+    req.max_tokens = rec.output_tokens;
+    req.ignore_eos = true;
+    req.sampling.seed = 0;  // no random_device draw; nothing is sampled from it
+    const Result<SeqId> id = driver_.add(std::move(req));
+    if (!id.is_ok()) {
+      rec.rejected = true;  // Engine::add_request refuses it the same way
+      return;
+    }
+    record_of_[id->value] = i;
+    backend_.note_trace_index(*id, indices_[i]);
+  }
+
+  void record(const StepOutput& o) {
+    const size_t i = record_of_.at(o.request.value);
+    RequestRecord& rec = result_.records[i];
+    const Sequence& s = driver_.sequence(o.seq);
+    if (o.generated == 1) {
+      rec.first_token_s = backend_.now();
+      rec.cached_tokens = s.cached_tokens;
+    }
+    if (o.finished) {
+      rec.finish_s = backend_.now();
+      rec.preemptions = s.num_preemptions;
+      driver_.release(o.seq);
+      record_of_.erase(o.request.value);
+    }
+  }
+
+  void observe(const StepLogEntry& e) {
+    StepSample sample{.start_s = e.start_s,
+                      .end_s = e.end_s,
+                      .running = e.running,
+                      .waiting = e.waiting,
+                      .blocks_in_use = e.blocks_in_use,
+                      .blocks_cached_free = e.blocks_cached_free,
+                      .preempted_recompute = e.preempted_recompute,
+                      .preempted_swap = e.preempted_swap,
+                      .compute_bound = backend_.last_compute_bound()};
+    for (const StepLogChunk& c : e.chunks) sample.tokens += c.num_tokens;
     result_.steps.push_back(sample);
-    ++result_.num_steps;
-    result_.busy_s += st.total_s;
-    return end;
+    if (config_.step_log != nullptr) config_.step_log->write(e);
+  }
+
+  void idle(double from, double to) {
+    if (to <= from) return;
+    const KvCacheCounters c = driver_.cache().counters();
+    result_.steps.push_back({.start_s = from,
+                             .end_s = to,
+                             .blocks_in_use = c.blocks_in_use,
+                             .blocks_cached_free = c.blocks_cached_free});
   }
 
   const ReplicaConfig& config_;
   const TokenSynthesizer& tokens_;
   std::span<const uint32_t> indices_;
-  KvCacheManager cache_;
-  HostBlockPool host_;
-  Scheduler scheduler_;
-  std::vector<std::unique_ptr<Sequence>> seqs_;  // by position in indices_; id = position + 1
-  std::vector<size_t> finished_;
-  uint64_t pool_tokens_ = 0;
+  StepDriver driver_;
+  SimBackend backend_;
+  std::unordered_map<uint64_t, size_t> record_of_;  // request id -> position in indices_
   ReplicaResult result_;
 };
 

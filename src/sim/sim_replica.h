@@ -1,13 +1,13 @@
-// sim_replica: one engine replica of `kvserve simulate`, stepped through virtual time. It runs the
-// engine's own Scheduler and KvCacheManager (no weights, no kernels): each step the scheduler
-// plans (admissions, chunks, preemptions, transfers) exactly as it does when serving; instead of
-// the transfers and the forward pass the step-time model advances the clock; then the step is
-// committed as Engine::step commits it (the chunk's tokens into the cache; a chunk that reaches
-// its sequence's end samples the next token, here the synthesizer's output token; a sequence
-// finishes at the trace's output length and gives its blocks back).
+// sim_replica: one engine replica of `kvserve simulate`, stepped through virtual time. It runs
+// the engine's own step (StepDriver: the same scheduler, cache manager, admission checks and
+// commit as Engine::step, so the two cannot drift apart) over a backend that moves no bytes and
+// runs no model: the step-time model advances the clock, and a chunk that reaches its
+// sequence's end samples the synthesizer's output token. A sequence finishes at the trace's
+// output length and gives its blocks back.
 //
-// Requests arrive at their trace time; one that cannot ever run (prompt + output beyond the
-// maximum model length or the whole pool) is rejected, as Engine::add_request rejects it.
+// Requests arrive at their trace time; one that can never run (prompt + output beyond the
+// maximum model length, or a footprint larger than the whole pool) is rejected, by the same
+// check that makes Engine::add_request refuse it.
 #pragma once
 
 #include <cstdint>
@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "engine/scheduler.h"
+#include "engine/step_driver.h"
 #include "engine/step_log.h"
 #include "kvcache/kv_cache_manager.h"
 #include "sim/step_time_model.h"
@@ -24,11 +25,8 @@
 namespace kvs {
 
 struct ReplicaConfig {
-  KvCacheConfig cache;  // num_blocks, block_size, prefix caching, formats, hash seed
-  SchedulerConfig scheduler;
-  uint32_t host_blocks = 0;    // swap area (swap preemption), in blocks
-  uint32_t max_model_len = 0;  // prompt + output, at most
-  uint64_t block_bytes = 0;    // one block on one rank
+  StepDriverConfig driver;   // the pool, cache, scheduler, swap area and length limit
+  uint64_t block_bytes = 0;  // one block on one rank
   DeviceModel device;
   ModelCost cost;
   StepLog* step_log = nullptr;  // a line per step (not owned; null = none)

@@ -30,17 +30,14 @@ Result<SimResult> run_simulation(const SimSetup& setup, const Trace& input, Step
   out.first_token_wraps = tokens.first_token_wraps();
 
   ReplicaConfig rc;
-  rc.cache = KvCacheConfig{.num_blocks = setup.pool.num_blocks,
-                           .block_size = setup.pool.block_size,
-                           .group_windows = setup.pool.groups.windows,
-                           .enable_prefix_caching = setup.enable_prefix_caching,
-                           .model_fingerprint = 0,
-                           .hash_seed = 0,  // deterministic runs; no one outside to guard against
-                           .k_dtype = setup.pool.shape.k_dtype,
-                           .v_dtype = setup.pool.shape.v_dtype};
-  rc.scheduler = setup.scheduler;
-  rc.host_blocks = setup.host_blocks;
-  rc.max_model_len = setup.max_model_len;
+  // The engine's own wiring of its pool into a cache (hash seed 0: deterministic runs; there is
+  // no one outside to guard against).
+  rc.driver =
+      StepDriverConfig{.pool = setup.pool,
+                       .cache = pool_cache_config(setup.pool, setup.enable_prefix_caching, 0, 0),
+                       .scheduler = setup.scheduler,
+                       .host_blocks = setup.host_blocks,
+                       .max_model_len = setup.max_model_len};
   rc.block_bytes = setup.pool.block_bytes;
   rc.device = setup.device;
   rc.cost = setup.cost;

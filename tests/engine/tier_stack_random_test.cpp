@@ -1,11 +1,11 @@
-// The whole KV stack under the engine's step order, without a model: the scheduler, the cache
-// manager, swap, the host tier, the disk tier and a real Redis, every tier sized from one block
-// upward, checked byte for byte against a simple model of what KV must hold.
+// The whole KV stack under the engine's own step (StepDriver), without a model: the scheduler, the
+// cache manager, swap, the host tier, the disk tier and a real Redis, every tier sized from one
+// block upward, checked byte for byte against a simple model of what KV must hold.
 //
-// The "forward pass" writes, for every token position p of a sequence, bytes that are a function
-// of the sequence's tenant salt and its token ids 0..p (what real KV depends on, plus the salt).
-// Before every forward pass, every position a scheduled sequence has already computed is read
-// back through its block table and compared with that function: a block loaded from any tier,
+// The backend's "forward pass" writes, for every token position p of a sequence, bytes that are a
+// function of the sequence's tenant salt and its token ids 0..p (what real KV depends on, plus the
+// salt). Before every forward pass, every position a scheduled sequence has already computed is
+// read back through its block table and compared with that function: a block loaded from any tier,
 // swapped in, copied on write or shared through the prefix cache must hold exactly its own
 // prefix's bytes. A block of another prompt (the wrong-KV bug of a small host tier), of another
 // tenant, or one overwritten before its load read it, fails the comparison.
@@ -16,12 +16,14 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "engine/kv_offload.h"
 #include "engine/kv_transfer_executor.h"
 #include "engine/scheduler.h"
 #include "engine/sequence.h"
+#include "engine/step_driver.h"
 #include "kvcache/host_block_pool.h"
 #include "kvcache/kv_block_storage.h"
 #include "kvcache/kv_cache_manager.h"
@@ -82,19 +84,21 @@ struct StackConfig {
   uint64_t fingerprint = 1;
 };
 
-// One engine-shaped stack: the pieces Engine::create wires, driven the way Engine::step drives
-// them, with the content model as the forward pass.
-class Stack {
+// One engine-shaped stack: the pieces Engine::create wires, driven by the engine's own step
+// (StepDriver) over a backend whose forward pass is the content model.
+class Stack : public StepBackend {
  public:
   Stack(const StackConfig& c, const std::string& disk_dir, const RedisEndpoint* redis)
       : config_(c) {
-    shape_ = {.num_blocks = c.pool_blocks,
-              .block_size = kBs,
-              .layers = 2,
-              .kv_heads = 1,
-              .head_dim = 4,
-              .k_dtype = KvDtype::kF16,
-              .v_dtype = KvDtype::kF16};
+    const KvUniformShape unit{.layers = 2,
+                              .kv_heads = 1,
+                              .head_dim_k = 4,
+                              .head_dim_v = 4,
+                              .k_dtype = KvDtype::kF16,
+                              .v_dtype = KvDtype::kF16};
+    const uint64_t block_bytes = kv_token_bytes(unit).bytes_per_token * kBs;
+    KvPoolPlan pool = plan_kv_pool(unit, c.pool_blocks * block_bytes, kBs).value();
+    shape_ = KvStorageShape::of(pool);
     device_ = std::make_unique<KvBlockStorage>(KvBlockStorage::create(shape_).value());
     const uint32_t host_blocks = c.swap_blocks + c.host_tier_blocks;
     if (host_blocks > 0) {
@@ -102,7 +106,6 @@ class Stack {
       h.num_blocks = host_blocks;
       host_storage_ = std::make_unique<KvBlockStorage>(KvBlockStorage::create(h).value());
     }
-    area_ = std::make_unique<HostBlockPool>(host_blocks);
     KvOffloadConfig oc{.host_bytes = uint64_t{c.host_tier_blocks} * device_->block_bytes(),
                        .policy = c.policy,
                        .disk_admit_hits = 0,
@@ -116,76 +119,74 @@ class Stack {
       oc.remote_urls = {redis->url()};
       oc.remote_timeout_ms = 2000;
     }
-    cache_ = std::make_unique<KvCacheManager>(
-        KvCacheConfig{.num_blocks = c.pool_blocks,
-                      .block_size = kBs,
-                      .enable_prefix_caching = true,
-                      .model_fingerprint = c.fingerprint,
-                      .hash_seed = 77,
-                      .tier_keys = true,
-                      .log_completed_blocks = c.policy == OffloadPolicy::kWriteThrough || c.remote,
-                      .tier_secrets = secrets_});
+    KvCacheConfig cache = pool_cache_config(pool, true, c.fingerprint, 77);
+    cache.tier_keys = true;
+    cache.log_completed_blocks = c.policy == OffloadPolicy::kWriteThrough || c.remote;
+    cache.tier_secrets = secrets_;
+    driver_ = std::make_unique<StepDriver>(
+        StepDriverConfig{.pool = pool,
+                         .cache = cache,
+                         .scheduler = {.max_num_batched_tokens = c.budget,
+                                       .max_num_seqs = c.max_seqs,
+                                       .preemption_mode = c.mode},
+                         .host_blocks = host_blocks,
+                         .max_model_len = 1 << 20});
     if (oc.enabled()) {
-      auto o = KvOffload::create(oc, shape_, c.fingerprint, secrets_, *area_, host_storage_.get(),
-                                 c.host_tier_blocks);
+      auto o = KvOffload::create(oc, shape_, c.fingerprint, secrets_, driver_->host_area(),
+                                 host_storage_.get(), c.host_tier_blocks);
       EXPECT_TRUE(o.is_ok()) << o.status().to_string();
       offload_ = std::move(o).value();
     }
     executor_ = std::make_unique<KvTransferExecutor>(*device_, host_storage_.get(), offload_.get());
-    scheduler_ = std::make_unique<Scheduler>(SchedulerConfig{.max_num_batched_tokens = c.budget,
-                                                             .max_num_seqs = c.max_seqs,
-                                                             .preemption_mode = c.mode},
-                                             *cache_, *area_);
-    scheduler_->attach_offload(offload_.get());
+    driver_->scheduler().attach_offload(offload_.get());
   }
 
   void add(std::vector<int32_t> prompt, std::string salt, uint32_t max_tokens) {
-    const SeqId id{next_id_++};
-    seqs_.push_back(std::make_unique<Sequence>(id, SequenceRequest{.prompt = std::move(prompt),
-                                                                   .max_tokens = max_tokens,
-                                                                   .cache_salt = std::move(salt)}));
-    scheduler_->add(seqs_.back().get());
+    const Result<SeqId> id = driver_->add(SequenceRequest{
+        .prompt = std::move(prompt), .max_tokens = max_tokens, .cache_salt = std::move(salt)});
+    ASSERT_TRUE(id.is_ok()) << id.status().to_string();
+    ids_.push_back(*id);
   }
 
-  [[nodiscard]] bool busy() const { return !scheduler_->empty(); }
+  [[nodiscard]] bool busy() const { return driver_->has_unfinished(); }
 
-  // One step: schedule, transfer, check every computed position, "forward", commit, sample.
+  // One step of the engine's driver over this backend.
   void step() {
-    const StepPlan plan = scheduler_->schedule();
-    executor_->run(plan);
-    if (offload_) offload_->end_step();
-    ++steps_;
-    if (plan.empty()) {
-      if (offload_ && scheduler_->num_loading() > 0) offload_->wait_for_tier_reads(0.01);
-      return;
-    }
-    for (const ScheduledChunk& ch : plan.chunks) check_computed(*ch.seq);
-    for (const ScheduledChunk& ch : plan.chunks) {
-      Sequence& s = *ch.seq;
-      const uint32_t start = s.num_computed, n = ch.num_tokens;
-      for (uint32_t p = start; p < start + n; ++p) write_position(s, p);
-      cache_->commit_tokens(s.id, std::span<const int32_t>(s.tokens).subspan(start, n));
-      s.num_computed += n;
-      if (s.num_computed < s.tokens.size()) continue;  // a prefill chunk short of the end
-      // "Greedy sampling": the next token is a function of the prefix, as a model's would be.
-      const uint64_t fp = prefix_fingerprint(s.cache_salt, s.tokens, s.tokens.size() - 1);
-      s.tokens.push_back(static_cast<int32_t>(fp % 5));
-      if (s.num_generated() >= s.max_tokens) {
-        cache_->free(s.id);
-        s.status = SeqStatus::kFinished;
+    for (const StepOutput& o : driver_->step(*this))
+      if (o.finished) {
+        outputs_[o.seq.value] = driver_->sequence(o.seq).tokens;
+        cached_ += driver_->sequence(o.seq).cached_tokens;
         ++finished_;
       }
-    }
-    KvTransferPlan down;  // as Engine::step: this step's completed blocks go down now
-    scheduler_->plan_completed_blocks(down);
-    executor_->run(down);
-    scheduler_->remove_finished();
+  }
+
+  // ---- the backend: bytes move through the engine's executor; the forward pass checks every
+  // computed position of each scheduled sequence, then writes its new positions ----
+  double now() override { return static_cast<double>(steps_); }
+  void transfer(const KvTransferPlan& plan) override { executor_->run(plan); }
+  void transfers_done() override {
+    if (offload_) offload_->end_step();
+  }
+  void idle(size_t) override {
+    if (offload_) offload_->wait_for_tier_reads(0.01);
+  }
+  void forward(const StepPlan& plan) override {
+    ++steps_;
+    for (const ScheduledChunk& ch : plan.chunks) check_computed(*ch.seq);
+    for (const ScheduledChunk& ch : plan.chunks)
+      for (uint32_t p = ch.seq->num_computed; p < ch.seq->num_computed + ch.num_tokens; ++p)
+        write_position(*ch.seq, p);
+  }
+  // "Greedy sampling": the next token is a function of the prefix, as a model's would be.
+  int32_t sample(size_t, Sequence& s) override {
+    const uint64_t fp = prefix_fingerprint(s.cache_salt, s.tokens, s.tokens.size() - 1);
+    return static_cast<int32_t>(fp % 5);
   }
 
   void check_integrity() const {
-    const Status c = cache_->check_integrity();
+    const Status c = driver_->cache().check_integrity();
     ASSERT_TRUE(c.is_ok()) << c.to_string();
-    ASSERT_TRUE(area_->check_integrity().is_ok());
+    ASSERT_TRUE(driver_->host_area().check_integrity().is_ok());
     if (offload_) {
       const Status o = offload_->check_integrity();
       ASSERT_TRUE(o.is_ok()) << o.to_string();
@@ -193,31 +194,24 @@ class Stack {
   }
 
   [[nodiscard]] uint64_t positions_checked() const { return checked_; }
-  [[nodiscard]] uint64_t steps() const { return steps_; }
   [[nodiscard]] uint32_t finished() const { return finished_; }
   [[nodiscard]] KvOffloadStats stats() const {
     return offload_ ? offload_->stats() : KvOffloadStats{};
   }
-  [[nodiscard]] uint64_t preemptions() const { return scheduler_->num_preemptions(); }
-  // Generated tokens of every sequence, in submission order.
+  [[nodiscard]] uint64_t preemptions() const { return driver_->scheduler().num_preemptions(); }
+  // Every sequence's tokens (prompt and generated), in submission order.
   [[nodiscard]] std::vector<std::vector<int32_t>> outputs() const {
     std::vector<std::vector<int32_t>> out;
-    for (const auto& s : seqs_)
-      out.emplace_back(s->tokens.begin() + s->prompt_len, s->tokens.end());
+    for (SeqId id : ids_) out.push_back(outputs_.at(id.value));
     return out;
   }
-  [[nodiscard]] uint64_t cached_tokens() const {
-    uint64_t n = 0;
-    for (const auto& s : seqs_) n += s->cached_tokens;
-    return n;
-  }
   void shut_down() {
-    if (offload_) offload_->persist(*device_, *cache_, 10.0);
+    if (offload_) offload_->persist(*device_, driver_->cache(), 10.0);
   }
 
  private:
   uint8_t* vector_at(const Sequence& s, uint32_t p, uint32_t layer, uint32_t kv) const {
-    const BlockId b = cache_->block_table(s.id)[p / kBs];
+    const BlockId b = driver_->cache().block_table(s.id)[p / kBs];
     const PagedKvLayout& l = device_->layout();
     uint8_t* head = kv == 0 ? l.k_head(b.value, layer, 0) : l.v_head(b.value, layer, 0);
     return head + (p % kBs) * (kv == 0 ? l.k_vector_bytes : l.v_vector_bytes);
@@ -256,14 +250,12 @@ class Stack {
   TierSecrets secrets_ = TierSecrets::of(shared_secret());
   KvStorageShape shape_;
   std::unique_ptr<KvBlockStorage> device_, host_storage_;
-  std::unique_ptr<HostBlockPool> area_;
-  std::unique_ptr<KvCacheManager> cache_;
+  std::unique_ptr<StepDriver> driver_;
   std::unique_ptr<KvOffload> offload_;
   std::unique_ptr<KvTransferExecutor> executor_;
-  std::unique_ptr<Scheduler> scheduler_;
-  std::vector<std::unique_ptr<Sequence>> seqs_;
-  uint64_t next_id_ = 1;
-  uint64_t steps_ = 0, checked_ = 0;
+  std::vector<SeqId> ids_;
+  std::unordered_map<uint64_t, std::vector<int32_t>> outputs_;
+  uint64_t steps_ = 0, checked_ = 0, cached_ = 0;
   uint32_t finished_ = 0;
 };
 
