@@ -42,11 +42,11 @@ class Engine::ModelBackend : public StepBackend {
   }
   void transfer(const KvTransferPlan& plan) override { e_.transfers_->run(plan); }
   void transfers_done() override {
-    if (e_.offload_ != nullptr) e_.offload_->end_step();
+    if (e_.offload_ != nullptr) e_.offload_->policy().end_step();
   }
   void idle(size_t) override {
     // Sequences wait for disk or remote tier reads: wait for one to land rather than spin.
-    if (e_.offload_ != nullptr) e_.offload_->wait_for_tier_reads(0.01);
+    if (e_.offload_ != nullptr) e_.offload_->policy().wait_for_tier_reads(0.01);
   }
   void forward(const StepPlan& plan) override {
     rows_.clear();
@@ -178,17 +178,18 @@ Result<std::unique_ptr<Engine>> Engine::create(TransformerModel& model,
                           TierSecrets::of(e->secret_), e->driver_->host_area(),
                           e->host_storage_.get(), static_cast<uint32_t>(tier_blocks)));
   }
-  e->transfers_ =
-      std::make_unique<KvTransferExecutor>(*e->storage_, e->host_storage_.get(), e->offload_.get());
+  e->transfers_ = std::make_unique<KvTransferExecutor>(
+      *e->storage_, e->host_storage_.get(),
+      e->offload_ != nullptr ? &e->offload_->stores() : nullptr);
   e->runner_ = std::make_unique<ModelRunner>(model, *e->storage_, *e->threads_);
-  e->driver_->scheduler().attach_offload(e->offload_.get());
+  if (e->offload_ != nullptr) e->driver_->scheduler().attach_tiers(&e->offload_->policy());
   e->backend_ = std::make_unique<ModelBackend>(*e);
   return e;
 }
 
 Engine::~Engine() {
-  if (offload_ != nullptr)
-    offload_->persist(*storage_, driver_->cache(), config_.offload_flush_seconds);
+  if (transfers_ != nullptr)
+    transfers_->persist_tiers(driver_->cache(), config_.offload_flush_seconds);
 }
 
 void Engine::set_step_log(StepLog* log) {

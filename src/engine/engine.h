@@ -21,18 +21,18 @@
 #include "core/server_secret.h"
 #include "core/status.h"
 #include "core/thread_pool.h"
-#include "engine/kv_offload.h"
-#include "engine/kv_transfer_executor.h"
 #include "engine/model_runner.h"
 #include "engine/scheduler.h"
 #include "engine/sequence.h"
 #include "engine/step_driver.h"
 #include "engine/step_log.h"
-#include "kvcache/host_block_pool.h"
 #include "kvcache/kv_block_storage.h"
 #include "kvcache/kv_cache_manager.h"
 #include "kvcache/kv_pool_plan.h"
 #include "model/transformer_model.h"
+#include "tiers/host_block_pool.h"
+#include "tiers/kv_offload.h"
+#include "tiers/kv_transfer_executor.h"
 
 namespace kvs {
 

@@ -54,9 +54,8 @@ std::vector<PreemptionEvent> Scheduler::take_preemption_events() {
 
 void Scheduler::queue_tier_evictions(StepPlan& plan) {
   std::vector<PrefixCache::Erased> evicted = cache_.take_tier_evictions();
-  if (offload_ == nullptr) return;  // tier keys for KV events only: nothing goes down
-  for (const PrefixCache::Erased& e : evicted)
-    offload_->plan_store(e.block, e.meta, e.tokens, plan);
+  if (tiers_ == nullptr) return;  // tier keys for KV events only: nothing goes down
+  for (const PrefixCache::Erased& e : evicted) tiers_->plan_store(e.block, e.meta, e.tokens, plan);
 }
 
 void Scheduler::queue_cache_output(std::vector<BlockCopy>& copies, StepPlan& plan) {
@@ -81,7 +80,7 @@ void Scheduler::preempt(Sequence* victim, StepPlan& plan) {
   const uint32_t nb = static_cast<uint32_t>(blocks.size());
   if (swap) {
     // The host tier gives back blocks of its share when swap's own is used up.
-    if (offload_ != nullptr && host_.num_free() < nb) offload_->make_host_room(nb, plan);
+    if (tiers_ != nullptr && host_.num_free() < nb) tiers_->make_host_room(nb, plan);
     if (auto host = host_.allocate(nb)) {
       for (uint32_t i = 0; i < nb; ++i)
         plan.transfers.push_back(
@@ -150,28 +149,28 @@ Scheduler::TierImport Scheduler::import_from_tiers(Sequence* s, const AdmitPlan&
                        std::chrono::duration<double>(Clock::now() - s->tier_wait_start).count() >=
                            config_.max_tier_wait_seconds;
   const std::span<const TierBlockMeta> rest = std::span(chain).subspan(first);
-  const KvOffload::Found found =
-      offload_->find(rest, std::span<const int32_t>(s->tokens).subspan(uint64_t{first} * bs),
-                     prefill_tokens_per_s_, give_up, plan);
+  const TierPolicy::Found found =
+      tiers_->find(rest, std::span<const int32_t>(s->tokens).subspan(uint64_t{first} * bs),
+                   prefill_tokens_per_s_, give_up, plan);
   if (found.loading) return TierImport::kLoading;
-  const std::vector<KvOffload::Hit>& hits = found.hits;
+  const std::vector<TierPolicy::Hit>& hits = found.hits;
   if (hits.empty()) return TierImport::kNone;
   std::vector<TierBlockMeta> metas;
-  for (const KvOffload::Hit& h : hits) metas.push_back(h.meta);
+  for (const TierPolicy::Hit& h : hits) metas.push_back(h.meta);
   // Room for the imported blocks and the blocks of the first chunk after them.
   const uint32_t after = static_cast<uint32_t>(s->tokens.size()) - (first + hits.size()) * bs;
   const uint32_t keep_free = (std::min(after, budget) + bs - 1) / bs;
   auto imported = cache_.import_blocks(s->tokens, s->cache_salt, first, metas, keep_free);
   queue_tier_evictions(plan);  // their bytes are read before the loads overwrite the blocks
   if (!imported.is_ok()) return TierImport::kNone;
-  offload_->plan_loads(hits, *imported, plan);
+  tiers_->plan_loads(hits, *imported, plan);
   return imported->empty() ? TierImport::kNone : TierImport::kImported;
 }
 
 void Scheduler::plan_completed_blocks(KvTransferPlan& plan) {
-  if (offload_ == nullptr || !offload_->wants_completed_blocks()) return;
+  if (tiers_ == nullptr || !tiers_->wants_completed_blocks()) return;
   for (BlockId b : cache_.take_completed_blocks())
-    offload_->plan_completed(b, cache_.tier_meta(b), cache_.cached_tokens_of(b), plan);
+    tiers_->plan_completed(b, cache_.tier_meta(b), cache_.cached_tokens_of(b), plan);
 }
 
 StepPlan Scheduler::schedule() {
@@ -244,7 +243,7 @@ StepPlan Scheduler::schedule() {
         ++w;
         continue;
       }
-      if (offload_ != nullptr) {
+      if (tiers_ != nullptr) {
         const TierImport got = import_from_tiers(s, ap, budget, plan);
         if (got == TierImport::kLoading) {
           if (s->tier_wait_start == Clock::time_point{}) s->tier_wait_start = Clock::now();

@@ -24,7 +24,7 @@
 //              recompute when the host area is full.
 // Either way the victim's output is unchanged (the same tokens are recomputed or restored).
 //
-// Tiers (KvOffload, when attached): every cached block the cache manager evicts is handed to
+// Tiers (a TierPolicy, when attached): every cached block the cache manager evicts is handed to
 // the tiers before that call's own copies are queued (its bytes are read first); an admission
 // whose cached prefix ends early continues the lookup down the tiers, imports the hits into
 // fresh cached blocks and queues their loads, so that admit() then hits them like any cached
@@ -42,11 +42,11 @@
 #include <unordered_map>
 #include <vector>
 
-#include "engine/kv_offload.h"
 #include "engine/sequence.h"
-#include "kvcache/host_block_pool.h"
 #include "kvcache/kv_cache_manager.h"
-#include "kvcache/kv_transfer.h"
+#include "tiers/host_block_pool.h"
+#include "tiers/kv_transfer.h"
+#include "tiers/tier_policy.h"
 
 namespace kvs {
 
@@ -94,7 +94,7 @@ class Scheduler {
       : config_(config), cache_(cache), host_(host) {}
 
   // Lower tiers (not owned; null = none).
-  void attach_offload(KvOffload* offload) { offload_ = offload; }
+  void attach_tiers(TierPolicy* tiers) { tiers_ = tiers; }
   // The measured prefill rate (tokens/s, 0 = unknown) the load-or-recompute choice compares with.
   void set_prefill_rate(double tokens_per_s) { prefill_tokens_per_s_ = tokens_per_s; }
 
@@ -149,7 +149,7 @@ class Scheduler {
   std::vector<Sequence*> running_;
   std::unordered_map<SeqId, std::vector<uint32_t>> swapped_;  // host blocks of swapped ones
   std::vector<BlockCopy> copies_;                             // scratch
-  KvOffload* offload_ = nullptr;
+  TierPolicy* tiers_ = nullptr;
   double prefill_tokens_per_s_ = 0;
   size_t num_loading_ = 0;
   uint64_t num_preemptions_[2] = {0, 0};

@@ -27,9 +27,9 @@
 #include "engine/scheduler.h"
 #include "engine/sequence.h"
 #include "engine/step_log.h"
-#include "kvcache/host_block_pool.h"
 #include "kvcache/kv_cache_manager.h"
 #include "kvcache/kv_pool_plan.h"
+#include "tiers/host_block_pool.h"
 
 namespace kvs {
 

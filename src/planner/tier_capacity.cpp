@@ -1,6 +1,6 @@
 #include "planner/tier_capacity.h"
 
-#include "kvcache/kv_extent.h"
+#include "tiers/kv_extent.h"
 
 namespace kvs {
 

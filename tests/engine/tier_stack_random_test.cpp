@@ -19,15 +19,15 @@
 #include <unordered_map>
 #include <vector>
 
-#include "engine/kv_offload.h"
-#include "engine/kv_transfer_executor.h"
 #include "engine/scheduler.h"
 #include "engine/sequence.h"
 #include "engine/step_driver.h"
-#include "kvcache/host_block_pool.h"
 #include "kvcache/kv_block_storage.h"
 #include "kvcache/kv_cache_manager.h"
 #include "support/redis_process.h"
+#include "tiers/host_block_pool.h"
+#include "tiers/kv_offload.h"
+#include "tiers/kv_transfer_executor.h"
 
 namespace kvs {
 namespace {
@@ -137,8 +137,9 @@ class Stack : public StepBackend {
       EXPECT_TRUE(o.is_ok()) << o.status().to_string();
       offload_ = std::move(o).value();
     }
-    executor_ = std::make_unique<KvTransferExecutor>(*device_, host_storage_.get(), offload_.get());
-    driver_->scheduler().attach_offload(offload_.get());
+    executor_ = std::make_unique<KvTransferExecutor>(*device_, host_storage_.get(),
+                                                     offload_ ? &offload_->stores() : nullptr);
+    if (offload_) driver_->scheduler().attach_tiers(&offload_->policy());
   }
 
   void add(std::vector<int32_t> prompt, std::string salt, uint32_t max_tokens) {
@@ -165,10 +166,10 @@ class Stack : public StepBackend {
   double now() override { return static_cast<double>(steps_); }
   void transfer(const KvTransferPlan& plan) override { executor_->run(plan); }
   void transfers_done() override {
-    if (offload_) offload_->end_step();
+    if (offload_) offload_->policy().end_step();
   }
   void idle(size_t) override {
-    if (offload_) offload_->wait_for_tier_reads(0.01);
+    if (offload_) offload_->policy().wait_for_tier_reads(0.01);
   }
   void forward(const StepPlan& plan) override {
     ++steps_;
@@ -205,9 +206,7 @@ class Stack : public StepBackend {
     for (SeqId id : ids_) out.push_back(outputs_.at(id.value));
     return out;
   }
-  void shut_down() {
-    if (offload_) offload_->persist(*device_, driver_->cache(), 10.0);
-  }
+  void shut_down() { executor_->persist_tiers(driver_->cache(), 10.0); }
 
  private:
   uint8_t* vector_at(const Sequence& s, uint32_t p, uint32_t layer, uint32_t kv) const {

@@ -1,4 +1,4 @@
-// libFuzzer target for the disk tier's extent format (kvcache/kv_extent.h): any byte string read
+// libFuzzer target for the disk tier's extent format (tiers/kv_extent.h): any byte string read
 // from a KV offload directory must parse or fail with a Status, never crash, read outside the
 // buffer or allocate without bound; a parsed header's sizes must be the ones it declares.
 #include <cstddef>
@@ -6,7 +6,7 @@
 #include <span>
 #include <vector>
 
-#include "kvcache/kv_extent.h"
+#include "tiers/kv_extent.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::span<const uint8_t> bytes(data, size);

@@ -8,7 +8,7 @@
 #include <filesystem>
 #include <vector>
 
-#include "kvcache/disk_tier.h"
+#include "tiers/disk_tier.h"
 #include "planner/catalog.h"
 
 namespace kvs {

@@ -19,7 +19,7 @@
 #include <thread>
 #include <vector>
 
-#include "kvcache/redis_client.h"
+#include "tiers/redis_client.h"
 
 extern char** environ;
 

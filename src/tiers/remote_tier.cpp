@@ -1,4 +1,4 @@
-#include "kvcache/remote_tier.h"
+#include "tiers/remote_tier.h"
 
 #include <unistd.h>
 #include <xxhash.h>
@@ -158,15 +158,15 @@ bool RemoteTier::wait_for_reads(double timeout_seconds) {
   return true;
 }
 
-Status RemoteTier::read_block(const TierBlockMeta& want, std::span<const int32_t> tokens,
-                              uint8_t* out) {
+Result<VerifiedBlock> RemoteTier::verified_block(const TierBlockMeta& want,
+                                                 std::span<const int32_t> tokens) {
   std::lock_guard<std::mutex> lock(mu_);
   const auto it = fetched_.find(want.key);
   if (it == fetched_.end() || !matches(it->second, want, tokens))
     return not_found("remote tier: block not fetched");
-  std::memcpy(out, it->second.payload.data(), it->second.payload.size());
   it->second.last_used = ++tick_;
-  return Status::ok();
+  return VerifiedBlock{
+      .buffer = it->second.payload, .offset = 0, .bytes = it->second.payload->size()};
 }
 
 bool RemoteTier::put(const TierBlockMeta& meta, std::span<const int32_t> tokens,
@@ -396,13 +396,15 @@ void RemoteTier::keep_fetched(const Lookup& l, std::vector<uint8_t> payload) {
   fetched_bytes_ += payload.size();
   fetched_.emplace(
       l.meta.key,
-      Fetched{
-          .tokens = l.tokens, .meta = l.meta, .payload = std::move(payload), .last_used = ++tick_});
+      Fetched{.tokens = l.tokens,
+              .meta = l.meta,
+              .payload = std::make_shared<const std::vector<uint8_t>>(std::move(payload)),
+              .last_used = ++tick_});
   while (fetched_bytes_ > config_.fetched_cache_bytes && fetched_.size() > 1) {
     auto lru = fetched_.begin();
     for (auto it = fetched_.begin(); it != fetched_.end(); ++it)
       if (it->second.last_used < lru->second.last_used) lru = it;
-    fetched_bytes_ -= lru->second.payload.size();
+    fetched_bytes_ -= lru->second.payload->size();
     fetched_.erase(lru);
   }
 }

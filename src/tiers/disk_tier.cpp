@@ -1,4 +1,4 @@
-#include "kvcache/disk_tier.h"
+#include "tiers/disk_tier.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -215,7 +215,7 @@ struct DiskTier::State {
   static constexpr uint64_t kVerifiedBytes = uint64_t{256} << 20;
   static constexpr size_t kVerifiedExtents = 4096;
   uint64_t verified_bytes = 0;
-  std::deque<std::pair<uint64_t, std::vector<uint8_t>>> verified;
+  std::deque<std::pair<uint64_t, std::shared_ptr<const std::vector<uint8_t>>>> verified;
   std::deque<uint64_t> read_queue;                // extents the loader thread will read
   std::unordered_map<uint64_t, uint8_t> reading;  // queued or being read
 
@@ -233,7 +233,8 @@ struct DiskTier::State {
   void enforce_capacity();                                                // mu held
   [[nodiscard]] std::optional<Location> locate(const TierBlockMeta& want,
                                                std::span<const int32_t> tokens) const;  // mu held
-  [[nodiscard]] const std::vector<uint8_t>* verified_bytes_of(uint64_t id) const;       // mu held
+  [[nodiscard]] std::shared_ptr<const std::vector<uint8_t>> verified_bytes_of(
+      uint64_t id) const;  // mu held
   void note_write_error(const std::string& what);
   void queue_open_extent();           // mu held; precondition: the open extent has blocks
   void forget_verified(uint64_t id);  // mu held
@@ -425,9 +426,9 @@ std::optional<DiskTier::State::Location> DiskTier::State::locate(
   return it->second;
 }
 
-const std::vector<uint8_t>* DiskTier::State::verified_bytes_of(uint64_t id) const {
+std::shared_ptr<const std::vector<uint8_t>> DiskTier::State::verified_bytes_of(uint64_t id) const {
   for (const auto& v : verified)
-    if (v.first == id) return &v.second;
+    if (v.first == id) return v.second;
   return nullptr;
 }
 
@@ -471,10 +472,10 @@ void DiskTier::State::load_extent(std::unique_lock<std::mutex>& lock, uint64_t i
   counters.read_seconds += secs;
   forget_verified(id);
   verified_bytes += file->size();
-  verified.emplace_back(id, std::move(*file));
+  verified.emplace_back(id, std::make_shared<const std::vector<uint8_t>>(std::move(*file)));
   while (verified.size() > 1 &&
          (verified.size() > kVerifiedExtents || verified_bytes > kVerifiedBytes)) {
-    verified_bytes -= verified.front().second.size();
+    verified_bytes -= verified.front().second->size();
     verified.pop_front();
   }
 }
@@ -482,7 +483,7 @@ void DiskTier::State::load_extent(std::unique_lock<std::mutex>& lock, uint64_t i
 void DiskTier::State::forget_verified(uint64_t id) {
   for (auto it = verified.begin(); it != verified.end(); ++it) {
     if (it->first != id) continue;
-    verified_bytes -= it->second.size();
+    verified_bytes -= it->second->size();
     verified.erase(it);
     return;
   }
@@ -531,20 +532,21 @@ void DiskTier::State::loader_loop() {
   }
 }
 
-Status DiskTier::read_block(const TierBlockMeta& want, std::span<const int32_t> tokens,
-                            uint8_t* out) {
+Result<VerifiedBlock> DiskTier::verified_block(const TierBlockMeta& want,
+                                               std::span<const int32_t> tokens) {
   State& s = *s_;
   std::lock_guard<std::mutex> lock(s.mu);
   const std::optional<State::Location> loc = s.locate(want, tokens);
   if (!loc) return not_found("disk tier: block not found");
-  const std::vector<uint8_t>* bytes = s.verified_bytes_of(loc->extent);
+  std::shared_ptr<const std::vector<uint8_t>> bytes = s.verified_bytes_of(loc->extent);
   if (bytes == nullptr) return unavailable("disk tier: the block's extent has not been read yet");
   State::Extent& x = s.extents.at(loc->extent);
   x.last_used = ++s.tick;
   const uint64_t block_bytes = s.config.ns.block_bytes;
-  std::memcpy(out, bytes->data() + x.header.header_bytes + loc->index * block_bytes, block_bytes);
   ++s.counters.blocks_loaded;
-  return Status::ok();
+  return VerifiedBlock{.buffer = std::move(bytes),
+                       .offset = x.header.header_bytes + loc->index * block_bytes,
+                       .bytes = block_bytes};
 }
 
 bool DiskTier::add(const TierBlockMeta& meta, std::span<const int32_t> tokens,

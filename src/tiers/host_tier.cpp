@@ -1,4 +1,4 @@
-#include "kvcache/host_tier.h"
+#include "tiers/host_tier.h"
 
 #include <algorithm>
 #include <string>

@@ -1,4 +1,4 @@
-#include "kvcache/kv_extent.h"
+#include "tiers/kv_extent.h"
 
 #include "core/check.h"
 

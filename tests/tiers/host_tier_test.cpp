@@ -1,6 +1,6 @@
 // HostTier: the L2 index and LRU against a simple model (a list in recency order), with the host
 // area shared with swap-like allocations.
-#include "kvcache/host_tier.h"
+#include "tiers/host_tier.h"
 
 #include <gtest/gtest.h>
 

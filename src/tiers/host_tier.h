@@ -25,8 +25,8 @@
 #include <vector>
 
 #include "core/status.h"
-#include "kvcache/host_block_pool.h"
 #include "kvcache/tier_key.h"
+#include "tiers/host_block_pool.h"
 
 namespace kvs {
 

@@ -1,6 +1,6 @@
 // HostBlockPool: exact ids, all-or-nothing allocation, and a randomized run against a set of
 // taken ids with the integrity check after every operation.
-#include "kvcache/host_block_pool.h"
+#include "tiers/host_block_pool.h"
 
 #include <gtest/gtest.h>
 

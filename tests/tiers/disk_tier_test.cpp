@@ -4,7 +4,7 @@
 // and the directory attacked by another local user: a directory writable by others or owned by
 // someone else, planted links (to temporary names, to extents, dangling), a FIFO in place of an
 // extent, a second server on the same directory.
-#include "kvcache/disk_tier.h"
+#include "tiers/disk_tier.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -20,7 +20,7 @@
 #include <random>
 #include <thread>
 
-#include "kvcache/kv_extent.h"
+#include "tiers/kv_extent.h"
 
 namespace kvs {
 namespace {
@@ -98,10 +98,10 @@ DiskTier::Readiness wait_ready(DiskTier& t, uint64_t k) {
 
 void expect_block(DiskTier& t, uint64_t k) {
   ASSERT_EQ(wait_ready(t, k), DiskTier::Readiness::kReady) << "block " << k;
-  std::vector<uint8_t> out(kBlockBytes);
-  const Status st = t.read_block(meta_of(k), tokens_of(k), out.data());
-  ASSERT_TRUE(st.is_ok()) << "block " << k << ": " << st.to_string();
-  EXPECT_EQ(out, bytes_of(k)) << "block " << k;
+  const Result<VerifiedBlock> b = t.verified_block(meta_of(k), tokens_of(k));
+  ASSERT_TRUE(b.is_ok()) << "block " << k << ": " << b.status().to_string();
+  ASSERT_EQ(b->bytes, kBlockBytes);
+  EXPECT_EQ(std::vector<uint8_t>(b->data(), b->data() + b->bytes), bytes_of(k)) << "block " << k;
 }
 
 std::vector<std::string> extent_files(const std::string& dir) {
@@ -230,8 +230,7 @@ TEST(DiskTierTest, ACorruptExtentIsDroppedCountedAndNeverServed) {
   auto t = open_tier(dir.path);
   ASSERT_TRUE(t->contains(meta_of(3), tokens_of(3)));  // the header is intact
   EXPECT_EQ(wait_ready(*t, 3), DiskTier::Readiness::kMissing);
-  std::vector<uint8_t> out(kBlockBytes, 0);
-  EXPECT_FALSE(t->read_block(meta_of(3), tokens_of(3), out.data()).is_ok());
+  EXPECT_FALSE(t->verified_block(meta_of(3), tokens_of(3)).is_ok());
   EXPECT_EQ(t->counters().checksum_failures, 1u);
   EXPECT_FALSE(t->contains(meta_of(0), tokens_of(0)));  // the whole extent is gone
   EXPECT_TRUE(extent_files(dir.path).empty());

@@ -2,7 +2,7 @@
 // loopback port (skipped when redis-server is not installed): round trips, verification of every
 // value (corrupted, foreign, wrong tokens), URL parsing, consistent hashing, the breaker on a dead
 // endpoint, a full write queue, and a randomized run against a simple model.
-#include "kvcache/remote_tier.h"
+#include "tiers/remote_tier.h"
 
 #include <gtest/gtest.h>
 
@@ -178,15 +178,14 @@ TEST(RemoteTierTest, ABlockStoredIsFetchedVerifiedAndCopied) {
   auto t = open_tier({redis.endpoint()});  // a second process: nothing in memory
   ASSERT_EQ(fetch_run(*t, c), 5u);
   for (size_t i = 0; i < 5; ++i) {
-    std::vector<uint8_t> out(kBlockBytes);
-    ASSERT_TRUE(t->read_block(c.metas[i], block_tokens(c, i), out.data()).is_ok());
-    EXPECT_EQ(out, c.bytes[i]);
+    const Result<VerifiedBlock> b = t->verified_block(c.metas[i], block_tokens(c, i));
+    ASSERT_TRUE(b.is_ok());
+    EXPECT_EQ(std::vector<uint8_t>(b->data(), b->data() + b->bytes), c.bytes[i]);
   }
   // Other tokens under the same key (a collision, or a lie) never match.
   std::vector<int32_t> other(block_tokens(c, 0).begin(), block_tokens(c, 0).end());
   other[0] += 1;
-  std::vector<uint8_t> out(kBlockBytes);
-  EXPECT_FALSE(t->read_block(c.metas[0], other, out.data()).is_ok());
+  EXPECT_FALSE(t->verified_block(c.metas[0], other).is_ok());
   // A chain never stored is a miss.
   EXPECT_EQ(fetch_run(*t, make_chain(3, 99)), 0u);
   EXPECT_EQ(t->counters().missing, 3u);  // the whole chain was asked for at once
@@ -308,10 +307,10 @@ TEST(RemoteTierTest, MatchesASimpleModelOverTwoInstances) {
     while (expect < model[i].size() && model[i][expect] == 1) ++expect;
     EXPECT_EQ(fetch_run(*reader, chains[i]), expect) << "chain " << i;
     for (size_t b = 0; b < expect; ++b) {
-      std::vector<uint8_t> out(kBlockBytes);
-      ASSERT_TRUE(
-          reader->read_block(chains[i].metas[b], block_tokens(chains[i], b), out.data()).is_ok());
-      EXPECT_EQ(out, chains[i].bytes[b]);
+      const Result<VerifiedBlock> v =
+          reader->verified_block(chains[i].metas[b], block_tokens(chains[i], b));
+      ASSERT_TRUE(v.is_ok());
+      EXPECT_EQ(std::vector<uint8_t>(v->data(), v->data() + v->bytes), chains[i].bytes[b]);
     }
   }
 }

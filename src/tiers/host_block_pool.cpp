@@ -1,4 +1,4 @@
-#include "kvcache/host_block_pool.h"
+#include "tiers/host_block_pool.h"
 
 #include <algorithm>
 #include <string>

@@ -1,4 +1,4 @@
-#include "kvcache/redis_client.h"
+#include "tiers/redis_client.h"
 
 #include <hiredis/hiredis.h>
 #include <sys/time.h>

@@ -1,7 +1,7 @@
 // CircuitBreaker: closed -> open after the threshold, refusing until the backoff passes, one
 // probe when half-open, backoff doubling to its cap, reset on success; against a simple model
 // under random outcomes.
-#include "kvcache/circuit_breaker.h"
+#include "tiers/circuit_breaker.h"
 
 #include <gtest/gtest.h>
 

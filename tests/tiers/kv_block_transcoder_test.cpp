@@ -1,7 +1,7 @@
 // KvBlockTranscoder: a block re-encoded to a tier format and back equals, element by element,
 // what the scalar codecs give for each vector (kernels/kv_vector.h), for every format pair the
 // flags allow; sizes follow kv_geometry.
-#include "engine/kv_block_transcoder.h"
+#include "tiers/kv_block_transcoder.h"
 
 #include <gtest/gtest.h>
 

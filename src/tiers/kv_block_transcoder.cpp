@@ -1,4 +1,4 @@
-#include "engine/kv_block_transcoder.h"
+#include "tiers/kv_block_transcoder.h"
 
 #include <vector>
 

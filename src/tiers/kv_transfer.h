@@ -1,6 +1,6 @@
 // KvTransfer: one movement of KV block bytes that a step needs before its forward pass. The
-// scheduler decides them (it moves no bytes); the engine's transfer executor performs them in
-// the order they were queued, and only then does the forward pass write the step's new KV.
+// scheduler and the tier policy decide them (they move no bytes); the transfer executor performs
+// them in the order they were queued, and only then does the forward pass write the step's new KV.
 // In-order execution is what makes recycling safe: a block (device or host) freed and reused
 // within the same step is read by the transfers queued before its reuse and written by those
 // queued after. Every tier decision (which host slot, what leaves a tier) is made at schedule
@@ -17,14 +17,15 @@
 //   kTierDemote  host-tier slot src -> disk tier, described by tier_records[dst]
 //   kDiskStore   device block src -> disk tier, described by tier_records[dst]
 //   kRemoteStore device block src -> remote tier (Redis), described by tier_records[dst]
-//   kReadLoad    tier_reads[src] (bytes read from disk or Redis and verified at schedule time)
-//                -> device block dst
+//   kReadLoad    tier_reads[src] (a handle on a block that the disk or Redis tier's loader
+//                thread read and verified; verified_block.h) -> device block dst
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
 #include "kvcache/tier_key.h"
+#include "tiers/verified_block.h"
 
 namespace kvs {
 
@@ -58,7 +59,7 @@ struct TierRecord {
 struct KvTransferPlan {
   std::vector<KvTransfer> transfers;
   std::vector<TierRecord> tier_records;
-  std::vector<std::vector<uint8_t>> tier_reads;
+  std::vector<VerifiedBlock> tier_reads;
 };
 
 }  // namespace kvs

@@ -18,9 +18,9 @@
 //     values, each chunk with its own deadline (the timeout plus the chunk's bytes at
 //     min_fetch_bytes_per_s, so a long run on a busy machine is not cut by a deadline sized for
 //     one block), verifies each value (MAC, namespace, key, parent, salt check, token ids) into a
-//     bounded cache of fetched blocks; read_block() then costs a copy. A bad value (or a key of
-//     another type) is deleted and counted; the caller recomputes. A failed fetch is logged at
-//     most once per log_interval_seconds, with its reason.
+//     bounded cache of fetched blocks; verified_block() hands out a shared handle (no copy). A bad
+//     value (or a key of another type) is deleted and counted; the caller recomputes. A failed
+//     fetch is logged at most once per log_interval_seconds, with its reason.
 //   - Every command has a timeout. Each instance has a circuit breaker: after repeated errors it
 //     opens, the tier skips that instance, and it probes again with backoff. With a password in
 //     the URL every connection authenticates (AUTH).
@@ -41,10 +41,11 @@
 #include <vector>
 
 #include "core/status.h"
-#include "kvcache/circuit_breaker.h"
-#include "kvcache/kv_extent.h"
-#include "kvcache/redis_client.h"
 #include "kvcache/tier_key.h"
+#include "tiers/circuit_breaker.h"
+#include "tiers/kv_extent.h"
+#include "tiers/redis_client.h"
+#include "tiers/verified_block.h"
 
 namespace kvs {
 
@@ -100,17 +101,17 @@ class RemoteTier {
   [[nodiscard]] uint32_t instance_of(uint64_t chain_key) const;
 
   enum class Readiness : uint8_t { kUnknown, kPending, kReady, kMissing };
-  // kReady: fetched and verified (read_block copies it); kPending: a fetch is queued or running;
-  // kMissing: Redis did not have it (or its instance is unavailable) recently; kUnknown: not
-  // asked recently. Never blocks on I/O.
+  // kReady: fetched and verified (verified_block hands it out); kPending: a fetch is queued or
+  // running; kMissing: Redis did not have it (or its instance is unavailable) recently; kUnknown:
+  // not asked recently. Never blocks on I/O.
   [[nodiscard]] Readiness readiness(const TierBlockMeta& want, std::span<const int32_t> tokens);
   // Queues one pipelined lookup of these chain blocks (tokens: block_size ids per block, in
   // order); blocks already pending, ready or known missing are skipped.
   void fetch(std::span<const TierBlockMeta> blocks, std::span<const int32_t> tokens);
   // Waits until a queued fetch finishes or timeout_seconds pass; false when nothing is queued.
   bool wait_for_reads(double timeout_seconds);
-  // Copies a fetched block (ns.block_bytes bytes) into out; an error if it is not ready.
-  Status read_block(const TierBlockMeta& want, std::span<const int32_t> tokens, uint8_t* out);
+  // A handle on a fetched and verified block (ns.block_bytes bytes); an error if not ready.
+  Result<VerifiedBlock> verified_block(const TierBlockMeta& want, std::span<const int32_t> tokens);
 
   // Queues one block for writing (its bytes are copied now). False when it was dropped (queue
   // full, or every path to its instance is open-circuited) or is already stored.
@@ -141,7 +142,7 @@ class RemoteTier {
   struct Fetched {
     std::vector<int32_t> tokens;
     TierBlockMeta meta;
-    std::vector<uint8_t> payload;
+    std::shared_ptr<const std::vector<uint8_t>> payload;
     uint64_t last_used = 0;
   };
 

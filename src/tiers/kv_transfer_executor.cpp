@@ -1,4 +1,4 @@
-#include "engine/kv_transfer_executor.h"
+#include "tiers/kv_transfer_executor.h"
 
 #include "core/check.h"
 
@@ -17,26 +17,30 @@ void KvTransferExecutor::run(const KvTransferPlan& plan) {
         host_->copy_block_to(t.src, device_, t.dst);
         break;
       default:
-        KVS_CHECK_MSG(offload_ != nullptr, "a tier transfer without tiers");
+        KVS_CHECK_MSG(tiers_ != nullptr, "a tier transfer without tiers");
         switch (t.kind) {
-          case KvTransferKind::kTierStore: offload_->store(device_, t.src, t.dst); break;
-          case KvTransferKind::kTierLoad: offload_->load(device_, t.src, t.dst); break;
+          case KvTransferKind::kTierStore: tiers_->store(device_, t.src, t.dst); break;
+          case KvTransferKind::kTierLoad: tiers_->load(device_, t.src, t.dst); break;
           case KvTransferKind::kTierDemote:
-            offload_->demote_slot(t.src, plan.tier_records.at(t.dst));
+            tiers_->demote_slot(t.src, plan.tier_records.at(t.dst));
             break;
           case KvTransferKind::kDiskStore:
-            offload_->demote_block(device_, t.src, plan.tier_records.at(t.dst));
+            tiers_->demote_block(device_, t.src, plan.tier_records.at(t.dst));
             break;
           case KvTransferKind::kRemoteStore:
-            offload_->store_remote(device_, t.src, plan.tier_records.at(t.dst));
+            tiers_->store_remote(device_, t.src, plan.tier_records.at(t.dst));
             break;
           case KvTransferKind::kReadLoad:
-            offload_->load_read(device_, plan.tier_reads.at(t.src), t.dst);
+            tiers_->load_verified(device_, plan.tier_reads.at(t.src), t.dst);
             break;
           default: KVS_CHECK_MSG(false, "unknown transfer kind");
         }
     }
   }
+}
+
+bool KvTransferExecutor::persist_tiers(const KvCacheManager& cache, double timeout_seconds) {
+  return tiers_ == nullptr || tiers_->persist(device_, cache, timeout_seconds);
 }
 
 }  // namespace kvs

@@ -21,10 +21,11 @@
 //   - a read verifies the extent's MAC (keyed with the server secret: a file written by anyone
 //     else fails) and the stored token ids before any byte is used; a bad extent is deleted and
 //     counted, and the caller recomputes;
-//   - reads happen only on the loader thread: prefetch() queues an extent, read_block() copies a
-//     block of an extent already read and verified, and never touches the disk. A slow or hung
-//     device delays only the requests waiting for it (the scheduler gives up and recomputes);
-//     shutting down never waits for it longer than a bound;
+//   - reads happen only on the loader thread: prefetch() queues an extent, verified_block() hands
+//   out a
+//     handle on a block of an extent already read and verified, and never touches the disk. A slow
+//     or hung device delays only the requests waiting for it (the scheduler gives up and
+//     recomputes); shutting down never waits for it longer than a bound;
 //   - a write error (disk full, I/O error) is logged once and counted, and the tier stops
 //     admitting new blocks (what it holds stays readable); no request ever fails because of it;
 //   - capacity: when extents exceed capacity_bytes, the least recently used ones are deleted.
@@ -40,9 +41,10 @@
 
 #include "core/server_secret.h"
 #include "core/status.h"
-#include "kvcache/kv_extent.h"
 #include "kvcache/prefix_cache.h"
 #include "kvcache/tier_key.h"
+#include "tiers/kv_extent.h"
+#include "tiers/verified_block.h"
 
 namespace kvs {
 
@@ -95,17 +97,17 @@ class DiskTier {
   // Whether an extent on disk holds this chain position (key, parent, salt check, tokens).
   [[nodiscard]] bool contains(const TierBlockMeta& want, std::span<const int32_t> tokens) const;
   enum class Readiness : uint8_t { kMissing, kPending, kReady };
-  // kReady: the block's extent is read and verified (read_block copies it); kPending: its read
-  // is queued or running; kMissing: not on disk (or dropped). Never blocks on I/O.
+  // kReady: the block's extent is read and verified (verified_block hands it out); kPending: its
+  // read is queued or running; kMissing: not on disk (or dropped). Never blocks on I/O.
   [[nodiscard]] Readiness readiness(const TierBlockMeta& want,
                                     std::span<const int32_t> tokens) const;
   // Queues the read of the extent holding this block (no-op if ready, pending or missing).
   void prefetch(const TierBlockMeta& want, std::span<const int32_t> tokens);
   // Waits until a queued read finishes or timeout_seconds pass; false when nothing is queued.
   bool wait_for_reads(double timeout_seconds);
-  // Copies a block of an extent already read and verified (readiness kReady) into out
-  // (block_bytes bytes). Never reads the disk: an error when the block is not ready.
-  Status read_block(const TierBlockMeta& want, std::span<const int32_t> tokens, uint8_t* out);
+  // A handle on a block of an extent already read and verified (readiness kReady). Never reads
+  // the disk: an error when the block is not ready.
+  Result<VerifiedBlock> verified_block(const TierBlockMeta& want, std::span<const int32_t> tokens);
 
   // Accepts one block for writing (its bytes are copied now). Blocks are gathered into the open
   // extent, which is queued for the writer when it holds extent_blocks blocks (or on

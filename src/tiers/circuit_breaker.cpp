@@ -1,4 +1,4 @@
-#include "kvcache/circuit_breaker.h"
+#include "tiers/circuit_breaker.h"
 
 #include <algorithm>
 
