@@ -1,13 +1,9 @@
 #include "planner/plan_levers.h"
 
-#include <algorithm>
+#include "planner/kv_format_levers.h"
 
 namespace kvs {
 namespace {
-
-bool is_at_most_byte(KvDtype d) {
-  return kv_dtype_info(d).group_elems != 0 || kv_dtype_info(d).elem_bits <= 8;
-}
 
 Lever from_plan(std::string name, std::string change, const PlanInputs& in,
                 const Result<CapacityPlan>& p, bool use_prefix) {
@@ -50,20 +46,17 @@ std::vector<Lever> compute_levers(const PlanInputs& base, const CapacityPlan& ba
     l.fits = l.c_max >= base.workload.concurrency.value_or(1);
     out.push_back(l);
   }
-  auto with_dtype = [&](const char* name, KvDtype d) {
-    if (base.shape.k_dtype == d && base.shape.v_dtype == d)
-      return not_applicable(name, std::string("already ") + kv_dtype_name(d));
+  // The KV-format levers (kv_format_levers.h: which apply, the dashboard offers the same).
+  for (const KvFormatLever& f : kv_format_levers(base.shape.k_dtype, base.shape.v_dtype)) {
+    if (!f.why_not.empty()) {
+      out.push_back(not_applicable(f.name, f.why_not));
+      continue;
+    }
     PlanInputs in = base;
-    in.shape.k_dtype = in.shape.v_dtype = d;
-    return from_plan(name, std::string("K and V ") + kv_dtype_name(d), in, plan_capacity(in),
-                     false);
-  };
-  if (is_at_most_byte(base.shape.k_dtype) && is_at_most_byte(base.shape.v_dtype) &&
-      !(base.shape.k_dtype == KvDtype::kFp8E4M3 && base.shape.v_dtype == KvDtype::kFp8E4M3))
-    out.push_back(not_applicable("KV fp8 (e4m3)", "KV is already 8 bits or less"));
-  else
-    out.push_back(with_dtype("KV fp8 (e4m3)", KvDtype::kFp8E4M3));
-  out.push_back(with_dtype("KV int4 (+f16 scale/32)", KvDtype::kInt4));
+    in.shape.k_dtype = in.shape.v_dtype = f.dtype;
+    out.push_back(from_plan(f.name, std::string("K and V ") + kv_dtype_name(f.dtype), in,
+                            plan_capacity(in), false));
+  }
 
   // Fewer KV heads: what a model with half the KV heads (more query heads per KV head) would
   // need. A model property, so this is a design lever, not a serving flag.
@@ -85,10 +78,10 @@ std::vector<Lever> compute_levers(const PlanInputs& base, const CapacityPlan& ba
   }
   {
     PlanInputs in = base;
-    in.workload.context = std::max<uint64_t>(1, base.workload.context / 2);
+    in.workload.context = half_context(base.workload.context);
     if (in.workload.shared_prefix >= in.workload.context) in.workload.shared_prefix = 0;
-    out.push_back(from_plan("half the context", "context " + std::to_string(in.workload.context),
-                            in, plan_capacity(in), false));
+    out.push_back(from_plan(kHalfContextLever, "context " + std::to_string(in.workload.context), in,
+                            plan_capacity(in), false));
   }
   {
     PlanInputs in = base;

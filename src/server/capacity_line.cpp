@@ -1,14 +1,11 @@
 #include "server/capacity_line.h"
 
 #include "core/check.h"
+#include "planner/kv_format_levers.h"
 
 namespace kvs {
 
 namespace {
-
-bool at_most_a_byte(KvDtype d) {
-  return kv_dtype_info(d).group_elems != 0 || kv_dtype_info(d).elem_bits <= 8;
-}
 
 // Blocks one request of `tokens` tokens holds at its peak (all layer groups, a sliding group's
 // window + prefill chunk; ceil(tokens / block_size) for a uniform model).
@@ -16,7 +13,7 @@ uint64_t blocks_for(const KvPoolPlan& pool, uint64_t tokens, uint32_t prefill_ch
   return sequence_footprint(pool, tokens, prefill_chunk).blocks;
 }
 
-CapacityLever lever_for(const char* name, const KvModelShape& shape, KvDtype dtype,
+CapacityLever lever_for(const std::string& name, const KvModelShape& shape, KvDtype dtype,
                         const CapacityLine& base) {
   CapacityLever l{.name = name, .change = std::string("--kv-cache-dtype ") + kv_dtype_name(dtype)};
   KvModelShape s = shape;
@@ -55,21 +52,17 @@ CapacityLine capacity_line(const KvPoolPlan& pool, uint64_t kv_cache_memory, uin
   c.fully_reserved = pool.num_blocks / c.blocks_per_request;
 
   const KvModelShape& shape = pool.shape;
-  if (at_most_a_byte(shape.k_dtype) && at_most_a_byte(shape.v_dtype)) {
-    c.levers.push_back(
-        {.name = "KV fp8 (e4m3)", .applicable = false, .why_not = "KV is already 8 bits or less"});
-  } else {
-    c.levers.push_back(lever_for("KV fp8 (e4m3)", shape, KvDtype::kFp8E4M3, c));
-  }
-  if (shape.k_dtype == KvDtype::kInt4 && shape.v_dtype == KvDtype::kInt4) {
-    c.levers.push_back(
-        {.name = "KV int4 (+f16 scale/32)", .applicable = false, .why_not = "already int4"});
-  } else {
-    c.levers.push_back(lever_for("KV int4 (+f16 scale/32)", shape, KvDtype::kInt4, c));
+  // The KV-format levers (planner/kv_format_levers.h: which apply, `kvserve plan` offers the
+  // same).
+  for (const KvFormatLever& f : kv_format_levers(shape.k_dtype, shape.v_dtype)) {
+    if (f.why_not.empty())
+      c.levers.push_back(lever_for(f.name, shape, f.dtype, c));
+    else
+      c.levers.push_back({.name = f.name, .applicable = false, .why_not = f.why_not});
   }
   {
-    const uint32_t half = std::max<uint32_t>(1, max_model_len / 2);
-    CapacityLever l{.name = "half the context",
+    const auto half = static_cast<uint32_t>(half_context(max_model_len));
+    CapacityLever l{.name = kHalfContextLever,
                     .change = "--max-model-len " + std::to_string(half),
                     .bytes_per_token = c.bytes_per_token,
                     .num_blocks = c.num_blocks,

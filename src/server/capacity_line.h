@@ -3,8 +3,9 @@
 // --max-model-len, and what the planner's serving levers would give on the same memory:
 // K and V in fp8 (e4m3) or int4, or half the --max-model-len. Every number comes from
 // plan_kv_pool (kv_pool_plan.h), the function that sized this engine's pool, so the dashboard,
-// the startup report and `kvserve plan` agree to the byte. (The server does not link the
-// planner: these are the planner's KV-format and context levers, re-derived from the pool plan.)
+// the startup report and `kvserve plan` agree to the byte. Which levers are offered and when one
+// does not apply is the planner's rule (planner/kv_format_levers.h); they are priced here on the
+// engine's pool plan.
 #pragma once
 
 #include <cstdint>

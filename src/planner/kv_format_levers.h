@@ -1,0 +1,35 @@
+// kv_format_levers: THE rule for the serving levers that change the KV format or the context,
+// shared by `kvserve plan` (plan_levers.h, which re-plans the whole GPU) and the dashboard's
+// capacity line (server/capacity_line.h, which re-plans the engine's pool): which formats are
+// offered, what each lever is called, when one does not apply and why, and what "half the
+// context" is. Each caller prices the lever its own way; what is offered is decided here once.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "quant/kv_format.h"
+
+namespace kvs {
+
+struct KvFormatLever {
+  std::string name;     // "KV fp8 (e4m3)"
+  KvDtype dtype;        // the lever stores K and V in this format
+  std::string why_not;  // empty when the lever applies: "already int4"
+};
+
+// The KV-format levers, in order, for K and V stored as `k` and `v`:
+//   KV fp8 (e4m3)            unless K and V are both fp8_e4m3 already ("already fp8_e4m3") or
+//                            both take a byte or less per element ("KV is already 8 bits or
+//                            less": fp8 would not shrink them);
+//   KV int4 (+f16 scale/32)  unless K and V are both int4 already ("already int4").
+[[nodiscard]] std::vector<KvFormatLever> kv_format_levers(KvDtype k, KvDtype v);
+
+// The "half the context" lever: its name and the context it plans for, max(1, context / 2).
+inline constexpr const char* kHalfContextLever = "half the context";
+[[nodiscard]] inline uint64_t half_context(uint64_t context) {
+  return context / 2 > 0 ? context / 2 : 1;
+}
+
+}  // namespace kvs

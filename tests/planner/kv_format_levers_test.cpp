@@ -1,0 +1,89 @@
+// kv_format_levers: the one rule for which KV-format levers apply, as `kvserve plan` shows it
+// (compute_levers). tests/server/capacity_levers_test.cpp checks the dashboard says the same.
+#include "planner/kv_format_levers.h"
+
+#include <gtest/gtest.h>
+
+#include "planner/plan_levers.h"
+
+namespace kvs {
+namespace {
+
+const KvFormatLever& lever(const std::vector<KvFormatLever>& levers, const std::string& prefix) {
+  for (const KvFormatLever& l : levers)
+    if (l.name.rfind(prefix, 0) == 0) return l;
+  ADD_FAILURE() << prefix;
+  return levers.front();
+}
+
+TEST(KvFormatLevers, Fp8AppliesUnlessEveryElementIsAByteOrLess) {
+  auto l = kv_format_levers(KvDtype::kF16, KvDtype::kF16);
+  ASSERT_EQ(l.size(), 2u);
+  EXPECT_EQ(l[0].name, "KV fp8 (e4m3)");
+  EXPECT_EQ(l[0].dtype, KvDtype::kFp8E4M3);
+  EXPECT_TRUE(l[0].why_not.empty());
+  EXPECT_EQ(l[1].name, "KV int4 (+f16 scale/32)");
+  EXPECT_EQ(l[1].dtype, KvDtype::kInt4);
+  EXPECT_TRUE(l[1].why_not.empty());
+  // One side wider than a byte: fp8 still shrinks it.
+  EXPECT_TRUE(lever(kv_format_levers(KvDtype::kF16, KvDtype::kInt8), "KV fp8").why_not.empty());
+  EXPECT_EQ(lever(kv_format_levers(KvDtype::kInt8, KvDtype::kQ4_0), "KV fp8").why_not,
+            "KV is already 8 bits or less");
+  EXPECT_EQ(lever(kv_format_levers(KvDtype::kFp8E5M2, KvDtype::kFp8E5M2), "KV fp8").why_not,
+            "KV is already 8 bits or less");
+}
+
+// The two homes disagreed here: `kvserve plan` said "already fp8_e4m3", the dashboard "KV is
+// already 8 bits or less". The precise reason wins (as "already int4" does for the int4 lever).
+TEST(KvFormatLevers, AlreadyInTheLeversFormatSaysSo) {
+  const auto fp8 = kv_format_levers(KvDtype::kFp8E4M3, KvDtype::kFp8E4M3);
+  EXPECT_EQ(lever(fp8, "KV fp8").why_not, "already fp8_e4m3");
+  EXPECT_TRUE(lever(fp8, "KV int4").why_not.empty());
+  const auto int4 = kv_format_levers(KvDtype::kInt4, KvDtype::kInt4);
+  EXPECT_EQ(lever(int4, "KV fp8").why_not, "KV is already 8 bits or less");
+  EXPECT_EQ(lever(int4, "KV int4").why_not, "already int4");
+  // Only K in int4: the lever still moves V.
+  EXPECT_TRUE(lever(kv_format_levers(KvDtype::kInt4, KvDtype::kF16), "KV int4").why_not.empty());
+}
+
+TEST(KvFormatLevers, HalfTheContextIsAtLeastOneToken) {
+  EXPECT_EQ(half_context(8192), 4096u);
+  EXPECT_EQ(half_context(3), 1u);
+  EXPECT_EQ(half_context(1), 1u);
+  EXPECT_EQ(half_context(0), 1u);
+}
+
+// compute_levers offers exactly these, with these reasons, for every pair of formats.
+TEST(KvFormatLevers, PlanLeversFollowTheRule) {
+  for (const KvDtypeInfo* k : {&kv_dtype_info(KvDtype::kF16), &kv_dtype_info(KvDtype::kFp8E4M3),
+                               &kv_dtype_info(KvDtype::kInt8), &kv_dtype_info(KvDtype::kInt4)}) {
+    for (const KvDtypeInfo* v : {&kv_dtype_info(KvDtype::kF16), &kv_dtype_info(KvDtype::kFp8E4M3),
+                                 &kv_dtype_info(KvDtype::kInt4)}) {
+      SCOPED_TRACE(std::string(k->name) + "/" + v->name);
+      PlanInputs in{.shape = {.layers = std::vector<KvLayer>(4, KvLayer::full(2, 64, 64)),
+                              .k_dtype = k->dtype,
+                              .v_dtype = v->dtype},
+                    .gpu_memory_bytes = uint64_t{1} << 30,
+                    .workload = {.context = 1024}};
+      const auto plan = plan_capacity(in);
+      ASSERT_TRUE(plan.is_ok()) << plan.status().to_string();
+      const std::vector<Lever> levers = compute_levers(in, *plan);
+      for (const KvFormatLever& f : kv_format_levers(k->dtype, v->dtype)) {
+        bool seen = false;
+        for (const Lever& l : levers) {
+          if (l.name != f.name) continue;
+          seen = true;
+          EXPECT_EQ(l.applicable, f.why_not.empty());
+          EXPECT_EQ(l.why_not, f.why_not);
+        }
+        EXPECT_TRUE(seen) << f.name;
+      }
+      bool half = false;
+      for (const Lever& l : levers) half |= l.name == kHalfContextLever;
+      EXPECT_TRUE(half);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace kvs

@@ -1,0 +1,63 @@
+// The dashboard's capacity line offers the planner's KV-format and context levers
+// (planner/kv_format_levers.h), with the same reasons `kvserve plan` gives
+// (tests/planner/kv_format_levers_test.cpp).
+#include <gtest/gtest.h>
+
+#include "planner/kv_format_levers.h"
+#include "planner/plan_levers.h"
+#include "server/capacity_line.h"
+
+namespace kvs {
+namespace {
+
+KvModelShape shape(KvDtype k, KvDtype v) {
+  return {.layers = std::vector<KvLayer>(4, KvLayer::full(2, 64, 64)), .k_dtype = k, .v_dtype = v};
+}
+
+// The two disagreed for a pool already in fp8_e4m3; both now say "already fp8_e4m3".
+TEST(CapacityLevers, AnFp8PoolSaysItIsAlreadyFp8) {
+  const uint64_t memory = uint64_t{64} << 20;
+  const KvPoolPlan pool = *plan_kv_pool(shape(KvDtype::kFp8E4M3, KvDtype::kFp8E4M3), memory, 16);
+  const CapacityLine c = capacity_line(pool, memory, 1024);
+  ASSERT_EQ(c.levers.size(), 3u);
+  EXPECT_EQ(c.levers[0].name, "KV fp8 (e4m3)");
+  EXPECT_FALSE(c.levers[0].applicable);
+  EXPECT_EQ(c.levers[0].why_not, "already fp8_e4m3");
+  EXPECT_TRUE(c.levers[1].applicable);  // int4 still halves it
+  EXPECT_EQ(c.levers[2].name, "half the context");
+  EXPECT_EQ(c.levers[2].change, "--max-model-len 512");
+}
+
+TEST(CapacityLevers, SameLeversAndReasonsAsThePlan) {
+  const uint64_t memory = uint64_t{64} << 20;
+  for (KvDtype k : {KvDtype::kF16, KvDtype::kBF16, KvDtype::kFp8E4M3, KvDtype::kFp8E5M2,
+                    KvDtype::kInt8, KvDtype::kInt4, KvDtype::kQ4_0}) {
+    for (KvDtype v : {KvDtype::kF16, KvDtype::kFp8E4M3, KvDtype::kInt8, KvDtype::kInt4}) {
+      SCOPED_TRACE(std::string(kv_dtype_name(k)) + "/" + kv_dtype_name(v));
+      const KvPoolPlan pool = *plan_kv_pool(shape(k, v), memory, 16);
+      const CapacityLine c = capacity_line(pool, memory, 1024);
+      PlanInputs in{.shape = shape(k, v),
+                    .gpu_memory_bytes = uint64_t{1} << 30,
+                    .workload = {.context = 1024}};
+      const std::vector<Lever> plan = compute_levers(in, *plan_capacity(in));
+      const std::vector<KvFormatLever> rule = kv_format_levers(k, v);
+      ASSERT_EQ(c.levers.size(), rule.size() + 1);
+      for (size_t i = 0; i < rule.size(); ++i) {
+        EXPECT_EQ(c.levers[i].name, rule[i].name);
+        EXPECT_EQ(c.levers[i].applicable, rule[i].why_not.empty());
+        EXPECT_EQ(c.levers[i].why_not, rule[i].why_not);
+        bool in_plan = false;
+        for (const Lever& l : plan) {
+          if (l.name != c.levers[i].name) continue;
+          in_plan = true;
+          EXPECT_EQ(l.applicable, c.levers[i].applicable);
+          EXPECT_EQ(l.why_not, c.levers[i].why_not);
+        }
+        EXPECT_TRUE(in_plan) << c.levers[i].name;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace kvs
