@@ -3,14 +3,12 @@
 #include <algorithm>
 #include <string>
 
-#include "kvcache/prefix_cache.h"
-
 namespace kvs {
 
-BlockPool::BlockPool(uint32_t num_blocks, uint32_t quota_blocks, PrefixCache* cache)
+BlockPool::BlockPool(uint32_t num_blocks, uint32_t quota_blocks, BlockKeyObserver* keys)
     : num_blocks_(num_blocks),
       quota_(quota_blocks),
-      cache_(cache),
+      keys_(keys),
       state_(num_blocks, BlockState::kFree),
       refcount_(num_blocks, 0),
       keyed_(num_blocks, 0),
@@ -107,7 +105,7 @@ void BlockPool::evict(uint32_t b, TenantId t) {
   if (--old.held == 0) --num_active_tenants_;
   ++num_evictions_;
   keyed_[b] = 0;
-  if (cache_ != nullptr) cache_->erase(BlockId{b});
+  if (keys_ != nullptr) keys_->on_evicted(BlockId{b});
   take(b, t);
 }
 
@@ -206,7 +204,7 @@ Status BlockPool::check_integrity(std::span<const uint32_t> expected_refcounts) 
     if (s == BlockState::kCachedFree && !keyed_[b])
       return fail(block_str(b) + " cached-free, no key");
     if (s == BlockState::kFree && keyed_[b]) return fail(block_str(b) + " free but keyed");
-    if (cache_ != nullptr && (keyed_[b] != 0) != cache_->contains(BlockId{b})) {
+    if (keys_ != nullptr && (keyed_[b] != 0) != keys_->holds_key(BlockId{b})) {
       return fail(block_str(b) + " keyed flag disagrees with the hash index");
     }
     if (owner_[b] >= tenants_.size() && s != BlockState::kFree) {
@@ -277,7 +275,6 @@ Status BlockPool::check_integrity(std::span<const uint32_t> expected_refcounts) 
     active += held[t] > 0;
   }
   if (active != num_active_tenants_) return fail("active tenant counter");
-  if (cache_ != nullptr) KVS_RETURN_IF_ERROR(cache_->check_integrity());
   return Status::ok();
 }
 

@@ -46,13 +46,22 @@ struct TenantId {
 
 enum class BlockState : uint8_t { kFree, kCachedFree, kInUse };
 
-class PrefixCache;
+// What the pool tells about keyed blocks, and asks when it checks itself. The prefix index
+// (prefix_cache.h) implements it; the pool knows nothing else of it.
+class BlockKeyObserver {
+ public:
+  virtual ~BlockKeyObserver() = default;
+  // A keyed cached-free block was evicted for reuse: its key must go.
+  virtual void on_evicted(BlockId b) = 0;
+  // Whether the index holds a key for b (check_integrity: the pool's keyed flag must agree).
+  [[nodiscard]] virtual bool holds_key(BlockId b) const = 0;
+};
 
 class BlockPool {
  public:
-  // quota_blocks: 0 = no per-tenant quota. `cache` (not owned, may be null) is told about
+  // quota_blocks: 0 = no per-tenant quota. `keys` (not owned, may be null) is told about
   // evictions: a keyed block leaving the pool's reuse set is erased from it.
-  BlockPool(uint32_t num_blocks, uint32_t quota_blocks, PrefixCache* cache);
+  BlockPool(uint32_t num_blocks, uint32_t quota_blocks, BlockKeyObserver* keys);
 
   [[nodiscard]] uint32_t num_blocks() const { return num_blocks_; }
   [[nodiscard]] uint32_t num_free() const { return num_free_; }
@@ -131,7 +140,7 @@ class BlockPool {
 
   uint32_t num_blocks_;
   uint32_t quota_;  // 0 = none
-  PrefixCache* cache_;
+  BlockKeyObserver* keys_;
   std::vector<BlockState> state_;
   std::vector<uint32_t> refcount_;
   std::vector<uint8_t> keyed_;

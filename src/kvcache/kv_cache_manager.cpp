@@ -22,19 +22,6 @@ uint32_t ceil_div(uint64_t a, uint32_t b) { return static_cast<uint32_t>((a + b 
 
 }  // namespace
 
-// The result of a prefix lookup: per group, the cached blocks a hit of `hit_blocks` blocks uses
-// (group 0 and the full groups: [0, hit_blocks); a sliding group: its window before the hit
-// point), then maybe a partial match in the next block (one group only).
-struct KvCacheManager::Match {
-  uint32_t hit_blocks = 0;
-  std::vector<std::vector<BlockId>> blocks;  // [group]: blocks of positions [first_block[g], hit)
-  std::vector<uint32_t> first_block;         // [group]
-  uint64_t last_key = 0;                     // group 0's key of block hit - 1 (root key if none)
-  BlockRef last_ref;                         // that block (invalid = root)
-  std::optional<PrefixCache::PartialMatch> partial;
-  [[nodiscard]] uint32_t full_tokens(uint32_t block_size) const { return hit_blocks * block_size; }
-};
-
 KvCacheManager::KvCacheManager(const KvCacheConfig& config)
     : config_(config),
       cache_(std::make_unique<PrefixCache>(config.num_blocks, config.block_size)),
@@ -44,6 +31,7 @@ KvCacheManager::KvCacheManager(const KvCacheConfig& config)
                                                            config.v_dtype, config.hash_seed),
                                            pool_)),
       hash_fn_(&default_block_hash),
+      tables_(config.block_size, config.group_windows),
       block_group_(config.num_blocks, 0) {
   KVS_CHECK_MSG(config.num_blocks > 0 && config.block_size > 0,
                 "KvCacheConfig needs num_blocks > 0 and block_size > 0");
@@ -190,7 +178,7 @@ Result<uint32_t> KvCacheManager::admit(SeqId seq, std::span<const int32_t> promp
                                        std::string_view cache_salt, std::vector<BlockCopy>* copies,
                                        uint32_t chunk_budget, uint32_t max_cached_tokens) {
   if (prompt.empty()) return invalid_argument("admit: empty prompt");
-  if (seqs_.contains(seq)) return invalid_argument("admit: sequence already exists");
+  if (tables_.contains(seq)) return invalid_argument("admit: sequence already exists");
   const std::optional<TenantId> tenant = tenants_->find(cache_salt);
   Match m;
   lookup(prompt, tenant, &m, max_cached_tokens);
@@ -276,10 +264,9 @@ Result<uint32_t> KvCacheManager::admit(SeqId seq, std::span<const int32_t> promp
   }
   tenants_->count_lookup(t, prompt.size(), cached, full);
   tenants_->add_sequence(t);
-  auto [it, inserted] = seqs_.emplace(seq, std::move(s));
-  KVS_CHECK(inserted);
+  SeqBlocks& added = tables_.insert(seq, std::move(s));
   if (config_.enable_prefix_caching) {
-    register_in_flight(seq, it->second, prompt, m.hit_blocks, m.last_key);
+    register_in_flight(seq, added, prompt, m.hit_blocks, m.last_key);
   }
   return cached;
 }
@@ -305,12 +292,6 @@ void KvCacheManager::drop_in_flight(SeqId seq, SeqBlocks& s) {
   s.in_flight_done = 0;
 }
 
-const KvCacheManager::SeqBlocks& KvCacheManager::seq_ref(SeqId seq) const {
-  const auto it = seqs_.find(seq);
-  KVS_CHECK_MSG(it != seqs_.end(), "unknown sequence");
-  return it->second;
-}
-
 namespace {
 // A write into the partly filled last block must not be seen by its other users.
 bool needs_cow(const BlockTable& table, const BlockPool& pool, uint32_t num_tokens) {
@@ -320,7 +301,7 @@ bool needs_cow(const BlockTable& table, const BlockPool& pool, uint32_t num_toke
 }  // namespace
 
 uint32_t KvCacheManager::blocks_needed_to_append(SeqId seq, uint32_t num_tokens) const {
-  const SeqBlocks& s = seq_ref(seq);
+  const SeqBlocks& s = tables_.at(seq);
   uint32_t need = 0;
   for (const BlockTable& table : s.tables)
     need += table.blocks_to_add(num_tokens) + (needs_cow(table, pool_, num_tokens) ? 1 : 0);
@@ -328,7 +309,7 @@ uint32_t KvCacheManager::blocks_needed_to_append(SeqId seq, uint32_t num_tokens)
 }
 
 bool KvCacheManager::can_append(SeqId seq, uint32_t num_tokens) const {
-  return blocks_needed_to_append(seq, num_tokens) <= pool_.available_for(seq_ref(seq).tenant);
+  return blocks_needed_to_append(seq, num_tokens) <= pool_.available_for(tables_.at(seq).tenant);
 }
 
 void KvCacheManager::release_before(SeqBlocks& s, uint32_t group, uint32_t first_kept) {
@@ -342,18 +323,16 @@ void KvCacheManager::release_before(SeqBlocks& s, uint32_t group, uint32_t first
 }
 
 void KvCacheManager::release_out_of_window(SeqId seq) {
-  const auto it = seqs_.find(seq);
-  KVS_CHECK_MSG(it != seqs_.end(), "release_out_of_window: unknown sequence");
-  SeqBlocks& s = it->second;
+  SeqBlocks& s = tables_.at(seq);
   const uint32_t next = s.tables[0].num_tokens();
   for (uint32_t g = 1; g < num_groups(); ++g) release_before(s, g, held_from(g, next));
 }
 
 Status KvCacheManager::append_slots(SeqId seq, uint32_t num_tokens,
                                     std::vector<BlockCopy>* copies) {
-  const auto it = seqs_.find(seq);
-  if (it == seqs_.end()) return invalid_argument("append_slots: unknown sequence");
-  SeqBlocks& s = it->second;
+  SeqBlocks* found = tables_.find(seq);
+  if (found == nullptr) return invalid_argument("append_slots: unknown sequence");
+  SeqBlocks& s = *found;
   // What this step can read of the sliding groups starts at the window before its first
   // position: everything before goes back to the pool first (the sequence only grows, so no
   // later step needs it either).
@@ -432,9 +411,7 @@ void KvCacheManager::commit_full_block(SeqBlocks& s, uint32_t block_index,
 }
 
 void KvCacheManager::commit_tokens(SeqId seq, std::span<const int32_t> tokens) {
-  const auto it = seqs_.find(seq);
-  KVS_CHECK_MSG(it != seqs_.end(), "commit_tokens: unknown sequence");
-  SeqBlocks& s = it->second;
+  SeqBlocks& s = tables_.at(seq);
   KVS_CHECK_MSG(uint64_t{s.num_committed} + tokens.size() <= s.tables[0].num_tokens(),
                 "commit_tokens beyond the appended slots");
   const uint32_t bs = config_.block_size;
@@ -466,20 +443,20 @@ void KvCacheManager::commit_tokens(SeqId seq, std::span<const int32_t> tokens) {
 }
 
 Status KvCacheManager::fork(SeqId parent, SeqId child) {
-  const auto it = seqs_.find(parent);
-  if (it == seqs_.end()) return invalid_argument("fork: unknown parent sequence");
-  if (seqs_.contains(child)) return invalid_argument("fork: child sequence already exists");
-  if (it->second.num_committed != it->second.tables[0].num_tokens()) {
+  const SeqBlocks* p = tables_.find(parent);
+  if (p == nullptr) return invalid_argument("fork: unknown parent sequence");
+  if (tables_.contains(child)) return invalid_argument("fork: child sequence already exists");
+  if (p->num_committed != p->num_tokens()) {
     return invalid_argument("fork: parent has appended slots that are not committed");
   }
-  SeqBlocks copy = it->second;
+  SeqBlocks copy = *p;
   copy.in_flight_keys.clear();  // the parent keeps computing (and owning) them
   copy.in_flight_done = 0;
   for (const BlockTable& table : copy.tables)
     for (BlockId b : table.blocks())
       if (b.is_valid()) pool_.add_ref(b);
   tenants_->add_sequence(copy.tenant);
-  seqs_.emplace(child, std::move(copy));
+  tables_.insert(child, std::move(copy));
   return Status::ok();
 }
 
@@ -488,7 +465,7 @@ Result<std::vector<BlockId>> KvCacheManager::admit_restored(SeqId seq,
                                                             std::string_view cache_salt,
                                                             uint32_t chunk) {
   if (tokens.empty()) return invalid_argument("admit_restored: no tokens");
-  if (seqs_.contains(seq)) return invalid_argument("admit_restored: sequence already exists");
+  if (tables_.contains(seq)) return invalid_argument("admit_restored: sequence already exists");
   const uint32_t bs = config_.block_size;
   const uint32_t n = static_cast<uint32_t>(tokens.size());
   // The restored blocks of every group, then the chunk's blocks beyond them.
@@ -526,7 +503,7 @@ Result<std::vector<BlockId>> KvCacheManager::admit_restored(SeqId seq,
     table.add_tokens(n);
   }
   tenants_->add_sequence(t);
-  seqs_.emplace(seq, std::move(s));
+  tables_.insert(seq, std::move(s));
   commit_tokens(seq, tokens);
   // The availability check above covered the chunk too (a fresh table needs no copy).
   const Status st = append_slots(seq, chunk, nullptr);
@@ -535,18 +512,19 @@ Result<std::vector<BlockId>> KvCacheManager::admit_restored(SeqId seq,
 }
 
 void KvCacheManager::free(SeqId seq) {
-  const auto it = seqs_.find(seq);
-  if (it == seqs_.end()) return;
-  drop_in_flight(seq, it->second);
+  SeqBlocks* found = tables_.find(seq);
+  if (found == nullptr) return;
+  SeqBlocks& s = *found;
+  drop_in_flight(seq, s);
   // Groups last to first, each last block to first: a chain's tail enters the LRU first and is
   // evicted before its parents (and other groups' blocks before group 0's they hang off).
-  for (size_t g = it->second.tables.size(); g-- > 0;) {
-    const std::span<const BlockId> blocks = it->second.tables[g].blocks();
+  for (size_t g = s.tables.size(); g-- > 0;) {
+    const std::span<const BlockId> blocks = s.tables[g].blocks();
     for (size_t i = blocks.size(); i-- > 0;)
       if (blocks[i].is_valid()) pool_.release(blocks[i]);
   }
-  tenants_->remove_sequence(it->second.tenant);
-  seqs_.erase(it);
+  tenants_->remove_sequence(s.tenant);
+  tables_.erase(seq);
 }
 
 uint32_t KvCacheManager::forget_idle_tenants(double now, double idle_seconds) {
@@ -554,81 +532,5 @@ uint32_t KvCacheManager::forget_idle_tenants(double now, double idle_seconds) {
 }
 
 uint32_t KvCacheManager::num_tenants() const { return tenants_->size(); }
-
-}  // namespace kvs
-
-namespace kvs {
-
-std::vector<TierBlockMeta> KvCacheManager::tier_chain(std::span<const int32_t> prompt,
-                                                      std::string_view cache_salt,
-                                                      uint32_t max_blocks) const {
-  const uint32_t bs = config_.block_size;
-  std::vector<TierBlockMeta> out;
-  const uint64_t salt_check = tier_salt_check(config_.tier_secrets, cache_salt);
-  uint64_t parent = tier_root_key(config_.tier_secrets, tier_namespace_, cache_salt);
-  for (uint64_t pos = 0; pos + bs <= prompt.size() && out.size() < max_blocks; pos += bs) {
-    const uint64_t key = tier_block_key(parent, prompt.subspan(pos, bs));
-    out.push_back({.key = key, .parent_key = parent, .salt_check = salt_check});
-    parent = key;
-  }
-  return out;
-}
-
-Result<std::vector<BlockId>> KvCacheManager::import_blocks(std::span<const int32_t> prompt,
-                                                           std::string_view cache_salt,
-                                                           uint32_t first_block,
-                                                           std::span<const TierBlockMeta> metas,
-                                                           uint32_t keep_free) {
-  KVS_CHECK_MSG(config_.tier_keys, "import_blocks without tier keys");
-  const uint32_t bs = config_.block_size;
-  const uint32_t n = static_cast<uint32_t>(metas.size());
-  if (n == 0 || uint64_t{first_block + n} * bs >= prompt.size())
-    return invalid_argument("import_blocks: blocks outside the prompt");
-  const TenantId t = tenants_->get_or_add(cache_salt);
-  Match m;
-  lookup(prompt, t, &m);
-  if (m.hit_blocks != first_block)
-    return invalid_argument("import_blocks: the cached chain is not " +
-                            std::to_string(first_block) + " blocks long");
-  std::vector<BlockId> hits;
-  for (BlockId b : m.blocks[0])
-    if (pool_.state(b) == BlockState::kCachedFree) hits.push_back(b);
-  if (pool_.available_for(t, hits) < n + keep_free)
-    return resource_exhausted("import_blocks: no room");
-  // Pin the chain so that taking the new blocks cannot evict it.
-  for (BlockId b : m.blocks[0]) pool_.add_ref(b);
-  std::vector<BlockId> out;
-  uint64_t key = m.last_key;
-  BlockRef ref = m.last_ref;
-  for (uint32_t i = 0; i < n; ++i) {
-    const std::span<const int32_t> tokens = prompt.subspan(uint64_t{first_block + i} * bs, bs);
-    const std::optional<BlockId> b = pool_.allocate(t);
-    KVS_CHECK_MSG(b.has_value(), "import_blocks: allocation failed after the check");
-    take_block(*b, 0);
-    const uint64_t k = hash_fn_(key, tokens);
-    const std::optional<BlockId> existing = cache_->insert(*b, k, key, ref, t, tokens);
-    if (existing) {  // cannot happen: the chain ended at first_block
-      pool_.release(*b);
-      break;
-    }
-    pool_.set_keyed(*b);
-    cache_->set_tier_meta(*b, metas[i]);
-    cache_->note_stored(*b, first_block + i == 0);
-    out.push_back(*b);
-    key = k;
-    ref = cache_->ref(*b);
-  }
-  // Tails first into the LRU, as free() does; then the pinned chain.
-  for (size_t i = out.size(); i-- > 0;) pool_.release(out[i]);
-  for (size_t i = m.blocks[0].size(); i-- > 0;) pool_.release(m.blocks[0][i]);
-  return out;
-}
-
-std::vector<BlockId> KvCacheManager::cached_blocks() const {
-  std::vector<BlockId> out;
-  for (uint32_t b = 0; b < config_.num_blocks; ++b)
-    if (cache_->contains(BlockId{b})) out.push_back(BlockId{b});
-  return out;
-}
 
 }  // namespace kvs

@@ -53,23 +53,10 @@
 #include "kvcache/block_table.h"
 #include "kvcache/kv_cache_groups.h"
 #include "kvcache/prefix_cache.h"
+#include "kvcache/sequence_block_tables.h"
 #include "kvcache/tenant_registry.h"
 #include "kvcache/tier_key.h"
 #include "quant/kv_format.h"
-
-namespace kvs {
-
-struct SeqId {
-  uint64_t value = 0;
-  friend constexpr bool operator==(SeqId, SeqId) = default;
-};
-
-}  // namespace kvs
-
-template <>
-struct std::hash<kvs::SeqId> {
-  size_t operator()(kvs::SeqId s) const noexcept { return std::hash<uint64_t>()(s.value); }
-};
 
 namespace kvs {
 
@@ -173,36 +160,6 @@ struct BlockInfo {
   uint32_t filled = 0;    // token slots holding KV: max over users; block_size when cached-free
   uint32_t group = 0;     // the layer group it was last used for
   uint64_t tier_key = 0;  // a cached block's tier key (tier_key.h) when tier keys are on; else 0
-};
-
-// One row of a step: the sequence computes positions [first_pos, first_pos + num_tokens)
-// this step (slots already appended), attending to all positions < first_pos + num_tokens.
-struct StepRow {
-  SeqId seq;
-  uint32_t first_pos = 0;
-  uint32_t num_tokens = 0;
-};
-
-// The forward pass's plain arrays for one step, built once per step by build_step_inputs from
-// the step's rows (in row order). Each layer group has its own blocks, so its own slots.
-struct StepInputs {
-  uint32_t num_groups = 0;
-  uint32_t num_tokens = 0;  // sum of the rows' num_tokens
-  // [num_groups][num_tokens]: the KV slot of each new token, in order, in each group.
-  std::vector<int64_t> slot_mapping;
-  std::vector<uint32_t> context_lens;  // [num_rows]: first_pos + num_tokens
-  // [num_groups][num_rows][max_blocks_per_seq] BlockId values, row-major; entries past a row's
-  // ceil(context_len / block_size) blocks, and a sliding group's released blocks, are 0 and must
-  // not be read (a windowed attention never reaches them).
-  std::vector<uint32_t> block_tables;
-  uint32_t max_blocks_per_seq = 0;
-
-  [[nodiscard]] const int64_t* slots(uint32_t group) const {
-    return slot_mapping.data() + size_t{group} * num_tokens;
-  }
-  [[nodiscard]] const uint32_t* table(uint32_t group, size_t row) const {
-    return block_tables.data() + (size_t{group} * context_lens.size() + row) * max_blocks_per_seq;
-  }
 };
 
 class KvCacheManager {
@@ -319,20 +276,22 @@ class KvCacheManager {
   [[nodiscard]] std::vector<BlockId> cached_blocks() const;
 
   // ---- queries ----
-  [[nodiscard]] bool contains(SeqId seq) const;
-  // Group `group`'s table (group 0 by default): one entry per block position; released sliding
-  // blocks are BlockId::invalid().
-  [[nodiscard]] std::span<const BlockId> block_table(SeqId seq, uint32_t group = 0) const;
-  // Every block the sequence holds, group by group in position order (the order swap-out copies
-  // and admit_restored re-creates).
-  [[nodiscard]] std::vector<BlockId> resident_blocks(SeqId seq) const;
-  [[nodiscard]] uint32_t num_tokens(SeqId seq) const;     // slots appended
-  [[nodiscard]] uint32_t num_committed(SeqId seq) const;  // slots with KV written
-  // Slot index of position pos of seq in group 0: block_table[pos / block_size].value *
-  // block_size + pos % block_size. Precondition: pos < num_tokens(seq).
-  [[nodiscard]] uint64_t slot(SeqId seq, uint32_t pos) const;
-  // Fills `out` (reusing its capacity) for one engine step.
-  void build_step_inputs(std::span<const StepRow> rows, StepInputs* out) const;
+  // The sequences' block tables (sequence_block_tables.h): block_table, resident_blocks,
+  // num_tokens, num_committed, slot, build_step_inputs.
+  [[nodiscard]] const SequenceBlockTables& tables() const { return tables_; }
+  [[nodiscard]] bool contains(SeqId seq) const { return tables_.contains(seq); }
+  [[nodiscard]] std::span<const BlockId> block_table(SeqId seq, uint32_t group = 0) const {
+    return tables_.block_table(seq, group);
+  }
+  [[nodiscard]] std::vector<BlockId> resident_blocks(SeqId seq) const {
+    return tables_.resident_blocks(seq);
+  }
+  [[nodiscard]] uint32_t num_tokens(SeqId seq) const { return tables_.num_tokens(seq); }
+  [[nodiscard]] uint32_t num_committed(SeqId seq) const { return tables_.num_committed(seq); }
+  [[nodiscard]] uint64_t slot(SeqId seq, uint32_t pos) const { return tables_.slot(seq, pos); }
+  void build_step_inputs(std::span<const StepRow> rows, StepInputs* out) const {
+    tables_.build_step_inputs(rows, out);
+  }
   [[nodiscard]] uint32_t refcount(BlockId b) const { return pool_.refcount(b); }
   [[nodiscard]] BlockState block_state(BlockId b) const { return pool_.state(b); }
 
@@ -349,32 +308,24 @@ class KvCacheManager {
   void set_hash_function_for_testing(BlockHashFn fn);
 
  private:
-  struct SeqBlocks {
-    SeqBlocks(TenantId t, uint32_t block_size, uint32_t groups)
-        : tenant(t), tables(groups, BlockTable(block_size)) {}
-    TenantId tenant;
-    std::vector<BlockTable> tables;  // per group; all have the same num_tokens
-    uint32_t num_committed = 0;
-    // Chain state of the last full committed block (group 0): its key and the cached block that
-    // stands for that prefix in the cache (none if the prefix is not cached).
-    uint64_t last_key = 0;
-    BlockRef last_ref;
-    // The same position's tier key (tier_key.h) and the tenant's salt check (config.tier_keys).
-    uint64_t last_tier_key = 0;
-    uint64_t salt_check = 0;
-    // Token ids of the committed slots of the last, partly filled block.
-    std::vector<int32_t> partial_tokens;
-    // Chain keys of prompt blocks this sequence registered as in flight, in chain order; those
-    // from in_flight_done on are not committed yet.
-    std::vector<uint64_t> in_flight_keys;
-    size_t in_flight_done = 0;
+  // The result of a prefix lookup: per group, the cached blocks a hit of `hit_blocks` blocks uses
+  // (group 0 and the full groups: [0, hit_blocks); a sliding group: its window before the hit
+  // point), then maybe a partial match in the next block (one group only).
+  struct Match {
+    uint32_t hit_blocks = 0;
+    std::vector<std::vector<BlockId>> blocks;  // [group]: blocks of positions [first_block[g], hit)
+    std::vector<uint32_t> first_block;         // [group]
+    uint64_t last_key = 0;                     // group 0's key of block hit - 1 (root key if none)
+    BlockRef last_ref;                         // that block (invalid = root)
+    std::optional<PrefixCache::PartialMatch> partial;
+    [[nodiscard]] uint32_t full_tokens(uint32_t block_size) const {
+      return hit_blocks * block_size;
+    }
   };
-  struct Match;  // result of a prefix lookup (kv_cache_manager.cpp)
 
   [[nodiscard]] uint32_t window(uint32_t group) const { return config_.group_windows[group]; }
   void lookup(std::span<const int32_t> prompt, std::optional<TenantId> tenant, Match* m,
               uint32_t max_cached_tokens = UINT32_MAX) const;
-  [[nodiscard]] const SeqBlocks& seq_ref(SeqId seq) const;
   // Blocks [first, end) a group needs for a sequence of `tokens` slots whose next step starts
   // at `next`: [first_held_block(window, next), ceil(tokens / block_size)).
   [[nodiscard]] uint32_t held_from(uint32_t group, uint32_t next) const;
@@ -392,7 +343,7 @@ class KvCacheManager {
   BlockPool pool_;
   std::unique_ptr<TenantRegistry> tenants_;
   BlockHashFn hash_fn_;
-  std::unordered_map<SeqId, SeqBlocks> seqs_;
+  SequenceBlockTables tables_;
   std::vector<uint8_t> block_group_;  // per block: the group it last served
   uint64_t cow_copies_ = 0;
   // Chain key of a full prompt block being computed -> the sequence computing it (the first one

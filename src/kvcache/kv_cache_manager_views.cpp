@@ -1,67 +1,11 @@
-// KvCacheManager's read-only views: the step inputs, counters and statistics, the block map and
-// the integrity check (the mutations are in kv_cache_manager.cpp).
+// KvCacheManager's read-only views: counters and statistics, the block map and the integrity
+// check (the mutations are in kv_cache_manager.cpp; the per-sequence queries and the step inputs
+// in sequence_block_tables.cpp).
 #include <algorithm>
 
 #include "kvcache/kv_cache_manager.h"
 
 namespace kvs {
-
-namespace {
-uint32_t ceil_div(uint64_t a, uint32_t b) { return static_cast<uint32_t>((a + b - 1) / b); }
-}  // namespace
-
-bool KvCacheManager::contains(SeqId seq) const { return seqs_.contains(seq); }
-
-std::span<const BlockId> KvCacheManager::block_table(SeqId seq, uint32_t group) const {
-  return seq_ref(seq).tables.at(group).blocks();
-}
-
-std::vector<BlockId> KvCacheManager::resident_blocks(SeqId seq) const {
-  std::vector<BlockId> out;
-  for (const BlockTable& table : seq_ref(seq).tables)
-    for (BlockId b : table.blocks())
-      if (b.is_valid()) out.push_back(b);
-  return out;
-}
-
-uint32_t KvCacheManager::num_tokens(SeqId seq) const { return seq_ref(seq).tables[0].num_tokens(); }
-
-uint32_t KvCacheManager::num_committed(SeqId seq) const { return seq_ref(seq).num_committed; }
-
-uint64_t KvCacheManager::slot(SeqId seq, uint32_t pos) const {
-  const SeqBlocks& s = seq_ref(seq);
-  KVS_CHECK(pos < s.tables[0].num_tokens());
-  return s.tables[0].slot(pos);
-}
-
-void KvCacheManager::build_step_inputs(std::span<const StepRow> rows, StepInputs* out) const {
-  const uint32_t bs = config_.block_size;
-  const uint32_t groups = num_groups();
-  uint32_t max_blocks = 0, tokens = 0;
-  for (const StepRow& r : rows) {
-    max_blocks = std::max(max_blocks, ceil_div(uint64_t{r.first_pos} + r.num_tokens, bs));
-    tokens += r.num_tokens;
-  }
-  out->num_groups = groups;
-  out->num_tokens = tokens;
-  out->max_blocks_per_seq = max_blocks;
-  out->context_lens.clear();
-  out->slot_mapping.clear();
-  out->slot_mapping.reserve(size_t{groups} * tokens);
-  out->block_tables.assign(size_t{groups} * rows.size() * max_blocks, 0);
-  for (const StepRow& r : rows) out->context_lens.push_back(r.first_pos + r.num_tokens);
-  for (uint32_t g = 0; g < groups; ++g) {
-    for (size_t i = 0; i < rows.size(); ++i) {
-      const StepRow& r = rows[i];
-      const BlockTable& table = seq_ref(r.seq).tables[g];
-      uint32_t* row = out->block_tables.data() + (size_t{g} * rows.size() + i) * max_blocks;
-      const std::span<const BlockId> blocks = table.blocks();
-      for (uint32_t j = 0; j < ceil_div(out->context_lens[i], bs); ++j)
-        row[j] = blocks[j].is_valid() ? blocks[j].value : 0;
-      table.append_slot_mapping(r.first_pos, r.num_tokens, &out->slot_mapping);
-    }
-  }
-}
 
 KvCacheCounters KvCacheManager::counters() const {
   KvCacheCounters c;
@@ -76,7 +20,7 @@ KvCacheCounters KvCacheManager::counters() const {
   c.prefix_hit_block_tokens = totals.hit_block_tokens;
   c.evictions = pool_.num_evictions();
   c.cow_copies = cow_copies_;
-  c.num_sequences = static_cast<uint32_t>(seqs_.size());
+  c.num_sequences = static_cast<uint32_t>(tables_.size());
   c.num_tenants = num_tenants();
   return c;
 }
@@ -94,7 +38,7 @@ std::vector<BlockInfo> KvCacheManager::block_infos() const {
     if (config_.tier_keys && cache_->contains(id)) out[b].tier_key = cache_->tier_meta(id).key;
   }
   // A shared block is filled as far as its fullest user has appended.
-  for (const auto& [sid, s] : seqs_) {
+  for (const auto& [sid, s] : tables_.all()) {
     for (const BlockTable& table : s.tables) {
       const std::span<const BlockId> blocks = table.blocks();
       const uint32_t n = table.num_tokens();
@@ -146,50 +90,23 @@ std::vector<TenantStats> KvCacheManager::tenant_stats() const {
 Status KvCacheManager::check_integrity() const {
   const uint32_t bs = config_.block_size;
   std::vector<uint32_t> refs(config_.num_blocks, 0);
+  KVS_RETURN_IF_ERROR(tables_.check_integrity(config_.num_blocks, &refs));
   std::vector<uint32_t> tenant_sequences(tenants_->num_slots(), 0);
   size_t in_flight_owned = 0;
-  for (const auto& [id, s] : seqs_) {
+  for (const auto& [id, s] : tables_.all()) {
     const std::string name = "sequence " + std::to_string(id.value);
     if (s.tenant.value >= tenants_->num_slots() || !tenants_->is_live(s.tenant.value))
       return internal_error(name + ": unknown tenant");
     ++tenant_sequences[s.tenant.value];
-    if (s.tables.size() != num_groups()) return internal_error(name + ": one table per group");
-    const uint32_t tokens = s.tables[0].num_tokens();
-    if (s.num_committed > tokens) {
-      return internal_error(name + ": more tokens committed than appended");
-    }
-    if (s.partial_tokens.size() != s.num_committed % bs) {
-      return internal_error(name + ": staged token ids do not match the committed count");
-    }
     if (config_.enable_prefix_caching && s.num_committed >= bs && !s.last_ref.is_valid()) {
       return internal_error(name + ": full blocks committed but no chain position");
     }
     for (uint32_t g = 0; g < num_groups(); ++g) {
       const BlockTable& table = s.tables[g];
       const std::string where = name + ", group " + std::to_string(g);
-      if (table.num_tokens() != tokens)
-        return internal_error(where + ": token count differs from group 0");
-      if (table.num_blocks() != ceil_div(table.num_tokens(), bs)) {
-        return internal_error(where + ": block count does not match its token count");
-      }
-      // Released blocks (invalid entries) only in sliding groups, only before the window of
-      // the step that appended the last slots, and only as a prefix.
-      bool released = true;
-      for (uint32_t j = 0; j < table.num_blocks(); ++j) {
-        const BlockId b = table.block(j);
-        if (!b.is_valid()) {
-          if (!released) return internal_error(where + ": a released block after a held one");
-          if (window(g) == 0) return internal_error(where + ": a full group released a block");
-          if ((uint64_t{j} + 1) * bs + window(g) > uint64_t{tokens} + 1)
-            return internal_error(where + ": a block inside the window was released");
-          continue;
-        }
-        released = false;
-        if (b.value >= config_.num_blocks) return internal_error(where + ": invalid block id");
-        if (pool_.state(b) == BlockState::kInUse && !(pool_.owner(b) == s.tenant)) {
+      for (BlockId b : table.blocks()) {
+        if (b.is_valid() && pool_.state(b) == BlockState::kInUse && !(pool_.owner(b) == s.tenant))
           return internal_error(where + ": uses a block of another tenant");
-        }
-        ++refs[b.value];
       }
       // Only the last block may be partly filled; a write must never go to a cached block.
       if (table.partial_tokens() != 0 && cache_->contains(table.block(table.num_blocks() - 1))) {
@@ -208,7 +125,8 @@ Status KvCacheManager::check_integrity() const {
     return internal_error("in-flight block keys registered to no live sequence");
   }
   KVS_RETURN_IF_ERROR(tenants_->check_integrity(tenant_sequences));
-  return pool_.check_integrity(refs);
+  KVS_RETURN_IF_ERROR(pool_.check_integrity(refs));
+  return cache_->check_integrity();
 }
 
 }  // namespace kvs

@@ -49,9 +49,13 @@ class FlatIndex {
   uint32_t size_ = 0;
 };
 
-class PrefixCache {
+class PrefixCache : public BlockKeyObserver {
  public:
   PrefixCache(uint32_t num_blocks, uint32_t block_size);
+
+  // BlockKeyObserver: the pool evicted b (its key goes), and asks whether b is keyed.
+  void on_evicted(BlockId b) override { erase(b); }
+  [[nodiscard]] bool holds_key(BlockId b) const override { return contains(b); }
 
   [[nodiscard]] uint32_t size() const { return size_; }
   [[nodiscard]] bool contains(BlockId b) const { return cached_[b.value] != 0; }
