@@ -22,8 +22,8 @@ std::vector<TierCapacityRow> plan_tier_capacity(const PlannerModel& model, uint3
                                                 uint32_t block_size, uint64_t host_bytes,
                                                 uint64_t disk_bytes, uint32_t extent_blocks) {
   std::vector<TierCapacityRow> rows;
-  for (int d = static_cast<int>(KvDtype::kF16); d <= static_cast<int>(KvDtype::kInt4Had); ++d) {
-    const KvDtype dtype = static_cast<KvDtype>(d);
+  for (const KvDtype dtype : all_kv_dtypes()) {
+    if (dtype == KvDtype::kF32) continue;  // f32 is left out (tier_capacity.h)
     TierCapacityRow r{.dtype = dtype};
     r.bytes_per_token = kv_shape_bytes(model.kv_shape(dtype, dtype, tp)).bytes_per_token;
     r.block_bytes = r.bytes_per_token * block_size;

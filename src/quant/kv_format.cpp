@@ -8,7 +8,7 @@
 namespace kvs {
 namespace {
 
-constexpr std::array<KvDtypeInfo, 11> kTable = {{
+constexpr std::array<KvDtypeInfo, kNumKvDtypes> kTable = {{
     {KvDtype::kF32, "f32", 0, 0, 32, 0, "none"},
     {KvDtype::kF16, "f16", 0, 0, 16, 0, "none"},
     {KvDtype::kBF16, "bf16", 0, 0, 16, 0, "none"},
@@ -23,6 +23,21 @@ constexpr std::array<KvDtypeInfo, 11> kTable = {{
     {KvDtype::kInt4Had, "int4_had", 32, 18, 0, 0,
      "one f16 scale per 32 elements of the Hadamard-rotated vector"},
 }};
+
+// Row i is the format whose value is i: kv_dtype_from_code and all_kv_dtypes rely on it.
+constexpr bool rows_in_enum_order() {
+  for (size_t i = 0; i < kTable.size(); ++i)
+    if (static_cast<size_t>(kTable[i].dtype) != i) return false;
+  return true;
+}
+static_assert(rows_in_enum_order(), "kTable must list every KvDtype once, in enum order");
+
+constexpr std::array<KvDtype, kNumKvDtypes> all_dtypes() {
+  std::array<KvDtype, kNumKvDtypes> out{};
+  for (size_t i = 0; i < kTable.size(); ++i) out[i] = kTable[i].dtype;
+  return out;
+}
+constexpr std::array<KvDtype, kNumKvDtypes> kAllDtypes = all_dtypes();
 
 // The byte sizes above are the codecs' layouts (kv_codecs.h): one table, tied to the traits the
 // kernels read, so the pool's sizing and the bytes the codecs write cannot drift apart.
@@ -53,6 +68,13 @@ const KvDtypeInfo& kv_dtype_info(KvDtype dtype) {
     if (info.dtype == dtype) return info;
   KVS_CHECK_MSG(false, "unknown KvDtype");
   return kTable[0];
+}
+
+std::span<const KvDtype, kNumKvDtypes> all_kv_dtypes() { return kAllDtypes; }
+
+std::optional<KvDtype> kv_dtype_from_code(uint64_t code) {
+  if (code >= kTable.size()) return std::nullopt;
+  return kTable[code].dtype;
 }
 
 const char* kv_dtype_name(KvDtype dtype) { return kv_dtype_info(dtype).name; }

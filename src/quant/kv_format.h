@@ -3,7 +3,10 @@
 // all size memory from it (through kv_geometry), so they agree to the byte.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -26,6 +29,11 @@ enum class KvDtype : uint8_t {
                 // (head dim a power of two): 18 bytes per 32 elements, like int4
 };
 
+// How many formats there are: the values of KvDtype are 0 .. kNumKvDtypes - 1, and the table
+// (kv_format.cpp) has one row per value, in this order (a static_assert holds it to that). The
+// one place that names the last format; everything else counts through all_kv_dtypes().
+inline constexpr size_t kNumKvDtypes = static_cast<size_t>(KvDtype::kInt4Had) + 1;
+
 // Formats that store H x (H the normalized Walsh-Hadamard matrix, its own inverse) instead of x:
 // q . k = (H q) . (H k), and sum p (H v) = H (sum p v), so attention rotates q once and the
 // output once instead of every stored vector.
@@ -42,6 +50,11 @@ struct KvDtypeInfo {
 };
 
 [[nodiscard]] const KvDtypeInfo& kv_dtype_info(KvDtype dtype);
+// Every format, in the table's (and the enum's) order.
+[[nodiscard]] std::span<const KvDtype, kNumKvDtypes> all_kv_dtypes();
+// The format whose KvDtype value is `code` (as stored in a file or a key), or nullopt when no
+// format has that value.
+[[nodiscard]] std::optional<KvDtype> kv_dtype_from_code(uint64_t code);
 [[nodiscard]] const char* kv_dtype_name(KvDtype dtype);
 // Accepts every name of kv_dtype_info plus the aliases "fp16", "float16", "float32",
 // "bfloat16", "fp8" (= fp8_e4m3), "fp8_dyn" (= fp8_e4m3_dyn). "auto" is resolved by the caller, not

@@ -87,10 +87,10 @@ Result<ExtentHeader> decode_extent_header(std::span<const uint8_t> bytes) {
   h.header_bytes = hb;
   h.ns.model_fingerprint = get<uint64_t>(bytes, 16);
   const uint8_t k = get<uint8_t>(bytes, 24), v = get<uint8_t>(bytes, 25);
-  if (k > static_cast<uint8_t>(KvDtype::kInt4Had) || v > static_cast<uint8_t>(KvDtype::kInt4Had))
-    return invalid_argument("extent: unknown KV format");
-  h.ns.k_dtype = static_cast<KvDtype>(k);
-  h.ns.v_dtype = static_cast<KvDtype>(v);
+  const std::optional<KvDtype> kd = kv_dtype_from_code(k), vd = kv_dtype_from_code(v);
+  if (!kd || !vd) return invalid_argument("extent: unknown KV format");
+  h.ns.k_dtype = *kd;
+  h.ns.v_dtype = *vd;
   h.ns.block_size = get<uint32_t>(bytes, 28);
   h.ns.block_bytes = get<uint64_t>(bytes, 32);
   const uint32_t n = get<uint32_t>(bytes, 40);

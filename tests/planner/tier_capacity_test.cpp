@@ -8,8 +8,8 @@
 #include <filesystem>
 #include <vector>
 
-#include "tiers/disk_tier.h"
 #include "planner/catalog.h"
+#include "tiers/disk_tier.h"
 
 namespace kvs {
 namespace {
@@ -54,6 +54,15 @@ TEST(TierCapacityTest, RowsFollowTheBytesPerTokenOfEachFormat) {
   EXPECT_EQ(rows[0].bytes_per_token, 23040u);  // 30 x 2 x 3 x 64 x 2
   EXPECT_EQ(rows[0].host_tokens, (uint64_t{1} << 30) / (23040 * 16) * 16);
   for (const TierCapacityRow& r : rows) EXPECT_EQ(r.disk_tokens, 0u);
+}
+
+TEST(TierCapacityTest, OneRowPerFormatOfTheTableButF32) {
+  auto model = load_catalog_model("SmolLM2-135M");
+  ASSERT_TRUE(model.is_ok()) << model.status().to_string();
+  const auto rows = plan_tier_capacity(*model, 1, 16, uint64_t{1} << 30, uint64_t{1} << 30);
+  ASSERT_EQ(rows.size(), kNumKvDtypes - 1);
+  for (size_t i = 0; i < rows.size(); ++i) EXPECT_EQ(rows[i].dtype, all_kv_dtypes()[i + 1]);
+  EXPECT_EQ(rows.back().dtype, KvDtype::kInt4Had);
 }
 
 }  // namespace
