@@ -68,8 +68,8 @@ void run_serve(ServeFlags& f) {
   auto mode = parse_preemption_mode(f.preemption_mode);
   if (!mode.is_ok()) fail(mode.status().message());
   config.preemption_mode = *mode;
-  if (config.preemption_mode == PreemptionMode::kSwap && config.swap_space == 0)
-    fail("--preemption-mode swap needs --swap-space > 0 (e.g. --swap-space 1GiB)");
+  // Swap mode without room for a block in --swap-space is refused by Engine::create
+  // (swap_host_blocks, step_driver.h), as by kvserve simulate.
   auto body = parse_byte_size(f.max_body);
   if (!body.is_ok()) fail("--max-body: " + body.status().message());
   if (f.port < 0 || f.port > 65535) fail("--port must be between 0 and 65535");

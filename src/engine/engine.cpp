@@ -113,8 +113,8 @@ Result<std::unique_ptr<Engine>> Engine::create(TransformerModel& model,
                                                                 : ThreadPool::hardware_threads());
   KVS_ASSIGN_OR_RETURN(KvBlockStorage storage, KvBlockStorage::create(KvStorageShape::of(pool)));
   e->storage_ = std::make_unique<KvBlockStorage>(std::move(storage));
-  // The host area: swap's share, as many whole blocks as --swap-space holds (swap mode only),
-  // and the host tier's, as many as --kv-offload-memory holds.
+  // The host area: swap's share (swap_host_blocks, the simulator's rule too) and the host
+  // tier's, as many whole blocks as --kv-offload-memory holds.
   const KvOffloadConfig& oc = config.offload;
   if (config.kv_events) {
     if (!config.enable_prefix_caching)
@@ -136,10 +136,9 @@ Result<std::unique_ptr<Engine>> Engine::create(TransformerModel& model,
           "the KV offload tiers support models whose layers all attend to "
           "the full context; this model has sliding-window layer groups");
   }
-  const uint64_t swap_blocks =
-      config.preemption_mode == PreemptionMode::kSwap
-          ? std::min<uint64_t>(config.swap_space / pool.block_bytes, kMaxPoolBlocks)
-          : 0;
+  KVS_ASSIGN_OR_RETURN(
+      const uint64_t swap_blocks,
+      swap_host_blocks(config.preemption_mode, config.swap_space, pool.block_bytes));
   const uint64_t tier_blocks = std::min<uint64_t>(oc.host_bytes / pool.block_bytes, kMaxPoolBlocks);
   if (oc.host_bytes > 0 && tier_blocks == 0)
     return invalid_argument("--kv-offload-memory " + std::to_string(oc.host_bytes) +

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <string>
 
+#include "core/byte_size.h"
+
 namespace kvs {
 
 void StepBackend::score(size_t, Sequence&, uint32_t, uint32_t) {
@@ -19,6 +21,16 @@ KvCacheConfig pool_cache_config(const KvPoolPlan& pool, bool enable_prefix_cachi
                        .hash_seed = hash_seed,
                        .k_dtype = pool.unit.k_dtype,
                        .v_dtype = pool.unit.v_dtype};
+}
+
+Result<uint32_t> swap_host_blocks(PreemptionMode mode, uint64_t swap_space, uint64_t block_bytes) {
+  KVS_CHECK_MSG(block_bytes > 0, "swap_host_blocks of an empty block");
+  if (mode != PreemptionMode::kSwap) return uint32_t{0};
+  const uint64_t blocks = std::min<uint64_t>(swap_space / block_bytes, kMaxPoolBlocks);
+  if (blocks == 0)
+    return invalid_argument("--preemption-mode swap needs --swap-space of at least one block (" +
+                            format_thousands(block_bytes) + " B)");
+  return static_cast<uint32_t>(blocks);
 }
 
 StepDriver::StepDriver(const StepDriverConfig& config)

@@ -70,6 +70,13 @@ struct StepDriverConfig {
 [[nodiscard]] KvCacheConfig pool_cache_config(const KvPoolPlan& pool, bool enable_prefix_caching,
                                               uint64_t model_fingerprint, uint64_t hash_seed);
 
+// The host area's share for swap, in pool blocks: in swap mode as many whole blocks of
+// `block_bytes` as `swap_space` holds (at most kMaxPoolBlocks), none in recompute mode. Swap mode
+// with room for no block is refused (it would quietly recompute every victim): the engine
+// (--swap-space of serve) and the simulator size swap with this one rule.
+[[nodiscard]] Result<uint32_t> swap_host_blocks(PreemptionMode mode, uint64_t swap_space,
+                                                uint64_t block_bytes);
+
 // One sampled token, with what a server needs to know of its request.
 struct StepOutput {
   SeqId seq{0};

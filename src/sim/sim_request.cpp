@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "core/byte_size.h"
+#include "engine/step_driver.h"
 #include "model/model_paths.h"
 #include "planner/capacity_plan.h"
 #include "planner/catalog.h"
@@ -136,12 +137,8 @@ Result<SimSetup> resolve_sim(const SimArgs& a) {
   auto swap = parse_byte_size(a.swap_space);
   if (!swap.is_ok())
     return Status(swap.status().code(), "--swap-space: " + swap.status().message());
-  s.host_blocks =
-      static_cast<uint32_t>(std::min<uint64_t>(*swap / s.pool.block_bytes, kMaxPoolBlocks));
-  if (s.scheduler.preemption_mode == PreemptionMode::kSwap && s.host_blocks == 0)
-    return invalid_argument("--preemption-mode swap needs --swap-space of at least one block (" +
-                            format_thousands(s.pool.block_bytes) + " B)");
-  if (s.scheduler.preemption_mode != PreemptionMode::kSwap) s.host_blocks = 0;
+  KVS_ASSIGN_OR_RETURN(s.host_blocks,
+                       swap_host_blocks(s.scheduler.preemption_mode, *swap, s.pool.block_bytes));
   s.enable_prefix_caching = a.enable_prefix_caching;
   s.vocab_size = a.vocab_size != 0        ? a.vocab_size
                  : model.vocab_size >= 64 ? model.vocab_size
