@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <optional>
 
+#include "model/architecture.h"
 #include "model/gguf_file.h"
 
 namespace kvs {
@@ -166,11 +167,14 @@ Result<ModelSpec> model_spec_from_gguf(const GgufFile& f) {
 }
 
 Status check_engine_support(const ModelSpec& s) {
-  if (s.architecture != "llama" && s.architecture != "gemma3")
+  const EngineArchitecture* arch = find_engine_architecture(s.architecture);
+  if (arch == nullptr)
     return unimplemented("model architecture '" + s.architecture +
-                         "' is not supported (kvserve runs llama and gemma3 models)");
-  if (s.architecture == "llama" && !s.uniform_full_attention())
-    return unimplemented("the engine runs llama models with uniform full attention only");
+                         "' is not supported (kvserve runs " + engine_architecture_names() +
+                         " models)");
+  if (!arch->sliding_windows && !s.uniform_full_attention())
+    return unimplemented("the engine runs " + s.architecture +
+                         " models with uniform full attention only");
   for (const KvLayer& l : s.kv_layers) {
     if (l.kind != KvLayerKind::kFull && l.kind != KvLayerKind::kSliding)
       return unimplemented(std::string("the engine cannot run ") + kv_layer_kind_name(l.kind) +
@@ -195,8 +199,9 @@ Status check_engine_support(const ModelSpec& s) {
   if (s.head_dim_v != s.head_dim)
     return unimplemented("attention.value_length != key_length is not supported");
   // llama: head_dim = embedding / heads (the converters' layout); Gemma states key_length.
-  if (s.architecture == "llama" && s.head_dim != s.d_model / s.n_heads)
-    return unimplemented("attention.key_length != embedding/heads is not supported for llama");
+  if (arch->head_dim_is_embedding_over_heads && s.head_dim != s.d_model / s.n_heads)
+    return unimplemented("attention.key_length != embedding/heads is not supported for " +
+                         s.architecture);
   if (s.rope_dim > s.head_dim || s.rope_dim % 2 != 0)
     return invalid_argument("rope.dimension_count " + std::to_string(s.rope_dim) +
                             " is invalid for head dim " + std::to_string(s.head_dim));

@@ -79,8 +79,9 @@ struct ModelSpec {
 // Reads and validates any architecture's shape (errors name the missing or inconsistent key).
 [[nodiscard]] Result<ModelSpec> model_spec_from_gguf(const GgufFile& file);
 
-// ok when the engine can run this shape (llama, gemma3: full and sliding-window layers of equal
-// heads): unimplemented naming what it cannot run otherwise.
+// ok when the engine can run this shape (an architecture of engine_architectures(),
+// architecture.h; full and sliding-window layers of equal heads): unimplemented naming what it
+// cannot run otherwise.
 [[nodiscard]] Status check_engine_support(const ModelSpec& spec);
 
 }  // namespace kvs
