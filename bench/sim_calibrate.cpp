@@ -284,17 +284,16 @@ struct Fit {
   double step_overhead = 0, seq_overhead = 0, s_per_linear = 0, s_per_attention = 0;
 };
 
+// The step-time model's own terms (step_time_model.h), so that the fit and the simulator count
+// the same FLOPs and bytes (copied KV included).
 double memory_seconds(const ModelCost& c, double bandwidth, const StepWork& w) {
-  return (c.weights_read_bytes +
-          c.kv_bytes_per_token * static_cast<double>(w.kv_read_tokens + w.tokens)) /
-         bandwidth;
+  return step_memory_bytes(c, w) / bandwidth;
 }
 
 double predict(const Fit& f, const ModelCost& c, double bandwidth, const StepWork& w,
                bool* memory_bound) {
   const double compute =
-      (c.flops_per_token * w.tokens + c.flops_per_sampled_row * w.sampled) * f.s_per_linear +
-      c.attention_flops_per_pair * w.attention_pairs * f.s_per_attention;
+      step_linear_flops(c, w) * f.s_per_linear + step_attention_flops(c, w) * f.s_per_attention;
   const double memory = memory_seconds(c, bandwidth, w);
   if (memory_bound) *memory_bound = memory > compute;
   return f.step_overhead + f.seq_overhead * w.sequences + std::max(compute, memory);
@@ -321,8 +320,8 @@ Fit fit(const std::vector<Sample>& samples, const ModelCost& c, double bandwidth
       if (memory_bound[i]) {
         target -= memory_seconds(c, bandwidth, w);
       } else {
-        row[2] = c.flops_per_token * w.tokens + c.flops_per_sampled_row * w.sampled;
-        row[3] = c.attention_flops_per_pair * w.attention_pairs;
+        row[2] = step_linear_flops(c, w);
+        row[3] = step_attention_flops(c, w);
       }
       rows.push_back(row);
       targets.push_back(target);
@@ -415,8 +414,8 @@ std::vector<std::pair<double, double>> linear_rate_curve(const std::vector<Sampl
   std::map<uint64_t, Sums> sums;
   for (const Sample& s : samples) {
     const StepWork& w = s.work;
-    const double linear = c.flops_per_token * w.tokens + c.flops_per_sampled_row * w.sampled;
-    const double rest = c.attention_flops_per_pair * w.attention_pairs * f.s_per_attention;
+    const double linear = step_linear_flops(c, w);
+    const double rest = step_attention_flops(c, w) * f.s_per_attention;
     const double a = linear / s.seconds, r = (s.seconds - rest) / s.seconds;
     Sums& b = sums[bucket(w.tokens)];
     b.ar += a * r;

@@ -49,20 +49,28 @@ void StepWork::add_chunk(uint32_t start, uint32_t n, bool samples) {
   kv_read_tokens += uint64_t{start} + n;
 }
 
+double step_linear_flops(const ModelCost& c, const StepWork& w) {
+  return c.flops_per_token * static_cast<double>(w.tokens) + c.flops_per_sampled_row * w.sampled;
+}
+
+double step_attention_flops(const ModelCost& c, const StepWork& w) {
+  return c.attention_flops_per_pair * w.attention_pairs;
+}
+
+double step_memory_bytes(const ModelCost& c, const StepWork& w) {
+  return c.weights_read_bytes +
+         c.kv_bytes_per_token *
+             static_cast<double>(w.kv_read_tokens + w.tokens + 2 * w.copied_tokens);
+}
+
 StepTime step_time(const DeviceModel& d, const ModelCost& c, const StepWork& w,
                    uint64_t block_bytes) {
   StepTime t;
   const double linear_rate = linear_flops_at(d, static_cast<double>(w.tokens), c.fp8_weights);
   const double attention_rate =
       d.attention_flops > 0 ? d.attention_flops : d.peak_flops * d.compute_efficiency;
-  t.compute_s =
-      (c.flops_per_token * static_cast<double>(w.tokens) + c.flops_per_sampled_row * w.sampled) /
-          linear_rate +
-      c.attention_flops_per_pair * w.attention_pairs / attention_rate;
-  const double bandwidth = d.memory_bandwidth * d.memory_efficiency;
-  const double kv_bytes =
-      c.kv_bytes_per_token * static_cast<double>(w.kv_read_tokens + w.tokens + 2 * w.copied_tokens);
-  t.memory_s = (c.weights_read_bytes + kv_bytes) / bandwidth;
+  t.compute_s = step_linear_flops(c, w) / linear_rate + step_attention_flops(c, w) / attention_rate;
+  t.memory_s = step_memory_bytes(c, w) / (d.memory_bandwidth * d.memory_efficiency);
   if (c.tp > 1 && w.tokens > 0) {
     // Two all-reduces per layer (attention output, MLP output) of tokens x hidden x 2 B, ring.
     const double payload = static_cast<double>(w.tokens) * c.hidden * 2.0;

@@ -3,9 +3,9 @@
 //
 //   compute  = (2 x P_body x tokens + 2 x vocab x hidden x sampled rows) / (peak x eff_c)
 //              + 4 x layers x q_heads x head_dim x attention pairs / attention rate
-//   memory   = (weights read + KV read + KV written) / (bandwidth x eff_m)
+//   memory   = (weights read + KV read + KV written + 2 x copied KV) / (bandwidth x eff_m)
 //   comm     = layers x 2 all-reduces of tokens x hidden x 2 B over the TP link (ring), tp > 1
-//   transfer = swapped blocks x block bytes / host bandwidth + copied KV / bandwidth
+//   transfer = swapped blocks x block bytes / host bandwidth
 //   step     = max(compute, memory) + comm + transfer + overhead + per-sequence overhead x seqs
 //
 // (peak x eff_c) is the device's rate at the step's token count where the device has a rate curve
@@ -58,6 +58,14 @@ struct StepWork {
   // Adds a chunk of n tokens starting at position `start`; `samples` if it reaches the end.
   void add_chunk(uint32_t start, uint32_t n, bool samples);
 };
+
+// The terms of the roofline above, on one rank: FLOPs of the linear layers (2 x P_body x tokens
+// + the LM head's sampled rows), FLOPs of attention (the pairs), and the bytes the step moves
+// through device memory (weights read + KV read + KV written + copied KV, read and written).
+// step_time divides them by the device's rates; bench/sim_calibrate fits the rates with them.
+[[nodiscard]] double step_linear_flops(const ModelCost& cost, const StepWork& work);
+[[nodiscard]] double step_attention_flops(const ModelCost& cost, const StepWork& work);
+[[nodiscard]] double step_memory_bytes(const ModelCost& cost, const StepWork& work);
 
 struct StepTime {
   double compute_s = 0;

@@ -52,6 +52,27 @@ TEST_F(StepTime, DecodeIsMemoryBoundAndPrefillComputeBound) {
   EXPECT_EQ(p.comm_s, 0);
 }
 
+// The roofline's terms are functions of their own (bench/sim_calibrate fits with them): the
+// memory term counts copied KV twice (read and written), step_time divides by the effective
+// bandwidth.
+TEST_F(StepTime, TermsAreTheOnesStepTimeUses) {
+  const SimSetup s = test::resolve_or_die(test::llama_h100_args());
+  const ModelCost& c = s.cost;
+  StepWork w;
+  w.add_chunk(1000, 1, true);
+  w.add_chunk(0, 64, false);
+  const double plain = step_memory_bytes(c, w);
+  EXPECT_NEAR(plain, c.weights_read_bytes + (1001 + 64 + 65) * 131072.0, 1e-3);
+  w.copied_tokens = 10;
+  EXPECT_NEAR(step_memory_bytes(c, w), plain + 20 * 131072.0, 1e-3);
+  EXPECT_NEAR(step_linear_flops(c, w), c.flops_per_token * 65 + c.flops_per_sampled_row, 1);
+  EXPECT_NEAR(step_attention_flops(c, w), c.attention_flops_per_pair * w.attention_pairs, 1);
+  const kvs::StepTime t = step_time(s.device, c, w, s.pool.block_bytes);
+  EXPECT_NEAR(t.memory_s,
+              step_memory_bytes(c, w) / (s.device.memory_bandwidth * s.device.memory_efficiency),
+              1e-15);
+}
+
 TEST_F(StepTime, TensorParallelismFp8KvAndSwaps) {
   SimArgs a = test::llama_h100_args();
   a.hw.tp = 2;
