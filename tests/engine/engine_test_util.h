@@ -11,6 +11,7 @@
 #include "engine/engine.h"
 #include "model/loaded_model.h"
 #include "model/model_paths.h"
+#include "support/prerequisites.h"
 
 namespace kvs::test {
 
@@ -70,7 +71,9 @@ inline std::vector<std::vector<int32_t>> run_all(Engine& e,
 
 }  // namespace kvs::test
 
-// Declares `model` (the shared default model) or skips the test when it is missing.
+// Declares `model` (the shared default model), or skips the test when it is missing (fails it
+// under CI=true: support/prerequisites.h).
 #define REQUIRE_MODEL()                             \
   LoadedModel* model = ::kvs::test::shared_model(); \
-  if (model == nullptr) GTEST_SKIP() << "default model not found at " << default_model_path()
+  if (model == nullptr)                             \
+  SKIP_OR_FAIL_IN_CI() << "default model not found at " << default_model_path()

@@ -282,9 +282,20 @@ struct Shape {
 
 class PagedAttentionShapesTest : public ::testing::TestWithParam<std::tuple<KvDtype, Shape>> {};
 
+// Every format with every shape it can hold: the formats of 32-element groups need a head dim
+// that is a multiple of 32, so head dim 40 runs in the other formats only (not instantiated,
+// rather than reported as skipped).
+std::vector<std::tuple<KvDtype, Shape>> format_shape_cases() {
+  std::vector<std::tuple<KvDtype, Shape>> cases;
+  for (KvDtype d : kAllFormats)
+    for (Shape sh : {Shape{10, 2, 128, 1, 3001}, Shape{8, 1, 64, 2, 1500}, Shape{9, 3, 64, 1, 4100},
+                     Shape{4, 4, 40, 3, 300}})
+      if (kv_dtype_info(d).group_elems == 0 || sh.head_dim % 32 == 0) cases.emplace_back(d, sh);
+  return cases;
+}
+
 TEST_P(PagedAttentionShapesTest, MatchesReference) {
   const auto [dtype, sh] = GetParam();
-  if (kv_dtype_info(dtype).group_elems != 0 && sh.head_dim % 32 != 0) GTEST_SKIP();
   const uint32_t bs = 16;
   const uint32_t nblocks = (sh.context + bs - 1) / bs;
   auto storage = KvBlockStorage::create({.num_blocks = nblocks,
@@ -334,17 +345,15 @@ TEST_P(PagedAttentionShapesTest, MatchesReference) {
   });
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    FormatsAndShapes, PagedAttentionShapesTest,
-    ::testing::Combine(::testing::ValuesIn(kAllFormats),
-                       ::testing::Values(Shape{10, 2, 128, 1, 3001}, Shape{8, 1, 64, 2, 1500},
-                                         Shape{9, 3, 64, 1, 4100}, Shape{4, 4, 40, 3, 300})),
-    [](const ::testing::TestParamInfo<std::tuple<KvDtype, Shape>>& info) {
-      const Shape& sh = std::get<1>(info.param);
-      return std::string(kv_dtype_name(std::get<0>(info.param))) + "_h" + std::to_string(sh.heads) +
-             "_kv" + std::to_string(sh.kv_heads) + "_d" + std::to_string(sh.head_dim) + "_t" +
-             std::to_string(sh.tokens);
-    });
+INSTANTIATE_TEST_SUITE_P(FormatsAndShapes, PagedAttentionShapesTest,
+                         ::testing::ValuesIn(format_shape_cases()),
+                         [](const ::testing::TestParamInfo<std::tuple<KvDtype, Shape>>& info) {
+                           const Shape& sh = std::get<1>(info.param);
+                           return std::string(kv_dtype_name(std::get<0>(info.param))) + "_h" +
+                                  std::to_string(sh.heads) + "_kv" + std::to_string(sh.kv_heads) +
+                                  "_d" + std::to_string(sh.head_dim) + "_t" +
+                                  std::to_string(sh.tokens);
+                         });
 
 // A block carries its scales: after a copy-on-write copy of its tokens, or a swap out to host
 // memory and back into another block, attention reads exactly the same values in every format.

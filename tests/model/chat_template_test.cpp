@@ -8,6 +8,7 @@
 
 #include "model/gguf_file.h"
 #include "model/model_paths.h"
+#include "support/prerequisites.h"
 
 namespace kvs {
 namespace {
@@ -119,7 +120,8 @@ TEST(ChatTemplateTest, UnknownTemplatesFallBackToPlainText) {
 
 TEST(ChatTemplateTest, DefaultModelCarriesTheSmolLm2Template) {
   const std::string path = default_model_path();
-  if (!std::filesystem::exists(path)) GTEST_SKIP() << "model missing; run scripts/fetch-model";
+  if (!std::filesystem::exists(path))
+    SKIP_OR_FAIL_IN_CI() << "model missing; run scripts/fetch-model";
   auto file = GgufFile::open(path);
   ASSERT_TRUE(file.is_ok()) << file.status().to_string();
   auto jinja = file->get_string("tokenizer.chat_template");

@@ -9,6 +9,7 @@
 #include "model/model_spec.h"
 #include "planner/catalog.h"
 #include "planner/model_config.h"
+#include "support/prerequisites.h"
 
 namespace kvs {
 namespace {
@@ -21,7 +22,8 @@ Result<PlannerModel> from_writer(const GgufWriter& w) {
 
 TEST(GgufModelConfig, DefaultModel) {
   const std::string path = default_model_path();
-  if (!std::filesystem::exists(path)) GTEST_SKIP() << "run scripts/fetch-model for " << path;
+  if (!std::filesystem::exists(path))
+    SKIP_OR_FAIL_IN_CI() << "run scripts/fetch-model for " << path;
   auto m = load_planner_model(path);  // detected as GGUF by its magic
   ASSERT_TRUE(m.is_ok()) << m.status().to_string();
   EXPECT_EQ(m->architecture, "llama");

@@ -17,7 +17,7 @@
 #include "sim/sim_test_util.h"
 #include "sim/simulation.h"
 #include "sim/token_synthesizer.h"
-#include "support/redis_process.h"
+#include "support/prerequisites.h"
 
 namespace kvs {
 namespace {
@@ -56,10 +56,7 @@ std::string model_file(const std::string& name) { return default_model_dir() + "
 
 void compare(const std::string& model_name) {
   const std::string path = model_file(model_name);
-  if (!fs::exists(path)) {
-    if (test::running_in_ci()) FAIL() << path << " missing (scripts/test fetches it)";
-    GTEST_SKIP() << path << " missing: run scripts/fetch-model";
-  }
+  if (!fs::exists(path)) SKIP_OR_FAIL_IN_CI() << path << " missing: run scripts/fetch-model";
   test::use_source_data_dir();
   const Trace trace = small_trace();
   char dir_tmpl[] = "/tmp/kvs-engine-vs-sim-XXXXXX";

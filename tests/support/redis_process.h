@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "support/prerequisites.h"
 #include "tiers/redis_client.h"
 
 extern char** environ;
@@ -86,16 +87,9 @@ class RedisProcess {
   bool up_ = false;
 };
 
-inline bool running_in_ci() {
-  const char* ci = std::getenv("CI");
-  return ci != nullptr && *ci != 0 && std::string(ci) != "0" && std::string(ci) != "false";
-}
-
 }  // namespace kvs::test
 
 // Skips (fails under CI=true) when redis-server could not be started.
-#define REQUIRE_REDIS(r)                                                             \
-  if (!(r).up()) {                                                                   \
-    if (::kvs::test::running_in_ci()) FAIL() << "redis-server did not start";        \
-    GTEST_SKIP() << "redis-server not available (scripts/install-deps installs it)"; \
-  }
+#define REQUIRE_REDIS(r) \
+  if (!(r).up())         \
+  SKIP_OR_FAIL_IN_CI() << "redis-server did not start (scripts/install-deps installs it)"
