@@ -7,12 +7,18 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 import threading
 import time
 
 import pytest
 import requests
+
+# tests/support/prerequisites.py: skip locally, fail under CI=true (for every suite that loads
+# this conftest: tests/server and tests/security).
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from prerequisites import require, running_in_ci  # noqa: E402,F401
 
 API_KEY = "test-key"
 MODEL_NAME = "smol"
@@ -114,11 +120,29 @@ class Server:
             shutil.rmtree(self.keys_dir, ignore_errors=True)
 
 
+def wait_until(predicate, timeout=30, what="the condition", interval=0.05):
+    """Polls predicate() until it is true (returns its value) or fails the test after `timeout`
+    seconds: the tests wait on a condition (a metric, a log line, a count), never a fixed sleep."""
+    deadline = time.time() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.time() >= deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(interval)
+
+
+def require_binary():
+    """The built kvserve: a skip without it, a failure under CI."""
+    require(os.path.exists(kvserve_bin()), f"kvserve binary not found at {kvserve_bin()}")
+
+
 def require_model():
-    if not os.path.exists(kvserve_bin()):
-        pytest.skip(f"kvserve binary not found at {kvserve_bin()}")
-    if not os.path.exists(default_model()):
-        pytest.skip(f"default model not found at {default_model()} (run scripts/fetch-model)")
+    """The built kvserve and the default model: a skip without them, a failure under CI."""
+    require_binary()
+    require(os.path.exists(default_model()),
+            f"default model not found at {default_model()} (run scripts/fetch-model)")
 
 
 @pytest.fixture(scope="session")

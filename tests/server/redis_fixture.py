@@ -68,8 +68,10 @@ class RedisServer:
 
 @pytest.fixture
 def redis_server():
-    if shutil.which("redis-server") is None:
-        pytest.skip("redis-server not installed (scripts/install-deps installs it)")
+    # tests/support/prerequisites.py (on sys.path through conftest.py): fails under CI=true.
+    from prerequisites import require
+    require(shutil.which("redis-server") is not None and shutil.which("redis-cli") is not None,
+            "redis-server not installed (scripts/install-deps installs it)")
     r = RedisServer()
     yield r
     r.close()
