@@ -174,20 +174,6 @@ TEST(EngineTest, StepLogRecordsEveryStep) {
   EXPECT_FALSE(StepLog::open("/nonexistent-dir/steps.jsonl").is_ok());
 }
 
-TEST(EngineTest, RejectsRequestsThatCannotFit) {
-  REQUIRE_MODEL();
-  auto e = make_engine(*model, {.kv_cache_memory = 4ull * 16 * 23040, .max_model_len = 100});
-  EXPECT_FALSE(e->add_request({.prompt = {}, .max_tokens = 4}).is_ok());
-  EXPECT_FALSE(e->add_request({.prompt = {1, 2}, .max_tokens = 0}).is_ok());
-  EXPECT_FALSE(e->add_request({.prompt = {1, 999999}, .max_tokens = 4}).is_ok());
-  EXPECT_FALSE(e->add_request({.prompt = std::vector<int32_t>(90, 5), .max_tokens = 20}).is_ok());
-  EXPECT_FALSE(e->add_request({.prompt = std::vector<int32_t>(60, 5), .max_tokens = 20})
-                   .is_ok());  // > 64-token pool
-  EXPECT_FALSE(
-      e->add_request({.prompt = {1}, .sampling = {.temperature = -1}, .max_tokens = 4}).is_ok());
-  EXPECT_TRUE(e->add_request({.prompt = {1, 2}, .max_tokens = 4}).is_ok());
-}
-
 TEST(EngineTest, SameSeedSameText) {
   REQUIRE_MODEL();
   const auto p = tokens_of(*model, "Tell me a story about a robot.");

@@ -1,5 +1,6 @@
 // Scheduler behaviour on the real default model: swap and recompute preemption keep greedy
-// outputs, priorities order admission and pick victims, n > 1 forks share the prompt's blocks.
+// outputs, n > 1 forks share the prompt's blocks. (Priorities, victims and the request checks,
+// which need no model, are scheduler_policy_test.cpp.)
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -114,35 +115,6 @@ TEST(SchedulerTest, FullSwapAreaFallsBackToRecompute) {
   EXPECT_EQ(run_all(*tight, greedy(prompts, 24)), expect);
   EXPECT_GT(tight->num_preemptions(PreemptionMode::kRecompute), 0u);
   EXPECT_EQ(tight->snapshot().cache.blocks_in_use, 0u);
-}
-
-TEST(SchedulerTest, PriorityOrdersAdmissionLowerNumberFirst) {
-  REQUIRE_MODEL();
-  const auto p = model->tokenizer->encode("Hello there, how are you?", true, true);
-  auto e = make_engine(*model, {.kv_cache_memory = 64ull << 20, .max_num_seqs = 1});
-  std::vector<SequenceRequest> reqs = greedy({p, p, p}, 4);
-  reqs[0].priority = 5;
-  reqs[1].priority = 0;
-  reqs[2].priority = 5;
-  std::vector<SeqId> ids;
-  (void)run_all(*e, std::move(reqs), &ids);
-  const auto when = [&](int i) { return e->sequence(ids[i]).first_scheduled; };
-  EXPECT_LT(when(1), when(0));  // more important first
-  EXPECT_LT(when(0), when(2));  // FCFS within a priority
-}
-
-TEST(SchedulerTest, VictimsAreTheLeastImportant) {
-  REQUIRE_MODEL();
-  const auto prompts = prompts_x(*model, 2);
-  auto roomy = make_engine(*model, {.kv_cache_memory = 64ull << 20});
-  const auto expect = run_all(*roomy, greedy(prompts, 24));
-  auto tight = make_engine(*model, {.kv_cache_memory = 8 * 16 * kTokenBytes});
-  auto reqs = greedy(prompts, 24);
-  reqs[0].priority = -1;  // the most important request is never a victim
-  std::vector<SeqId> ids;
-  EXPECT_EQ(run_all(*tight, std::move(reqs), &ids), expect);
-  EXPECT_GT(tight->num_preemptions(), 0u);
-  EXPECT_EQ(tight->sequence(ids[0]).num_preemptions, 0u);
 }
 
 TEST(SchedulerTest, ForkedSamplesShareThePromptAndMatchASingleRun) {
