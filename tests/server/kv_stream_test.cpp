@@ -11,7 +11,6 @@
 
 #include <atomic>
 #include <nlohmann/json.hpp>
-#include <thread>
 
 #include "server/kv_delta.h"
 
@@ -216,6 +215,19 @@ TEST(DashboardStream, StopEndsEveryStream) {
   hub.stop();  // idempotent
 }
 
+// Waits (deadline 30 s) until `sub` has received `n` frames; returns them parsed.
+std::vector<json> wait_frames(KvSubscription& sub, size_t n) {
+  std::vector<json> frames;
+  const auto deadline = std::chrono::steady_clock::now() + 30s;
+  while (frames.size() < n && std::chrono::steady_clock::now() < deadline) {
+    Frames fs;
+    EXPECT_TRUE(sub.wait(&fs, 50ms));
+    for (const auto& f : fs) frames.push_back(parse(f));
+  }
+  EXPECT_GE(frames.size(), n);
+  return frames;
+}
+
 // The real clock: the publisher thread sleeps while nobody watches and then ticks on its own.
 // Only order is checked (a key frame, then consecutive deltas; never more frames than views),
 // with a generous deadline, not a rate.
@@ -223,19 +235,22 @@ TEST(DashboardStream, ThePublisherThreadTicksWhileSomeoneWatches) {
   const TenantLabeler labeler;
   FakeSource fake;
   KvStreamHub hub(labeler, fake.source(), {.interval = 5ms});
-  std::this_thread::sleep_for(20ms);
+  // Nobody watches `hub` while a watched witness hub of the same interval ticks 6 times: had
+  // `hub`'s thread ticked without a watcher, it would have taken views by then (no fixed sleep).
+  {
+    FakeSource witness_source;
+    KvStreamHub witness(labeler, witness_source.source(), {.interval = 5ms});
+    auto w = witness.subscribe();
+    ASSERT_NE(w, nullptr);
+    (void)wait_frames(*w, 6);
+  }
   EXPECT_EQ(fake.views.load(), 0) << "no view is taken while nobody watches";
   auto sub = hub.subscribe();
   ASSERT_NE(sub, nullptr);
-  std::vector<json> frames;
-  const auto deadline = std::chrono::steady_clock::now() + 30s;
-  while (frames.size() < 5 && std::chrono::steady_clock::now() < deadline) {
-    Frames fs;
-    ASSERT_TRUE(sub->wait(&fs, 50ms));
-    for (const auto& f : fs) frames.push_back(parse(f));
-  }
+  const std::vector<json> frames = wait_frames(*sub, 5);
   ASSERT_GE(frames.size(), 5u);
   EXPECT_TRUE(frames[0]["key"].get<bool>());
+  EXPECT_EQ(frames[0]["frame"].get<int>(), 1) << "the first view is the subscriber's first tick";
   for (size_t i = 1; i < frames.size(); ++i) {
     EXPECT_FALSE(frames[i]["key"].get<bool>());
     EXPECT_EQ(frames[i]["frame"].get<int>(), frames[i - 1]["frame"].get<int>() + 1);

@@ -24,13 +24,16 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 import requests
 
-from conftest import API_KEY
+from conftest import API_KEY, require, wait_until
 
-webdriver = pytest.importorskip("selenium.webdriver")
-from selenium.webdriver.chrome.service import Service  # noqa: E402
-from selenium.webdriver.common.action_chains import ActionChains  # noqa: E402
-from selenium.webdriver.common.by import By  # noqa: E402
-from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
+try:
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+except ImportError:  # the browser fixture says so (a failure under CI=true)
+    webdriver = None
 
 CHROMIUM = shutil.which("chromium")
 CHROMEDRIVER = shutil.which("chromedriver")
@@ -40,8 +43,9 @@ SYSTEM = "You are the support assistant of a library. " + " ".join(
 
 @pytest.fixture
 def browser(tmp_path):
-    if not CHROMIUM or not CHROMEDRIVER:
-        pytest.skip("chromium / chromium-driver not installed (scripts/install-deps)")
+    require(webdriver is not None, "selenium not installed (scripts/install-deps)")
+    require(CHROMIUM and CHROMEDRIVER,
+            "chromium / chromium-driver not installed (scripts/install-deps)")
     opts = webdriver.ChromeOptions()
     opts.binary_location = CHROMIUM
     for arg in ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
@@ -66,6 +70,17 @@ def wait_for(driver, script, timeout=30, what=None):
     WebDriverWait(driver, timeout, poll_frequency=0.1).until(
         lambda d: js(d, "return " + script), message=what or script)
     return js(driver, "return " + script)
+
+
+def caught_up(driver, frames=3):
+    """Waits until the page has applied `frames` more frames of the stream (fewer may have been
+    in flight at the call: the last one's view was taken after it) and has drawn them (two
+    animation frames later): what a fixed sleep used to stand for."""
+    frame = js(driver, "return window.kvDashboard.state.frame")
+    wait_for(driver, f"window.kvDashboard.state.frame >= {frame + frames}",
+             what=f"{frames} more frames")
+    driver.execute_async_script("const done = arguments[arguments.length - 1]; "
+                                "requestAnimationFrame(() => requestAnimationFrame(done));")
 
 
 def console_errors(driver):
@@ -236,7 +251,8 @@ def test_dashboard_under_load(start_server, browser, tmp_path):
         const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
         let n = 0; for (let i = 3; i < d.length; i += 4) n += d[i] > 0; return n;""")
     assert overlay > 0, "the selection overlay is empty"
-    time.sleep(1.2)  # the table is drawn out in order; let it finish for the screenshot
+    # The table is drawn out in order: let it finish for the screenshot.
+    wait_for(driver, "!window.kvDashboard.map.animating", what="the table to be drawn out")
     shot = tmp_path / "dashboard.png"
     driver.save_screenshot(str(shot))
     if os.environ.get("KVSERVE_DASHBOARD_SCREENSHOT"):
@@ -245,7 +261,7 @@ def test_dashboard_under_load(start_server, browser, tmp_path):
 
     # Two salts, two hues: the prefix blocks of each stay cached (or in use) after the load.
     js(driver, "window.kvDashboard.select(null)")
-    time.sleep(0.5)
+    caught_up(driver)  # the page shows the state after the load
     cells = js(driver, """
         const s = window.kvDashboard.state, out = {};
         for (let i = 0; i < s.cells.length; i++) {
@@ -303,7 +319,12 @@ def test_large_pool_keeps_updating(start_server, browser):
     counts = "const d = window.kvDashboard; return [d.state.frame, d.perf().updates];"
     frame0, updates0 = js(driver, counts)
     load = Load(server, clients=4, max_tokens=32)
-    time.sleep(8)
+    # Measured under load: two rounds of requests done and 30 frames applied since frame0 (the
+    # page's rates are over its last 5 s of frames).
+    wait_until(lambda: load.errors or load.done >= 8, timeout=120, what="8 requests done")
+    assert not load.errors, load.errors
+    wait_for(driver, f"window.kvDashboard.state.frame >= {frame0 + 30}", timeout=120,
+             what="30 frames under load")
     frame1, updates1 = js(driver, counts)
     perf = js(driver, "return window.kvDashboard.perf()")
     load.finish()
@@ -448,8 +469,8 @@ def held(table):
     return [b for b in table if b is not None]
 
 
-@pytest.mark.skipif(not os.path.exists(GEMMA), reason="gemma3-270m not fetched")
 def test_layer_groups_of_a_sliding_window_model(start_server, browser):
+    require(os.path.exists(GEMMA), "gemma3-270m not fetched (scripts/fetch-model gemma3-270m)")
     # Gemma 3 270M: 3 full + 15 sliding (window 512) layers, six groups of 3 layers sharing one
     # pool. A request past the window holds every block in the full group but only the window's
     # blocks in the sliding ones; the page shows each group and lights up all of a request's tables.
@@ -496,7 +517,8 @@ def test_layer_groups_of_a_sliding_window_model(start_server, browser):
     assert not errors, errors
 
     # Idle: the page's per-group counts equal /v1/kv's.
-    time.sleep(1.0)
+    server.wait_idle()
+    caught_up(driver)
     kv = server.get("/v1/kv").json()
     want = [{"in_use": 0, "cached_free": 0} for _ in kv["layer_groups"]]
     for b in kv["blocks"]:

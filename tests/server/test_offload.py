@@ -7,12 +7,11 @@ import re
 import subprocess
 import tempfile
 import threading
-import time
 
 import pytest
 import requests
 
-from conftest import API_KEY
+from conftest import API_KEY, wait_until
 from tier_prompts import POOL, complete, doc
 
 
@@ -157,9 +156,12 @@ def test_a_server_killed_while_writing_restarts_clean(start_server, tier_dir):
         except (requests.RequestException, AssertionError):
             pass  # the server is killed under it
 
+    stored = metric(s, "kvserve_kv_offload_blocks_stored_total", "disk")
     t = threading.Thread(target=load, daemon=True)
     t.start()
-    time.sleep(1.0)
+    # Kill once the load's own blocks are reaching the disk: more of them are on the way.
+    wait_until(lambda: metric(s, "kvserve_kv_offload_blocks_stored_total", "disk") > stored,
+               timeout=60, what="the load's blocks to reach the disk tier", interval=0.02)
     s.proc.kill()  # SIGKILL mid-stream: writes in flight are lost, nothing else
     s.proc.wait()
     s2 = disk_server(start_server, tier_dir, *flags)

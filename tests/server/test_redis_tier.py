@@ -6,6 +6,7 @@ import re
 import threading
 import time
 
+from conftest import wait_until
 from redis_fixture import redis_server  # noqa: F401 (fixture)
 from tier_prompts import POOL, complete, doc
 
@@ -74,24 +75,31 @@ def test_redis_stopped_mid_load_fails_no_request_and_hits_resume(start_server, r
     threads = [threading.Thread(target=load, args=(k,)) for k in range(2)]
     for t in threads:
         t.start()
-    time.sleep(1.5)
-    redis_server.stop()  # mid-load
-    n_at_stop = len(done)
-    deadline = time.time() + 20
-    opened = False
-    while time.time() < deadline and not opened:
-        opened = metric(a, "kvserve_kv_offload_remote_breaker_opened_total",
-                        f'instance="{redis_server.url}/0"') >= 1
-        time.sleep(0.1)
-    time.sleep(1.0)  # requests keep succeeding with the breaker open
-    n_down = len(done) - n_at_stop
-    redis_server.start()
-    time.sleep(1.0)
-    stop.set()
-    for t in threads:
-        t.join()
+    try:
+        # Mid-load: requests are completing and their blocks reaching Redis.
+        wait_until(lambda: errors or (len(done) >= 4 and
+                                      metric(a, "kvserve_kv_offload_blocks_stored_total") > 0),
+                   timeout=60, what="the load to write to Redis")
+        redis_server.stop()  # mid-load
+        n_at_stop = len(done)
+        wait_until(lambda: metric(a, "kvserve_kv_offload_remote_breaker_opened_total",
+                                  f'instance="{redis_server.url}/0"') >= 1,
+                   timeout=20, what="the breaker to open", interval=0.1)
+        # Requests keep succeeding with the breaker open: two more complete while Redis is down.
+        n_open = len(done)
+        wait_until(lambda: errors or len(done) >= n_open + 2, timeout=30,
+                   what="requests to complete while Redis is down")
+        n_down = len(done) - n_at_stop
+        redis_server.start()
+        # And once it is back.
+        n_up = len(done)
+        wait_until(lambda: errors or len(done) >= n_up + 2, timeout=30,
+                   what="requests to complete after Redis came back")
+    finally:
+        stop.set()
+        for t in threads:
+            t.join()
     assert not errors, errors[:3]
-    assert opened, "the breaker never opened"
     assert n_down > 0, "no request completed while Redis was down"
     assert metric(a, "kvserve_kv_offload_errors_total") >= 1
     # Redis is back (empty): new blocks are written again and a peer hits them.
