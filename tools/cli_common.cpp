@@ -5,47 +5,25 @@
 #include "core/byte_size.h"
 #include "model/model_paths.h"
 #include "tools/cli_commands.h"
+#include "tools/cli_common_flags.h"
 
 namespace kvs::cli {
 
 void add_engine_flags(CLI::App* cmd, EngineFlags* f) {
-  cmd->add_option("-m,--model", f->model,
-                  "GGUF model file (default: the cached default model, see scripts/fetch-model)");
-  cmd->add_option("--kv-cache-memory", f->kv_cache_memory,
-                  "bytes for the paged KV pool, e.g. 512MiB, 2GiB, 1GB (GB = 10^9, GiB = 2^30)")
-      ->capture_default_str();
-  cmd->add_option("--block-size", f->block_size, "tokens per KV block (1..256)")
-      ->capture_default_str();
-  cmd->add_option("--kv-cache-dtype", f->kv_cache_dtype,
-                  "KV element format: auto (= f16), f32, f16, bf16, fp8 (= fp8_e4m3, per-tensor "
-                  "scale 1.0, saturating), fp8_e5m2, fp8_e4m3_dyn (f16 scale per token and head), "
-                  "int8 (f16 scale per token and head), int4 (f16 scale per 32 elements), int4_had "
-                  "(int4 after a Hadamard rotation), q8_0, q4_0 (llama.cpp blocks); see "
-                  "docs/kv-quantization.md")
-      ->capture_default_str();
-  cmd->add_option("--kv-cache-dtype-k", f->kv_cache_dtype_k,
-                  "K format, same names (overrides --kv-cache-dtype)");
-  cmd->add_option("--kv-cache-dtype-v", f->kv_cache_dtype_v,
-                  "V format, same names (overrides --kv-cache-dtype)");
+  add_model_flag(*cmd, &f->model, FlagRole::kEngine);
+  add_kv_cache_memory_flag(*cmd, &f->kv_cache_memory, FlagRole::kEngine);
+  add_block_size_flag(*cmd, &f->block_size, FlagRole::kEngine);
+  add_kv_cache_dtype_flags(*cmd, &f->kv_cache_dtype, &f->kv_cache_dtype_k, &f->kv_cache_dtype_v,
+                           FlagRole::kEngine);
   cmd->add_option("-t,--threads", f->threads, "worker threads (default: all cores)");
-  cmd->add_option("--max-num-batched-tokens", f->max_num_batched_tokens,
-                  "token budget of one engine step (prefill chunk size)")
-      ->capture_default_str();
-  cmd->add_option("--max-num-seqs", f->max_num_seqs, "sequences running at once")
-      ->capture_default_str();
-  cmd->add_flag("--enable-prefix-caching,!--no-enable-prefix-caching", f->enable_prefix_caching,
-                "reuse cached KV blocks of identical prompt prefixes (default: on)");
-  cmd->add_option("--max-model-len", f->max_model_len,
-                  "maximum tokens per sequence, prompt + output (default: the model's context)");
-  cmd->add_option("--kv-offload-memory", f->kv_offload_memory,
-                  "host RAM for the KV tier under the pool (L2): cached blocks the pool evicts "
-                  "go there instead of being forgotten; 0 = off")
-      ->capture_default_str();
+  add_max_num_batched_tokens_flag(*cmd, &f->max_num_batched_tokens, FlagRole::kEngine);
+  add_max_num_seqs_flag(*cmd, &f->max_num_seqs, FlagRole::kEngine);
+  add_prefix_caching_flag(*cmd, &f->enable_prefix_caching);
+  add_max_model_len_flag(*cmd, &f->max_model_len);
+  add_kv_offload_memory_flag(*cmd, &f->kv_offload_memory, FlagRole::kEngine);
   cmd->add_option("--kv-offload-dir", f->kv_offload_dir,
                   "directory of the disk KV tier (L3); survives restarts (default: off)");
-  cmd->add_option("--kv-offload-disk-bytes", f->kv_offload_disk_bytes,
-                  "capacity of the disk tier (least recently used extents are deleted)")
-      ->capture_default_str();
+  add_kv_offload_disk_bytes_flag(*cmd, &f->kv_offload_disk_bytes, FlagRole::kEngine);
   cmd->add_option("--kv-offload-policy", f->kv_offload_policy,
                   "write-back (blocks go down when evicted) or write-through (as soon as cached)")
       ->capture_default_str();

@@ -38,7 +38,7 @@ struct EngineFlags {
 
 // Adds -m, --kv-cache-memory, --block-size, --kv-cache-dtype(-k/-v), -t, --max-num-batched-tokens,
 // --max-num-seqs, --[no-]enable-prefix-caching, --max-model-len, the --kv-offload-* tiers and the
-// --kv-remote-* tier.
+// --kv-remote-* tier (the flags other subcommands share too come from cli_common_flags.h).
 void add_engine_flags(CLI::App* cmd, EngineFlags* flags);
 
 // Loads the model named by flags.model (or the default model); fails with one clear line.

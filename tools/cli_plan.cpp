@@ -23,6 +23,7 @@
 #include "planner/plan_svg.h"
 #include "planner/tier_capacity.h"
 #include "tools/cli_commands.h"
+#include "tools/cli_common_flags.h"
 #include "tools/cli_hardware_flags.h"
 
 namespace kvs::cli {
@@ -183,23 +184,15 @@ void add_plan_command(CLI::App& app) {
   cmd->add_option("--lengths", flags->lengths_file,
                   "length distribution file: lines of 'tokens [weight]'");
   cmd->add_option("--concurrency", flags->concurrency, "concurrent requests: does this fit?");
-  cmd->add_option("--block-size", flags->block_size, "paging block in tokens (0 = contiguous)")
-      ->capture_default_str();
-  cmd->add_option("--max-num-batched-tokens", flags->max_num_batched_tokens,
-                  "size windowed layers as the engine holds them during a step of this many "
-                  "tokens (window - 1 + N, in the blocks they span); default: the window. Also "
-                  "the prefill chunk of the engine footprint (default 512, the engine's)");
+  add_block_size_flag(*cmd, &flags->block_size, FlagRole::kPlanner);
+  add_max_num_batched_tokens_flag(*cmd, &flags->max_num_batched_tokens, FlagRole::kPlanner);
   cmd->add_option("--shared-prefix", flags->shared_prefix,
                   "tokens of prompt prefix every request shares");
   cmd->add_flag("--json", flags->json, "print the plan as JSON with exact byte counts");
   cmd->add_option("--svg", flags->svg, "write a memory-vs-concurrency chart to FILE");
-  cmd->add_option("--kv-cache-memory", flags->kv_cache_memory,
-                  "also show the pool the engine allocates for this budget (as kvserve "
-                  "generate/serve --kv-cache-memory)");
-  cmd->add_option("--kv-offload-memory", flags->kv_offload_memory,
-                  "also report the prefix tokens a host KV tier of this size holds, per format");
-  cmd->add_option("--kv-offload-disk-bytes", flags->kv_offload_disk_bytes,
-                  "also report the prefix tokens a disk KV tier of this size holds, per format");
+  add_kv_cache_memory_flag(*cmd, &flags->kv_cache_memory, FlagRole::kPlanner);
+  add_kv_offload_memory_flag(*cmd, &flags->kv_offload_memory, FlagRole::kPlanner);
+  add_kv_offload_disk_bytes_flag(*cmd, &flags->kv_offload_disk_bytes, FlagRole::kPlanner);
   cmd->add_flag("--list-models", flags->list_models, "list the built-in model catalog");
   cmd->add_flag("--list-gpus", flags->list_gpus, "list the GPU presets");
   cmd->callback([flags] { run(*flags); });

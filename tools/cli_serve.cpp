@@ -16,6 +16,7 @@
 #include "server/openai_server.h"
 #include "tools/cli_commands.h"
 #include "tools/cli_common.h"
+#include "tools/cli_common_flags.h"
 
 namespace kvs::cli {
 namespace {
@@ -203,13 +204,7 @@ void add_serve_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "serve", "OpenAI-compatible HTTP server (continuous batching, prefix caching, /metrics)");
   add_engine_flags(cmd, &flags->engine);
-  cmd->add_option("--swap-space", flags->swap_space,
-                  "host bytes for swapped-out KV blocks (--preemption-mode swap), e.g. 1GiB")
-      ->capture_default_str();
-  cmd->add_option("--preemption-mode", flags->preemption_mode,
-                  "what a preempted request loses: recompute (its KV is recomputed) or swap "
-                  "(its KV is copied to host memory and back)")
-      ->capture_default_str();
+  add_preemption_flags(*cmd, &flags->preemption_mode, &flags->swap_space, FlagRole::kEngine);
   cmd->add_option("--max-queued-requests", flags->max_queued_requests,
                   "requests waiting beyond --max-num-seqs before 429")
       ->capture_default_str();
@@ -254,9 +249,7 @@ void add_serve_command(CLI::App& app) {
                   "with --kv-events-curve-clients only those subscribers are admitted");
   cmd->add_option("--kv-events-curve-clients", flags->kv_events_curve_clients,
                   "file of admitted subscribers' CURVE public keys (Z85, one per line)");
-  cmd->add_option("--step-log", flags->step_log,
-                  "write one JSON line per engine step to FILE (wall-clock times; compare with "
-                  "simulate --step-log, docs/simulate.md)");
+  add_step_log_flag(*cmd, &flags->step_log, FlagRole::kEngine);
   cmd->callback([flags] { run_serve(*flags); });
 }
 

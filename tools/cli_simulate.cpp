@@ -17,6 +17,7 @@
 #include "sim/sweep.h"
 #include "sim/trace_parsers.h"
 #include "tools/cli_commands.h"
+#include "tools/cli_common_flags.h"
 #include "tools/cli_hardware_flags.h"
 
 namespace kvs::cli {
@@ -114,23 +115,14 @@ void add_simulate_command(CLI::App& app) {
   cmd->add_option("--device-file", f->sim.device_file,
                   "calibrated CPU constants (default: data/devices/cpu.json; write one with "
                   "build/bench/sim_calibrate)");
-  cmd->add_option("--kv-cache-memory", f->sim.kv_cache_memory,
-                  "KV pool per GPU instead of the memory model (as kvserve serve; required "
-                  "with --device cpu)");
-  cmd->add_option("--block-size", f->sim.block_size, "tokens per KV block")->capture_default_str();
-  cmd->add_option("--max-num-seqs", f->sim.max_num_seqs,
-                  "sequences running at once (default: gpu 256, cpu 64)");
-  cmd->add_option("--max-num-batched-tokens", f->sim.max_num_batched_tokens,
-                  "token budget of one step (default: gpu 8192, cpu 512)");
-  cmd->add_option("--preemption-mode", f->sim.preemption_mode, "recompute or swap")
-      ->capture_default_str();
-  cmd->add_option("--swap-space", f->sim.swap_space, "host bytes per replica for swap mode")
-      ->capture_default_str();
-  cmd->add_flag("--enable-prefix-caching,!--no-enable-prefix-caching", f->sim.enable_prefix_caching,
-                "reuse cached KV blocks (default: on)");
-  cmd->add_option("--max-model-len", f->sim.max_model_len,
-                  "prompt + output at most; longer requests are rejected (default: the model's "
-                  "context)");
+  add_kv_cache_memory_flag(*cmd, &f->sim.kv_cache_memory, FlagRole::kSimulatedEngine);
+  add_block_size_flag(*cmd, &f->sim.block_size, FlagRole::kSimulatedEngine);
+  add_max_num_seqs_flag(*cmd, &f->sim.max_num_seqs, FlagRole::kSimulatedEngine);
+  add_max_num_batched_tokens_flag(*cmd, &f->sim.max_num_batched_tokens, FlagRole::kSimulatedEngine);
+  add_preemption_flags(*cmd, &f->sim.preemption_mode, &f->sim.swap_space,
+                       FlagRole::kSimulatedEngine);
+  add_prefix_caching_flag(*cmd, &f->sim.enable_prefix_caching);
+  add_max_model_len_flag(*cmd, &f->sim.max_model_len);
   cmd->add_option("--trace", f->trace, "the trace: Mooncake JSONL or CSV (docs/simulate.md)");
   cmd->add_option("--trace-format", f->trace_format, "auto, mooncake or csv")
       ->capture_default_str();
@@ -158,9 +150,7 @@ void add_simulate_command(CLI::App& app) {
   cmd->add_option("--series-points", f->series_points, "time-series points in --json (0..100000)")
       ->check(CLI::Range(size_t{0}, size_t{100000}))
       ->capture_default_str();
-  cmd->add_option("--step-log", f->step_log,
-                  "write one JSON line per simulated step to FILE (virtual time; the format of "
-                  "serve --step-log)");
+  add_step_log_flag(*cmd, &f->step_log, FlagRole::kSimulatedEngine);
   cmd->callback([f] { run(*f); });
 }
 

@@ -1,0 +1,247 @@
+#include "tools/cli_common_flags.h"
+
+#include <cctype>
+#include <cstdio>
+
+#include "core/check.h"
+#include "quant/kv_format.h"
+
+namespace kvs::cli {
+namespace {
+
+// A subcommand asked for a flag in a role it has no text for: a bug of the subcommand.
+[[noreturn]] void unknown_role(const char* flag) {
+  std::fprintf(stderr, "%s: ", flag);
+  ::kvs::detail::check_failed(__FILE__, __LINE__, "role", "no help for this flag in this role");
+}
+
+// The KV formats, as both roles' --kv-cache-dtype help lists them.
+constexpr const char* kKvFormats =
+    "f32, f16, bf16, fp8 (= fp8_e4m3, per-tensor scale 1.0, saturating), fp8_e5m2, fp8_e4m3_dyn "
+    "(f16 scale per token and head), int8 (f16 scale per token and head), int4 (f16 scale per 32 "
+    "elements), int4_had (int4 after a Hadamard rotation), q8_0, q4_0 (llama.cpp blocks); see "
+    "docs/kv-quantization.md";
+
+// The list above is written by hand; it must name every format of the table (kv_format.h), as a
+// word of its own ("int4" inside "int4_had" does not count).
+bool names_every_format(const std::string& text) {
+  const auto word_char = [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+  };
+  for (const KvDtype d : all_kv_dtypes()) {
+    const std::string name = kv_dtype_name(d);
+    bool found = false;
+    for (size_t at = text.find(name); at != std::string::npos && !found;
+         at = text.find(name, at + 1)) {
+      const size_t end = at + name.size();
+      found =
+          (at == 0 || !word_char(text[at - 1])) && (end == text.size() || !word_char(text[end]));
+    }
+    if (!found) return false;
+  }
+  return true;
+}
+
+template <typename T>
+void add_batched_tokens(CLI::App& cmd, T* tokens, FlagRole role) {
+  switch (role) {
+    case FlagRole::kEngine:
+      cmd.add_option("--max-num-batched-tokens", *tokens,
+                     "token budget of one engine step (prefill chunk size)")
+          ->capture_default_str();
+      return;
+    case FlagRole::kSimulatedEngine:
+      cmd.add_option("--max-num-batched-tokens", *tokens,
+                     "token budget of one engine step (prefill chunk size; default: gpu 8192, "
+                     "cpu 512)");
+      return;
+    case FlagRole::kPlanner:
+      cmd.add_option("--max-num-batched-tokens", *tokens,
+                     "size windowed layers as the engine holds them during a step of this many "
+                     "tokens (window - 1 + N, in the blocks they span); default: the window. Also "
+                     "the prefill chunk of the engine footprint (default 512, the engine's)");
+      return;
+  }
+  unknown_role("--max-num-batched-tokens");
+}
+
+}  // namespace
+
+void add_model_flag(CLI::App& cmd, std::string* model, FlagRole role) {
+  switch (role) {
+    case FlagRole::kEngine:
+      cmd.add_option(
+          "-m,--model", *model,
+          "GGUF model file (default: the cached default model, see scripts/fetch-model)");
+      return;
+    case FlagRole::kPlanner:
+      cmd.add_option("-m,--model", *model,
+                     "catalog name (--list-models), config.json, a directory with one, or a GGUF");
+      return;
+    case FlagRole::kSimulatedEngine: break;
+  }
+  unknown_role("--model");
+}
+
+void add_kv_cache_dtype_flags(CLI::App& cmd, std::string* both, std::string* k, std::string* v,
+                              FlagRole role) {
+  switch (role) {
+    case FlagRole::kEngine: {
+      const std::string help = std::string("KV element format: auto (= f16), ") + kKvFormats;
+      KVS_CHECK_MSG(names_every_format(help), "--kv-cache-dtype's help misses a KV format");
+      cmd.add_option("--kv-cache-dtype", *both, help)->capture_default_str();
+      cmd.add_option("--kv-cache-dtype-k", *k, "K format, same names (overrides --kv-cache-dtype)");
+      cmd.add_option("--kv-cache-dtype-v", *v, "V format, same names (overrides --kv-cache-dtype)");
+      return;
+    }
+    case FlagRole::kPlanner: {
+      const std::string help =
+          std::string("KV format for K and V: auto (the model's dtype), ") + kKvFormats;
+      KVS_CHECK_MSG(names_every_format(help), "--kv-dtype's help misses a KV format");
+      cmd.add_option("--kv-dtype,--kv-cache-dtype", *both, help)->capture_default_str();
+      cmd.add_option("--k-dtype,--kv-cache-dtype-k", *k, "K format (overrides --kv-dtype)");
+      cmd.add_option("--v-dtype,--kv-cache-dtype-v", *v, "V format (overrides --kv-dtype)");
+      return;
+    }
+    case FlagRole::kSimulatedEngine: break;
+  }
+  unknown_role("--kv-cache-dtype");
+}
+
+void add_kv_cache_memory_flag(CLI::App& cmd, std::string* bytes, FlagRole role) {
+  switch (role) {
+    case FlagRole::kEngine:
+      cmd.add_option("--kv-cache-memory", *bytes,
+                     "bytes for the paged KV pool, e.g. 512MiB, 2GiB, 1GB (GB = 10^9, GiB = 2^30)")
+          ->capture_default_str();
+      return;
+    case FlagRole::kSimulatedEngine:
+      cmd.add_option("--kv-cache-memory", *bytes,
+                     "KV pool per GPU instead of the memory model (as kvserve serve; required "
+                     "with --device cpu)");
+      return;
+    case FlagRole::kPlanner:
+      cmd.add_option("--kv-cache-memory", *bytes,
+                     "also show the pool the engine allocates for this budget (as kvserve "
+                     "generate/serve --kv-cache-memory)");
+      return;
+  }
+  unknown_role("--kv-cache-memory");
+}
+
+void add_block_size_flag(CLI::App& cmd, uint32_t* tokens, FlagRole role) {
+  switch (role) {
+    case FlagRole::kEngine:
+    case FlagRole::kSimulatedEngine:
+      cmd.add_option("--block-size", *tokens, "tokens per KV block (1..256)")
+          ->capture_default_str();
+      return;
+    case FlagRole::kPlanner:
+      cmd.add_option("--block-size", *tokens, "paging block in tokens (0 = contiguous)")
+          ->capture_default_str();
+      return;
+  }
+  unknown_role("--block-size");
+}
+
+void add_max_num_batched_tokens_flag(CLI::App& cmd, uint32_t* tokens, FlagRole role) {
+  KVS_CHECK_MSG(role != FlagRole::kPlanner, "the planner's --max-num-batched-tokens is 64-bit");
+  add_batched_tokens(cmd, tokens, role);
+}
+
+void add_max_num_batched_tokens_flag(CLI::App& cmd, uint64_t* tokens, FlagRole role) {
+  KVS_CHECK_MSG(role == FlagRole::kPlanner, "the engine's --max-num-batched-tokens is 32-bit");
+  add_batched_tokens(cmd, tokens, role);
+}
+
+void add_max_num_seqs_flag(CLI::App& cmd, uint32_t* seqs, FlagRole role) {
+  switch (role) {
+    case FlagRole::kEngine:
+      cmd.add_option("--max-num-seqs", *seqs, "sequences running at once")->capture_default_str();
+      return;
+    case FlagRole::kSimulatedEngine:
+      cmd.add_option("--max-num-seqs", *seqs,
+                     "sequences running at once (default: gpu 256, cpu 64)");
+      return;
+    case FlagRole::kPlanner: break;
+  }
+  unknown_role("--max-num-seqs");
+}
+
+void add_prefix_caching_flag(CLI::App& cmd, bool* enabled) {
+  cmd.add_flag("--enable-prefix-caching,!--no-enable-prefix-caching", *enabled,
+               "reuse cached KV blocks of identical prompt prefixes (default: on)");
+}
+
+void add_max_model_len_flag(CLI::App& cmd, uint32_t* tokens) {
+  cmd.add_option("--max-model-len", *tokens,
+                 "maximum tokens per sequence, prompt + output; longer requests are rejected "
+                 "(default: the model's context)");
+}
+
+void add_preemption_flags(CLI::App& cmd, std::string* mode, std::string* swap_space,
+                          FlagRole role) {
+  KVS_CHECK_MSG(role != FlagRole::kPlanner, "--preemption-mode has no help for the planner");
+  cmd.add_option("--swap-space", *swap_space,
+                 role == FlagRole::kEngine
+                     ? "host bytes for swapped-out KV blocks (--preemption-mode swap), e.g. 1GiB"
+                     : "host bytes for each replica's swapped-out KV blocks (--preemption-mode "
+                       "swap), e.g. 1GiB")
+      ->capture_default_str();
+  cmd.add_option("--preemption-mode", *mode,
+                 "what a preempted request loses: recompute (its KV is recomputed) or swap (its "
+                 "KV is copied to host memory and back)")
+      ->capture_default_str();
+}
+
+void add_kv_offload_memory_flag(CLI::App& cmd, std::string* bytes, FlagRole role) {
+  switch (role) {
+    case FlagRole::kEngine:
+      cmd.add_option("--kv-offload-memory", *bytes,
+                     "host RAM for the KV tier under the pool (L2): cached blocks the pool evicts "
+                     "go there instead of being forgotten; 0 = off")
+          ->capture_default_str();
+      return;
+    case FlagRole::kPlanner:
+      cmd.add_option("--kv-offload-memory", *bytes,
+                     "also report the prefix tokens a host KV tier of this size holds, per format");
+      return;
+    case FlagRole::kSimulatedEngine: break;
+  }
+  unknown_role("--kv-offload-memory");
+}
+
+void add_kv_offload_disk_bytes_flag(CLI::App& cmd, std::string* bytes, FlagRole role) {
+  switch (role) {
+    case FlagRole::kEngine:
+      cmd.add_option("--kv-offload-disk-bytes", *bytes,
+                     "capacity of the disk tier (least recently used extents are deleted)")
+          ->capture_default_str();
+      return;
+    case FlagRole::kPlanner:
+      cmd.add_option("--kv-offload-disk-bytes", *bytes,
+                     "also report the prefix tokens a disk KV tier of this size holds, per format");
+      return;
+    case FlagRole::kSimulatedEngine: break;
+  }
+  unknown_role("--kv-offload-disk-bytes");
+}
+
+void add_step_log_flag(CLI::App& cmd, std::string* path, FlagRole role) {
+  switch (role) {
+    case FlagRole::kEngine:
+      cmd.add_option("--step-log", *path,
+                     "write one JSON line per engine step to FILE (wall-clock times; compare with "
+                     "simulate --step-log, docs/simulate.md)");
+      return;
+    case FlagRole::kSimulatedEngine:
+      cmd.add_option("--step-log", *path,
+                     "write one JSON line per simulated step to FILE (virtual time; the format of "
+                     "serve --step-log)");
+      return;
+    case FlagRole::kPlanner: break;
+  }
+  unknown_role("--step-log");
+}
+
+}  // namespace kvs::cli

@@ -1,0 +1,53 @@
+// The flags that several subcommands take, each declared here once: its names, its value type,
+// whether --help shows its default, and its help text, one text per role the flag plays (the
+// engine this process runs, the simulated engines, or the capacity planner's inputs). A
+// subcommand says which role; it never spells the flag itself, so generate, perplexity, serve,
+// plan and simulate cannot drift apart on a name, a default shown or a description.
+//
+// Defaults are the values the flag variables hold when the flag is added (the subcommand's flag
+// struct), shown as "=VALUE" where the role has one; where a default depends on other flags
+// (simulate's --device) the help says it instead.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <cstdint>
+#include <string>
+
+namespace kvs::cli {
+
+enum class FlagRole {
+  kEngine,           // generate, perplexity, serve: the engine this process runs
+  kSimulatedEngine,  // simulate: each simulated replica's engine (some defaults follow --device)
+  kPlanner,          // plan (and simulate's model and hardware flags): what the planner reads
+};
+
+// -m,--model. kEngine: a GGUF file; kPlanner: a catalog name, config.json, directory or GGUF.
+void add_model_flag(CLI::App& cmd, std::string* model, FlagRole role);
+// --kv-cache-dtype, --kv-cache-dtype-k, --kv-cache-dtype-v (kPlanner also --kv-dtype, --k-dtype,
+// --v-dtype); "auto" is f16 for the engine, the model's dtype for the planner.
+void add_kv_cache_dtype_flags(CLI::App& cmd, std::string* both, std::string* k, std::string* v,
+                              FlagRole role);
+// --kv-cache-memory: the engine's pool (kEngine, kSimulatedEngine) or a pool to show (kPlanner).
+void add_kv_cache_memory_flag(CLI::App& cmd, std::string* bytes, FlagRole role);
+// --block-size: tokens per KV block (kPlanner: 0 = contiguous).
+void add_block_size_flag(CLI::App& cmd, uint32_t* tokens, FlagRole role);
+// --max-num-batched-tokens: the step's token budget (kEngine, kSimulatedEngine) ...
+void add_max_num_batched_tokens_flag(CLI::App& cmd, uint32_t* tokens, FlagRole role);
+// ... or the step the planner sizes windowed layers for (kPlanner).
+void add_max_num_batched_tokens_flag(CLI::App& cmd, uint64_t* tokens, FlagRole role);
+// --max-num-seqs (kEngine, kSimulatedEngine).
+void add_max_num_seqs_flag(CLI::App& cmd, uint32_t* seqs, FlagRole role);
+// --enable-prefix-caching / --no-enable-prefix-caching.
+void add_prefix_caching_flag(CLI::App& cmd, bool* enabled);
+// --max-model-len (0: the model's context).
+void add_max_model_len_flag(CLI::App& cmd, uint32_t* tokens);
+// --preemption-mode and --swap-space (kEngine, kSimulatedEngine: per replica).
+void add_preemption_flags(CLI::App& cmd, std::string* mode, std::string* swap_space, FlagRole role);
+// --kv-offload-memory and --kv-offload-disk-bytes: the engine's host and disk tiers (kEngine) or
+// tiers whose capacity the planner reports (kPlanner).
+void add_kv_offload_memory_flag(CLI::App& cmd, std::string* bytes, FlagRole role);
+void add_kv_offload_disk_bytes_flag(CLI::App& cmd, std::string* bytes, FlagRole role);
+// --step-log FILE (kEngine: wall-clock times; kSimulatedEngine: virtual time).
+void add_step_log_flag(CLI::App& cmd, std::string* path, FlagRole role);
+
+}  // namespace kvs::cli
