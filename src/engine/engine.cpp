@@ -139,7 +139,7 @@ Result<std::unique_ptr<Engine>> Engine::create(TransformerModel& model,
   KVS_ASSIGN_OR_RETURN(
       const uint64_t swap_blocks,
       swap_host_blocks(config.preemption_mode, config.swap_space, pool.block_bytes));
-  const uint64_t tier_blocks = std::min<uint64_t>(oc.host_bytes / pool.block_bytes, kMaxPoolBlocks);
+  const uint64_t tier_blocks = host_tier_blocks(oc.host_bytes, pool.block_bytes);
   if (oc.host_bytes > 0 && tier_blocks == 0)
     return invalid_argument("--kv-offload-memory " + std::to_string(oc.host_bytes) +
                             " holds no block of " + std::to_string(pool.block_bytes) + " bytes");

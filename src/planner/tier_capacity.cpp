@@ -1,6 +1,7 @@
 #include "planner/tier_capacity.h"
 
 #include "tiers/kv_extent.h"
+#include "tiers/kv_offload_config.h"
 
 namespace kvs {
 
@@ -28,7 +29,7 @@ std::vector<TierCapacityRow> plan_tier_capacity(const PlannerModel& model, uint3
     r.bytes_per_token = kv_shape_bytes(model.kv_shape(dtype, dtype, tp)).bytes_per_token;
     r.block_bytes = r.bytes_per_token * block_size;
     if (r.block_bytes == 0) continue;
-    r.host_blocks = host_bytes / r.block_bytes;
+    r.host_blocks = host_tier_blocks(host_bytes, r.block_bytes);
     r.host_tokens = r.host_blocks * block_size;
     r.disk_blocks = disk_tier_blocks(disk_bytes, r.block_bytes, block_size, extent_blocks);
     r.disk_tokens = r.disk_blocks * block_size;

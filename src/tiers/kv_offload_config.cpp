@@ -1,9 +1,17 @@
 #include "tiers/kv_offload_config.h"
 
+#include <algorithm>
+
+#include "kvcache/kv_pool_plan.h"
 #include "tiers/kv_extent.h"
 #include "tiers/redis_client.h"
 
 namespace kvs {
+
+uint64_t host_tier_blocks(uint64_t host_bytes, uint64_t block_bytes) {
+  KVS_CHECK_MSG(block_bytes > 0, "host_tier_blocks of an empty block");
+  return std::min<uint64_t>(host_bytes / block_bytes, kMaxPoolBlocks);
+}
 
 const char* offload_policy_name(OffloadPolicy p) {
   return p == OffloadPolicy::kWriteThrough ? "write-through" : "write-back";

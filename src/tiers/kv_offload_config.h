@@ -17,6 +17,11 @@ enum class OffloadPolicy : uint8_t { kWriteBack, kWriteThrough };
 [[nodiscard]] const char* offload_policy_name(OffloadPolicy p);
 [[nodiscard]] Result<OffloadPolicy> parse_offload_policy(const std::string& name);
 
+// Blocks of `block_bytes` the host tier holds in `host_bytes` (--kv-offload-memory): whole
+// blocks, at most kMaxPoolBlocks (host block ids are 32-bit). The engine sizes its host tier with
+// it and `kvserve plan --kv-offload-memory` reports it (planner/tier_capacity.h).
+[[nodiscard]] uint64_t host_tier_blocks(uint64_t host_bytes, uint64_t block_bytes);
+
 struct KvOffloadConfig {
   uint64_t host_bytes = 0;  // L2 (--kv-offload-memory); 0 = off
   std::string disk_dir;     // L3 (--kv-offload-dir); empty = off

@@ -8,8 +8,10 @@
 #include <filesystem>
 #include <vector>
 
+#include "kvcache/kv_pool_plan.h"
 #include "planner/catalog.h"
 #include "tiers/disk_tier.h"
+#include "tiers/kv_offload_config.h"
 
 namespace kvs {
 namespace {
@@ -54,6 +56,23 @@ TEST(TierCapacityTest, RowsFollowTheBytesPerTokenOfEachFormat) {
   EXPECT_EQ(rows[0].bytes_per_token, 23040u);  // 30 x 2 x 3 x 64 x 2
   EXPECT_EQ(rows[0].host_tokens, (uint64_t{1} << 30) / (23040 * 16) * 16);
   for (const TierCapacityRow& r : rows) EXPECT_EQ(r.disk_tokens, 0u);
+}
+
+// The planner and the engine size the host tier with one rule (host_tier_blocks): whole blocks,
+// at most kMaxPoolBlocks. The planner used to divide without the cap, promising host tokens the
+// engine cannot hold once the memory holds more than 2^31 blocks.
+TEST(TierCapacityTest, HostBlocksAreTheEnginesHostTierBlocks) {
+  EXPECT_EQ(host_tier_blocks(1000, 100), 10u);
+  EXPECT_EQ(host_tier_blocks(99, 100), 0u);
+  EXPECT_EQ(host_tier_blocks(~uint64_t{0}, 1), kMaxPoolBlocks);
+  auto model = load_catalog_model("SmolLM2-135M");
+  ASSERT_TRUE(model.is_ok()) << model.status().to_string();
+  const uint64_t huge = uint64_t{1} << 60;
+  for (const TierCapacityRow& r : plan_tier_capacity(*model, 1, 16, huge, 0)) {
+    EXPECT_EQ(r.host_blocks, host_tier_blocks(huge, r.block_bytes)) << kv_dtype_name(r.dtype);
+    EXPECT_EQ(r.host_blocks, kMaxPoolBlocks) << kv_dtype_name(r.dtype);
+    EXPECT_EQ(r.host_tokens, kMaxPoolBlocks * 16);
+  }
 }
 
 TEST(TierCapacityTest, OneRowPerFormatOfTheTableButF32) {
