@@ -18,7 +18,7 @@
 #include <hwy/highway.h>
 
 #include "kernels/int8_key_dots.h"
-#include "kernels/paged_attention.h"
+#include "kernels/paged_attention_args.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace kvs {

@@ -16,7 +16,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "kernels/paged_attention.h"
+#include "kernels/paged_attention_args.h"
 
 namespace kvs {
 

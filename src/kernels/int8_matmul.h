@@ -7,7 +7,7 @@
 
 #include "core/thread_pool.h"
 #include "kernels/int8_isa.h"
-#include "kernels/matmul.h"
+#include "kernels/weight_matrix.h"
 
 namespace kvs {
 

@@ -32,17 +32,9 @@
 #include <cstdint>
 
 #include "core/thread_pool.h"
-#include "core/weight_type.h"
+#include "kernels/weight_matrix.h"
 
 namespace kvs {
-
-struct WeightMatrix {
-  WeightType type;
-  const void* data;    // rows x row_bytes, row-major; each row = cols elements in blocks
-  int64_t rows;        // output features N
-  int64_t cols;        // input features K (multiple of the block size)
-  uint64_t row_bytes;  // weight_row_bytes(type, cols)
-};
 
 // Y[t*N + n] = sum_k X[t*K + k] * W[n][k] for t in [0, T).
 // X: [T][K] f32, Y: [T][N] f32 (no alignment needed, must not overlap). T >= 1.

@@ -19,6 +19,7 @@
 
 #include "core/status.h"
 #include "kernels/rope.h"
+#include "model/engine_architectures.h"
 #include "model/model_spec.h"
 
 namespace kvs {
@@ -41,24 +42,6 @@ struct Architecture {
   float final_logit_softcap = 0.0f;  // logits = cap * tanh(logits / cap); 0 = none
   std::vector<LayerAttention> layers;
 };
-
-// The architectures the engine runs (general.architecture), THE list: check_engine_support
-// (model_spec.h) refuses every other, architecture_of describes these, and adding one is a row of
-// this table plus its description.
-struct EngineArchitecture {
-  std::string_view name;  // "llama"
-  // Layers with sliding windows (their own KV groups) run; false: uniform full attention only.
-  bool sliding_windows = false;
-  // The head dimension is embedding / heads (the converters' layout); false: key_length says.
-  bool head_dim_is_embedding_over_heads = false;
-  // Fills in what differs from the defaults of Architecture (llama's forward pass).
-  void (*describe)(const ModelSpec& spec, Architecture* arch) = nullptr;
-};
-[[nodiscard]] std::span<const EngineArchitecture> engine_architectures();
-// The row of `name`, or nullptr when the engine does not run it.
-[[nodiscard]] const EngineArchitecture* find_engine_architecture(std::string_view name);
-// "llama and gemma3": the list, for messages.
-[[nodiscard]] std::string engine_architecture_names();
 
 // The architecture of a shape check_engine_support accepted.
 [[nodiscard]] Result<Architecture> architecture_of(const ModelSpec& spec);

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <optional>
 
-#include "model/architecture.h"
+#include "model/engine_architectures.h"
 #include "model/gguf_file.h"
 
 namespace kvs {
