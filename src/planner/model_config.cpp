@@ -1,12 +1,16 @@
 #include "planner/model_config.h"
 
-#include "core/json_nesting.h"
-
-#include "kvcache/kv_cache_groups.h"
-
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <fstream>
 #include <sstream>
+
+#include "kvcache/kv_cache_groups.h"
+#include "planner/config_fields.h"
+#include "planner/config_json.h"
+#include "planner/layer_pattern.h"
+#include "planner/ssm_state.h"
 
 #include <nlohmann/json.hpp>
 
@@ -15,96 +19,40 @@ namespace {
 
 using nlohmann::json;
 
-// An unsigned integer field, or nullopt when absent or null. Errors on another type or a value
-// out of range.
-Result<std::optional<uint64_t>> get_uint(const json& j, const char* key, uint64_t max) {
-  auto it = j.find(key);
-  if (it == j.end() || it->is_null()) return std::optional<uint64_t>{};
-  // Parsed files give non-negative integers as unsigned; built objects may hold them signed.
-  if (!it->is_number_integer() || (!it->is_number_unsigned() && it->get<int64_t>() < 0))
-    return invalid_argument(std::string("config field '") + key +
-                            "' must be a non-negative integer");
-  const uint64_t v = it->get<uint64_t>();
-  if (v > max)
-    return invalid_argument(std::string("config field '") + key + "' is implausibly large (" +
-                            std::to_string(v) + ")");
-  return std::optional<uint64_t>{v};
-}
-
-constexpr uint64_t kMaxDim = 1u << 24;
-
-Result<uint32_t> get_u32_or(const json& j, const char* key, uint32_t fallback) {
-  KVS_ASSIGN_OR_RETURN(auto v, get_uint(j, key, kMaxDim));
-  return v ? static_cast<uint32_t>(*v) : fallback;
-}
-
-std::string get_string_or(const json& j, const char* key, std::string fallback) {
-  auto it = j.find(key);
-  if (it != j.end() && it->is_string()) return it->get<std::string>();
-  return fallback;
-}
-
-bool get_bool_or(const json& j, const char* key, bool fallback) {
-  auto it = j.find(key);
-  if (it != j.end() && it->is_boolean()) return it->get<bool>();
-  return fallback;
-}
-
-std::string normalize_dtype(std::string d) {
-  if (d == "bfloat16") return "bf16";
-  if (d == "float16" || d == "fp16" || d == "half") return "f16";
-  if (d == "float32" || d == "fp32" || d == "float") return "f32";
-  return d;
-}
-
-// Bytes per element of a linear-attention state held in dtype `d` (a config dtype name).
-Result<uint32_t> state_elem_bytes(const std::string& d, const char* field) {
-  const std::string n = normalize_dtype(d);
-  if (n == "f32") return 4u;
-  if (n == "bf16" || n == "f16") return 2u;
-  return invalid_argument(std::string("config field '") + field + "' = '" + d +
-                          "' is not a state dtype the planner knows (float32, bfloat16, float16)");
-}
-
-struct LinearState {
-  LinearStateBytes bytes;
-  std::string conv_dtype, recurrent_dtype;
-};
-
 // A gated delta net layer's state per sequence (Qwen3-Next, Qwen3.5), as vLLM counts it
 // (kv_geometry.h, gated_delta_net_state_bytes): the conv window in the model dtype, the recurrent
-// state in `mamba_ssm_dtype` when the config sets it (Qwen3.5: float32), else the model dtype.
-Result<LinearState> linear_attention_state(const json& c, const std::string& model_dtype) {
+// state in `mamba_ssm_cache_dtype` / `mamba_ssm_dtype` when the config sets it (Qwen3.5:
+// float32), else the model dtype.
+Result<RecurrentState> linear_attention_state(const json& c) {
   if (auto it = c.find("linear_state_bytes_per_layer"); it != c.end() && it->is_number_unsigned())
-    return LinearState{.bytes = {.recurrent = it->get<uint64_t>()}};
-  KVS_ASSIGN_OR_RETURN(uint32_t k_heads, get_u32_or(c, "linear_num_key_heads", 0));
-  KVS_ASSIGN_OR_RETURN(uint32_t v_heads, get_u32_or(c, "linear_num_value_heads", 0));
-  KVS_ASSIGN_OR_RETURN(uint32_t k_dim, get_u32_or(c, "linear_key_head_dim", 0));
-  KVS_ASSIGN_OR_RETURN(uint32_t v_dim, get_u32_or(c, "linear_value_head_dim", 0));
-  KVS_ASSIGN_OR_RETURN(uint32_t conv, get_u32_or(c, "linear_conv_kernel_dim", 4));
+    return RecurrentState{.bytes = {.recurrent = it->get<uint64_t>()}};
+  KVS_ASSIGN_OR_RETURN(uint32_t k_heads, config_u32_or(c, "linear_num_key_heads", 0));
+  KVS_ASSIGN_OR_RETURN(uint32_t v_heads, config_u32_or(c, "linear_num_value_heads", 0));
+  KVS_ASSIGN_OR_RETURN(uint32_t k_dim, config_u32_or(c, "linear_key_head_dim", 0));
+  KVS_ASSIGN_OR_RETURN(uint32_t v_dim, config_u32_or(c, "linear_value_head_dim", 0));
+  KVS_ASSIGN_OR_RETURN(uint32_t conv, config_u32_or(c, "linear_conv_kernel_dim", 4));
   if (k_heads == 0 || v_heads == 0 || k_dim == 0 || v_dim == 0)
     return invalid_argument(
         "linear-attention layers need linear_num_key_heads, linear_num_value_heads, "
         "linear_key_head_dim and linear_value_head_dim (or linear_state_bytes_per_layer)");
-  LinearState st;
-  st.conv_dtype = normalize_dtype(model_dtype);
-  st.recurrent_dtype = normalize_dtype(get_string_or(c, "mamba_ssm_dtype", model_dtype));
-  KVS_ASSIGN_OR_RETURN(uint32_t conv_bytes, state_elem_bytes(model_dtype, "torch_dtype"));
-  KVS_ASSIGN_OR_RETURN(uint32_t rec_bytes, state_elem_bytes(st.recurrent_dtype, "mamba_ssm_dtype"));
+  const std::string conv_dtype = runtime_dtype(c);
+  const char* field =
+      c.contains("mamba_ssm_cache_dtype") ? "mamba_ssm_cache_dtype" : "mamba_ssm_dtype";
+  std::string rec_dtype = normalize_dtype(config_string_or(c, field, conv_dtype));
+  if (rec_dtype == "auto") rec_dtype = conv_dtype;
+  KVS_ASSIGN_OR_RETURN(uint32_t conv_bytes, state_elem_bytes(conv_dtype, "torch_dtype"));
+  KVS_ASSIGN_OR_RETURN(uint32_t rec_bytes, state_elem_bytes(rec_dtype, field));
+  RecurrentState st;
   st.bytes = gated_delta_net_state_bytes({.key_heads = k_heads,
                                           .value_heads = v_heads,
                                           .key_dim = k_dim,
                                           .value_dim = v_dim,
                                           .conv_kernel = conv},
                                          conv_bytes, rec_bytes);
+  st.note = "linear-attention state per layer and sequence: conv " + std::to_string(st.bytes.conv) +
+            " B (" + conv_dtype + ") + recurrent " + std::to_string(st.bytes.recurrent) + " B (" +
+            rec_dtype + ")";
   return st;
-}
-
-std::string linear_state_note(const LinearState& st) {
-  if (st.conv_dtype.empty()) return "";
-  return "linear-attention state per layer and sequence: conv " + std::to_string(st.bytes.conv) +
-         " B (" + st.conv_dtype + ") + recurrent " + std::to_string(st.bytes.recurrent) + " B (" +
-         st.recurrent_dtype + ")";
 }
 
 // What transformers' config class fills in for the fields that size the KV cache when a
@@ -135,32 +83,151 @@ json transformers_defaults(const std::string& model_type) {
     // FalconConfig: multi_query True, new_decoder_architecture False.
     return {{"multi_query", true}, {"new_decoder_architecture", false}};
   }
+  if (model_type == "gpt_bigcode") {
+    // GPTBigCodeConfig: multi_query True (one KV head), n_positions 1024.
+    return {{"multi_query", true}, {"n_positions", 1024}};
+  }
   return json::object();
+}
+
+// KV heads of an attention layer. Falcon: multi_query means one KV head unless
+// new_decoder_architecture, whatever num_kv_heads says (FalconConfig writes num_kv_heads =
+// num_attention_heads, 71 for Falcon 7B; FalconAttention uses config.num_kv_heads only if
+// new_decoder_architecture or not multi_query, else 1). The original RefinedWeb configs
+// (Falcon 40B) name them n_head_kv, which vLLM's RWConfig takes as the KV heads (1 when absent).
+Result<uint32_t> attention_kv_heads(const json& c, uint32_t heads) {
+  const std::string model_type = config_string_or(c, "model_type", "");
+  KVS_ASSIGN_OR_RETURN(auto n_head_kv, config_uint(c, "n_head_kv"));
+  if (model_type == "RefinedWeb" || model_type == "RefinedWebModel")
+    return n_head_kv ? static_cast<uint32_t>(*n_head_kv) : 1u;
+  KVS_ASSIGN_OR_RETURN(
+      uint32_t kv, config_first_u32(c, {"num_key_value_heads", "num_kv_heads", "n_head_kv"}, 0));
+  if (kv == 0) kv = heads;
+  if (config_bool_or(c, "multi_query", false) &&
+      !config_bool_or(c, "new_decoder_architecture", false))
+    kv = 1;
+  return kv;
 }
 
 // Rough parameter count of a llama-like decoder from its shapes (embeddings, attention, MLP or
 // experts); used only when neither the catalog nor the user gives weights.
 uint64_t estimate_parameters(const json& c, const PlannerModel& m, uint32_t head_dim,
                              uint32_t kv_heads) {
+  // Absent, null or malformed fields count as 0: this is only an estimate.
+  auto u = [&](const char* key) -> uint64_t {
+    auto v = config_uint(c, key, uint64_t{1} << 40);
+    return v.is_ok() ? v->value_or(0) : 0;
+  };
   const uint64_t hidden = m.hidden_size;
-  const uint64_t vocab = c.value("vocab_size", 0ull);
-  const uint64_t layers = m.layers.size();
-  uint64_t inter = c.value("intermediate_size", 0ull);
-  const uint64_t moe_inter = c.value("moe_intermediate_size", 0ull);
-  const bool tied = c.value("tie_word_embeddings", false);
+  const uint64_t vocab = u("vocab_size");
+  const uint64_t layers = m.layer_count();
+  uint64_t inter = u("intermediate_size");
+  if (inter == 0) inter = u("n_inner");
+  if (inter == 0 && c.contains("n_embd")) inter = 4 * hidden;  // GPT-2 style: n_inner None = 4 x
+  const uint64_t moe_inter = u("moe_intermediate_size");
+  const bool tied = config_bool_or(c, "tie_word_embeddings", false);
   const uint64_t attn =
       hidden * m.num_attention_heads * head_dim * 2 + hidden * uint64_t{kv_heads} * head_dim * 2;
   uint64_t mlp = 3 * hidden * inter;
   if (m.num_experts > 0) {
     const uint64_t expert_inter = moe_inter ? moe_inter : inter;
     const uint64_t shared =
-        c.value("n_shared_experts", 0ull) + (c.contains("shared_expert_intermediate_size") ? 1 : 0);
+        u("n_shared_experts") + (c.contains("shared_expert_intermediate_size") ? 1 : 0);
     mlp = 3 * hidden * expert_inter * (m.num_experts + shared);
   }
   return vocab * hidden * (tied ? 1 : 2) + layers * (attn + mlp);
 }
 
+// The per-layer entries of a non-MLA config: layer_pattern decides the roles, this sizes them.
+struct AttentionShape {
+  uint32_t kv_heads = 0, head_dim_k = 0, head_dim_v = 0;
+};
+
+Status build_layers(const json& c, const LayerPattern& p, const AttentionShape& a, uint32_t heads,
+                    PlannerModel& m) {
+  std::optional<RecurrentState> mamba1, mamba2, lightning, linear;
+  auto state = [&](std::optional<RecurrentState>& slot, auto size) -> Result<uint64_t> {
+    if (!slot) {
+      KVS_ASSIGN_OR_RETURN(slot, size());
+      if (!slot->note.empty()) m.notes.push_back(slot->note);
+    }
+    return slot->bytes.total();
+  };
+  const KvLayer full = KvLayer::full(a.kv_heads, a.head_dim_k, a.head_dim_v);
+  auto add = [&](KvLayer l, LayerRole r) {
+    m.layers.push_back(l);
+    m.roles.push_back(r);
+  };
+  for (const LayerRole role : p.roles) {
+    switch (role) {
+      case LayerRole::kFullAttention: add(full, role); break;
+      case LayerRole::kSlidingWindow:
+        add(KvLayer::sliding(a.kv_heads, a.head_dim_k, a.head_dim_v, p.window), role);
+        break;
+      case LayerRole::kChunkedAttention:
+        add(KvLayer::sliding(a.kv_heads, a.head_dim_k, a.head_dim_v, p.chunk), role);
+        break;
+      case LayerRole::kLinearAttention: {
+        KVS_ASSIGN_OR_RETURN(uint64_t b, state(linear, [&] { return linear_attention_state(c); }));
+        add(KvLayer::no_kv(b), role);
+        break;
+      }
+      case LayerRole::kMamba1: {
+        KVS_ASSIGN_OR_RETURN(uint64_t b, state(mamba1, [&] { return mamba1_state(c); }));
+        add(KvLayer::no_kv(b), role);
+        break;
+      }
+      case LayerRole::kMamba2:
+      case LayerRole::kMamba2Parallel: {
+        KVS_ASSIGN_OR_RETURN(uint64_t b, state(mamba2, [&] { return mamba2_state(c); }));
+        if (role == LayerRole::kMamba2Parallel) add(full, LayerRole::kFullAttention);
+        add(KvLayer::no_kv(b), role);
+        break;
+      }
+      case LayerRole::kLightning: {
+        KVS_ASSIGN_OR_RETURN(
+            uint64_t b, state(lightning, [&] { return lightning_state(c, heads, a.head_dim_k); }));
+        add(KvLayer::no_kv(b), role);
+        break;
+      }
+      case LayerRole::kKvShared:
+      case LayerRole::kNoMixer:
+      case LayerRole::kRecurrent: add(KvLayer::no_kv(0), role); break;
+      case LayerRole::kMlaLatent: return invalid_argument("MLA layers come from kv_lora_rank");
+    }
+  }
+  return Status::ok();
+}
+
+// "layer kinds from hybrid_override_pattern: 23 Mamba2, 6 full attention, 23 MLP/MoE only".
+std::string pattern_note(const LayerPattern& p) {
+  std::array<uint32_t, kNumLayerRoles> count{};
+  for (const LayerRole r : p.roles) ++count[static_cast<size_t>(r)];
+  std::string s = "layer kinds from " + p.rule + ":";
+  bool first = true;
+  for (int r = 0; r < kNumLayerRoles; ++r) {
+    if (count[r] == 0) continue;
+    const auto role = static_cast<LayerRole>(r);
+    s += std::string(first ? " " : ", ") + std::to_string(count[r]) + " " +
+         (role == LayerRole::kMamba2Parallel ? "attention + Mamba2 side by side"
+                                             : layer_role_name(role));
+    first = false;
+  }
+  return s;
+}
+
 }  // namespace
+
+uint32_t PlannerModel::layer_count() const {
+  return num_layers > 0 ? num_layers : static_cast<uint32_t>(layers.size());
+}
+
+std::vector<LayerRole> PlannerModel::layer_roles() const {
+  if (roles.size() == layers.size()) return roles;
+  std::vector<LayerRole> out;
+  for (const KvLayer& l : layers) out.push_back(default_layer_role(l));
+  return out;
+}
 
 uint32_t PlannerModel::kv_heads() const {
   for (const KvLayer& l : layers)
@@ -187,7 +254,7 @@ Result<PlannerModel> model_from_hf_config(const json& top, const std::string& or
   PlannerModel m;
   const json* cfg = &top;
   if (auto it = top.find("config"); it != top.end() && it->is_object()) cfg = &*it;
-  // Multimodal checkpoints (Gemma 3) keep the language model's numbers in text_config.
+  // Multimodal checkpoints (Gemma 3, Llama 4, Gemma 3n) keep the language model in text_config.
   json merged;
   if (auto it = cfg->find("text_config"); it != cfg->end() && it->is_object()) {
     merged = *it;
@@ -197,42 +264,39 @@ Result<PlannerModel> model_from_hf_config(const json& top, const std::string& or
   }
   json c = *cfg;
   // A named local: ranging over a temporary's items() would iterate a destroyed object.
-  const json defaults = transformers_defaults(get_string_or(c, "model_type", ""));
+  const json defaults = transformers_defaults(config_string_or(c, "model_type", ""));
   for (const auto& [k, v] : defaults.items())
     if (!c.contains(k)) c[k] = v;
-  m.name = get_string_or(top, "name", origin);
-  m.display_name = get_string_or(top, "display_name", m.name);
-  m.source = get_string_or(top, "source", origin);
-  m.architecture = get_string_or(c, "model_type", "");
+  m.name = config_string_or(top, "name", origin);
+  m.display_name = config_string_or(top, "display_name", m.name);
+  m.source = config_string_or(top, "source", origin);
+  m.architecture = config_string_or(c, "model_type", "");
   auto fail = [&](const Status& s) { return Status(s.code(), origin + ": " + s.message()); };
+  // Every field below is read the same way: a bad one fails with the file's name in front.
+  auto read = [&](auto result, auto& out) -> Status {
+    if (!result.is_ok()) return fail(result.status());
+    out = std::move(result).value();
+    return Status::ok();
+  };
+#define KVS_CONFIG_READ(lhs, expr) \
+  if (Status read_status = read((expr), lhs); !read_status.is_ok()) return read_status
 
-  auto layers_r = get_uint(c, "num_hidden_layers", 4096);
-  if (!layers_r.is_ok()) return fail(layers_r.status());
-  uint64_t n_layers = layers_r->value_or(0);
-  if (n_layers == 0) {
-    auto alt = get_uint(c, "n_layer", 4096);  // Falcon's older configs
-    if (alt.is_ok() && *alt) n_layers = **alt;
-  }
+  uint32_t n_layers = 0;
+  KVS_CONFIG_READ(n_layers, config_first_u32(c, {"num_hidden_layers", "n_layer"}, 0));
   if (n_layers == 0) return invalid_argument(origin + ": num_hidden_layers is missing");
-
-  auto heads = get_u32_or(c, "num_attention_heads", 0);
-  if (!heads.is_ok()) return fail(heads.status());
-  m.num_attention_heads = *heads;
-  if (m.num_attention_heads == 0) {
-    auto alt = get_u32_or(c, "n_head", 0);
-    if (alt.is_ok()) m.num_attention_heads = *alt;
-  }
-  auto hidden = get_u32_or(c, "hidden_size", 0);
-  if (!hidden.is_ok()) return fail(hidden.status());
-  m.hidden_size = *hidden;
-  auto max_ctx = get_u32_or(c, "max_position_embeddings", 0);
-  if (max_ctx.is_ok()) m.max_context = *max_ctx;
-  auto vocab = get_u32_or(c, "vocab_size", 0);
-  if (vocab.is_ok()) m.vocab_size = *vocab;
+  if (n_layers > 4096)
+    return invalid_argument(origin + ": num_hidden_layers " + std::to_string(n_layers) +
+                            " is implausibly large");
+  m.num_layers = n_layers;
+  KVS_CONFIG_READ(m.num_attention_heads, config_first_u32(c, {"num_attention_heads", "n_head"}, 0));
+  KVS_CONFIG_READ(m.hidden_size, config_first_u32(c, {"hidden_size", "n_embd", "d_model"}, 0));
+  KVS_CONFIG_READ(m.max_context,
+                  config_first_u32(c, {"max_position_embeddings", "n_positions"}, 0));
+  KVS_CONFIG_READ(m.vocab_size, config_u32_or(c, "vocab_size", 0));
   if (const auto tie = c.find("tie_word_embeddings"); tie != c.end() && tie->is_boolean())
     m.tied_embeddings = tie->get<bool>();
   for (const char* key : {"num_local_experts", "n_routed_experts", "num_experts"}) {
-    auto e = get_u32_or(c, key, 0);
+    auto e = config_u32_or(c, key, 0);
     if (e.is_ok() && *e > 0) {
       m.num_experts = *e;
       break;
@@ -240,33 +304,19 @@ Result<PlannerModel> model_from_hf_config(const json& top, const std::string& or
   }
 
   // MLA (DeepSeek V2/V3): one latent per token per layer.
-  auto lora = get_u32_or(c, "kv_lora_rank", 0);
-  if (!lora.is_ok()) return fail(lora.status());
-  uint32_t head_dim_k = 0, head_dim_v = 0, kv_heads = 0;
-  if (*lora > 0) {
-    auto rope = get_u32_or(c, "qk_rope_head_dim", 0);
-    if (!rope.is_ok()) return fail(rope.status());
-    m.layers.assign(n_layers, KvLayer::mla(*lora, *rope));
+  uint32_t lora = 0;
+  KVS_CONFIG_READ(lora, config_u32_or(c, "kv_lora_rank", 0));
+  AttentionShape a;
+  if (lora > 0) {
+    uint32_t rope = 0;
+    KVS_CONFIG_READ(rope, config_u32_or(c, "qk_rope_head_dim", 0));
+    m.layers.assign(n_layers, KvLayer::mla(lora, rope));
   } else {
     if (m.num_attention_heads == 0)
       return invalid_argument(origin + ": num_attention_heads is missing");
-    auto kvh = get_u32_or(c, "num_key_value_heads", 0);
-    if (!kvh.is_ok()) return fail(kvh.status());
-    kv_heads = *kvh;
-    if (kv_heads == 0) {
-      auto alt = get_u32_or(c, "num_kv_heads", 0);
-      if (alt.is_ok()) kv_heads = *alt;
-    }
-    if (kv_heads == 0) kv_heads = m.num_attention_heads;
-    // Falcon: multi_query means one KV head unless new_decoder_architecture, whatever
-    // num_kv_heads says (FalconConfig writes num_kv_heads = num_attention_heads, 71 for Falcon
-    // 7B; FalconAttention uses config.num_kv_heads only if new_decoder_architecture or not
-    // multi_query, else 1).
-    if (get_bool_or(c, "multi_query", false) && !get_bool_or(c, "new_decoder_architecture", false))
-      kv_heads = 1;
-    auto hd = get_u32_or(c, "head_dim", 0);
-    if (!hd.is_ok()) return fail(hd.status());
-    uint32_t head_dim = *hd;
+    KVS_CONFIG_READ(a.kv_heads, attention_kv_heads(c, m.num_attention_heads));
+    uint32_t head_dim = 0;
+    KVS_CONFIG_READ(head_dim, config_first_u32(c, {"head_dim", "attention_head_dim"}, 0));
     if (head_dim == 0) {
       if (m.hidden_size == 0 || m.hidden_size % m.num_attention_heads != 0)
         return invalid_argument(origin + ": head_dim is missing and hidden_size " +
@@ -275,99 +325,33 @@ Result<PlannerModel> model_from_hf_config(const json& top, const std::string& or
       head_dim = m.hidden_size / m.num_attention_heads;
     }
     // K and V head sizes that differ (planner fields; HF configs rarely have them).
-    auto hk = get_u32_or(c, "k_head_dim", head_dim);
-    auto hv = get_u32_or(c, "v_head_dim", head_dim);
-    if (!hk.is_ok()) return fail(hk.status());
-    if (!hv.is_ok()) return fail(hv.status());
-    head_dim_k = *hk;
-    head_dim_v = *hv;
-
-    auto window_r = get_u32_or(c, "sliding_window", 0);
-    if (!window_r.is_ok()) return fail(window_r.status());
-    const uint32_t raw_window = *window_r;  // what layer_types' sliding layers use
-    // Qwen-style configs (max_window_layers) window only the layers from max_window_layers on,
-    // and only with use_sliding_window (default false there); others window every layer unless
-    // use_sliding_window is false.
-    auto max_window_layers = get_uint(c, "max_window_layers", 1u << 20);
-    if (!max_window_layers.is_ok()) return fail(max_window_layers.status());
-    const bool qwen_windows = max_window_layers->has_value();
-    const uint32_t window = get_bool_or(c, "use_sliding_window", !qwen_windows) ? raw_window : 0;
-    auto chunk = get_u32_or(c, "attention_chunk_size", 0);
-    const KvLayer full = KvLayer::full(kv_heads, head_dim_k, head_dim_v);
-    auto windowed = [&](uint32_t w) {
-      return KvLayer::sliding(kv_heads, head_dim_k, head_dim_v, w);
-    };
-
-    const std::string dtype =
-        normalize_dtype(get_string_or(c, "torch_dtype", get_string_or(c, "dtype", "bf16")));
-    std::optional<LinearState> state;
-    auto linear_layer = [&]() -> Result<KvLayer> {
-      if (!state) {
-        KVS_ASSIGN_OR_RETURN(state, linear_attention_state(c, dtype));
-        if (std::string note = linear_state_note(*state); !note.empty()) m.notes.push_back(note);
-      }
-      return KvLayer::no_kv(state->bytes.total());
-    };
-
-    auto interval = get_u32_or(c, "full_attention_interval", 0);
-    auto pattern = get_u32_or(c, "sliding_window_pattern", 0);
-    if (auto lt = c.find("layer_types"); lt != c.end() && lt->is_array()) {
-      if (lt->size() != n_layers)
-        return invalid_argument(origin + ": layer_types has " + std::to_string(lt->size()) +
-                                " entries for " + std::to_string(n_layers) + " layers");
-      for (const auto& t : *lt) {
-        const std::string type = t.is_string() ? t.get<std::string>() : "";
-        if (type == "full_attention" || type == "attention") {
-          m.layers.push_back(full);
-        } else if (type == "sliding_attention") {
-          if (raw_window == 0)
-            return invalid_argument(origin + ": sliding_attention layers but no sliding_window");
-          m.layers.push_back(windowed(raw_window));
-        } else if (type == "chunked_attention") {
-          if (!chunk.is_ok() || *chunk == 0)
-            return invalid_argument(origin + ": chunked_attention needs attention_chunk_size");
-          m.layers.push_back(windowed(*chunk));
-        } else if (type == "linear_attention") {
-          auto l = linear_layer();
-          if (!l.is_ok()) return fail(l.status());
-          m.layers.push_back(*l);
-        } else {
-          return unimplemented(origin + ": layer type '" + type +
-                               "' is not known to the planner (expected full_attention, "
-                               "sliding_attention, chunked_attention or linear_attention)");
-        }
-      }
-    } else if (interval.is_ok() && *interval > 0) {
-      auto l = linear_layer();
-      if (!l.is_ok()) return fail(l.status());
-      for (uint64_t i = 0; i < n_layers; ++i)
-        m.layers.push_back((i + 1) % *interval == 0 ? full : *l);
-    } else if (pattern.is_ok() && *pattern > 0 && window > 0) {
-      for (uint64_t i = 0; i < n_layers; ++i)
-        m.layers.push_back((i + 1) % *pattern == 0 ? full : windowed(window));
-    } else if (m.architecture == "gemma2" && window > 0) {
-      for (uint64_t i = 0; i < n_layers; ++i)
-        m.layers.push_back(i % 2 == 0 ? windowed(window) : full);
-    } else if (qwen_windows) {
-      for (uint64_t i = 0; i < n_layers; ++i)
-        m.layers.push_back(window > 0 && i >= **max_window_layers ? windowed(window) : full);
-    } else if (window > 0 && (m.max_context == 0 || window < m.max_context)) {
-      m.layers.assign(n_layers, windowed(window));
-    } else {
-      m.layers.assign(n_layers, full);
-    }
+    KVS_CONFIG_READ(a.head_dim_k, config_u32_or(c, "k_head_dim", head_dim));
+    KVS_CONFIG_READ(a.head_dim_v, config_u32_or(c, "v_head_dim", head_dim));
+    LayerPattern pattern;
+    KVS_CONFIG_READ(pattern, layer_pattern(c, n_layers, m.max_context));
+    const Status built = build_layers(c, pattern, a, m.num_attention_heads, m);
+    if (!built.is_ok()) return fail(built);
+    const bool hybrid = std::any_of(pattern.roles.begin(), pattern.roles.end(), [](LayerRole r) {
+      return r != LayerRole::kFullAttention && r != LayerRole::kSlidingWindow;
+    });
+    if (hybrid) m.notes.push_back(pattern_note(pattern));
   }
+#undef KVS_CONFIG_READ
 
-  m.weight_dtype = normalize_dtype(get_string_or(
-      top, "weight_dtype", get_string_or(c, "torch_dtype", get_string_or(c, "dtype", "bf16"))));
-  auto params = get_uint(top, "num_parameters", uint64_t{1} << 50);
+  const std::string ckpt = checkpoint_dtype(c);
+  if (ckpt == "f32")
+    m.notes.push_back(
+        "torch_dtype float32: engines run float32 checkpoints in 16 bits (vLLM's --dtype auto), "
+        "so --kv-dtype auto and the states are bf16");
+  m.weight_dtype = normalize_dtype(config_string_or(top, "weight_dtype", ckpt));
+  auto params = config_uint(top, "num_parameters", uint64_t{1} << 50);
   if (!params.is_ok()) return fail(params.status());
   if (*params) {
     m.num_parameters = **params;
   } else if (m.hidden_size > 0) {
     m.num_parameters = estimate_parameters(
-        c, m, head_dim_k ? head_dim_k : m.hidden_size / std::max(1u, m.num_attention_heads),
-        kv_heads);
+        c, m, a.head_dim_k ? a.head_dim_k : m.hidden_size / std::max(1u, m.num_attention_heads),
+        a.kv_heads);
     m.parameters_estimated = m.num_parameters > 0;
   }
   if (auto it = top.find("notes"); it != top.end() && it->is_array()) {
@@ -384,10 +368,7 @@ Result<PlannerModel> model_from_json_file(const std::string& path) {
   if (!in) return not_found(path + ": cannot open");
   std::stringstream ss;
   ss << in.rdbuf();
-  const std::string text = ss.str();
-  KVS_RETURN_IF_ERROR(check_json_nesting(text, path));
-  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return invalid_argument(path + ": not valid JSON");
+  KVS_ASSIGN_OR_RETURN(json j, parse_config_json(ss.str(), path));
   return model_from_hf_config(j, path);
 }
 

@@ -5,22 +5,20 @@
 //
 // Fields a config omits take transformers' defaults for its model_type first (gemma3: 8 heads,
 // 4 KV heads, head_dim 256, sliding_window 4096, sliding_window_pattern 6; qwen2/qwen3 (+ MoE):
-// use_sliding_window false, max_window_layers 28; falcon: multi_query true). How the layer kinds
-// are derived (first rule that applies):
-//   kv_lora_rank set                      -> every layer MLA (kv_lora_rank + qk_rope_head_dim)
-//   layer_types [..]                      -> per layer: full_attention, sliding_attention,
-//                                            linear_attention (fixed state), chunked_attention
-//   full_attention_interval k (Qwen3-Next)-> layer i full when (i+1) % k == 0, else linear
-//   sliding_window_pattern p (Gemma 3)    -> layer i full when (i+1) % p == 0, else windowed
-//   model_type gemma2                     -> even layers windowed, odd layers full
-//   max_window_layers m (Qwen2/Qwen3)     -> layer i windowed when use_sliding_window (default
-//                                            false) and i >= m, else full
-//   sliding_window set (and use_sliding_window not false) -> every layer windowed
-//   otherwise                             -> every layer full attention
-// KV heads default to the attention heads (MHA); `multi_query` without
-// `new_decoder_architecture` (Falcon) means one KV head whatever num_kv_heads says; head_dim
-// defaults to hidden_size / num_attention_heads. A linear-attention state keeps its conv window
-// in the model dtype and its recurrent part in `mamba_ssm_dtype` (when set), as vLLM does.
+// use_sliding_window false, max_window_layers 28; falcon: multi_query true). Which layer is which
+// is layer_pattern.h (layer_types, hybrid_override_pattern, attn_layer_period, attn_type_list,
+// Falcon-H1, full_attention_interval, Llama 4 chunks, the window rules, num_kv_shared_layers);
+// kv_lora_rank makes every layer MLA. The recurrent states are sized in ssm_state.h (Mamba1,
+// Mamba2, lightning) and here (gated delta net).
+//
+// Key spellings read (first that is set): layers num_hidden_layers, n_layer; heads
+// num_attention_heads, n_head; KV heads num_key_value_heads, num_kv_heads, n_head_kv; hidden
+// hidden_size, n_embd; head_dim head_dim, attention_head_dim (else hidden / heads); context
+// max_position_embeddings, n_positions. KV heads default to the attention heads (MHA);
+// `multi_query` (GPT-BigCode, Falcon) means one KV head unless `new_decoder_architecture` or
+// `n_head_kv` says otherwise (RefinedWeb: n_head_kv is the KV heads). The KV dtype `auto` and the
+// states use the engine's dtype for the checkpoint (runtime_dtype: float32 checkpoints run in
+// 16 bits).
 #pragma once
 
 #include <cstdint>
@@ -32,6 +30,7 @@
 
 #include "core/status.h"
 #include "kvcache/kv_geometry.h"
+#include "planner/layer_role.h"
 
 namespace kvs {
 
@@ -42,7 +41,11 @@ struct PlannerModel {
   std::string display_name;  // "Llama 3.1 8B"
   std::string source;        // where the config values came from (HF repo URL or file path)
   std::string architecture;  // model_type / general.architecture
+  // One geometry entry per layer, except that a layer running attention and an SSM side by side
+  // (Falcon-H1) has two; `roles` names each entry (empty: default_layer_role of each).
   std::vector<KvLayer> layers;
+  std::vector<LayerRole> roles;
+  uint32_t num_layers = 0;  // the model's layers (0: layers.size())
   uint32_t num_attention_heads = 0;
   uint32_t hidden_size = 0;
   uint32_t max_context = 0;  // max_position_embeddings / context_length (0 = unknown)
@@ -59,6 +62,9 @@ struct PlannerModel {
   std::optional<uint64_t> weight_bytes;  // exact (GGUF tensor bytes), when known
   std::vector<std::string> notes;        // caveats worth printing (e.g. a window the config sets)
 
+  [[nodiscard]] uint32_t layer_count() const;
+  // `roles`, or the default role of every entry when it is empty.
+  [[nodiscard]] std::vector<LayerRole> layer_roles() const;
   // KV heads of the first attention layer (0 when there is none, e.g. MLA).
   [[nodiscard]] uint32_t kv_heads() const;
   [[nodiscard]] KvModelShape kv_shape(KvDtype k, KvDtype v, uint32_t tp) const;

@@ -14,9 +14,9 @@ Status with_flag(const Status& s, const std::string& flag) {
 
 Result<KvDtype> resolve_kv_dtype(const std::string& name, const PlannerModel& model) {
   if (name == "auto") {
-    // The model's activation dtype: what an engine stores KV in by default.
+    // The model's activation dtype: what an engine stores KV in by default. A float32 checkpoint
+    // runs in 16 bits (vLLM's --dtype auto picks bfloat16 for it), so its KV is bf16 too.
     if (model.weight_dtype == "f16" || model.weight_dtype == "gguf") return KvDtype::kF16;
-    if (model.weight_dtype == "f32") return KvDtype::kF32;
     return KvDtype::kBF16;
   }
   auto d = parse_kv_dtype(name);

@@ -26,8 +26,9 @@ struct HardwareArgs {
   std::string workspace = "0";
 };
 
-// "auto" is the model's activation dtype (f16 for GGUF and f16 checkpoints, f32 for f32 ones,
-// bf16 otherwise); any other name is a KV format (kv_format.h).
+// "auto" is the model's activation dtype as an engine runs it (f16 for GGUF and f16 checkpoints,
+// bf16 otherwise: float32 checkpoints run in 16 bits, vLLM's --dtype auto); any other name is a
+// KV format (kv_format.h).
 [[nodiscard]] Result<KvDtype> resolve_kv_dtype(const std::string& name, const PlannerModel& model);
 
 // Loads the model and fills model, k/v dtypes, tp, GPU (name, note, memory), utilization, weights

@@ -45,7 +45,7 @@ std::string render_plan_json(const PlanOutcome& out) {
                 {"display_name", r.model.display_name},
                 {"source", r.model.source},
                 {"architecture", r.model.architecture},
-                {"layers", r.model.layers.size()},
+                {"layers", r.model.layer_count()},
                 {"num_attention_heads", r.model.num_attention_heads},
                 {"kv_heads", r.model.kv_heads()},
                 {"num_experts", r.model.num_experts},
@@ -66,6 +66,17 @@ std::string render_plan_json(const PlanOutcome& out) {
     req_kind[kind_key(k)] = p.request.by_kind[k];
   }
   per_token["by_layer_kind"] = by_kind;
+  // The same in the model's terms (layer_role.h): Mamba1/Mamba2/lightning/KV-shared layers by
+  // name, each with its layers, bytes per token, fixed state and bytes at the context.
+  json by_role = json::object();
+  for (const LayerRoleBytes& b :
+       layer_role_breakdown(r.model.layer_roles(), out.inputs.shape, r.workload.context,
+                            r.workload.window_chunk_tokens))
+    by_role[layer_role_key(b.role)] = {{"layers", b.layers},
+                                       {"bytes_per_token", b.bytes_per_token},
+                                       {"state_bytes_per_sequence", b.state_bytes},
+                                       {"request_bytes", b.request_bytes}};
+  per_token["by_layer_role"] = by_role;
   j["per_token"] = per_token;
   j["per_request"] = {{"context_tokens", r.workload.context},
                       {"bytes", p.request.total},

@@ -56,18 +56,23 @@ std::string dtype_line(KvDtype k, KvDtype v) {
   return s + ", V " + vi.name + " (scales: " + vi.scale_note + ")";
 }
 
+// Per layer kind (layer_role.h) at the plan's context, exact tokens.
+std::vector<LayerRoleBytes> role_bytes(const PlanOutcome& out) {
+  return layer_role_breakdown(out.request.model.layer_roles(), out.inputs.shape,
+                              out.request.workload.context,
+                              out.request.workload.window_chunk_tokens);
+}
+
 void model_section(std::ostringstream& o, const PlanOutcome& out) {
   const PlannerModel& m = out.request.model;
-  const KvShapeBytes& pt = out.plan.per_token;
   o << "Model: " << m.display_name << " (" << m.name << ")\n";
   o << "  source: " << m.source << "\n";
-  o << "  " << (m.architecture.empty() ? "" : m.architecture + ", ") << m.layers.size()
+  const std::vector<LayerRoleBytes> roles = role_bytes(out);
+  o << "  " << (m.architecture.empty() ? "" : m.architecture + ", ") << m.layer_count()
     << " layers:";
   bool first = true;
-  for (int k = 0; k < kNumKvLayerKinds; ++k) {
-    if (pt.layers_by_kind[k] == 0) continue;
-    o << (first ? " " : ", ") << pt.layers_by_kind[k] << " "
-      << kv_layer_kind_name(static_cast<KvLayerKind>(k));
+  for (const LayerRoleBytes& b : roles) {
+    o << (first ? " " : ", ") << b.layers << " " << layer_role_name(b.role);
     first = false;
   }
   o << "\n";
@@ -108,17 +113,20 @@ void formula_section(std::ostringstream& o, const PlanOutcome& out) {
        " (MLA: layers x (kv_lora_rank + qk_rope_head_dim) x bytes/element)\n";
   o << "                 = " << p.per_token.formula << " ("
     << human_binary(static_cast<double>(p.per_token.bytes_per_token)) << ")\n";
-  for (int k = 0; k < kNumKvLayerKinds; ++k) {
-    if (p.per_token.layers_by_kind[k] == 0) continue;
-    const auto kind = static_cast<KvLayerKind>(k);
-    o << "  " << pad(kv_layer_kind_name(kind), 18)
-      << lpad(std::to_string(p.per_token.layers_by_kind[k]), 4) << " layers  ";
-    if (kind == KvLayerKind::kNoKv)
-      o << format_thousands(p.per_token.state_bytes_per_sequence)
-        << " B per sequence (fixed state, independent of length)\n";
-    else
-      o << lpad(format_thousands(p.per_token.token_bytes_by_kind[k]), 12) << " B/token"
-        << (kind == KvLayerKind::kSliding ? " (only up to the window)" : "") << "\n";
+  // Per layer kind, in the model's terms: what each kind holds per token and per sequence.
+  for (const LayerRoleBytes& b : role_bytes(out)) {
+    o << "  " << pad(layer_role_name(b.role), 30) << lpad(std::to_string(b.layers), 4)
+      << " layers  ";
+    if (b.bytes_per_token > 0)
+      o << lpad(format_thousands(b.bytes_per_token), 12) << " B/token"
+        << (b.role == LayerRole::kSlidingWindow || b.role == LayerRole::kChunkedAttention
+                ? " (only up to the window)"
+                : "");
+    if (b.state_bytes > 0)
+      o << (b.bytes_per_token > 0 ? ", " : "") << format_thousands(b.state_bytes)
+        << " B per sequence (fixed state, independent of length)";
+    if (b.bytes_per_token == 0 && b.state_bytes == 0) o << "nothing (no KV, no state)";
+    o << "\n";
   }
 }
 
@@ -131,11 +139,9 @@ void request_section(std::ostringstream& o, const PlanOutcome& out) {
   if (max_ctx > 0 && w.context > max_ctx)
     o << "  note: longer than the model's trained context (" << format_thousands(max_ctx)
       << " tokens)\n";
-  for (int k = 0; k < kNumKvLayerKinds; ++k) {
-    if (p.per_token.layers_by_kind[k] == 0) continue;
-    o << "  " << pad(kv_layer_kind_name(static_cast<KvLayerKind>(k)), 18)
-      << lpad(format_thousands(p.request.by_kind[k]), 18) << " B\n";
-  }
+  for (const LayerRoleBytes& b : role_bytes(out))
+    o << "  " << pad(layer_role_name(b.role), 30) << lpad(format_thousands(b.request_bytes), 18)
+      << " B\n";
   const bool windowed = p.per_token.layers_by_kind[static_cast<int>(KvLayerKind::kSliding)] > 0;
   if (windowed && w.window_chunk_tokens > 0)
     o << "  windowed layers as held during a step of " << format_thousands(w.window_chunk_tokens)

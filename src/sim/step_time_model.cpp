@@ -14,7 +14,7 @@ Result<ModelCost> model_cost(const PlannerModel& m, uint64_t weights_bytes, cons
     return invalid_argument("the model's hidden size and attention heads are unknown");
   ModelCost c;
   c.tp = tp;
-  c.layers = static_cast<uint32_t>(m.layers.size());
+  c.layers = m.layer_count();  // model layers (a Falcon-H1 layer has two geometry entries)
   c.hidden = m.hidden_size;
   c.fp8_weights = fp8_weights;
   const double params = static_cast<double>(m.num_parameters);
