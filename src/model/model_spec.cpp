@@ -5,6 +5,7 @@
 
 #include "model/engine_architectures.h"
 #include "model/gguf_file.h"
+#include "model/gguf_window_pattern.h"
 
 namespace kvs {
 namespace {
@@ -48,28 +49,6 @@ Result<float> f32_or(const GgufFile& f, const std::string& key, float fallback) 
   if (f.find(key) == nullptr) return fallback;
   KVS_ASSIGN_OR_RETURN(double x, f.get_float(key));
   return static_cast<float>(x);
-}
-
-// Which layers use the sliding window (when the file sets one).
-Result<std::vector<bool>> sliding_layers(const GgufFile& f, const std::string& a,
-                                         const std::string& arch, uint64_t n_layers) {
-  std::vector<bool> sliding(n_layers, true);
-  const std::string pattern_key = a + "attention.sliding_window_pattern";
-  if (const GgufValue* pv = f.find(pattern_key); pv != nullptr) {
-    if (pv->type() == GgufType::kArray) {
-      if (pv->array_size() != n_layers || pv->array_type() != GgufType::kBool)
-        return invalid_argument("metadata key '" + pattern_key + "' must hold one bool per layer");
-      for (uint64_t i = 0; i < n_layers; ++i) sliding[i] = pv->element(i).to_bool().value();
-    } else {
-      KVS_ASSIGN_OR_RETURN(uint64_t p, f.get_uint(pattern_key));
-      for (uint64_t i = 0; i < n_layers; ++i) sliding[i] = p == 0 || (i + 1) % p != 0;
-    }
-  } else if (arch == "gemma2") {
-    for (uint64_t i = 0; i < n_layers; ++i) sliding[i] = i % 2 == 0;
-  } else if (arch == "gemma3") {
-    for (uint64_t i = 0; i < n_layers; ++i) sliding[i] = (i + 1) % 6 != 0;
-  }
-  return sliding;
 }
 
 }  // namespace
@@ -126,12 +105,13 @@ Result<ModelSpec> model_spec_from_gguf(const GgufFile& f) {
     KVS_ASSIGN_OR_RETURN(s.rope_dim, u32_or(f, a + "rope.dimension_count", s.head_dim));
     KVS_ASSIGN_OR_RETURN(s.query_pre_attn_scalar,
                          u32_or(f, a + "attention.query_pre_attn_scalar", s.head_dim));
-    KVS_ASSIGN_OR_RETURN(uint32_t window, u32_or(f, a + "attention.sliding_window", 0));
+    // Which layers are windowed: the file's pattern, else llama.cpp's per-architecture table.
+    KVS_ASSIGN_OR_RETURN(GgufWindowLayout layout, gguf_window_layout(f, s.architecture, n_layers));
+    const uint32_t window = layout.window;
+    s.kv_shared_from = layout.kv_shared_from;
+    s.window_chunked = layout.chunked;
+    const std::vector<bool>& sliding = layout.windowed;
     KVS_ASSIGN_OR_RETURN(uint32_t interval, u32_or(f, a + "full_attention_interval", 0));
-    std::vector<bool> sliding(n_layers, false);
-    if (window > 0) {
-      KVS_ASSIGN_OR_RETURN(sliding, sliding_layers(f, a, s.architecture, n_layers));
-    }
     uint64_t state = 0;
     if (interval > 0) {
       // Gated delta net (Qwen3-Next): conv window over q/k/v plus the recurrent state, in f32
@@ -146,6 +126,8 @@ Result<ModelSpec> model_spec_from_gguf(const GgufFile& f) {
     for (uint64_t i = 0; i < n_layers; ++i) {
       if (interval > 0 && (i + 1) % interval != 0) {
         s.kv_layers.push_back(KvLayer::no_kv(state));
+      } else if (layout.kv_shared_from > 0 && i >= layout.kv_shared_from) {
+        s.kv_layers.push_back(KvLayer::no_kv(0));  // reuses an earlier layer's KV (gemma3n)
       } else if (kv_heads[i] == 0) {
         s.kv_layers.push_back(KvLayer::no_kv(0));  // a recurrent layer with no attention
       } else if (sliding[i]) {

@@ -9,8 +9,10 @@
 //   .attention.key_length / value_length    head dims (default embedding / heads)
 //   .attention.sliding_window (+ .attention.sliding_window_pattern: a bool per layer, or a
 //                              period p: layer i is full when (i + 1) % p == 0); without a
-//                              pattern gemma2 windows even layers, gemma3 five of every six,
-//                              other architectures every layer
+//                              pattern, llama.cpp's per-architecture layout
+//                              (gguf_window_pattern.h: gemma2/3/3n, cohere2, gpt-oss, llama4
+//                              chunks, olmo2, exaone4, phi3 none); other architectures window
+//                              every layer
 //   .attention.kv_lora_rank (+ .rope.dimension_count)      MLA latents (DeepSeek)
 //   .full_attention_interval k (+ .ssm.*)   layer i full when (i + 1) % k == 0, else a
 //                                           gated-delta-net state (Qwen3-Next)
@@ -57,6 +59,10 @@ struct ModelSpec {
   uint32_t query_pre_attn_scalar = 0;
   float final_logit_softcap = 0;   // <arch>.final_logit_softcapping; 0 = none
   std::vector<KvLayer> kv_layers;  // one per layer
+  // Layers from this index reuse earlier layers' KV and hold none (gemma3n; 0 = none), and
+  // whether the windowed layers attend in chunks (llama4): gguf_window_pattern.h.
+  uint32_t kv_shared_from = 0;
+  bool window_chunked = false;
 
   // Every layer full attention with the same heads and K/V head dims: the shape kv_geometry's
   // uniform formula sizes.

@@ -17,6 +17,13 @@ Result<PlannerModel> model_from_gguf(const GgufFile& f, const std::string& origi
   m.display_name = spec->name.empty() ? m.name : spec->name;
   m.source = origin + " (GGUF metadata)";
   m.layers = spec->kv_layers;
+  for (size_t i = 0; i < m.layers.size(); ++i) {
+    LayerRole role = default_layer_role(m.layers[i]);
+    if (spec->kv_shared_from > 0 && i >= spec->kv_shared_from) role = LayerRole::kKvShared;
+    if (role == LayerRole::kSlidingWindow && spec->window_chunked)
+      role = LayerRole::kChunkedAttention;
+    m.roles.push_back(role);
+  }
   m.num_attention_heads = spec->n_heads;
   m.hidden_size = spec->d_model;
   m.max_context = spec->context_length;
