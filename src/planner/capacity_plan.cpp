@@ -47,6 +47,7 @@ uint64_t prefix_held_bytes(const KvModelShape& s, uint64_t n, uint64_t prefix, u
 
 Status validate_inputs(const PlanInputs& in) {
   KVS_RETURN_IF_ERROR(validate_kv_shape(in.shape));
+  KVS_RETURN_IF_ERROR(check_query_heads_split(in.query_heads, in.shape.tp));
   const PlanWorkload& w = in.workload;
   if (in.gpu_memory_bytes == 0) return invalid_argument("GPU memory must be positive");
   if (!(in.gpu_memory_utilization > 0 && in.gpu_memory_utilization <= 1))
@@ -77,6 +78,16 @@ Status validate_inputs(const PlanInputs& in) {
 }
 
 }  // namespace
+
+Status check_query_heads_split(uint32_t heads, uint32_t tp) {
+  if (heads == 0 || tp == 0 || heads % tp == 0) return Status::ok();
+  std::string work;
+  for (uint32_t t = 1; t <= heads; ++t)
+    if (heads % t == 0) work += (work.empty() ? "" : ", ") + std::to_string(t);
+  return invalid_argument(std::to_string(heads) + " attention heads cannot be split over tp " +
+                          std::to_string(tp) + " (vLLM requires tp to divide them; tp in (" + work +
+                          ") works)");
+}
 
 uint64_t kv_request_bytes_paged(const KvModelShape& s, uint64_t n, uint32_t block, uint64_t chunk) {
   auto at = [&](uint64_t m) {

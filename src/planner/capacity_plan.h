@@ -56,6 +56,9 @@ struct PlanInputs {
   uint64_t weights_bytes = 0;    // the whole model; each rank holds ceil(weights / tp)
   uint64_t workspace_bytes = 0;  // per GPU: activations, CUDA graphs, fragmentation
   PlanWorkload workload;
+  // Query heads of the attention (0 = unknown, not checked): tp must divide them, as vLLM
+  // requires (ModelConfig.verify_with_parallel_config), or the plan is refused.
+  uint32_t query_heads = 0;
 };
 
 // All byte counts are per GPU (TP rank) unless named total_*.
@@ -114,7 +117,12 @@ struct CapacityPlan {
 // floor(bytes x utilization), exact for utilizations given to 6 decimals.
 [[nodiscard]] uint64_t apply_utilization(uint64_t bytes, double utilization);
 
-// Validates the inputs (shape, utilization in (0, 1], context > 0, ...) and computes the plan.
+// ok when `tp` ranks can split `query_heads` attention heads (tp divides them; 0 heads = unknown);
+// otherwise invalid_argument naming the tp values that work.
+[[nodiscard]] Status check_query_heads_split(uint32_t query_heads, uint32_t tp);
+
+// Validates the inputs (shape, utilization in (0, 1], context > 0, query heads over tp, ...) and
+// computes the plan.
 [[nodiscard]] Result<CapacityPlan> plan_capacity(const PlanInputs& in);
 
 }  // namespace kvs

@@ -78,6 +78,7 @@ Result<PlanOutcome> run_plan(const PlanRequest& r) {
   o.inputs.weights_bytes = r.weights.bytes;
   o.inputs.workspace_bytes = r.workspace.bytes;
   o.inputs.workload = r.workload;
+  o.inputs.query_heads = r.model.num_attention_heads;
   auto plan = plan_capacity(o.inputs);
   if (!plan.is_ok()) return plan.status();
   o.plan = std::move(plan).value();

@@ -2,6 +2,8 @@
 // parsers (sizes, GPU presets, length distributions) and the levers.
 #include <gtest/gtest.h>
 
+#include <tuple>
+
 #include <nlohmann/json.hpp>
 
 #include "planner/gpu_presets.h"
@@ -78,6 +80,48 @@ TEST(PlanReport, TwoH200sBothConventions) {
   const std::string report = render_plan_report(*out);
   EXPECT_NE(report.find("Tensor parallel: 2 GPUs"), std::string::npos);
   EXPECT_NE(report.find("80 x 2 x 4 x 128 x 2 = 163,840 B"), std::string::npos);
+}
+
+TEST(PlanReport, TensorParallelMustDivideTheQueryHeads) {
+  // vLLM refuses tp that does not divide the attention heads (verify_with_parallel_config). Qwen2.5
+  // 7B (Qwen/Qwen2.5-7B config.json: 28 layers, 28 heads, 4 KV heads of 128) over 8 GPUs: the KV
+  // heads replicate (8 is a multiple of 4), but 28 / 8 is not whole. Falcon 7B (tiiuae/falcon-7b:
+  // 32 layers, 71 heads, one KV head of 64) likewise.
+  for (const auto& [layers, heads, kv_heads, head_dim] :
+       {std::tuple{28u, 28u, 4u, 128u}, std::tuple{32u, 71u, 1u, 64u}}) {
+    PlanRequest r = h100_lesson();
+    r.model = llama(layers, kv_heads);
+    r.model.num_attention_heads = heads;
+    r.model.layers.assign(layers, KvLayer::full(kv_heads, head_dim, head_dim));
+    r.tp = 8;
+    auto out = run_plan(r);
+    ASSERT_FALSE(out.is_ok()) << heads;
+    EXPECT_NE(out.status().message().find(std::to_string(heads) +
+                                          " attention heads cannot be split over tp 8"),
+              std::string::npos)
+        << out.status().message();
+    // tp 1 plans, and the "2x GPUs" lever says why tp 2 is no choice for 71 heads (28 / 2 works).
+    r.tp = 1;
+    out = run_plan(r);
+    ASSERT_TRUE(out.is_ok()) << out.status().to_string();
+    for (const Lever& l : out->levers) {
+      if (l.name.rfind("more memory", 0) != 0) continue;
+      EXPECT_EQ(l.applicable, heads % 2 == 0) << heads;
+      if (!l.applicable) {
+        EXPECT_NE(l.why_not.find("71 attention heads cannot be split over tp 2"), std::string::npos)
+            << l.why_not;
+      }
+    }
+  }
+  // tp 4 on 28 heads (7 per GPU) and 4 KV heads (1 per GPU) is fine: 28 x 2 x 1 x 128 x 2 B.
+  PlanRequest r = h100_lesson();
+  r.model = llama(28, 4);
+  r.model.num_attention_heads = 28;
+  r.model.layers.assign(28, KvLayer::full(4, 128, 128));
+  r.tp = 4;
+  auto out = run_plan(r);
+  ASSERT_TRUE(out.is_ok()) << out.status().to_string();
+  EXPECT_EQ(out->plan.per_token.bytes_per_token, 14'336u);
 }
 
 TEST(PlanReport, TensorParallelSplitsThatDoNotDivideAreRefused) {
