@@ -137,12 +137,12 @@ class Engine {
   // Preemptions since the last call (request id = Sequence::parent or the id, mode, blocks).
   // The pool's (L1's) prefix-cache changes since the last call, in order (config.kv_events):
   // blocks that became cached and blocks that left, named by their tier keys (tier_key.h).
-  [[nodiscard]] std::vector<PrefixCache::Event> take_cache_events() {
+  [[nodiscard]] std::vector<CacheEvent> take_cache_events() {
     return driver_->cache().take_cache_events();
   }
   // The same for the host tier (L2) and the disk tier (L3), when there are.
-  [[nodiscard]] std::vector<PrefixCache::Event> take_host_tier_events() {
-    return offload_ != nullptr ? offload_->take_host_events() : std::vector<PrefixCache::Event>{};
+  [[nodiscard]] std::vector<CacheEvent> take_host_tier_events() {
+    return offload_ != nullptr ? offload_->take_host_events() : std::vector<CacheEvent>{};
   }
   // The host and disk tiers' blocks by tier key (empty without the tier).
   [[nodiscard]] std::vector<uint64_t> host_tier_block_hashes() const {
@@ -151,8 +151,8 @@ class Engine {
   [[nodiscard]] std::vector<uint64_t> disk_tier_block_hashes() const {
     return offload_ != nullptr ? offload_->disk_block_hashes() : std::vector<uint64_t>{};
   }
-  [[nodiscard]] std::vector<PrefixCache::Event> take_disk_tier_events() {
-    return offload_ != nullptr ? offload_->take_disk_events() : std::vector<PrefixCache::Event>{};
+  [[nodiscard]] std::vector<CacheEvent> take_disk_tier_events() {
+    return offload_ != nullptr ? offload_->take_disk_events() : std::vector<CacheEvent>{};
   }
   [[nodiscard]] std::vector<PreemptionEvent> take_preemption_events() {
     return driver_->scheduler().take_preemption_events();

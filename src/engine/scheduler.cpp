@@ -53,9 +53,9 @@ std::vector<PreemptionEvent> Scheduler::take_preemption_events() {
 }
 
 void Scheduler::queue_tier_evictions(StepPlan& plan) {
-  std::vector<PrefixCache::Erased> evicted = cache_.take_tier_evictions();
+  std::vector<EvictedBlock> evicted = cache_.take_tier_evictions();
   if (tiers_ == nullptr) return;  // tier keys for KV events only: nothing goes down
-  for (const PrefixCache::Erased& e : evicted) tiers_->plan_store(e.block, e.meta, e.tokens, plan);
+  for (const EvictedBlock& e : evicted) tiers_->plan_store(e.block, e.meta, e.tokens, plan);
 }
 
 void Scheduler::queue_cache_output(std::vector<BlockCopy>& copies, StepPlan& plan) {

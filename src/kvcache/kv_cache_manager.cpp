@@ -41,10 +41,16 @@ KvCacheManager::KvCacheManager(const KvCacheConfig& config)
   if (config_.group_windows[0] != 0) config_.enable_prefix_caching = false;
   KVS_CHECK_MSG(!config_.tier_keys || (config_.enable_prefix_caching && num_groups() == 1),
                 "lower tiers need prefix caching and a single layer group");
-  tier_namespace_ = tier_namespace(config_.model_fingerprint, config_.k_dtype, config_.v_dtype,
-                                   config_.block_size);
-  cache_->set_eviction_log(config_.tier_keys);
-  cache_->set_event_log(config_.log_events && config_.tier_keys);
+  if (config_.tier_keys) {
+    tiers_ = std::make_unique<TierBridge>(
+        config_.num_blocks, config_.block_size,
+        TierBridgeConfig{.secrets = config_.tier_secrets,
+                         .tier_namespace = tier_namespace(config_.model_fingerprint, config_.k_dtype,
+                                                          config_.v_dtype, config_.block_size),
+                         .log_completed = config_.log_completed_blocks,
+                         .log_events = config_.log_events});
+    cache_->set_tier_bridge(tiers_.get());
+  }
 }
 
 void KvCacheManager::set_hash_function_for_testing(BlockHashFn fn) {
@@ -244,12 +250,11 @@ Result<uint32_t> KvCacheManager::admit(SeqId seq, std::span<const int32_t> promp
   s.num_committed = cached;
   s.last_key = m.last_key;
   s.last_ref = m.last_ref;
-  if (config_.tier_keys) {
-    s.salt_check = tier_salt_check(config_.tier_secrets, cache_salt);
-    s.last_tier_key = m.hit_blocks > 0
-                          ? cache_->tier_meta(m.last_ref.block).key
-                          : tier_root_key(config_.tier_secrets, tier_namespace_, cache_salt);
-    for (BlockId b : m.blocks[0]) cache_->count_hit(b);
+  if (tiers_) {
+    s.salt_check = tiers_->salt_check(cache_salt);
+    s.last_tier_key =
+        m.hit_blocks > 0 ? tiers_->meta(m.last_ref.block).key : tiers_->root_key(cache_salt);
+    for (BlockId b : m.blocks[0]) tiers_->count_hit(b);
   }
   for (uint32_t g = 0; g < groups; ++g) {
     BlockTable& table = s.tables[g];
@@ -264,32 +269,23 @@ Result<uint32_t> KvCacheManager::admit(SeqId seq, std::span<const int32_t> promp
   }
   tenants_->count_lookup(t, prompt.size(), cached, full);
   tenants_->add_sequence(t);
-  SeqBlocks& added = tables_.insert(seq, std::move(s));
+  tables_.insert(seq, std::move(s));
   if (config_.enable_prefix_caching) {
-    register_in_flight(seq, added, prompt, m.hit_blocks, m.last_key);
+    register_in_flight(seq, prompt, m.hit_blocks, m.last_key);
   }
   return cached;
 }
 
-void KvCacheManager::register_in_flight(SeqId seq, SeqBlocks& s, std::span<const int32_t> prompt,
+void KvCacheManager::register_in_flight(SeqId seq, std::span<const int32_t> prompt,
                                         uint32_t first_block, uint64_t parent_key) {
   const uint32_t bs = config_.block_size;
+  std::vector<uint64_t> keys;
   uint64_t key = parent_key;
   for (uint64_t b = first_block; (b + 1) * bs <= prompt.size(); ++b) {
     key = hash_fn_(key, prompt.subspan(b * bs, bs));
-    // The first sequence computing a block owns its entry; a later one (possible when the
-    // block's first computation started before this prompt was looked up) does not take over.
-    if (in_flight_.emplace(key, seq).second) s.in_flight_keys.push_back(key);
+    keys.push_back(key);
   }
-}
-
-void KvCacheManager::drop_in_flight(SeqId seq, SeqBlocks& s) {
-  for (size_t i = s.in_flight_done; i < s.in_flight_keys.size(); ++i) {
-    const auto it = in_flight_.find(s.in_flight_keys[i]);
-    if (it != in_flight_.end() && it->second == seq) in_flight_.erase(it);
-  }
-  s.in_flight_keys.clear();
-  s.in_flight_done = 0;
+  in_flight_.register_chain(seq, keys);
 }
 
 namespace {
@@ -368,18 +364,14 @@ Status KvCacheManager::append_slots(SeqId seq, uint32_t num_tokens,
   return Status::ok();
 }
 
-void KvCacheManager::commit_full_block(SeqBlocks& s, uint32_t block_index,
+void KvCacheManager::commit_full_block(SeqId seq, SeqBlocks& s, uint32_t block_index,
                                        std::span<const int32_t> tokens) {
   const BlockId b = s.tables[0].block(block_index);
   const uint64_t parent_key = s.last_key;
   const uint64_t key = hash_fn_(parent_key, tokens);
   KVS_DCHECK(block_index == 0 || s.last_ref.is_valid());
   KVS_CHECK_MSG(!cache_->contains(b), "a cached block is written again");
-  if (s.in_flight_done < s.in_flight_keys.size() && s.in_flight_keys[s.in_flight_done] == key) {
-    // Blocks are committed in chain order, so the next registered key is the only candidate.
-    in_flight_.erase(key);
-    ++s.in_flight_done;
-  }
+  in_flight_.on_committed(seq, key);
   const std::optional<BlockId> existing =
       cache_->insert(b, key, parent_key, s.last_ref, s.tenant, tokens);
   if (existing) {
@@ -390,13 +382,12 @@ void KvCacheManager::commit_full_block(SeqBlocks& s, uint32_t block_index,
     s.last_ref = cache_->ref(b);
   }
   s.last_key = key;
-  if (config_.tier_keys) {
+  if (tiers_) {
     const uint64_t tier_key = tier_block_key(s.last_tier_key, tokens);
     if (!existing) {
-      cache_->set_tier_meta(
-          b, {.key = tier_key, .parent_key = s.last_tier_key, .salt_check = s.salt_check});
-      cache_->note_stored(b, block_index == 0);
-      if (config_.log_completed_blocks) completed_.push_back(b);
+      tiers_->on_cached(
+          b, {.key = tier_key, .parent_key = s.last_tier_key, .salt_check = s.salt_check}, tokens,
+          /*chain_start=*/block_index == 0, /*computed=*/true);
     }
     s.last_tier_key = tier_key;
   }
@@ -422,14 +413,14 @@ void KvCacheManager::commit_tokens(SeqId seq, std::span<const int32_t> tokens) {
     if (s.partial_tokens.empty() && take == bs) {
       // A whole block at once (prefill): no staging copy.
       if (config_.enable_prefix_caching) {
-        commit_full_block(s, s.num_committed / bs - 1, tokens.subspan(i, bs));
+        commit_full_block(seq, s, s.num_committed / bs - 1, tokens.subspan(i, bs));
       }
     } else {
       s.partial_tokens.insert(s.partial_tokens.end(), tokens.begin() + i,
                               tokens.begin() + i + take);
       if (s.partial_tokens.size() == bs) {
         if (config_.enable_prefix_caching) {
-          commit_full_block(s, s.num_committed / bs - 1, s.partial_tokens);
+          commit_full_block(seq, s, s.num_committed / bs - 1, s.partial_tokens);
         }
         s.partial_tokens.clear();
       }
@@ -450,8 +441,6 @@ Status KvCacheManager::fork(SeqId parent, SeqId child) {
     return invalid_argument("fork: parent has appended slots that are not committed");
   }
   SeqBlocks copy = *p;
-  copy.in_flight_keys.clear();  // the parent keeps computing (and owning) them
-  copy.in_flight_done = 0;
   for (const BlockTable& table : copy.tables)
     for (BlockId b : table.blocks())
       if (b.is_valid()) pool_.add_ref(b);
@@ -481,9 +470,9 @@ Result<std::vector<BlockId>> KvCacheManager::admit_restored(SeqId seq,
   const TenantId t = known ? *known : tenants_->get_or_add(cache_salt);
   SeqBlocks s(t, bs, num_groups());
   s.last_key = tenants_->root_key(t);
-  if (config_.tier_keys) {
-    s.salt_check = tier_salt_check(config_.tier_secrets, cache_salt);
-    s.last_tier_key = tier_root_key(config_.tier_secrets, tier_namespace_, cache_salt);
+  if (tiers_) {
+    s.salt_check = tiers_->salt_check(cache_salt);
+    s.last_tier_key = tiers_->root_key(cache_salt);
   }
   std::vector<BlockId> restored;
   for (uint32_t g = 0; g < num_groups(); ++g) {
@@ -515,7 +504,7 @@ void KvCacheManager::free(SeqId seq) {
   SeqBlocks* found = tables_.find(seq);
   if (found == nullptr) return;
   SeqBlocks& s = *found;
-  drop_in_flight(seq, s);
+  in_flight_.drop(seq);
   // Groups last to first, each last block to first: a chain's tail enters the LRU first and is
   // evicted before its parents (and other groups' blocks before group 0's they hang off).
   for (size_t g = s.tables.size(); g-- > 0;) {

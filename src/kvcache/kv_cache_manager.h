@@ -51,6 +51,7 @@
 #include "kvcache/block_hash.h"
 #include "kvcache/block_pool.h"
 #include "kvcache/block_table.h"
+#include "kvcache/in_flight_blocks.h"
 #include "kvcache/kv_cache_groups.h"
 #include "kvcache/prefix_cache.h"
 #include "kvcache/sequence_block_tables.h"
@@ -256,19 +257,19 @@ class KvCacheManager {
                                              uint32_t keep_free);
   // Cached blocks that eviction dropped since the last call, with their tier identity and
   // tokens; their bytes are intact until the transfers of the step that evicted them run.
-  [[nodiscard]] std::vector<PrefixCache::Erased> take_tier_evictions() {
-    return cache_->take_erased();
+  [[nodiscard]] std::vector<EvictedBlock> take_tier_evictions() {
+    return tiers_ ? tiers_->take_evicted() : std::vector<EvictedBlock>{};
   }
   // Blocks (group 0) that became cached or left the cache since the last call, in order
   // (config.log_events).
-  [[nodiscard]] std::vector<PrefixCache::Event> take_cache_events() {
-    return cache_->take_events();
+  [[nodiscard]] std::vector<CacheEvent> take_cache_events() {
+    return tiers_ ? tiers_->take_events() : std::vector<CacheEvent>{};
   }
   // Blocks that became cached since the last call (config.log_completed_blocks).
   [[nodiscard]] std::vector<BlockId> take_completed_blocks() {
-    return std::exchange(completed_, {});
+    return tiers_ ? tiers_->take_completed() : std::vector<BlockId>{};
   }
-  [[nodiscard]] const TierBlockMeta& tier_meta(BlockId b) const { return cache_->tier_meta(b); }
+  [[nodiscard]] const TierBlockMeta& tier_meta(BlockId b) const { return tiers_->meta(b); }
   [[nodiscard]] std::span<const int32_t> cached_tokens_of(BlockId b) const {
     return cache_->tokens(b);
   }
@@ -330,10 +331,10 @@ class KvCacheManager {
   // at `next`: [first_held_block(window, next), ceil(tokens / block_size)).
   [[nodiscard]] uint32_t held_from(uint32_t group, uint32_t next) const;
   void release_before(SeqBlocks& s, uint32_t group, uint32_t first_kept);
-  void commit_full_block(SeqBlocks& s, uint32_t block_index, std::span<const int32_t> tokens);
-  void register_in_flight(SeqId seq, SeqBlocks& s, std::span<const int32_t> prompt,
-                          uint32_t first_block, uint64_t parent_key);
-  void drop_in_flight(SeqId seq, SeqBlocks& s);
+  void commit_full_block(SeqId seq, SeqBlocks& s, uint32_t block_index,
+                         std::span<const int32_t> tokens);
+  void register_in_flight(SeqId seq, std::span<const int32_t> prompt, uint32_t first_block,
+                          uint64_t parent_key);
   void take_block(BlockId b, uint32_t group);  // records the group a block now serves
 
   KvCacheConfig config_;
@@ -346,11 +347,11 @@ class KvCacheManager {
   SequenceBlockTables tables_;
   std::vector<uint8_t> block_group_;  // per block: the group it last served
   uint64_t cow_copies_ = 0;
-  // Chain key of a full prompt block being computed -> the sequence computing it (the first one
-  // admitted; later identical prompts wait for it, see AdmitPlan::prefix_in_flight).
-  std::unordered_map<uint64_t, SeqId> in_flight_;
-  uint64_t tier_namespace_ = 0;
-  std::vector<BlockId> completed_;  // config.log_completed_blocks
+  // Prompt blocks being computed now (AdmitPlan::prefix_in_flight).
+  InFlightBlocks in_flight_;
+  // The lower tiers' view of the cache (config.tier_keys; else null). On the heap so that the
+  // prefix cache's pointer to it survives moving the manager.
+  std::unique_ptr<TierBridge> tiers_;
 };
 
 }  // namespace kvs

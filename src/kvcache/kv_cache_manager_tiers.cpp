@@ -1,7 +1,8 @@
-// KvCacheManager's bridge to the lower tiers (config.tier_keys): the tier identities of a
-// prompt's blocks (the chain a lookup walks down the tiers), blocks loaded from a tier put back
-// into the cache, and the cached blocks written down at shutdown. The tiers themselves (policy,
-// stores, transfers) are in src/tiers/; this side moves no byte either.
+// KvCacheManager's side of the lower tiers (config.tier_keys), through its TierBridge
+// (tier_bridge.h): the tier identities of a prompt's blocks (the chain a lookup walks down the
+// tiers), blocks loaded from a tier put back into the cache, and the cached blocks written down
+// at shutdown. The tiers themselves (policy, stores, transfers) are in src/tiers/; this side moves
+// no byte either.
 #include "kvcache/kv_cache_manager.h"
 
 namespace kvs {
@@ -9,16 +10,8 @@ namespace kvs {
 std::vector<TierBlockMeta> KvCacheManager::tier_chain(std::span<const int32_t> prompt,
                                                       std::string_view cache_salt,
                                                       uint32_t max_blocks) const {
-  const uint32_t bs = config_.block_size;
-  std::vector<TierBlockMeta> out;
-  const uint64_t salt_check = tier_salt_check(config_.tier_secrets, cache_salt);
-  uint64_t parent = tier_root_key(config_.tier_secrets, tier_namespace_, cache_salt);
-  for (uint64_t pos = 0; pos + bs <= prompt.size() && out.size() < max_blocks; pos += bs) {
-    const uint64_t key = tier_block_key(parent, prompt.subspan(pos, bs));
-    out.push_back({.key = key, .parent_key = parent, .salt_check = salt_check});
-    parent = key;
-  }
-  return out;
+  KVS_CHECK_MSG(tiers_ != nullptr, "tier_chain without tier keys");
+  return tiers_->chain(prompt, cache_salt, max_blocks);
 }
 
 Result<std::vector<BlockId>> KvCacheManager::import_blocks(std::span<const int32_t> prompt,
@@ -26,7 +19,7 @@ Result<std::vector<BlockId>> KvCacheManager::import_blocks(std::span<const int32
                                                            uint32_t first_block,
                                                            std::span<const TierBlockMeta> metas,
                                                            uint32_t keep_free) {
-  KVS_CHECK_MSG(config_.tier_keys, "import_blocks without tier keys");
+  KVS_CHECK_MSG(tiers_ != nullptr, "import_blocks without tier keys");
   const uint32_t bs = config_.block_size;
   const uint32_t n = static_cast<uint32_t>(metas.size());
   if (n == 0 || uint64_t{first_block + n} * bs >= prompt.size())
@@ -59,8 +52,8 @@ Result<std::vector<BlockId>> KvCacheManager::import_blocks(std::span<const int32
       break;
     }
     pool_.set_keyed(*b);
-    cache_->set_tier_meta(*b, metas[i]);
-    cache_->note_stored(*b, first_block + i == 0);
+    tiers_->on_cached(*b, metas[i], tokens, /*chain_start=*/first_block + i == 0,
+                      /*computed=*/false);
     out.push_back(*b);
     key = k;
     ref = cache_->ref(*b);

@@ -35,7 +35,7 @@ std::vector<BlockInfo> KvCacheManager::block_infos() const {
     out[b].tenant = pool_.owner(id).value;
     out[b].group = block_group_[b];
     if (out[b].state == BlockState::kCachedFree) out[b].filled = bs;
-    if (config_.tier_keys && cache_->contains(id)) out[b].tier_key = cache_->tier_meta(id).key;
+    if (tiers_ && cache_->contains(id)) out[b].tier_key = tiers_->meta(id).key;
   }
   // A shared block is filled as far as its fullest user has appended.
   for (const auto& [sid, s] : tables_.all()) {
@@ -92,7 +92,7 @@ Status KvCacheManager::check_integrity() const {
   std::vector<uint32_t> refs(config_.num_blocks, 0);
   KVS_RETURN_IF_ERROR(tables_.check_integrity(config_.num_blocks, &refs));
   std::vector<uint32_t> tenant_sequences(tenants_->num_slots(), 0);
-  size_t in_flight_owned = 0;
+  std::vector<SeqId> live;
   for (const auto& [id, s] : tables_.all()) {
     const std::string name = "sequence " + std::to_string(id.value);
     if (s.tenant.value >= tenants_->num_slots() || !tenants_->is_live(s.tenant.value))
@@ -113,20 +113,16 @@ Status KvCacheManager::check_integrity() const {
         return internal_error(where + ": partly filled last block is in the prefix cache");
       }
     }
-    for (size_t i = s.in_flight_done; i < s.in_flight_keys.size(); ++i) {
-      const auto f = in_flight_.find(s.in_flight_keys[i]);
-      if (f == in_flight_.end() || !(f->second == id)) {
-        return internal_error(name + ": an in-flight block key is not registered to it");
-      }
-      ++in_flight_owned;
-    }
+    live.push_back(id);
   }
-  if (in_flight_owned != in_flight_.size()) {
-    return internal_error("in-flight block keys registered to no live sequence");
-  }
+  KVS_RETURN_IF_ERROR(in_flight_.check_integrity(live));
   KVS_RETURN_IF_ERROR(tenants_->check_integrity(tenant_sequences));
   KVS_RETURN_IF_ERROR(pool_.check_integrity(refs));
-  return cache_->check_integrity();
+  KVS_RETURN_IF_ERROR(cache_->check_integrity());
+  if (tiers_) {
+    KVS_RETURN_IF_ERROR(tiers_->check_integrity([&](BlockId b) { return cache_->contains(b); }));
+  }
+  return Status::ok();
 }
 
 }  // namespace kvs

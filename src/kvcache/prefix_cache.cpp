@@ -83,8 +83,7 @@ PrefixCache::PrefixCache(uint32_t num_blocks, uint32_t block_size)
       key_index_(num_blocks),
       child_index_(num_blocks),
       key_links_(num_blocks),
-      child_links_(num_blocks),
-      tier_meta_(num_blocks) {}
+      child_links_(num_blocks) {}
 
 std::optional<BlockId> PrefixCache::find(uint64_t key, BlockRef parent, TenantId tenant,
                                          std::span<const int32_t> tokens) const {
@@ -166,33 +165,10 @@ std::optional<BlockId> PrefixCache::insert(BlockId b, uint64_t key, uint64_t par
   return std::nullopt;
 }
 
-void PrefixCache::note_stored(BlockId b, bool chain_start) {
-  if (!log_events_) return;
-  const std::span<const int32_t> t = tokens(b);
-  const TierBlockMeta& m = tier_meta_[b.value];
-  if (++event_refs_[m.key] > 1) return;  // another copy is cached already
-  events_.push_back({.stored = true,
-                     .key = m.key,
-                     .parent_key = m.parent_key,
-                     .chain_start = chain_start,
-                     .tokens = std::vector<int32_t>(t.begin(), t.end())});
-}
-
 void PrefixCache::erase(BlockId b) {
   KVS_CHECK(contains(b));
   const uint32_t i = b.value;
-  if (log_evictions_) {
-    const std::span<const int32_t> t = tokens(b);
-    erased_.push_back({b, tier_meta_[i], std::vector<int32_t>(t.begin(), t.end())});
-  }
-  if (log_events_ && tier_meta_[i].key != 0) {
-    const auto it = event_refs_.find(tier_meta_[i].key);
-    if (it != event_refs_.end() && --it->second == 0) {
-      event_refs_.erase(it);
-      events_.push_back({.stored = false, .key = tier_meta_[i].key});
-    }
-  }
-  tier_meta_[i] = {};
+  if (bridge_ != nullptr) bridge_->on_erased(b, tokens(b));
   unlink(key_index_, key_links_, key_[i], i);
   unlink(child_index_, child_links_, child_key_[i], i);
   cached_[i] = 0;

@@ -13,13 +13,11 @@
 #include <cstdint>
 #include <optional>
 #include <span>
-#include <unordered_map>
-#include <utility>
 #include <vector>
 
 #include "core/status.h"
 #include "kvcache/block_pool.h"
-#include "kvcache/tier_key.h"
+#include "kvcache/tier_bridge.h"
 
 namespace kvs {
 
@@ -91,34 +89,9 @@ class PrefixCache : public BlockKeyObserver {
   // Both indexes list exactly the cached blocks, each under its own key.
   [[nodiscard]] Status check_integrity() const;
 
-  // ---- tier bookkeeping (kv offload; only used when the manager has tiers) ----
-  // A cached block's lower-tier identity (tier_key.h) and how many prefix hits it served.
-  void set_tier_meta(BlockId b, const TierBlockMeta& meta) { tier_meta_[b.value] = meta; }
-  [[nodiscard]] const TierBlockMeta& tier_meta(BlockId b) const { return tier_meta_[b.value]; }
-  void count_hit(BlockId b) { ++tier_meta_[b.value].hits; }
-  // A cached block leaving the cache, as it was: with the eviction log on, erase() records
-  // every erased block here (its bytes are intact until the caller's step reuses the block).
-  struct Erased {
-    BlockId block;
-    TierBlockMeta meta;
-    std::vector<int32_t> tokens;
-  };
-  void set_eviction_log(bool on) { log_evictions_ = on; }
-  [[nodiscard]] std::vector<Erased> take_erased() { return std::exchange(erased_, {}); }
-
-  // ---- cache events (KV events: what an external indexer needs to mirror the cache) ----
-  // With the event log on, every block given a tier identity (note_stored, after
-  // set_tier_meta) and every such block erase() drops are recorded, in order.
-  struct Event {
-    bool stored = true;  // false: removed
-    uint64_t key = 0;    // the block's tier key (tier_key.h)
-    uint64_t parent_key = 0;
-    bool chain_start = false;     // parent_key is the chain's root, not a block
-    std::vector<int32_t> tokens;  // stored events only
-  };
-  void set_event_log(bool on) { log_events_ = on; }
-  void note_stored(BlockId b, bool chain_start);
-  [[nodiscard]] std::vector<Event> take_events() { return std::exchange(events_, {}); }
+  // Lower tiers: every erased block is reported to the bridge (tier_bridge.h), which keeps the
+  // blocks' tier identities. Null = no tiers.
+  void set_tier_bridge(TierBridge* bridge) { bridge_ = bridge; }
 
  private:
   static constexpr uint32_t kNil = UINT32_MAX;
@@ -142,15 +115,7 @@ class PrefixCache : public BlockKeyObserver {
   FlatIndex child_index_;
   std::vector<Links> key_links_;
   std::vector<Links> child_links_;
-  std::vector<TierBlockMeta> tier_meta_;
-  bool log_evictions_ = false;
-  std::vector<Erased> erased_;
-  bool log_events_ = false;
-  std::vector<Event> events_;
-  // Cached blocks per tier key: the same chain position can be cached twice (a sequence that
-  // found a block cached by another after computing its own), and an indexer must hear "stored"
-  // on the first copy and "removed" on the last.
-  std::unordered_map<uint64_t, uint32_t> event_refs_;
+  TierBridge* bridge_ = nullptr;
 };
 
 }  // namespace kvs

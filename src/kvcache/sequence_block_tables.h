@@ -86,10 +86,6 @@ struct SeqBlocks {
   uint64_t salt_check = 0;
   // Token ids of the committed slots of the last, partly filled block.
   std::vector<int32_t> partial_tokens;
-  // Chain keys of prompt blocks this sequence registered as in flight, in chain order; those
-  // from in_flight_done on are not committed yet.
-  std::vector<uint64_t> in_flight_keys;
-  size_t in_flight_done = 0;
 
   [[nodiscard]] uint32_t num_tokens() const { return tables[0].num_tokens(); }
 };

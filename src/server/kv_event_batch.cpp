@@ -64,9 +64,9 @@ void pack_stored(Packer& p, const KvEvent& e, uint32_t block_size) {
 
 }  // namespace
 
-std::vector<KvEvent> kv_events_of(std::span<const PrefixCache::Event> changes, const char* medium) {
+std::vector<KvEvent> kv_events_of(std::span<const CacheEvent> changes, const char* medium) {
   std::vector<KvEvent> out;
-  for (const PrefixCache::Event& c : changes) {
+  for (const CacheEvent& c : changes) {
     KvEvent* last = out.empty() ? nullptr : &out.back();
     if (c.stored) {
       // Extends the previous BlockStored when this block's parent is its last block.

@@ -47,7 +47,7 @@ struct KvEvent {
 
 // One step's cache changes as vLLM events: consecutive stored blocks that extend one chain
 // become one BlockStored, consecutive removals one BlockRemoved.
-[[nodiscard]] std::vector<KvEvent> kv_events_of(std::span<const PrefixCache::Event> changes,
+[[nodiscard]] std::vector<KvEvent> kv_events_of(std::span<const CacheEvent> changes,
                                                 const char* medium);
 
 // The msgpack payload of one KVEventBatch.

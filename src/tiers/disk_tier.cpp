@@ -207,7 +207,7 @@ struct DiskTier::State {
   uint64_t next_id = 0;
   uint64_t tick = 0;
   DiskTierCounters counters;
-  std::vector<PrefixCache::Event> events;  // config.log_events
+  std::vector<CacheEvent> events;  // config.log_events
   bool logged_error = false;
   // Extents read and verified, most recently used last: consecutive blocks of a prefix cost one
   // read, and prefetched extents wait here for the step that imports them. Bounded in bytes (a
@@ -613,7 +613,7 @@ std::vector<uint64_t> DiskTier::keys() const {
   return out;
 }
 
-std::vector<PrefixCache::Event> DiskTier::take_events() {
+std::vector<CacheEvent> DiskTier::take_events() {
   std::lock_guard<std::mutex> lock(s_->mu);
   return std::exchange(s_->events, {});
 }

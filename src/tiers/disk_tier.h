@@ -130,7 +130,7 @@ class DiskTier {
   // With config.log_events: the blocks that entered or left the index since the last call, in
   // order (KV events, medium DISK). Entries come in as their extents are renamed into place (on
   // the writer thread, or by the scan at open) and leave as extents are dropped.
-  [[nodiscard]] std::vector<PrefixCache::Event> take_events();
+  [[nodiscard]] std::vector<CacheEvent> take_events();
 
   struct State;  // shared with the threads, so that a thread left in a hung device stays valid
 

@@ -43,12 +43,12 @@ class KvOffload {
   // ---- KV events (config.log_events) ----
   // Every block the host tier (L2) takes or drops, in order, as prefix-cache events (never a
   // chain start: parent_key is always set).
-  [[nodiscard]] std::vector<PrefixCache::Event> take_host_events() {
+  [[nodiscard]] std::vector<CacheEvent> take_host_events() {
     return std::exchange(stack_.host_events, {});
   }
   // The same for the disk tier's index (L3); its writer thread adds blocks between steps.
-  [[nodiscard]] std::vector<PrefixCache::Event> take_disk_events() {
-    return stack_.disk ? stack_.disk->take_events() : std::vector<PrefixCache::Event>{};
+  [[nodiscard]] std::vector<CacheEvent> take_disk_events() {
+    return stack_.disk ? stack_.disk->take_events() : std::vector<CacheEvent>{};
   }
 
   [[nodiscard]] KvOffloadStats stats() const;

@@ -154,40 +154,5 @@ TEST(BlockHash, ChainsParentKeysAndSeparatesExtraKeys) {
   EXPECT_NE(extra, extra_keys_hash(0, KvDtype::kF16, KvDtype::kBF16));
   EXPECT_NE(extra, extra_keys_hash(1, KvDtype::kF16, KvDtype::kF16));
 }
-
-// KV events: one "stored" for the first cached copy of a tier key, one "removed" for the last.
-TEST(PrefixCache, EventsNameEachTierKeyOnceWhileAnyCopyIsCached) {
-  PrefixCache cache(4, 4);
-  cache.set_event_log(true);
-  // Two blocks with the same tier identity under different in-memory parents (two copies of one
-  // chain position), and a third of its own.
-  EXPECT_FALSE(cache.insert(BlockId{0}, 9, 1, BlockRef{}, T0, block_tokens(1)).has_value());
-  EXPECT_FALSE(cache.insert(BlockId{1}, 10, 2, BlockRef{}, T0, block_tokens(1)).has_value());
-  EXPECT_FALSE(cache.insert(BlockId{2}, 11, 3, BlockRef{}, T0, block_tokens(2)).has_value());
-  cache.set_tier_meta(BlockId{0}, {.key = 77, .parent_key = 5});
-  cache.note_stored(BlockId{0}, true);
-  cache.set_tier_meta(BlockId{1}, {.key = 77, .parent_key = 5});
-  cache.note_stored(BlockId{1}, true);
-  cache.set_tier_meta(BlockId{2}, {.key = 78, .parent_key = 77});
-  cache.note_stored(BlockId{2}, false);
-  std::vector<PrefixCache::Event> e = cache.take_events();
-  ASSERT_EQ(e.size(), 2u);
-  EXPECT_TRUE(e[0].stored && e[0].key == 77 && e[0].parent_key == 5 && e[0].chain_start);
-  EXPECT_EQ(e[0].tokens, block_tokens(1));
-  EXPECT_TRUE(e[1].stored && e[1].key == 78 && !e[1].chain_start);
-  cache.erase(BlockId{0});
-  EXPECT_TRUE(cache.take_events().empty());  // block 1 still holds key 77
-  cache.erase(BlockId{2});
-  cache.erase(BlockId{1});
-  e = cache.take_events();
-  ASSERT_EQ(e.size(), 2u);
-  EXPECT_TRUE(!e[0].stored && e[0].key == 78);
-  EXPECT_TRUE(!e[1].stored && e[1].key == 77);
-  // A reused block starts without a tier identity: erasing it again says nothing.
-  EXPECT_FALSE(cache.insert(BlockId{0}, 12, 4, BlockRef{}, T0, block_tokens(3)).has_value());
-  cache.erase(BlockId{0});
-  EXPECT_TRUE(cache.take_events().empty());
-}
-
 }  // namespace
 }  // namespace kvs

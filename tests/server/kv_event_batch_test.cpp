@@ -10,7 +10,7 @@
 namespace kvs {
 namespace {
 
-PrefixCache::Event stored(uint64_t key, uint64_t parent, bool start, int32_t first_token) {
+CacheEvent stored(uint64_t key, uint64_t parent, bool start, int32_t first_token) {
   return {.stored = true,
           .key = key,
           .parent_key = parent,
@@ -18,10 +18,10 @@ PrefixCache::Event stored(uint64_t key, uint64_t parent, bool start, int32_t fir
           .tokens = {first_token, first_token + 1}};
 }
 
-PrefixCache::Event removed(uint64_t key) { return {.stored = false, .key = key}; }
+CacheEvent removed(uint64_t key) { return {.stored = false, .key = key}; }
 
 TEST(KvEventBatchTest, ChainsAndRemovalsAreMerged) {
-  const std::vector<PrefixCache::Event> changes = {
+  const std::vector<CacheEvent> changes = {
       stored(11, 7, true, 1),
       stored(12, 11, false, 3),
       stored(13, 12, false, 5),
@@ -63,7 +63,7 @@ std::vector<std::string> keys_in_order(const msgpack::object& o) {
 }
 
 TEST(KvEventBatchTest, EncodesVllmsBatchAndTaggedMaps) {
-  const std::vector<PrefixCache::Event> changes = {stored(0xfedcba9876543210ULL, 5, true, 1),
+  const std::vector<CacheEvent> changes = {stored(0xfedcba9876543210ULL, 5, true, 1),
                                                    stored(2, 0xfedcba9876543210ULL, false, 3),
                                                    removed(2), stored(9, 2, false, 7)};
   std::vector<KvEvent> events = kv_events_of(changes, kMediumPool);
