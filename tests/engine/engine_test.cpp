@@ -16,6 +16,7 @@
 #include "engine/perplexity.h"
 #include "model/loaded_model.h"
 #include "model/model_paths.h"
+#include "support/tiny_model.h"
 
 namespace kvs {
 namespace {
@@ -31,14 +32,23 @@ const char* kPrompts[] = {
     "Once upon a time, in a small village by the sea, there lived",
 };
 
+// Needs an engine, not the default model's weights: the tiny synthetic model (the default
+// model's own geometry is checked against the planner by cli_tests).
 TEST(EngineTest, PoolIsSizedByKvGeometry) {
-  REQUIRE_MODEL();
-  auto e = make_engine(*model, {.kv_cache_memory = 64ull << 20, .block_size = 16});
-  // SmolLM2-135M: 30 layers x 2 x 3 KV heads x 64 x 2 bytes (f16) = 23,040 B per token.
-  EXPECT_EQ(e->kv_pool().bytes_per_token, 23040u);
-  EXPECT_EQ(e->kv_pool().block_bytes, 23040u * 16);
-  EXPECT_EQ(e->kv_pool().num_blocks, (64ull << 20) / (23040 * 16));
+  LoadedModel* model = test::tiny_model();
+  ASSERT_NE(model, nullptr);
+  auto e = make_engine(*model, {.kv_cache_memory = 1ull << 20, .block_size = 16});
+  // The tiny model: 2 layers x 2 x 2 KV heads x 32 x 2 bytes (f16) = 512 B per token.
+  EXPECT_EQ(e->kv_pool().bytes_per_token, 512u);
+  EXPECT_EQ(e->kv_pool().block_bytes, 512u * 16);
+  EXPECT_EQ(e->kv_pool().num_blocks, (1ull << 20) / (512 * 16));
   EXPECT_EQ(e->snapshot().pool_bytes, e->kv_pool().pool_bytes);
+  // int8 KV: one f16 scale per 32-element vector = 34 B per head vector.
+  auto q = make_engine(*model, {.kv_cache_memory = 1ull << 20,
+                                .block_size = 16,
+                                .k_dtype = KvDtype::kInt8,
+                                .v_dtype = KvDtype::kInt8});
+  EXPECT_EQ(q->kv_pool().bytes_per_token, 2u * 2 * 2 * 34);
 }
 
 TEST(EngineTest, ParallelSequencesMatchSeparateRuns) {

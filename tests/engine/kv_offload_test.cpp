@@ -10,6 +10,7 @@
 
 #include "engine_test_util.h"
 #include "support/redis_process.h"
+#include "support/tiny_model.h"
 
 namespace kvs {
 namespace {
@@ -273,8 +274,11 @@ TEST(KvOffloadTest, DemotedTiersHoldMoreBlocksAndLoadThemBackIntoThePoolFormat) 
   EXPECT_EQ(cold.cached[0], 0u);
 }
 
+// Configuration errors need an engine but no real weights: the tiny synthetic model.
 TEST(KvOffloadTest, BadConfigurationsAreClearErrors) {
-  REQUIRE_MODEL();
+  LoadedModel* model = test::tiny_model();
+  ASSERT_NE(model, nullptr);
+  constexpr uint64_t kBlockBytes = 16 * test::TinyModelShape::kKvBytesPerTokenF16;
   EngineConfig c{.kv_cache_memory = 64 * kBlockBytes};
   c.offload.host_bytes = 100;  // less than one block
   auto e = Engine::create(*model->model, c);

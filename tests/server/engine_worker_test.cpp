@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "engine/engine_test_util.h"
+#include "support/tiny_model.h"
 
 namespace kvs {
 namespace {
@@ -115,14 +116,18 @@ TEST(EngineWorkerTest, IdenticalPromptsShareInsteadOfOverflowingThePool) {
   EXPECT_EQ(preemptions, 0u);
 }
 
+// Usage accounting needs an engine, not real weights: the tiny synthetic model.
 TEST(EngineWorkerTest, CachedTokensAreReportedInWholeBlocks) {
-  REQUIRE_MODEL();
-  auto engine = make_engine(*model, {.kv_cache_memory = 64 * 16 * kTokenBytes, .threads = 1});
+  LoadedModel* model = test::tiny_model();
+  ASSERT_NE(model, nullptr);
+  auto engine = make_engine(
+      *model,
+      {.kv_cache_memory = 64 * 16 * test::TinyModelShape::kKvBytesPerTokenF16, .threads = 1});
   ServerMetrics metrics;
   EngineWorker worker(*engine, *model->tokenizer, metrics, {});
   worker.start();
   std::vector<int32_t> secret(50);
-  std::iota(secret.begin(), secret.end(), 3000);
+  std::iota(secret.begin(), secret.end(), 30);
   ASSERT_TRUE(wait_all(worker.submit(worker.try_reserve(), request(secret, 1))).error.is_ok());
   for (uint32_t k : {18u, 19u, 20u, 21u, 37u}) {
     // A probe that shares exactly k tokens with the earlier prompt.
@@ -136,8 +141,11 @@ TEST(EngineWorkerTest, CachedTokensAreReportedInWholeBlocks) {
 }
 
 TEST(EngineWorkerTest, TicketsBoundTheRequestsInFlight) {
-  REQUIRE_MODEL();
-  auto engine = make_engine(*model, {.kv_cache_memory = 64 * 16 * kTokenBytes, .threads = 1});
+  LoadedModel* model = test::tiny_model();
+  ASSERT_NE(model, nullptr);
+  auto engine = make_engine(
+      *model,
+      {.kv_cache_memory = 64 * 16 * test::TinyModelShape::kKvBytesPerTokenF16, .threads = 1});
   ServerMetrics metrics;
   EngineWorker worker(*engine, *model->tokenizer, metrics, {.max_in_flight = 2});
   AdmissionTicket a = worker.try_reserve(), b = worker.try_reserve();
