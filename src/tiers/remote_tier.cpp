@@ -204,7 +204,7 @@ bool RemoteTier::put(const TierBlockMeta& meta, std::span<const int32_t> tokens,
 bool RemoteTier::flush(double timeout_seconds) {
   std::unique_lock<std::mutex> lock(mu_);
   return write_done_cv_.wait_for(lock, std::chrono::duration<double>(timeout_seconds),
-                                 [&] { return writes_.empty() && !writing_; });
+                                 [&] { return writes_.empty() && writing_ == 0; });
 }
 
 void RemoteTier::writer_loop() {
@@ -220,7 +220,7 @@ void RemoteTier::writer_loop() {
       batch.push_back(std::move(writes_.front()));
       writes_.pop_front();
     }
-    writing_ = true;
+    writing_ = batch.size();
     Instance& in = instances_[inst];
     const bool allowed = !stop_ && in.breaker.allow(now());
     lock.unlock();
@@ -252,7 +252,7 @@ void RemoteTier::writer_loop() {
       counters_.dropped_writes += batch.size();
       for (const Write& w : batch) stored_.erase(w.key);
     }
-    writing_ = false;
+    writing_ = 0;
     write_done_cv_.notify_all();
   }
 }
@@ -425,7 +425,7 @@ void RemoteTier::note_connects(uint32_t inst, const RedisClient& c, std::vector<
 RemoteTierCounters RemoteTier::counters() const {
   std::lock_guard<std::mutex> lock(mu_);
   RemoteTierCounters c = counters_;
-  c.queued_writes = writes_.size();
+  c.queued_writes = writes_.size() + writing_;  // not yet in Redis: queued or being written
   for (const Instance& in : instances_)
     c.instances.push_back({.url = in.endpoint.url(),
                            .breaker = in.breaker.state(),

@@ -170,7 +170,7 @@ class RemoteTier {
   std::vector<Instance> instances_;
   std::condition_variable write_cv_, write_done_cv_, read_cv_, read_done_cv_;
   std::deque<Write> writes_;
-  bool writing_ = false;
+  size_t writing_ = 0;  // blocks of the batch being written now
   std::deque<std::vector<Lookup>> fetches_;
   bool fetching_ = false;
   std::unordered_set<uint64_t> pending_;                // keys queued or being fetched

@@ -49,14 +49,22 @@ def subscriber(ctx, port, keys=None):
 
 
 def received(sock, server, prompts, wait_ms=1500):
-    """Sends requests (after the subscription settles) and returns the batches that arrived."""
-    time.sleep(0.4)
-    for p in prompts:
-        complete(server, p, max_tokens=2)
+    """Sends requests and returns the batches that arrived.
+
+    A subscription reaches the publisher asynchronously (ZeroMQ's slow joiner), so what is
+    published before it settles is not delivered. Until a first batch arrives, the prompts are
+    sent again with a fresh prefix (new blocks, so new events), up to 30 s."""
     out = []
-    while sock.poll(wait_ms):
-        out.append(sock.recv_multipart())
-        wait_ms = 200
+    deadline = time.time() + 30
+    attempt = 0
+    while not out and time.time() < deadline:
+        for p in prompts:
+            complete(server, p if attempt == 0 else f"[{attempt}] {p}", max_tokens=2)
+        attempt += 1
+        poll_ms = wait_ms
+        while sock.poll(poll_ms):
+            out.append(sock.recv_multipart())
+            poll_ms = 200
     return out
 
 

@@ -13,7 +13,8 @@ from tier_prompts import complete, doc
 POOL = ["--kv-cache-memory", "64MiB", "--max-model-len", "2048"]
 
 
-def burn(stop_at):
+def burn(stop_at, started):
+    started.set()
     while time.time() < stop_at:
         pass
 
@@ -34,11 +35,15 @@ def test_a_busy_machine_still_loads_a_long_prefix_from_redis(start_server, redis
         assert len(redis_server.keys()) >= 84
         # Every core busy (twice over) while B fetches.
         stop_at = time.time() + 60
+        started = []
         for _ in range(2 * (os.cpu_count() or 2)):
-            p = multiprocessing.Process(target=burn, args=(stop_at,), daemon=True)
+            e = multiprocessing.Event()
+            p = multiprocessing.Process(target=burn, args=(stop_at, e), daemon=True)
             p.start()
             burners.append(p)
-        time.sleep(0.5)
+            started.append(e)
+        for e in started:  # every burner is spinning before B asks
+            assert e.wait(30), "a burner did not start"
         text_b, cached = complete(b, prompt, max_tokens=4)
         assert text_b == text
         assert cached >= 1344 // 2, cached  # most of the 84 whole blocks came from Redis

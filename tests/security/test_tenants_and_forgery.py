@@ -58,14 +58,14 @@ def ask(server, prompt, key=None, salt=None):
 
 
 def written(server, key=None):
-    """Waits until the replica's Redis writes are done."""
+    """Waits until the replica's Redis writes are done (none queued, none being written)."""
     import time
     h = {"Authorization": "Bearer " + key} if key else {}
     for _ in range(200):
         if server.get("/v1/kv", headers=h).json()["tiers"]["remote"]["queued_writes"] == 0:
-            time.sleep(0.1)
             return
         time.sleep(0.05)
+    raise AssertionError("the replica's Redis writes did not finish")
 
 
 def test_replicas_with_different_keys_never_share(start_server, redis_server):
