@@ -20,7 +20,7 @@
 
 #include "model/gguf_writer.h"
 #include "model/loaded_model.h"
-#include "model/unicode.h"
+#include "model/tokenizer_test_util.h"  // byte_char
 
 namespace kvs::test {
 
@@ -34,20 +34,6 @@ struct TinyModelShape {
   static constexpr uint32_t kVocab = 257;  // 256 bytes + <|im_end|>
   static constexpr uint64_t kKvBytesPerTokenF16 = uint64_t{kLayers} * 2 * kKvHeads * kHeadDim * 2;
 };
-
-// The GPT-2 byte-level character of each byte (printable bytes stand for themselves, the others
-// map to 256 + n in order).
-inline std::vector<std::string> tiny_model_byte_tokens() {
-  std::vector<std::string> tokens;
-  int n = 0;
-  for (int x = 0; x < 256; ++x) {
-    const bool printable = (x >= 33 && x <= 126) || (x >= 161 && x <= 172) || (x >= 174);
-    std::string s;
-    unicode::append_utf8(s, printable ? static_cast<char32_t>(x) : char32_t(256 + n++));
-    tokens.push_back(s);
-  }
-  return tokens;
-}
 
 inline std::vector<uint8_t> tiny_model_gguf() {
   using S = TinyModelShape;
@@ -81,7 +67,8 @@ inline std::vector<uint8_t> tiny_model_gguf() {
   w.add_uint32("llama.attention.head_count_kv", S::kKvHeads);
   w.add_float32("llama.attention.layer_norm_rms_epsilon", 1e-5f);
   w.add_float32("llama.rope.freq_base", 10000.0f);
-  std::vector<std::string> tokens = tiny_model_byte_tokens();
+  std::vector<std::string> tokens;
+  for (int b = 0; b < 256; ++b) tokens.push_back(byte_char(static_cast<uint8_t>(b)));
   tokens.push_back("<|im_end|>");
   w.add_string("tokenizer.ggml.model", "gpt2");
   w.add_string_array("tokenizer.ggml.tokens", tokens);
