@@ -44,11 +44,12 @@ KvCacheManager::KvCacheManager(const KvCacheConfig& config)
   if (config_.tier_keys) {
     tiers_ = std::make_unique<TierBridge>(
         config_.num_blocks, config_.block_size,
-        TierBridgeConfig{.secrets = config_.tier_secrets,
-                         .tier_namespace = tier_namespace(config_.model_fingerprint, config_.k_dtype,
-                                                          config_.v_dtype, config_.block_size),
-                         .log_completed = config_.log_completed_blocks,
-                         .log_events = config_.log_events});
+        TierBridgeConfig{
+            .secrets = config_.tier_secrets,
+            .tier_namespace = tier_namespace(config_.model_fingerprint, config_.k_dtype,
+                                             config_.v_dtype, config_.block_size),
+            .log_completed = config_.log_completed_blocks,
+            .log_events = config_.log_events});
     cache_->set_tier_bridge(tiers_.get());
   }
 }

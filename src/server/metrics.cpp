@@ -130,7 +130,8 @@ void render_offload(const KvOffloadStats& k, std::string* o) {
            "Blocks not written to Redis: write queue full, breaker open, or a failed SET.",
            k.remote_dropped_writes);
     metric(o, "kvserve_kv_offload_remote_queued_writes", "gauge",
-           "Blocks not in Redis yet: queued for the writer or being written.", k.remote_queued_writes);
+           "Blocks not in Redis yet: queued for the writer or being written.",
+           k.remote_queued_writes);
     metric(o, "kvserve_kv_offload_remote_bytes_written_total", "counter",
            "Bytes of values Redis acknowledged.", k.remote_bytes_written);
     metric(o, "kvserve_kv_offload_remote_bytes_read_total", "counter",

@@ -39,7 +39,7 @@ struct TierStack {
   bool demoted = false;      // the tiers hold config.tier_dtype, not the pool's format
   uint32_t host_area_blocks = 0;
   TierStats host_stats, disk_stats, remote_stats;
-  uint64_t disk_added_this_step = 0;  // blocks the stores gave the disk tier during the step
+  uint64_t disk_added_this_step = 0;    // blocks the stores gave the disk tier during the step
   std::vector<CacheEvent> host_events;  // config.log_events: what L2 took or dropped
 
   [[nodiscard]] bool write_through() const { return config.policy == OffloadPolicy::kWriteThrough; }

@@ -50,8 +50,8 @@ TEST(PrefixCache, RandomInsertEraseLookupMatchTheModel) {
     };
     auto random_query = [&] {
       const BlockRef parent = refs[rng() % refs.size()];
-      return std::make_tuple(uint64_t{rng() % 5}, parent, TenantId{static_cast<uint32_t>(rng() % 2)},
-                             random_tokens());
+      return std::make_tuple(uint64_t{rng() % 5}, parent,
+                             TenantId{static_cast<uint32_t>(rng() % 2)}, random_tokens());
     };
     auto model_find = [&](uint64_t key, BlockRef parent, TenantId t,
                           const std::vector<int32_t>& tokens) -> std::optional<BlockId> {
@@ -69,8 +69,7 @@ TEST(PrefixCache, RandomInsertEraseLookupMatchTheModel) {
         auto [key, parent, tenant, tokens] = random_query();
         const uint64_t parent_key = rng() % 3;
         const std::optional<BlockId> want = model_find(key, parent, tenant, tokens);
-        const std::optional<BlockId> got =
-            cache.insert(b, key, parent_key, parent, tenant, tokens);
+        const std::optional<BlockId> got = cache.insert(b, key, parent_key, parent, tenant, tokens);
         ASSERT_EQ(got, want) << "seed " << seed << " op " << op;
         if (!got) {
           model[b.value] = {true, key, parent_key, parent, tenant.value, tokens};
@@ -103,8 +102,9 @@ TEST(PrefixCache, RandomInsertEraseLookupMatchTheModel) {
           ASSERT_EQ(shared_prefix(e.tokens, tokens, max_tokens), best);
         }
       }
-      ASSERT_EQ(cache.size(), static_cast<uint32_t>(std::count_if(
-                                  model.begin(), model.end(), [](const Entry& e) { return e.cached; })));
+      ASSERT_EQ(cache.size(),
+                static_cast<uint32_t>(std::count_if(model.begin(), model.end(),
+                                                    [](const Entry& e) { return e.cached; })));
       for (uint32_t i = 0; i < kBlocks; ++i) {
         ASSERT_EQ(cache.contains(BlockId{i}), model[i].cached);
         if (model[i].cached) {

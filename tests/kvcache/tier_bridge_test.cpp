@@ -155,8 +155,7 @@ TEST(TierBridge, IntegrityNamesEachBrokenInvariant) {
   // The cache holds a block the bridge has no identity for.
   ASSERT_FALSE(cache.insert(BlockId{1}, 10, 1, BlockRef{}, T0, block_tokens(2)));
   Status st = bridge.check_integrity(is_cached);
-  EXPECT_NE(st.message().find("cached without a tier identity"), std::string::npos)
-      << st.message();
+  EXPECT_NE(st.message().find("cached without a tier identity"), std::string::npos) << st.message();
   // The bridge keeps an identity for a block the cache does not hold.
   st = bridge.check_integrity([](BlockId b) { return b.value == 1; });
   EXPECT_NE(st.message().find("not cached but keeps a tier identity"), std::string::npos)

@@ -64,8 +64,8 @@ std::vector<std::string> keys_in_order(const msgpack::object& o) {
 
 TEST(KvEventBatchTest, EncodesVllmsBatchAndTaggedMaps) {
   const std::vector<CacheEvent> changes = {stored(0xfedcba9876543210ULL, 5, true, 1),
-                                                   stored(2, 0xfedcba9876543210ULL, false, 3),
-                                                   removed(2), stored(9, 2, false, 7)};
+                                           stored(2, 0xfedcba9876543210ULL, false, 3), removed(2),
+                                           stored(9, 2, false, 7)};
   std::vector<KvEvent> events = kv_events_of(changes, kMediumPool);
   events.push_back({.kind = KvEvent::Kind::kAllCleared});
   const std::string bytes = encode_kv_event_batch(1234.5, events, 2, 0);

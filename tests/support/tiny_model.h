@@ -99,11 +99,12 @@ inline std::vector<uint8_t> tiny_model_gguf() {
 // The tiny model, written once per test binary under the test temp dir and loaded.
 inline LoadedModel* tiny_model() {
   static std::unique_ptr<LoadedModel> model = [] {
-    const std::string path = ::testing::TempDir() + "kvserve-tiny-model-" +
-                             std::to_string(::getpid()) + ".gguf";
+    const std::string path =
+        ::testing::TempDir() + "kvserve-tiny-model-" + std::to_string(::getpid()) + ".gguf";
     const std::vector<uint8_t> bytes = tiny_model_gguf();
     std::ofstream(path, std::ios::binary)
-        .write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+        .write(reinterpret_cast<const char*>(bytes.data()),
+               static_cast<std::streamsize>(bytes.size()));
     auto m = load_model(path);
     std::remove(path.c_str());  // the mapping stays valid
     EXPECT_TRUE(m.is_ok()) << m.status().to_string();
