@@ -9,7 +9,9 @@ void add_hardware_flags(CLI::App* cmd, HardwareArgs* a) {
   add_kv_cache_dtype_flags(*cmd, &a->kv_dtype, &a->k_dtype, &a->v_dtype, FlagRole::kPlanner);
   cmd->add_option("--tp", a->tp, "tensor-parallel GPUs")->capture_default_str();
   cmd->add_option("--gpu", a->gpu, "GPU preset (--list-gpus); default H100-80GB");
-  cmd->add_option("--memory", a->memory, "memory per GPU instead of a preset: 80GB, 75GiB");
+  cmd->add_option("--memory", a->memory,
+                  "memory per GPU: 80GB, 75GiB; with --gpu, replaces the preset's memory "
+                  "and keeps its compute and bandwidth");
   cmd->add_option("--gpu-memory-utilization", a->utilization,
                   "fraction of GPU memory the engine may use")
       ->capture_default_str()

@@ -1,7 +1,10 @@
 #include "planner/plan_hardware.h"
 
+#include <optional>
+
 #include "planner/catalog.h"
 #include "planner/gpu_presets.h"
+#include "planner/plan_report.h"
 
 namespace kvs {
 
@@ -36,19 +39,32 @@ Result<PlanRequest> plan_request_from_hardware(const HardwareArgs& a) {
   if (a.tp == 0) return invalid_argument("--tp must be at least 1");
   r.tp = a.tp;
 
-  if (!a.gpu.empty() && !a.memory.empty())
-    return invalid_argument("give --gpu or --memory, not both");
+  // --memory alone: that memory, no preset. --gpu alone (or neither): the preset. Both: the
+  // preset's compute and bandwidth with the given memory instead of the preset's.
+  std::optional<SizeInput> memory;
   if (!a.memory.empty()) {
     auto mem = parse_size_input(a.memory);
     if (!mem.is_ok()) return with_flag(mem.status(), "--memory: ");
-    r.gpu_memory = *mem;
+    if (mem->bytes == 0) return invalid_argument("--memory: must be more than 0 bytes");
+    memory = *mem;
+  }
+  if (memory.has_value() && a.gpu.empty()) {
+    r.gpu_memory = *memory;
   } else {
     auto g = find_gpu_preset(a.gpu.empty() ? "H100-80GB" : a.gpu);
     if (!g.is_ok()) return with_flag(g.status(), "--gpu: ");
     r.gpu_name = g->name;
-    r.gpu_note = std::string(g->note) + (a.gpu.empty() ? "; the default, choose with --gpu" : "");
-    // The preset's unit is stated in its note; only typed sizes get the other-unit reading.
-    r.gpu_memory = size_from_bytes(g->memory_bytes, UnitConvention::kBytes, "");
+    r.gpu_preset_memory_bytes = g->memory_bytes;
+    if (memory.has_value()) {
+      r.gpu_memory = *memory;
+      r.gpu_memory_overridden = true;
+      r.gpu_note = "the preset's compute and bandwidth with this memory instead of its " +
+                   bytes_both_units(g->memory_bytes);
+    } else {
+      r.gpu_note = std::string(g->note) + (a.gpu.empty() ? "; the default, choose with --gpu" : "");
+      // The preset's unit is stated in its note; only typed sizes get the other-unit reading.
+      r.gpu_memory = size_from_bytes(g->memory_bytes, UnitConvention::kBytes, "");
+    }
   }
   if (!(a.utilization > 0 && a.utilization <= 1))
     return invalid_argument("--gpu-memory-utilization must be in (0, 1]");

@@ -19,7 +19,7 @@ struct HardwareArgs {
   std::string v_dtype;
   uint32_t tp = 1;
   std::string gpu;     // preset name; "" = H100-80GB unless memory is given
-  std::string memory;  // per GPU, instead of a preset: "80GB", "75GiB"
+  std::string memory;  // per GPU: "80GB", "75GiB"; with gpu, replaces the preset's memory
   double utilization = 0.9;
   std::string weights;  // the whole model; "" = from the catalog / GGUF
   std::string weight_dtype;

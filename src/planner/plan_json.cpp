@@ -87,6 +87,7 @@ std::string render_plan_json(const PlanOutcome& out) {
     j["per_request"]["window_step_tokens"] = r.workload.window_chunk_tokens;
   j["memory"] = {{"gpu", r.gpu_name},
                  {"gpu_memory", size_json(r.gpu_memory)},
+                 {"gpu_memory_overridden", r.gpu_memory_overridden},
                  {"gpu_memory_utilization", r.utilization},
                  {"weights", size_json(r.weights)},
                  {"weights_origin", r.weights_origin},

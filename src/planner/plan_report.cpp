@@ -163,7 +163,10 @@ void memory_section(std::ostringstream& o, const PlanOutcome& out) {
   const PlanRequest& r = out.request;
   const CapacityPlan& p = out.plan;
   o << "\nMemory (per GPU)\n";
-  if (!r.gpu_name.empty())
+  if (r.gpu_memory_overridden)
+    o << "  GPU " << r.gpu_name << " with --memory " << r.gpu_memory.text << ": "
+      << typed(r.gpu_memory) << "\n    (" << r.gpu_note << ")\n";
+  else if (!r.gpu_name.empty())
     o << "  GPU " << r.gpu_name << ": " << bytes_both_units(r.gpu_memory.bytes) << "\n    ("
       << r.gpu_note << ")\n";
   else

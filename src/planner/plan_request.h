@@ -26,6 +26,10 @@ struct PlanRequest {
   std::string gpu_name;  // the preset, or "" for --memory
   std::string gpu_note;  // the preset's note
   SizeInput gpu_memory;  // per GPU
+  // --gpu and --memory together: the preset's compute and bandwidth, this memory instead of the
+  // preset's (gpu_preset_memory_bytes, kept to say what was replaced).
+  bool gpu_memory_overridden = false;
+  uint64_t gpu_preset_memory_bytes = 0;
   double utilization = 0.9;
   SizeInput weights;           // the whole model
   std::string weights_origin;  // "8,030,261,248 parameters x 2 B (bf16, catalog)"

@@ -76,6 +76,8 @@ ojson setup_json(const SimSetup& s) {
   j["pool_tokens"] = s.pool.num_tokens;
   j["pool_origin"] = s.pool_origin;
   j["weights_bytes"] = s.plan.weights.bytes;
+  j["gpu_memory_bytes"] = s.plan.gpu_memory.bytes;
+  j["gpu_memory_overridden"] = s.plan.gpu_memory_overridden;
   j["max_num_seqs"] = s.scheduler.max_num_seqs;
   j["max_num_batched_tokens"] = s.scheduler.max_num_batched_tokens;
   j["preemption_mode"] = preemption_mode_name(s.scheduler.preemption_mode);
@@ -165,6 +167,10 @@ std::string render_sim_report(const SimSetup& s, const SimResult& r) {
   o << "  model       " << s.plan.model.display_name << " (" << s.plan.model.name << "), weights "
     << format_thousands(s.plan.weights.bytes) << " B\n";
   o << "  device      " << device_line(s) << "\n";
+  if (s.plan.gpu_memory_overridden)
+    o << "  memory      GPU " << s.plan.gpu_name << " with --memory " << s.plan.gpu_memory.text
+      << ": " << format_thousands(s.plan.gpu_memory.bytes) << " B per GPU instead of the preset's "
+      << format_thousands(s.plan.gpu_preset_memory_bytes) << " B (its compute and bandwidth)\n";
   o << "  KV pool     " << s.pool.formula << " per token per rank ("
     << kv_dtype_name(s.pool.shape.k_dtype) << "); " << format_thousands(s.pool.num_blocks)
     << " blocks of " << s.pool.block_size << " = " << format_thousands(s.pool.num_tokens)

@@ -186,16 +186,14 @@ Status apply_sim_setting(SimArgs& a, const std::string& key, const std::string& 
     a.hw.k_dtype = v;
   } else if (key == "v-dtype" || key == "kv-cache-dtype-v") {
     a.hw.v_dtype = v;
-  } else if (key == "gpu") {
+  } else if (key == "gpu") {  // with --memory: each preset's compute with that memory
     a.hw.gpu = v;
-    a.hw.memory.clear();
   } else if (key == "gpus") {
     KVS_ASSIGN_OR_RETURN(a.gpus, parse_number<uint32_t>(key, v));
   } else if (key == "tp") {
     KVS_ASSIGN_OR_RETURN(a.hw.tp, parse_number<uint32_t>(key, v));
-  } else if (key == "memory") {
+  } else if (key == "memory") {  // with --gpu: that preset's compute with each memory
     a.hw.memory = v;
-    a.hw.gpu.clear();
   } else if (key == "gpu-memory-utilization") {
     KVS_ASSIGN_OR_RETURN(a.hw.utilization, parse_number<double>(key, v));
   } else if (key == "weights") {

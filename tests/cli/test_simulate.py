@@ -118,6 +118,37 @@ class Simulate(unittest.TestCase):
         self.assertNotEqual(p.returncode, 0)
         self.assertIn("step log", p.stderr)
 
+    def test_gpu_with_memory_keeps_the_roofline_and_replaces_the_memory(self):
+        # --gpu H200 --memory 100GB: the H200's compute and bandwidth, 100 GB per GPU for the pool.
+        base = ("--model", "llama-3.1-8b", "--trace", self.trace, "--json")
+        both = json.loads(run(*base, "--gpu", "H200", "--memory", "100GB").stdout)["setup"]
+        preset = json.loads(run(*base, "--gpu", "H200").stdout)["setup"]
+        memory = json.loads(run(*base, "--memory", "100GB").stdout)["setup"]
+        self.assertEqual(both["device"], "H200-141GB")
+        self.assertTrue(both["gpu_memory_overridden"])
+        self.assertFalse(preset["gpu_memory_overridden"])
+        self.assertEqual(both["gpu_memory_bytes"], 100 * 10**9)
+        self.assertEqual(both["device_model"]["memory_bandwidth"],
+                         preset["device_model"]["memory_bandwidth"])
+        self.assertNotEqual(both["device_model"]["memory_bandwidth"],
+                            memory["device_model"]["memory_bandwidth"])  # --memory alone: H100
+        self.assertEqual(both["num_blocks"], memory["num_blocks"])
+        self.assertLess(both["num_blocks"], preset["num_blocks"])  # 100 GB < the H200's 150.75 GB
+        text = run("--model", "llama-3.1-8b", "--trace", self.trace, "--gpu", "H200", "--memory",
+                   "100GB").stdout
+        self.assertIn("GPU H200-141GB with --memory 100GB: 100,000,000,000 B per GPU", text)
+        # A sweep of memory keeps the --gpu preset's roofline.
+        rows = json.loads(run(*base, "--gpu", "H200", "--sweep", "memory=90GB,100GB").stdout)["sweep"]
+        self.assertEqual([r["setup"]["device"] for r in rows], ["H200-141GB"] * 2)
+        self.assertEqual(rows[1]["setup"]["gpu_memory_bytes"], 100 * 10**9)
+        for args, message in [(["--gpu", "H200", "--memory", "lots"], "--memory: "),
+                              (["--gpu", "H9000", "--memory", "100GB"], "--gpu: unknown GPU"),
+                              (["--gpu", "H200", "--memory", "0"], "--memory: must be more")]:
+            p = run("--model", "llama-3.1-8b", "--trace", self.trace, *args, check=False)
+            self.assertNotEqual(p.returncode, 0, args)
+            self.assertIn(message, p.stderr, args)
+            self.assertEqual(len(p.stderr.strip().splitlines()), 1, p.stderr)
+
     def test_bad_input_is_one_clear_line(self):
         bad = os.path.join(self.dir.name, "bad.jsonl")
         with open(bad, "w") as f:
