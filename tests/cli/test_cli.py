@@ -178,6 +178,30 @@ class Plan(unittest.TestCase):
         self.assertIn("H100-80GB", names)
         self.assertEqual(out.count("source: "), len(names), out)
 
+    def test_gpu_with_memory_replaces_the_preset_memory(self):
+        # --gpu H100 --memory 200GB: the plan of --memory 200GB alone (90% of 200 GB - 16.06 GB of
+        # Llama 3.1 8B weights = 163.94 GB of KV), reported under the preset's name.
+        both = self.plan_json("-m", "llama-3.1-8b", "--gpu", "H100", "--memory", "200GB")
+        alone = self.plan_json("-m", "llama-3.1-8b", "--memory", "200GB")
+        preset = self.plan_json("-m", "llama-3.1-8b", "--gpu", "H100")
+        self.assertEqual(both["memory"]["gpu"], "H100-80GB")
+        self.assertTrue(both["memory"]["gpu_memory_overridden"])
+        self.assertFalse(preset["memory"]["gpu_memory_overridden"])
+        self.assertEqual(both["memory"]["gpu_memory"]["bytes"], 200 * 10**9)
+        self.assertEqual(both["capacity"]["kv_budget_bytes"], alone["capacity"]["kv_budget_bytes"])
+        self.assertEqual(both["capacity"]["c_max_worst"], alone["capacity"]["c_max_worst"])
+        self.assertGreater(both["capacity"]["c_max_worst"], 2 * preset["capacity"]["c_max_worst"])
+        text = run("plan", "-m", "llama-3.1-8b", "--gpu", "H100", "--memory", "200GB").stdout
+        self.assertIn("GPU H100-80GB with --memory 200GB: 200GB = 200,000,000,000 B", text)
+        self.assertIn("instead of its 85,520,809,984 B", text)
+        for args, needle in [(["--gpu", "H100", "--memory", "lots"], "--memory: "),
+                             (["--gpu", "H9000", "--memory", "80GB"], "--gpu: unknown GPU"),
+                             (["--gpu", "H100", "--memory", "-5GB"], "--memory: ")]:
+            p = run("plan", "-m", "llama-3.1-8b", *args, check=False)
+            self.assertNotEqual(p.returncode, 0, args)
+            self.assertIn(needle, p.stderr, args)
+            self.assertEqual(len(p.stderr.strip().splitlines()), 1, p.stderr)
+
     def test_windowed_layers_per_step(self):
         # Mistral 7B v0.1: 32 windowed layers (4,096) of 8 KV heads x 128, 131,072 B per token.
         # Default: min(32768, 4096) = 4,096 tokens = 256 blocks of 16.
