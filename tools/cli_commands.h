@@ -20,5 +20,6 @@ void add_perplexity_command(CLI::App& app);
 void add_plan_command(CLI::App& app);
 void add_serve_command(CLI::App& app);
 void add_simulate_command(CLI::App& app);
+void add_version_command(CLI::App& app);
 
 }  // namespace kvs::cli

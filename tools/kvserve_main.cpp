@@ -4,6 +4,7 @@
 #include <string>
 
 #include "tools/cli_commands.h"
+#include "tools/cli_version.h"
 
 namespace kvs::cli {
 
@@ -19,12 +20,14 @@ int main(int argc, char** argv) {
       "kvserve: an LLM inference engine built around a paged KV cache.\n"
       "Run `kvserve SUBCOMMAND --help` for the flags of each subcommand."};
   app.require_subcommand(1);
+  app.set_version_flag("--version", kvs::cli::version_line(), "Print the version and the commit");
   kvs::cli::add_generate_command(app);
   kvs::cli::add_keygen_command(app);
   kvs::cli::add_perplexity_command(app);
   kvs::cli::add_plan_command(app);
   kvs::cli::add_serve_command(app);
   kvs::cli::add_simulate_command(app);
+  kvs::cli::add_version_command(app);
   std::string names;
   bool known = false;
   for (const CLI::App* sub : app.get_subcommands({})) {

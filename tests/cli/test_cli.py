@@ -140,6 +140,14 @@ class BadInput(unittest.TestCase):
             self.assertIn(flag, gen)
 
 
+class Version(unittest.TestCase):
+    def test_version_flag_and_subcommand_print_version_and_commit(self):
+        for args in (["--version"], ["version"]):
+            line = run(*args).stdout.strip()
+            # "kvserve 0.1.0 (commit 4d9999c)"; "unknown" when built outside a git checkout.
+            self.assertRegex(line, r"^kvserve \d+\.\d+\.\d+ \(commit ([0-9a-f]{7,40}|unknown)\)$", args)
+
+
 class Plan(unittest.TestCase):
     """Issue 14's planner fixes seen from the command line (catalog entries; no model needed). Every
     expected number is derived in the comment next to it."""
