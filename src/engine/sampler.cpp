@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <string>
+#include <unordered_map>
+#include <unordered_set>
 
 namespace kvs {
 
@@ -14,7 +17,48 @@ Status SamplingParams::validate() const {
     return invalid_argument("top_k must be >= 0 (0 = no limit), got " + std::to_string(top_k));
   if (!(top_p > 0.0f && top_p <= 1.0f))
     return invalid_argument("top_p must be in (0, 1], got " + std::to_string(top_p));
+  if (!(presence_penalty >= -2.0f && presence_penalty <= 2.0f))
+    return invalid_argument("presence_penalty must be between -2 and 2, got " +
+                            std::to_string(presence_penalty));
+  if (!(frequency_penalty >= -2.0f && frequency_penalty <= 2.0f))
+    return invalid_argument("frequency_penalty must be between -2 and 2, got " +
+                            std::to_string(frequency_penalty));
+  if (!(repetition_penalty > 0.0f && repetition_penalty <= 2.0f))
+    return invalid_argument("repetition_penalty must be in (0, 2], got " +
+                            std::to_string(repetition_penalty));
   return Status::ok();
+}
+
+void apply_penalties(const SamplingParams& p, const SamplingContext& c, float* logits, int32_t n) {
+  if (p.has_penalties()) {
+    std::unordered_map<int32_t, uint32_t> counts;  // in the output
+    for (int32_t t : c.output)
+      if (t >= 0 && t < n) ++counts[t];
+    if (p.repetition_penalty != 1.0f) {
+      std::unordered_set<int32_t> seen;
+      for (int32_t t : c.prompt)
+        if (t >= 0 && t < n) seen.insert(t);
+      for (const auto& [t, k] : counts) seen.insert(t);
+      for (int32_t t : seen) {
+        float& l = logits[t];
+        l = l > 0 ? l / p.repetition_penalty : l * p.repetition_penalty;
+      }
+    }
+    for (const auto& [t, k] : counts)
+      logits[t] -= p.frequency_penalty * static_cast<float>(k) + p.presence_penalty;
+  }
+  if (c.output.size() < p.min_tokens) {
+    for (int32_t t : c.eog_ids)
+      if (t >= 0 && t < n) logits[t] = -std::numeric_limits<float>::infinity();
+  }
+}
+
+int32_t Sampler::sample(const float* logits, int32_t n, const SamplingContext& context) {
+  if (!params_.has_penalties() && context.output.size() >= params_.min_tokens)
+    return sample(logits, n);
+  adjusted_.assign(logits, logits + n);
+  apply_penalties(params_, context, adjusted_.data(), n);
+  return sample(adjusted_.data(), n);
 }
 
 int32_t argmax(const float* logits, int32_t n) {

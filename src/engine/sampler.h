@@ -3,11 +3,22 @@
 // infinity and would turn the weights into NaN. Otherwise softmax(logits / T) restricted by top-k
 // then top-p, drawn from a per-sequence generator seeded by the request, so the same seed gives the
 // same text.
+//
+// Penalties, as vLLM and the OpenAI API define them, change the logits before any of that (a
+// copy: the model's logits stay as they are):
+//   repetition_penalty r (1 = off): a token seen in the prompt or the output so far has its logit
+//     divided by r when positive, multiplied by r when not (CTRL's rule, as vLLM applies it);
+//   frequency_penalty f: minus f x (times the token occurs in the output so far);
+//   presence_penalty p: minus p if the token occurs in the output so far at all;
+//   min_tokens m: the end-of-generation tokens are impossible until m tokens were generated.
+// They read only the sequence's own tokens, so a preempted and recomputed sequence, or a forked
+// sample, gets exactly the penalties it would have had otherwise.
 #pragma once
 
 #include <cstdint>
 #include <optional>
 #include <random>
+#include <span>
 #include <vector>
 
 #include "core/status.h"
@@ -22,9 +33,24 @@ struct SamplingParams {
   int32_t top_k = 0;         // 0 = whole vocabulary
   float top_p = 1.0f;        // (0, 1]
   std::optional<uint64_t> seed;
+  float presence_penalty = 0.0f;    // [-2, 2]
+  float frequency_penalty = 0.0f;   // [-2, 2]
+  float repetition_penalty = 1.0f;  // (0, 2]
+  uint32_t min_tokens = 0;
 
   // Rejects out-of-range values with a message naming the field.
   [[nodiscard]] Status validate() const;
+  [[nodiscard]] bool has_penalties() const {
+    return presence_penalty != 0.0f || frequency_penalty != 0.0f || repetition_penalty != 1.0f;
+  }
+};
+
+// What the penalties look at: the sequence's prompt, its output so far, and the tokens that end
+// generation (masked while fewer than min_tokens were generated).
+struct SamplingContext {
+  std::span<const int32_t> prompt;
+  std::span<const int32_t> output;
+  std::span<const int32_t> eog_ids;
 };
 
 class Sampler {
@@ -32,6 +58,9 @@ class Sampler {
   // With no seed, draws a seed from std::random_device.
   explicit Sampler(const SamplingParams& params);
   [[nodiscard]] int32_t sample(const float* logits, int32_t vocab_size);
+  // With penalties and min_tokens applied from the context (see above).
+  [[nodiscard]] int32_t sample(const float* logits, int32_t vocab_size,
+                               const SamplingContext& context);
   [[nodiscard]] uint64_t seed() const { return seed_; }
 
  private:
@@ -39,7 +68,12 @@ class Sampler {
   uint64_t seed_;
   std::mt19937_64 rng_;
   std::vector<std::pair<float, int32_t>> candidates_;
+  std::vector<float> adjusted_;  // the penalized copy of the logits
 };
+
+// The penalties and the min_tokens mask of `params` applied to logits[0, vocab_size) in place.
+void apply_penalties(const SamplingParams& params, const SamplingContext& context, float* logits,
+                     int32_t vocab_size);
 
 [[nodiscard]] int32_t argmax(const float* logits, int32_t n);
 

@@ -260,11 +260,20 @@ bool EngineWorker::on_sample(const Sequence& s, int32_t token) {
   if (c.done) return false;
   if (!c.decoder)
     c.decoder = std::make_unique<Utf8StreamDecoder>(tokenizer_, /*skip_special=*/true);
+  const size_t before = c.text.size();
   c.text += c.decoder->push(token);
   if (a.request.stop.empty()) return false;
+  if (s.num_generated() < a.request.sampling.min_tokens) {
+    c.stop_from = c.text.size();
+    return false;
+  }
+  if (s.num_generated() == a.request.sampling.min_tokens) c.stop_from = before;
   size_t cut = std::string::npos;
   for (const std::string& stop : a.request.stop) {
-    const size_t pos = c.text.find(stop, c.emitted);
+    // A match may begin in earlier text that is not emitted yet (held back as a possible stop
+    // prefix), but not before min_tokens tokens existed.
+    const size_t lookback = std::min(c.stop_from, stop.size() - 1);
+    const size_t pos = c.text.find(stop, std::max(c.emitted, c.stop_from - lookback));
     if (pos != std::string::npos) cut = std::min(cut, pos);
   }
   if (cut == std::string::npos) return false;

@@ -149,6 +149,9 @@ class EngineWorker {
     std::unique_ptr<Utf8StreamDecoder> decoder;
     std::string text;    // decoded so far (after stop-string cuts)
     size_t emitted = 0;  // bytes of text already pushed
+    // Stop strings are looked for only in text decoded once min_tokens tokens exist (as vLLM):
+    // the text's length before that token.
+    size_t stop_from = 0;
     uint32_t generated = 0;
     uint32_t total_tokens = 0;
     Clock::time_point last_token;

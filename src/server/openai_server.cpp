@@ -15,6 +15,7 @@
 #include "server/dashboard_routes.h"
 #include "server/kv_view_cache.h"
 #include "server/kv_view_json.h"
+#include "server/request_fields.h"
 #include "server/request_parser.h"
 #include "server/response_json.h"
 
@@ -53,6 +54,7 @@ struct OpenAiServer::Impl {
   KvViewCache views;  // every view /v1/kv, /metrics and the stream read (kv_view_cache.h)
   httplib::Server http;
   std::atomic<uint64_t> next_id{1};
+  UnknownFieldLog unknown_fields;  // each unknown request field logged once
   // The /v1/kv bodies of the latest view, per scope.
   struct KvBody {
     std::shared_ptr<const KvView> view;
@@ -159,6 +161,7 @@ struct OpenAiServer::Impl {
       reply_error(res, route, *err);
       return;
     }
+    unknown_fields.note(p.unknown_fields);
     p.gen.tenant = caller->tenant;
     const uint32_t n = p.gen.n;
     std::shared_ptr<RequestChannel> ch = worker.submit(std::move(ticket), std::move(p.gen));

@@ -3,6 +3,8 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "server/request_fields.h"
+
 namespace kvs {
 
 using nlohmann::json;
@@ -181,6 +183,8 @@ std::optional<ApiError> RequestParser::parse_prompt(const json& j, bool chat,
 std::optional<ApiError> RequestParser::parse(const json& j, bool chat, ParsedRequest* out) const {
   if (!j.is_object()) return bad("", "the request body must be a JSON object");
   out->chat = chat;
+  if (const std::optional<FieldProblem> f = check_request_fields(j, chat, &out->unknown_fields))
+    return ApiError{.status = 400, .message = f->message, .param = f->field, .code = "unsupported"};
   if (const auto model = j.find("model"); model != j.end() && !model->is_null()) {
     if (!model->is_string()) return bad("model", "'model' must be a string");
     if (model->get_ref<const std::string&>() != limits_.served_model_name)
@@ -193,9 +197,13 @@ std::optional<ApiError> RequestParser::parse(const json& j, bool chat, ParsedReq
   }
   GenerationRequest& g = out->gen;
   g.route = chat ? kChatRoute : kCompletionsRoute;
-  std::optional<double> temperature, top_p;
-  std::optional<int64_t> top_k, seed, max_tokens, n, priority;
+  std::optional<double> temperature, top_p, presence, frequency, repetition;
+  std::optional<int64_t> top_k, seed, max_tokens, n, priority, min_tokens;
   if (auto e = read_number(j, "temperature", &temperature)) return e;
+  if (auto e = read_number(j, "presence_penalty", &presence)) return e;
+  if (auto e = read_number(j, "frequency_penalty", &frequency)) return e;
+  if (auto e = read_number(j, "repetition_penalty", &repetition)) return e;
+  if (auto e = read_int(j, "min_tokens", &min_tokens)) return e;
   if (auto e = read_number(j, "top_p", &top_p)) return e;
   if (auto e = read_int(j, "top_k", &top_k)) return e;
   if (auto e = read_int(j, "seed", &seed)) return e;
@@ -226,6 +234,21 @@ std::optional<ApiError> RequestParser::parse(const json& j, bool chat, ParsedReq
     g.sampling.top_k = *top_k == -1 ? 0 : static_cast<int32_t>(*top_k);
   }
   if (seed) g.sampling.seed = static_cast<uint64_t>(*seed);
+  if (presence) {
+    if (*presence < -2 || *presence > 2)
+      return bad("presence_penalty", "'presence_penalty' must be between -2 and 2");
+    g.sampling.presence_penalty = static_cast<float>(*presence);
+  }
+  if (frequency) {
+    if (*frequency < -2 || *frequency > 2)
+      return bad("frequency_penalty", "'frequency_penalty' must be between -2 and 2");
+    g.sampling.frequency_penalty = static_cast<float>(*frequency);
+  }
+  if (repetition) {
+    if (!(*repetition > 0 && *repetition <= 2))
+      return bad("repetition_penalty", "'repetition_penalty' must be in (0, 2] (1 = off)");
+    g.sampling.repetition_penalty = static_cast<float>(*repetition);
+  }
   if (n) {
     if (*n < 1 || *n > kMaxSamplesPerRequest)
       return bad("n", "'n' must be between 1 and " + std::to_string(kMaxSamplesPerRequest));
@@ -289,6 +312,12 @@ std::optional<ApiError> RequestParser::parse(const json& j, bool chat, ParsedReq
     g.max_tokens = static_cast<uint32_t>(chat ? room : std::min<uint64_t>(16, room));
   }
   if (g.max_tokens == 0) return bad("max_tokens", "no room left for any output token");
+  if (min_tokens) {
+    if (*min_tokens < 0 || static_cast<uint64_t>(*min_tokens) > g.max_tokens)
+      return bad("min_tokens", "'min_tokens' must be between 0 and max_tokens (" +
+                                   std::to_string(g.max_tokens) + ")");
+    g.sampling.min_tokens = static_cast<uint32_t>(*min_tokens);
+  }
   const Status st = g.sampling.validate();
   if (!st.is_ok()) return bad("", st.message());
   return std::nullopt;

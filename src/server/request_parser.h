@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json_fwd.hpp>
 
@@ -39,6 +40,8 @@ struct ParsedRequest {
   bool stream = false;
   bool include_usage = false;
   bool chat = false;
+  // Top-level fields kvserve does not know (request_fields.h): accepted, for the server to log.
+  std::vector<std::string> unknown_fields;
 };
 
 struct RequestLimits {

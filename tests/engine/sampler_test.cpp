@@ -49,5 +49,78 @@ TEST(SamplerTest, ValidateNamesTheField) {
   EXPECT_TRUE(SamplingParams{}.validate().is_ok());
 }
 
+// The penalties, against a direct reading of their definitions (vLLM / OpenAI).
+TEST(SamplerTest, PenaltiesFollowTheirDefinitions) {
+  // vocab 6; prompt has tokens 0 and 1; output so far: 1, 2, 2.
+  const std::vector<int32_t> prompt = {0, 1}, output = {1, 2, 2}, eog = {5};
+  const SamplingContext ctx{.prompt = prompt, .output = output, .eog_ids = eog};
+  SamplingParams p;
+  p.repetition_penalty = 2.0f;
+  p.frequency_penalty = 0.5f;
+  p.presence_penalty = 0.25f;
+  std::vector<float> l = kLogits;  // {1, 3, 2.5, -1, 3, 0.5}
+  apply_penalties(p, ctx, l.data(), 6);
+  // token 0 (prompt only): repetition only, positive: 1 / 2.
+  EXPECT_FLOAT_EQ(l[0], 0.5f);
+  // token 1 (prompt and output once): 3 / 2 - 0.5 x 1 - 0.25.
+  EXPECT_FLOAT_EQ(l[1], 1.5f - 0.5f - 0.25f);
+  // token 2 (output twice): 2.5 / 2 - 0.5 x 2 - 0.25.
+  EXPECT_FLOAT_EQ(l[2], 1.25f - 1.0f - 0.25f);
+  // tokens 3, 4, 5 never seen: unchanged (a negative seen logit would be multiplied).
+  EXPECT_FLOAT_EQ(l[3], -1.0f);
+  EXPECT_FLOAT_EQ(l[4], 3.0f);
+  EXPECT_FLOAT_EQ(l[5], 0.5f);
+  std::vector<float> neg = {-2.0f, 0.0f};
+  SamplingParams r;
+  r.repetition_penalty = 1.5f;
+  const std::vector<int32_t> seen = {0, 1};
+  apply_penalties(r, {.prompt = seen, .output = {}, .eog_ids = {}}, neg.data(), 2);
+  EXPECT_FLOAT_EQ(neg[0], -3.0f);  // negative: multiplied
+  EXPECT_FLOAT_EQ(neg[1], 0.0f);
+}
+
+TEST(SamplerTest, GreedyWithPenaltiesPicksThePenalizedArgmax) {
+  // Greedy picks token 1 (3.0, lowest id on the tie with 4); once 1 was generated, a presence
+  // penalty moves the choice to 4.
+  SamplingParams p;
+  p.presence_penalty = 0.1f;
+  Sampler s(p);
+  const std::vector<int32_t> none, once = {1};
+  EXPECT_EQ(s.sample(kLogits.data(), 6, {.prompt = none, .output = none, .eog_ids = none}), 1);
+  EXPECT_EQ(s.sample(kLogits.data(), 6, {.prompt = none, .output = once, .eog_ids = none}), 4);
+  // The model's logits are not changed.
+  EXPECT_FLOAT_EQ(kLogits[1], 3.0f);
+}
+
+TEST(SamplerTest, MinTokensMasksEndOfGenerationUntilReached) {
+  SamplingParams p;
+  p.min_tokens = 2;
+  Sampler s(p);
+  const std::vector<float> eos_best = {0.0f, 1.0f, 9.0f};
+  const std::vector<int32_t> eog = {2}, none, one = {1}, two = {1, 1};
+  EXPECT_EQ(s.sample(eos_best.data(), 3, {.prompt = none, .output = none, .eog_ids = eog}), 1);
+  EXPECT_EQ(s.sample(eos_best.data(), 3, {.prompt = none, .output = one, .eog_ids = eog}), 1);
+  EXPECT_EQ(s.sample(eos_best.data(), 3, {.prompt = none, .output = two, .eog_ids = eog}), 2);
+  // Sampled (not greedy): the masked token is never drawn.
+  SamplingParams t = p;
+  t.temperature = 1.0f;
+  t.seed = 7;
+  Sampler hot(t);
+  for (int i = 0; i < 200; ++i)
+    ASSERT_NE(hot.sample(eos_best.data(), 3, {.prompt = none, .output = one, .eog_ids = eog}), 2);
+}
+
+TEST(SamplerTest, PenaltyRangesAreValidated) {
+  SamplingParams p;
+  p.presence_penalty = 2.5f;
+  EXPECT_NE(p.validate().message().find("presence_penalty"), std::string::npos);
+  p = {};
+  p.frequency_penalty = -3.0f;
+  EXPECT_NE(p.validate().message().find("frequency_penalty"), std::string::npos);
+  p = {};
+  p.repetition_penalty = 0.0f;
+  EXPECT_NE(p.validate().message().find("repetition_penalty"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace kvs
