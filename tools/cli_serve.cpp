@@ -36,6 +36,8 @@ struct ServeFlags {
   std::string served_model_name;
   std::string max_body = "8MiB";
   bool quiet_preemptions = false;
+  std::string log_format = "text";
+  std::string log_level = "info";
   std::string kv_events_endpoint;
   std::string kv_events_replay_endpoint;
   std::string kv_events_topic;
@@ -166,17 +168,23 @@ void run_serve(ServeFlags& f) {
   }
   auto keys = ApiKeys::create(std::move(key_entries));
   if (!keys.is_ok()) fail(keys.status().message());
+  const Result<LogFormat> log_format = parse_log_format(f.log_format);
+  if (!log_format.is_ok()) fail(log_format.status().message());
+  const Result<LogLevel> log_level = parse_log_level(f.log_level);
+  if (!log_level.is_ok()) fail(log_level.status().message());
   ServerConfig sc{.host = f.host,
                   .port = f.port,
                   .api_keys = std::move(keys).value(),
                   .served_model_name = f.served_model_name,
                   .max_queued_requests = f.max_queued_requests,
                   .max_body_bytes = *body,
-                  .log_preemptions = !f.quiet_preemptions,
+                  .log_preemptions = !f.quiet_preemptions && *log_level <= LogLevel::kInfo,
                   .public_metrics = f.public_metrics,
                   .max_tenant_metrics = f.max_tenant_metrics,
                   .trust_message_special_tokens = f.trust_message_special_tokens,
-                  .kv_events = kv_events.get()};
+                  .kv_events = kv_events.get(),
+                  .log_format = *log_format,
+                  .log_level = *log_level};
   if (sc.served_model_name.empty())
     sc.served_model_name = std::filesystem::path(model->path).stem().string();
 
@@ -230,6 +238,15 @@ void add_serve_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("--quiet-preemptions", flags->quiet_preemptions,
                 "do not log each preemption on stderr");
+  cmd->add_option("--log-format", flags->log_format,
+                  "text or json: the shape of the access log (one line per request on stderr: "
+                  "id, tenant label, route, status, prompt/cached/output tokens, TTFT, total "
+                  "time; never the prompt) and of warnings")
+      ->capture_default_str();
+  cmd->add_option("--log-level", flags->log_level,
+                  "debug, info (access lines and preemptions), warning (unknown request fields) "
+                  "or error")
+      ->capture_default_str();
   cmd->add_option("--kv-events-endpoint", flags->kv_events_endpoint,
                   "publish KV cache events in vLLM's format on a ZeroMQ PUB socket bound here, "
                   "e.g. tcp://127.0.0.1:5557 (default: off; docs/scale-out.md)");

@@ -31,9 +31,15 @@ Status RequestChannel::error() const {
 void RequestChannel::push(ChoiceDelta d) {
   {
     std::lock_guard lock(mu_);
+    if (!first_delta_at_) first_delta_at_ = Clock::now();
     deltas_.push_back(std::move(d));
   }
   cv_.notify_all();
+}
+
+std::optional<Clock::time_point> RequestChannel::first_delta_at() const {
+  std::lock_guard lock(mu_);
+  return first_delta_at_;
 }
 
 void RequestChannel::finish(const Usage& usage, Status error) {

@@ -73,6 +73,8 @@ class RequestChannel {
   [[nodiscard]] Usage usage() const;
   // ok, or why the request failed (its code maps to the HTTP status).
   [[nodiscard]] Status error() const;
+  // When the first delta (the first token's text) was pushed; unset before.
+  [[nodiscard]] std::optional<Clock::time_point> first_delta_at() const;
 
   // Engine side.
   void push(ChoiceDelta d);
@@ -82,6 +84,7 @@ class RequestChannel {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<ChoiceDelta> deltas_;
+  std::optional<Clock::time_point> first_delta_at_;
   bool done_ = false;
   Usage usage_;
   Status error_;

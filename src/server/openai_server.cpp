@@ -54,7 +54,10 @@ struct OpenAiServer::Impl {
   KvViewCache views;  // every view /v1/kv, /metrics and the stream read (kv_view_cache.h)
   httplib::Server http;
   std::atomic<uint64_t> next_id{1};
-  UnknownFieldLog unknown_fields;  // each unknown request field logged once
+  AccessLog access_log{config.log_format, config.log_level};  // one line per request
+  // Each unknown request field, once, as a warning.
+  UnknownFieldLog unknown_fields{
+      [this](const std::string& line) { access_log.message(LogLevel::kWarning, line); }};
   // The /v1/kv bodies of the latest view, per scope.
   struct KvBody {
     std::shared_ptr<const KvView> view;
@@ -129,36 +132,78 @@ struct OpenAiServer::Impl {
     return std::nullopt;
   }
 
+  // What the access line of one request needs besides its channel.
+  struct RequestLogContext {
+    std::string id = "-";
+    std::string tenant = "-";
+    std::string route;
+    Clock::time_point start = Clock::now();
+  };
+
+  // The request's access line. `ch` (null when refused before submission) gives the tokens and
+  // the time of the first token.
+  void log_request(const RequestLogContext& c, int status, const RequestChannel* ch,
+                   std::string outcome) {
+    if (!access_log.enabled(LogLevel::kInfo)) return;
+    AccessRecord r{.request_id = c.id,
+                   .tenant = c.tenant,
+                   .route = c.route,
+                   .status = status,
+                   .total_s = std::chrono::duration<double>(Clock::now() - c.start).count(),
+                   .outcome = std::move(outcome)};
+    if (ch != nullptr) {
+      const Usage u = ch->usage();
+      r.prompt_tokens = u.prompt_tokens;
+      r.cached_tokens = u.cached_tokens;
+      r.output_tokens = u.completion_tokens;
+      if (const auto first = ch->first_delta_at())
+        r.ttft_s = std::chrono::duration<double>(*first - c.start).count();
+    }
+    access_log.request(r);
+  }
+
+  static std::string outcome_of(const ApiError& e) { return e.code.empty() ? e.type : e.code; }
+
+  void refuse(httplib::Response& res, const RequestLogContext& c, const ApiError& e) {
+    reply_error(res, c.route, e);
+    log_request(c, e.status, nullptr, outcome_of(e));
+  }
+
   void handle_generate(const httplib::Request& req, httplib::Response& res, bool chat) {
-    const std::string route = chat ? kChatRoute : kCompletionsRoute;
+    RequestLogContext lc{.route = chat ? kChatRoute : kCompletionsRoute};
+    const std::string& route = lc.route;
     const std::optional<Caller> caller = authenticate(req, res, route);
-    if (!caller) return;
+    if (!caller) {
+      log_request(lc, res.status, nullptr, "invalid_api_key");
+      return;
+    }
+    lc.tenant = labeler.label(caller->tenant + '\x1f');
     // Capacity first: a refused request costs no parsing or tokenization.
     AdmissionTicket ticket = worker.try_reserve();
     if (!ticket) {
       res.set_header("Retry-After", "1");
-      reply_error(res, route,
-                  {.status = 429,
-                   .message = "the server is at capacity (--max-num-seqs running + "
-                              "--max-queued-requests waiting); retry later",
-                   .type = "rate_limit_error",
-                   .code = "rate_limit_exceeded"});
+      refuse(res, lc,
+             {.status = 429,
+              .message = "the server is at capacity (--max-num-seqs running + "
+                         "--max-queued-requests waiting); retry later",
+              .type = "rate_limit_error",
+              .code = "rate_limit_exceeded"});
       return;
     }
     json body;
     if (const Status deep = check_json_nesting(req.body, "the request body"); !deep.is_ok()) {
-      reply_error(res, route, {.status = 400, .message = deep.message()});
+      refuse(res, lc, {.status = 400, .message = deep.message()});
       return;
     }
     try {
       body = json::parse(req.body);
     } catch (const json::exception& e) {
-      reply_error(res, route, {.status = 400, .message = std::string("invalid JSON: ") + e.what()});
+      refuse(res, lc, {.status = 400, .message = std::string("invalid JSON: ") + e.what()});
       return;
     }
     ParsedRequest p;
     if (auto err = parser.parse(body, chat, &p)) {
-      reply_error(res, route, *err);
+      refuse(res, lc, *err);
       return;
     }
     unknown_fields.note(p.unknown_fields);
@@ -169,10 +214,11 @@ struct OpenAiServer::Impl {
                             .created = unix_now(),
                             .model = config.served_model_name,
                             .chat = chat};
+    lc.id = ids.id;
     if (p.stream) {
-      stream(res, route, ch, ids, p.include_usage, n);
+      stream(res, lc, ch, ids, p.include_usage, n);
     } else {
-      respond_whole(res, route, ch, ids, n);
+      respond_whole(res, lc, ch, ids, n);
     }
   }
 
@@ -195,8 +241,9 @@ struct OpenAiServer::Impl {
     }
   };
 
-  void respond_whole(httplib::Response& res, const std::string& route,
+  void respond_whole(httplib::Response& res, const RequestLogContext& lc,
                      std::shared_ptr<RequestChannel> ch, const CompletionIds& ids, uint32_t n) {
+    const std::string& route = lc.route;
     auto st = std::make_shared<WholeState>();
     st->channel = std::move(ch);
     st->ids = ids;
@@ -209,11 +256,14 @@ struct OpenAiServer::Impl {
     if (done) {
       const Status err = st->channel->error();
       if (!err.is_ok()) {
-        reply_error(res, route, api_error_of(err));
+        const ApiError e = api_error_of(err);
+        reply_error(res, route, e);
+        log_request(lc, e.status, st->channel.get(), outcome_of(e));
         return;
       }
       reply_json(res, route,
                  completion_json(st->ids, st->texts, st->reasons, st->channel->usage()));
+      log_request(lc, 200, st->channel.get(), "ok");
       return;
     }
     metrics.count_http(route, 200);
@@ -234,8 +284,14 @@ struct OpenAiServer::Impl {
           sink.done();
           return true;
         },
-        [this, st](bool) {
+        [this, st, lc](bool) {
+          // The status line (200) was sent at the first event; the outcome says how it ended.
           if (!st->finished) worker.cancel(st->channel);
+          const Status err = st->channel->error();
+          log_request(lc, 200, st->channel.get(),
+                      !st->finished ? "client_gone"
+                      : err.is_ok() ? "ok"
+                                    : outcome_of(api_error_of(err)));
         });
   }
 
@@ -248,8 +304,10 @@ struct OpenAiServer::Impl {
     Clock::time_point last_write = Clock::now();
   };
 
-  void stream(httplib::Response& res, const std::string& route, std::shared_ptr<RequestChannel> ch,
-              const CompletionIds& ids, bool include_usage, uint32_t n) {
+  void stream(httplib::Response& res, const RequestLogContext& lc,
+              std::shared_ptr<RequestChannel> ch, const CompletionIds& ids, bool include_usage,
+              uint32_t n) {
+    const std::string& route = lc.route;
     auto st = std::make_shared<StreamState>();
     st->channel = std::move(ch);
     st->ids = ids;
@@ -292,9 +350,14 @@ struct OpenAiServer::Impl {
           sink.done();
           return true;
         },
-        [this, st](bool) {
+        [this, st, lc](bool) {
           // The client went away (or the write failed) before the end: abort the request.
           if (!st->finished) worker.cancel(st->channel);
+          const Status err = st->channel->error();
+          log_request(lc, 200, st->channel.get(),
+                      !st->finished ? "client_gone"
+                      : err.is_ok() ? "ok"
+                                    : outcome_of(api_error_of(err)));
         });
   }
 

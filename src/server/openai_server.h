@@ -26,6 +26,7 @@
 #include "core/status.h"
 #include "engine/engine.h"
 #include "model/loaded_model.h"
+#include "server/access_log.h"
 #include "server/api_keys.h"
 #include "server/engine_worker.h"
 #include "server/metrics.h"
@@ -50,6 +51,8 @@ struct ServerConfig {
   double tenant_idle_seconds = 600;
   uint32_t max_dashboards = 4;            // /v1/kv/stream subscribers at once (each holds a thread)
   KvEventPublisher* kv_events = nullptr;  // --kv-events-endpoint (not owned); null = off
+  LogFormat log_format = LogFormat::kText;  // the access log and server messages
+  LogLevel log_level = LogLevel::kInfo;     // info: one access line per request
 };
 
 class OpenAiServer {

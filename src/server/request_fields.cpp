@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdio>
 #include <string_view>
 
 #include <nlohmann/json.hpp>
@@ -160,15 +161,12 @@ void UnknownFieldLog::note(const std::vector<std::string>& names) {
     if (full_ || seen_.contains(shown)) continue;
     if (seen_.size() == kMaxNames) {
       full_ = true;
-      std::fprintf(out_, "kvserve: %zu unknown request fields logged; later ones are not\n",
-                   kMaxNames);
+      sink_(std::to_string(kMaxNames) + " unknown request fields logged; later ones are not");
       continue;
     }
     seen_.insert(shown);
-    std::fprintf(out_, "kvserve: request field '%s' is not known to kvserve; ignored\n",
-                 shown.c_str());
+    sink_("request field '" + shown + "' is not known to kvserve; ignored");
   }
-  std::fflush(out_);
 }
 
 }  // namespace kvs

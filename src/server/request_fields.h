@@ -12,7 +12,7 @@
 // logprobs and gets plain text with a 200 is worse off than one told "not supported".
 #pragma once
 
-#include <cstdio>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -34,20 +34,21 @@ struct FieldProblem {
                                                                bool chat,
                                                                std::vector<std::string>* unknown);
 
-// Logs each unknown field name once ("kvserve: request field 'x' is not known; ignored"). Names
+// Logs each unknown field name once ("request field 'x' is not known to kvserve; ignored"). Names
 // are clients' bytes: they are shown escaped and cut to 64 bytes, and at most kMaxNames distinct
 // names are remembered (then one line says later ones are not logged), so no client can flood
 // the log or grow the server's memory. Thread-safe.
 class UnknownFieldLog {
  public:
   static constexpr size_t kMaxNames = 64;
-  explicit UnknownFieldLog(std::FILE* out = stderr) : out_(out) {}
+  // `sink` writes one line (the server's log, at warning level).
+  explicit UnknownFieldLog(std::function<void(const std::string&)> sink) : sink_(std::move(sink)) {}
   void note(const std::vector<std::string>& names);
   // The line logged for a name (escaped, cut), for tests.
   [[nodiscard]] static std::string printable(const std::string& name);
 
  private:
-  std::FILE* out_;
+  std::function<void(const std::string&)> sink_;
   std::mutex mu_;
   std::set<std::string> seen_;
   bool full_ = false;
