@@ -3,6 +3,7 @@
 // refuses to start when one request of --max-model-len tokens cannot fit.
 #include <pthread.h>
 
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
@@ -36,6 +37,7 @@ struct ServeFlags {
   std::string served_model_name;
   std::string max_body = "8MiB";
   bool quiet_preemptions = false;
+  double shutdown_timeout = 30;
   std::string log_format = "text";
   std::string log_level = "info";
   std::string kv_events_endpoint;
@@ -195,10 +197,31 @@ void run_serve(ServeFlags& f) {
   if (!bound.is_ok()) fail(bound.message());
   std::fprintf(stderr, "kvserve serve: model '%s', listening on http://%s:%d\n",
                served_name.c_str(), host.c_str(), server.bound_port());
-  std::thread waiter([&] {
+  const double shutdown_timeout = f.shutdown_timeout;
+  std::thread waiter([&server, sigs, shutdown_timeout] {
     int sig = 0;
     sigwait(&sigs, &sig);
-    std::fprintf(stderr, "kvserve serve: signal %d, stopping\n", sig);
+    // Graceful: stop admitting, let the running requests finish (up to --shutdown-timeout; a
+    // second signal cuts it short), then stop; the tiers are written down as the engine stops.
+    std::fprintf(stderr,
+                 "kvserve serve: signal %d, draining: new requests get 503, running ones have "
+                 "up to %.0f s (a second signal stops now)\n",
+                 sig, shutdown_timeout);
+    server.begin_draining();
+    const auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::duration<double>(shutdown_timeout);
+    const timespec poll{.tv_sec = 0, .tv_nsec = 50'000'000};
+    while (!server.drained()) {
+      if (std::chrono::steady_clock::now() >= deadline) {
+        std::fprintf(stderr, "kvserve serve: --shutdown-timeout reached, stopping the rest\n");
+        break;
+      }
+      if (sigtimedwait(&sigs, nullptr, &poll) > 0) {
+        std::fprintf(stderr, "kvserve serve: second signal, stopping now\n");
+        break;
+      }
+    }
+    std::fprintf(stderr, "kvserve serve: stopping\n");
     server.stop();
   });
   waiter.detach();
@@ -238,6 +261,11 @@ void add_serve_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("--quiet-preemptions", flags->quiet_preemptions,
                 "do not log each preemption on stderr");
+  cmd->add_option("--shutdown-timeout", flags->shutdown_timeout,
+                  "seconds running requests may take to finish after SIGTERM/SIGINT (new ones get "
+                  "503 meanwhile); then the server stops and writes its tiers down")
+      ->check(CLI::Range(0.0, 86400.0))
+      ->capture_default_str();
   cmd->add_option("--log-format", flags->log_format,
                   "text or json: the shape of the access log (one line per request on stderr: "
                   "id, tenant label, route, status, prompt/cached/output tokens, TTFT, total "
@@ -258,9 +286,9 @@ void add_serve_command(CLI::App& app) {
   cmd->add_flag("--kv-events-allow-remote", flags->kv_events_allow_remote,
                 "let the KV event endpoints bind beyond loopback (they carry every tenant's "
                 "block hashes; authenticate subscribers with --kv-events-curve-*)");
-  cmd->add_flag("--kv-events-token-ids,!--no-kv-events-token-ids", flags->kv_events_token_ids,
-                "BlockStored events carry the blocks' token ids (default: on, as vLLM; "
-                "--no-kv-events-token-ids leaves them out)");
+  add_on_off_flags(*cmd, "kv-events-token-ids", &flags->kv_events_token_ids,
+                   "BlockStored events carry the blocks' token ids (as vLLM)",
+                   "BlockStored events leave the token ids out");
   cmd->add_option("--kv-events-curve-secret-file", flags->kv_events_curve_secret_file,
                   "CURVE secret key of the KV event sockets (kvserve keygen --curve-secret); "
                   "with --kv-events-curve-clients only those subscribers are admitted");

@@ -54,6 +54,10 @@ struct OpenAiServer::Impl {
   KvViewCache views;  // every view /v1/kv, /metrics and the stream read (kv_view_cache.h)
   httplib::Server http;
   std::atomic<uint64_t> next_id{1};
+  // Graceful shutdown (begin_draining): refuse new generation requests; and how many are in
+  // progress (from the route's entry to their access line, i.e. their last byte).
+  std::atomic<bool> draining{false};
+  std::atomic<uint32_t> open_requests{0};
   AccessLog access_log{config.log_format, config.log_level};  // one line per request
   // Each unknown request field, once, as a warning.
   UnknownFieldLog unknown_fields{
@@ -142,8 +146,10 @@ struct OpenAiServer::Impl {
 
   // The request's access line. `ch` (null when refused before submission) gives the tokens and
   // the time of the first token.
+  // Every generation request ends here exactly once (its in-progress count drops).
   void log_request(const RequestLogContext& c, int status, const RequestChannel* ch,
                    std::string outcome) {
+    open_requests.fetch_sub(1);
     if (!access_log.enabled(LogLevel::kInfo)) return;
     AccessRecord r{.request_id = c.id,
                    .tenant = c.tenant,
@@ -172,6 +178,16 @@ struct OpenAiServer::Impl {
   void handle_generate(const httplib::Request& req, httplib::Response& res, bool chat) {
     RequestLogContext lc{.route = chat ? kChatRoute : kCompletionsRoute};
     const std::string& route = lc.route;
+    open_requests.fetch_add(1);
+    if (draining.load()) {
+      res.set_header("Retry-After", "5");
+      refuse(res, lc,
+             {.status = 503,
+              .message = "the server is shutting down; retry on another replica or later",
+              .type = "service_unavailable",
+              .code = "shutting_down"});
+      return;
+    }
     const std::optional<Caller> caller = authenticate(req, res, route);
     if (!caller) {
       log_request(lc, res.status, nullptr, "invalid_api_key");
@@ -395,6 +411,13 @@ struct OpenAiServer::Impl {
       reply_json(res, "/v1/models", {{"object", "list"}, {"data", json::array({m})}});
     });
     http.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
+      if (draining.load()) {
+        res.status = 503;
+        res.set_header("Retry-After", "5");
+        res.set_content(json_text({{"status", "draining"}}), "application/json");
+        metrics.count_http("/health", 503);
+        return;
+      }
       reply_json(res, "/health", {{"status", "ok"}});
     });
     http.Get("/metrics", [this](const httplib::Request& req, httplib::Response& res) {
@@ -537,5 +560,9 @@ void OpenAiServer::serve() {
 void OpenAiServer::stop() {
   if (impl_) impl_->http.stop();
 }
+
+void OpenAiServer::begin_draining() { impl_->draining.store(true); }
+
+bool OpenAiServer::drained() const { return impl_->open_requests.load() == 0; }
 
 }  // namespace kvs

@@ -68,6 +68,11 @@ class OpenAiServer {
   // Serves until stop() (blocking).
   void serve();
   void stop();
+  // Graceful shutdown, first step: new generation requests get 503 with Retry-After and
+  // /health answers 503 "draining"; requests already admitted run to their end.
+  void begin_draining();
+  // True once no generation request is in progress (every one has sent its last byte).
+  [[nodiscard]] bool drained() const;
 
  private:
   struct Impl;
