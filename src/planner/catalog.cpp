@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <tuple>
 
 #include <nlohmann/json.hpp>
 
@@ -78,32 +79,121 @@ Result<std::vector<std::string>> catalog_names() {
   return names;
 }
 
+namespace {
+
+// Every spelling that names a catalog entry: its file stem, its "aliases" and its "hf_ids" (the
+// Hugging Face repositories whose config.json the entry's values are), lower-cased.
+struct CatalogKey {
+  std::string key;    // as written (for suggestions)
+  std::string entry;  // the file stem it names
+};
+
+// The strings of a list field of a catalog file ("aliases", "hf_ids"); none if unreadable.
+std::vector<std::string> string_list(const std::string& path, const char* field) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  std::vector<std::string> out;
+  if (!check_json_nesting(text.str(), path).is_ok()) return out;
+  const auto j = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object() || !j.contains(field) || !j[field].is_array()) return out;
+  for (const auto& a : j[field])
+    if (a.is_string()) out.push_back(a.get<std::string>());
+  return out;
+}
+
+std::string entry_path(const std::string& dir, const std::string& name) {
+  return (fs::path(dir) / "models" / (name + ".json")).string();
+}
+
+std::vector<CatalogKey> catalog_keys(const std::string& dir,
+                                     const std::vector<std::string>& names) {
+  std::vector<CatalogKey> keys;
+  for (const std::string& n : names) {
+    keys.push_back({n, n});
+    for (const char* field : {"aliases", "hf_ids"})
+      for (std::string& k : string_list(entry_path(dir, n), field)) keys.push_back({k, n});
+  }
+  return keys;
+}
+
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+// Up to three keys close to `want` (lower-cased): by edit distance, of the whole spelling or of
+// the part after "org/", within a third of the length; or one spelling plus "-suffix" of the other.
+std::vector<std::string> close_matches(const std::string& want,
+                                       const std::vector<CatalogKey>& keys) {
+  const auto tail = [](const std::string& s) {
+    const size_t slash = s.rfind('/');
+    return slash == std::string::npos ? s : s.substr(slash + 1);
+  };
+  // (distance, distance of the whole spelling, key): ties go to the closer whole spelling, so
+  // a mistyped Hugging Face id suggests the id before a catalog alias with the same tail.
+  std::vector<std::tuple<size_t, size_t, std::string>> scored;
+  for (const CatalogKey& k : keys) {
+    const std::string key = lower(k.key);
+    const size_t whole = edit_distance(want, key);
+    size_t d = std::min(whole, edit_distance(tail(want), tail(key)));
+    // "Qwen3-8B-Instruct" for "Qwen3-8B": a known spelling plus a suffix is close too.
+    const std::string a = tail(want), b = tail(key);
+    if (a.rfind(b + "-", 0) == 0 || b.rfind(a + "-", 0) == 0) d = std::min<size_t>(d, 1);
+    if (d <= std::max<size_t>(2, tail(want).size() / 3)) scored.emplace_back(d, whole, k.key);
+  }
+  std::stable_sort(scored.begin(), scored.end(), [](const auto& x, const auto& y) {
+    return std::tie(std::get<0>(x), std::get<1>(x)) < std::tie(std::get<0>(y), std::get<1>(y));
+  });
+  std::vector<std::string> out;
+  for (const auto& [d, whole, key] : scored)
+    if (out.size() < 3 && std::find(out.begin(), out.end(), key) == out.end()) out.push_back(key);
+  return out;
+}
+
+}  // namespace
+
+Result<std::vector<std::string>> catalog_hf_ids(const std::string& name) {
+  KVS_ASSIGN_OR_RETURN(std::string dir, find_data_dir());
+  return string_list(entry_path(dir, name), "hf_ids");
+}
+
 Result<PlannerModel> load_catalog_model(const std::string& name) {
   KVS_ASSIGN_OR_RETURN(std::string dir, find_data_dir());
   KVS_ASSIGN_OR_RETURN(std::vector<std::string> names, catalog_names());
   const std::string want = lower(name);
-  for (const std::string& n : names) {
-    const std::string path = (fs::path(dir) / "models" / (n + ".json")).string();
-    bool match = lower(n) == want;
-    if (!match) {
-      std::ifstream in(path);
-      std::stringstream text;
-      text << in.rdbuf();
-      if (!check_json_nesting(text.str(), path).is_ok()) continue;
-      const auto j = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
-      if (j.is_object() && j.contains("aliases") && j["aliases"].is_array())
-        for (const auto& a : j["aliases"])
-          if (a.is_string() && lower(a.get<std::string>()) == want) match = true;
-    }
-    if (match) {
-      KVS_ASSIGN_OR_RETURN(PlannerModel m, model_from_json_file(path));
-      if (m.name == path) m.name = n;
-      return m;
-    }
+  const std::vector<CatalogKey> keys = catalog_keys(dir, names);
+  for (const CatalogKey& k : keys) {
+    if (lower(k.key) != want) continue;
+    const std::string path = entry_path(dir, k.entry);
+    KVS_ASSIGN_OR_RETURN(PlannerModel m, model_from_json_file(path));
+    if (m.name == path) m.name = k.entry;
+    return m;
+  }
+  std::string msg = "'" + name +
+                    "' is not a file, a directory, a catalog name or a Hugging Face id " +
+                    "the catalog knows (kvserve downloads nothing: save the model's config.json " +
+                    "and give its path)";
+  const std::vector<std::string> close = close_matches(want, keys);
+  if (!close.empty()) {
+    msg += "; did you mean ";
+    for (size_t i = 0; i < close.size(); ++i)
+      msg += (i == 0 ? "" : i + 1 == close.size() ? " or " : ", ") + close[i];
+    msg += "?";
   }
   std::string all;
   for (const std::string& n : names) all += (all.empty() ? "" : ", ") + n;
-  return not_found("'" + name + "' is not a file and not a catalog model (catalog: " + all + ")");
+  return not_found(msg + " (catalog: " + all + "; --list-models shows the Hugging Face ids)");
 }
 
 Result<PlannerModel> load_planner_model(const std::string& arg) {

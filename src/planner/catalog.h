@@ -22,11 +22,16 @@ namespace kvs {
 
 // Catalog names (file stems), sorted.
 [[nodiscard]] Result<std::vector<std::string>> catalog_names();
-// A catalog model by name (case-insensitive; "aliases" in the file also match).
+// The Hugging Face ids ("hf_ids") of a catalog entry: the repositories whose config.json holds
+// the entry's values (e.g. meta-llama/Llama-3.1-8B and its -Instruct).
+[[nodiscard]] Result<std::vector<std::string>> catalog_hf_ids(const std::string& name);
+// A catalog model by name, case-insensitive: the file stem, its "aliases" or its "hf_ids". The
+// error for an unknown name suggests up to three close spellings and lists the catalog.
 [[nodiscard]] Result<PlannerModel> load_catalog_model(const std::string& name);
 
 // `--model M`: an existing path is a GGUF file (by its magic), a config.json, or a directory
-// holding a config.json; anything else is a catalog name. Errors list the catalog's names.
+// holding a config.json; anything else is a catalog name or Hugging Face id (nothing is
+// downloaded). Errors list the catalog's names.
 [[nodiscard]] Result<PlannerModel> load_planner_model(const std::string& arg);
 
 }  // namespace kvs
