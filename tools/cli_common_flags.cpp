@@ -5,6 +5,7 @@
 
 #include "core/check.h"
 #include "quant/kv_format.h"
+#include "tools/cli_commands.h"
 
 namespace kvs::cli {
 namespace {
@@ -67,16 +68,34 @@ void add_batched_tokens(CLI::App& cmd, T* tokens, FlagRole role) {
 
 }  // namespace
 
+// MODEL, the positional spelling of -m/--model (`kvserve serve MODEL`, as `vllm serve MODEL`).
+// CLI11 runs option callbacks in declaration order, so -m's value is in *model when this runs.
+void add_model_positional(CLI::App& cmd, std::string* model) {
+  cmd.add_option_function<std::string>(
+      "MODEL",
+      [model](const std::string& positional) {
+        if (!model->empty() && *model != positional)
+          fail("the model is given twice: MODEL '" + positional + "' and -m/--model '" + *model +
+                   "'; give one",
+               2);
+        *model = positional;
+      },
+      "the model, as -m/--model gives it (`kvserve " + cmd.get_name() + " MODEL`, as vLLM)");
+}
+
 void add_model_flag(CLI::App& cmd, std::string* model, FlagRole role) {
   switch (role) {
     case FlagRole::kEngine:
       cmd.add_option(
           "-m,--model", *model,
           "GGUF model file (default: the cached default model, see scripts/fetch-model)");
+      add_model_positional(cmd, model);
       return;
     case FlagRole::kPlanner:
       cmd.add_option("-m,--model", *model,
-                     "catalog name (--list-models), config.json, a directory with one, or a GGUF");
+                     "catalog name (--list-models), its Hugging Face id (meta-llama/Llama-3.1-8B; "
+                     "nothing is downloaded), config.json, a directory with one, or a GGUF");
+      add_model_positional(cmd, model);
       return;
     case FlagRole::kSimulatedEngine: break;
   }
@@ -168,9 +187,23 @@ void add_max_num_seqs_flag(CLI::App& cmd, uint32_t* seqs, FlagRole role) {
   unknown_role("--max-num-seqs");
 }
 
+void add_on_off_flags(CLI::App& cmd, const std::string& name, bool* value, const std::string& help,
+                      const std::string& off_help) {
+  const std::string shown = *value ? "on" : "off";
+  // Two flags rather than CLI11's "--x,!--no-x", whose help reads "--x,--no-x{false}" (the value
+  // --no-x sets, easily read as the default). trigger_on_parse: the last one given wins.
+  cmd.add_flag_callback(
+         "--" + name, [value] { *value = true; }, help + " (default: " + shown + ")")
+      ->trigger_on_parse();
+  cmd.add_flag_callback(
+         "--no-" + name, [value] { *value = false; }, off_help)
+      ->trigger_on_parse();
+}
+
 void add_prefix_caching_flag(CLI::App& cmd, bool* enabled) {
-  cmd.add_flag("--enable-prefix-caching,!--no-enable-prefix-caching", *enabled,
-               "reuse cached KV blocks of identical prompt prefixes (default: on)");
+  add_on_off_flags(cmd, "enable-prefix-caching", enabled,
+                   "reuse cached KV blocks of identical prompt prefixes",
+                   "turn prefix caching off");
 }
 
 void add_max_model_len_flag(CLI::App& cmd, uint32_t* tokens) {

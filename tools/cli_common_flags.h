@@ -21,7 +21,9 @@ enum class FlagRole {
   kPlanner,          // plan (and simulate's model and hardware flags): what the planner reads
 };
 
-// -m,--model. kEngine: a GGUF file; kPlanner: a catalog name, config.json, directory or GGUF.
+// -m,--model and its positional spelling MODEL (`kvserve serve MODEL`, as vLLM; both given and
+// different is an error). kEngine: a GGUF file; kPlanner: a catalog name or Hugging Face id,
+// config.json, directory or GGUF.
 void add_model_flag(CLI::App& cmd, std::string* model, FlagRole role);
 // --kv-cache-dtype, --kv-cache-dtype-k, --kv-cache-dtype-v (kPlanner also --kv-dtype, --k-dtype,
 // --v-dtype); "auto" is f16 for the engine, the model's dtype for the planner.
@@ -37,6 +39,10 @@ void add_max_num_batched_tokens_flag(CLI::App& cmd, uint32_t* tokens, FlagRole r
 void add_max_num_batched_tokens_flag(CLI::App& cmd, uint64_t* tokens, FlagRole role);
 // --max-num-seqs (kEngine, kSimulatedEngine).
 void add_max_num_seqs_flag(CLI::App& cmd, uint32_t* seqs, FlagRole role);
+// --NAME / --no-NAME: a boolean set on or off, the last one given winning; --help shows the
+// default (*value when added) as "(default: on)" / "(default: off)" after `help`.
+void add_on_off_flags(CLI::App& cmd, const std::string& name, bool* value, const std::string& help,
+                      const std::string& off_help);
 // --enable-prefix-caching / --no-enable-prefix-caching.
 void add_prefix_caching_flag(CLI::App& cmd, bool* enabled);
 // --max-model-len (0: the model's context).

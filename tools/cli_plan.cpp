@@ -32,6 +32,9 @@ namespace {
 struct PlanFlags {
   HardwareArgs hw;
   uint64_t context = 8192;
+  uint64_t max_model_len = 0;  // vLLM's name of --context; 0: not given
+  CLI::Option* context_flag = nullptr;
+  CLI::Option* max_model_len_flag = nullptr;
   double avg_tokens = 0;
   std::string lengths_file;
   uint64_t concurrency = 0;
@@ -64,6 +67,13 @@ void list_models() {
     const KvShapeBytes b = kv_shape_bytes(m->kv_shape(KvDtype::kBF16, KvDtype::kBF16, 1));
     std::printf("%-22s %-40s %9s B/token (bf16)\n", n.c_str(), m->display_name.c_str(),
                 format_thousands(b.bytes_per_token).c_str());
+    // The Hugging Face ids --model also takes for this entry.
+    const auto ids = catalog_hf_ids(n);
+    if (ids.is_ok() && !ids->empty()) {
+      std::string line;
+      for (const std::string& id : *ids) line += (line.empty() ? "" : ", ") + id;
+      std::printf("%-22s %s\n", "", line.c_str());
+    }
   }
 }
 
@@ -78,11 +88,18 @@ void run(const PlanFlags& f) {
   if (f.list_gpus) return list_gpus();
   if (f.hw.model.empty())
     fail(
-        "plan: --model is required (a catalog name, config.json or GGUF; "
-        "--list-models shows the catalog)");
+        "plan: --model (or MODEL) is required: a catalog name, a Hugging Face id of the catalog, "
+        "config.json, a directory or GGUF; --list-models shows the catalog");
   PlanRequest r = or_fail(plan_request_from_hardware(f.hw), "");
 
-  r.workload.context = f.context;
+  uint64_t context = f.context;
+  if (f.max_model_len_flag->count() > 0) {
+    if (f.context_flag->count() > 0 && f.context != f.max_model_len)
+      fail("plan: --context " + std::to_string(f.context) + " and --max-model-len " +
+           std::to_string(f.max_model_len) + " differ; they are one setting, give one");
+    context = f.max_model_len;
+  }
+  r.workload.context = context;
   r.workload.block_size = f.block_size;
   r.workload.shared_prefix = f.shared_prefix;
   r.workload.window_chunk_tokens = f.max_num_batched_tokens;
@@ -178,8 +195,13 @@ void add_plan_command(CLI::App& app) {
       "KV cache capacity planner: bytes per token, per request, how many requests fit.\n"
       "Units: GB = 10^9 B, GiB = 2^30 B (both accepted, e.g. --memory 80GB or 75GiB).");
   add_hardware_flags(cmd, &flags->hw);
-  cmd->add_option("--context", flags->context, "tokens per request (worst case: all at this)")
-      ->capture_default_str();
+  flags->context_flag =
+      cmd->add_option("--context", flags->context, "tokens per request (worst case: all at this)")
+          ->capture_default_str();
+  flags->max_model_len_flag =
+      cmd->add_option("--max-model-len", flags->max_model_len,
+                      "the same as --context, by the name serve, generate and simulate (and vLLM) "
+                      "give it");
   cmd->add_option("--avg-tokens", flags->avg_tokens, "expected tokens per request");
   cmd->add_option("--lengths", flags->lengths_file,
                   "length distribution file: lines of 'tokens [weight]'");

@@ -250,5 +250,118 @@ class Plan(unittest.TestCase):
         self.assertEqual(j["per_request"]["bytes"], 10 * 8192 * 32768 + 52 * 8192 * 1024)
 
 
+def shown_default(help_text, flag):
+    """The "=VALUE" --help shows after FLAG's type ("--block-size UINT=16" gives "16"), or None."""
+    for line in help_text.splitlines():
+        head = line.strip().split("  ")[0]  # the names and type, before the help column
+        names, _, rest = head.partition(" ")
+        if flag in names.split(",") and "=" in rest:
+            return rest.rsplit("=", 1)[1]
+    return None
+
+
+class VllmHabits(unittest.TestCase):
+    """Issue 29 item 8: what vLLM users type works. No server is started: serve's cases end at the
+    model load, whose error names the model the command read."""
+
+    def assert_clean_failure(self, args, *needles):
+        p = run(*args, check=False)
+        self.assertNotEqual(p.returncode, 0, args)
+        self.assertNotIn("CHECK failed", p.stderr)
+        for needle in needles:
+            self.assertIn(needle, p.stderr, args)
+        self.assertEqual(len(p.stderr.strip().splitlines()), 1, p.stderr)
+        return p.stderr
+
+    def test_the_model_is_a_positional_argument(self):
+        self.assertEqual(run("plan", "llama-3.1-8b", "--json").stdout,
+                         run("plan", "-m", "llama-3.1-8b", "--json").stdout)
+        self.assertEqual(run("plan", "llama-3.1-8b", "-m", "llama-3.1-8b", "--json").stdout,
+                         run("plan", "-m", "llama-3.1-8b", "--json").stdout)
+        # serve/generate MODEL: the load error names the positional's path, so it was read.
+        missing = "/nonexistent/positional-model.gguf"
+        for sub in (["serve"], ["generate", "-p", "hi"], ["perplexity", "-f", __file__]):
+            self.assert_clean_failure([sub[0], missing, *sub[1:]], missing, "does not exist")
+            self.assert_clean_failure([sub[0], missing, "-m", missing, *sub[1:]], missing, "does not exist")
+        usage = run("serve", "--help").stdout
+        self.assertIn("[MODEL]", usage)
+
+    def test_a_model_given_twice_differently_is_an_error(self):
+        for sub in (["serve"], ["generate", "-p", "hi"], ["plan"], ["simulate"]):
+            err = self.assert_clean_failure([sub[0], "llama-3.1-8b", "-m", "qwen3-8b", *sub[1:]],
+                                            "given twice", "llama-3.1-8b", "qwen3-8b")
+            self.assertNotIn("does not exist", err)
+
+    def test_plan_max_model_len_is_context(self):
+        ctx = run("plan", "llama-3.1-8b", "--context", "32768", "--json").stdout
+        self.assertEqual(run("plan", "llama-3.1-8b", "--max-model-len", "32768", "--json").stdout, ctx)
+        self.assertEqual(run("plan", "llama-3.1-8b", "--max-model-len", "32768", "--context", "32768",
+                             "--json").stdout, ctx)
+        self.assertNotEqual(run("plan", "llama-3.1-8b", "--json").stdout, ctx)
+        self.assert_clean_failure(["plan", "llama-3.1-8b", "--context", "4096", "--max-model-len", "8192"],
+                                  "--context 4096", "--max-model-len 8192")
+        for sub in ("serve", "generate", "perplexity", "simulate", "plan"):
+            self.assertIn("--max-model-len", run(sub, "--help").stdout, sub)
+
+    def test_catalog_lookup_by_hugging_face_id(self):
+        for name, ids in [("llama-3.1-8b", ["meta-llama/Llama-3.1-8B", "meta-llama/Llama-3.1-8B-Instruct",
+                                            "META-LLAMA/llama-3.1-8b-instruct"]),
+                          ("qwen3-8b", ["Qwen/Qwen3-8B"]),
+                          ("mistral-7b-v0.3", ["mistralai/Mistral-7B-Instruct-v0.3"]),
+                          ("gemma-3-4b", ["google/gemma-3-4b-it"])]:
+            want = run("plan", "-m", name, "--json").stdout
+            for hf in ids:
+                self.assertEqual(run("plan", "--model", hf, "--json").stdout, want, hf)
+        self.assertIn("meta-llama/Llama-3.1-8B-Instruct", run("plan", "--list-models").stdout)
+
+    def test_an_unknown_model_is_one_clear_line_with_close_matches(self):
+        err = self.assert_clean_failure(["plan", "--model", "meta-llama/Llama-3.1-8B-Instrct"],
+                                        "meta-llama/Llama-3.1-8B-Instrct", "downloads nothing",
+                                        "did you mean meta-llama/Llama-3.1-8B-Instruct")
+        self.assertIn("catalog: ", err)
+        self.assertIn("did you mean Qwen/Qwen3-8B",
+                      self.assert_clean_failure(["plan", "Qwen/Qwen3-8B-Instruct"], "Qwen/Qwen3-8B-Instruct"))
+        self.assertNotIn("did you mean", self.assert_clean_failure(["plan", "no-such-org/zzzz"], "zzzz"))
+
+    def test_help_shows_the_real_defaults(self):
+        helps = {sub: run(sub, "--help").stdout for sub in ("serve", "generate", "perplexity", "plan", "simulate")}
+        for sub, text in helps.items():
+            # CLI11's "--x,--no-x{false}" reads as a default of false; no flag is shown that way.
+            self.assertNotIn("{false}", text, sub)
+            self.assertNotIn("{true}", text, sub)
+        caching = [l for l in helps["serve"].splitlines() if l.split()[:1] == ["--enable-prefix-caching"]]
+        self.assertEqual(len(caching), 1, helps["serve"])
+        self.assertIn("(default: on)", caching[0])
+        # plan's shown --context and --gpu-memory-utilization are what it uses when they are left out.
+        plan = helps["plan"]
+        context, util = shown_default(plan, "--context"), shown_default(plan, "--gpu-memory-utilization")
+        self.assertEqual((context, util), ("8192", "0.9"))
+        default = run("plan", "llama-3.1-8b", "--json").stdout
+        self.assertEqual(run("plan", "llama-3.1-8b", "--context", context, "--gpu-memory-utilization", util,
+                             "--json").stdout, default)
+        self.assertNotEqual(run("plan", "llama-3.1-8b", "--context", "4096", "--json").stdout, default)
+        self.assertNotEqual(run("plan", "llama-3.1-8b", "--gpu-memory-utilization", "0.8", "--json").stdout,
+                            default)
+
+    @requires(os.path.exists(MODEL), "default model not fetched (scripts/fetch-model)")
+    def test_engine_defaults_shown_are_the_engines(self):
+        serve = run("serve", "--help").stdout
+        block, memory = shown_default(serve, "--block-size"), shown_default(serve, "--kv-cache-memory")
+        self.assertEqual((block, memory), ("16", "512MiB"))
+        default = json.loads(run("generate", "-p", "hi", "-n", "1", "--json").stdout)
+        given = json.loads(run("generate", "-p", "hi", "-n", "1", "--json", "--block-size", block,
+                               "--kv-cache-memory", memory).stdout)
+        self.assertEqual(default["block_size"], int(block))
+        for key in ("block_size", "kv_pool_bytes", "kv_pool_blocks"):
+            self.assertEqual(default[key], given[key], key)
+        # Prefix caching on by default (as shown), and the last of --[no-]enable-prefix-caching wins.
+        prompt = " ".join(f"Rule {i}: answer every question politely and briefly." for i in range(20))
+        for flags, cached in [([], True), (["--no-enable-prefix-caching"], False),
+                              (["--no-enable-prefix-caching", "--enable-prefix-caching"], True),
+                              (["--enable-prefix-caching", "--no-enable-prefix-caching"], False)]:
+            out = json.loads(run("generate", "-p", prompt, "-n", "1", "--repeat", "2", "--json", *flags).stdout)
+            self.assertEqual(out["runs"][1]["cached_tokens"] > 0, cached, flags)
+
+
 if __name__ == "__main__":
     unittest.main()
