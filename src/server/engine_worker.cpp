@@ -176,9 +176,14 @@ void EngineWorker::loop() {
     }
     for (const PreemptionEvent& ev : engine_.take_preemption_events()) {
       if (!config_.log_preemptions) continue;
-      std::fprintf(stderr, "kvserve: preempted request %llu (sample %u) mode=%s blocks=%u\n",
-                   static_cast<unsigned long long>(ev.request.value), ev.index,
-                   preemption_mode_name(ev.mode), ev.blocks);
+      char line[160];
+      std::snprintf(line, sizeof line, "preempted request %llu (sample %u) mode=%s blocks=%u",
+                    static_cast<unsigned long long>(ev.request.value), ev.index,
+                    preemption_mode_name(ev.mode), ev.blocks);
+      if (config_.log_line)
+        config_.log_line(line);
+      else
+        std::fprintf(stderr, "kvserve: %s\n", line);
     }
   }
   std::vector<uint64_t> ids;

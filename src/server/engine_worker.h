@@ -111,7 +111,9 @@ class AdmissionTicket {
 
 struct EngineWorkerConfig {
   uint32_t max_in_flight = 64;  // running + queued requests accepted at once
-  bool log_preemptions = true;  // one stderr line per preemption
+  bool log_preemptions = true;  // one line per preemption
+  // Where those lines go (the server's log, in its format); null = stderr as plain text.
+  std::function<void(const std::string&)> log_line;
   // A tenant (cache namespace) that holds no block and runs nothing is forgotten after this
   // long (KvCacheManager::forget_idle_tenants), so distinct salts cannot grow memory forever.
   double tenant_idle_seconds = 600;

@@ -3,6 +3,7 @@ refusal, a client that goes away), in text and JSON, with the tenant's label and
 and never the prompt's text."""
 import json
 import socket
+import threading
 
 import pytest
 
@@ -80,3 +81,25 @@ def test_text_format_and_level_warning(start_server):
     wait_until(lambda: any("request field 'frobnicate'" in l for l in quiet.log),
                what="the warning")
     assert not any("kvserve access:" in l for l in quiet.log)
+
+
+def test_preemption_lines_follow_the_log_format(start_server):
+    # 11 blocks of 16 tokens; six 100-token requests cannot all hold their KV at once.
+    s = start_server("--kv-cache-memory", "4MiB", "--max-model-len", "128", "--log-format",
+                     "json")
+    client = s.client()
+    threads = []
+    for i in range(6):
+        t = threading.Thread(target=lambda i=i: client.completions.create(
+            model=MODEL_NAME, prompt=f"Story {i}: " + "once upon a time " * 8, max_tokens=60,
+            temperature=0, extra_body={"ignore_eos": True}), daemon=True)
+        t.start()
+        threads.append(t)
+    for t in threads:
+        t.join(120)
+    wait_until(lambda: len(access_lines(s)) >= 6, what="six access lines")
+    preempted = [l for l in s.log if "preempted request" in l]
+    assert preempted, "no preemption happened; the pool is too large for this test"
+    for line in preempted:
+        j = json.loads(line)
+        assert j["level"] == "info" and j["message"].startswith("preempted request"), line
