@@ -34,6 +34,7 @@ struct ServeFlags {
   bool public_metrics = false;
   size_t max_tenant_metrics = 100;
   bool trust_message_special_tokens = false;
+  uint32_t max_logprobs = 20;
   std::string served_model_name;
   std::string max_body = "8MiB";
   bool quiet_preemptions = false;
@@ -184,6 +185,7 @@ void run_serve(ServeFlags& f) {
                   .public_metrics = f.public_metrics,
                   .max_tenant_metrics = f.max_tenant_metrics,
                   .trust_message_special_tokens = f.trust_message_special_tokens,
+                  .max_logprobs = f.max_logprobs,
                   .kv_events = kv_events.get(),
                   .log_format = *log_format,
                   .log_level = *log_level};
@@ -255,6 +257,11 @@ void add_serve_command(CLI::App& app) {
   cmd->add_flag("--trust-message-special-tokens", flags->trust_message_special_tokens,
                 "parse control tokens (e.g. <|im_end|>) written inside chat message content "
                 "(off: content is plain text and cannot forge turns)");
+  cmd->add_option("--max-logprobs", flags->max_logprobs,
+                  "the most top alternatives per token a request may ask for (completions' "
+                  "logprobs, chat's top_logprobs)")
+      ->check(CLI::Range(0u, kMaxLogprobs))
+      ->capture_default_str();
   cmd->add_option("--served-model-name", flags->served_model_name,
                   "model name of the API (default: the GGUF file's stem)");
   cmd->add_option("--max-body", flags->max_body, "largest request body (413 beyond)")

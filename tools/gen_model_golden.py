@@ -4,8 +4,9 @@
 Reads the GGUF with the `gguf` package (its own dequantizers), runs the llama forward pass in
 float64 numpy (no KV cache: full causal attention over the whole sequence) and writes
 tests/data/model_golden.json: for each prompt (given as token ids, so the golden file does not
-depend on our tokenizer) the top-20 logits and 64 fixed-vocabulary logits at every position,
-and a 16-token greedy continuation.
+depend on our tokenizer) the top-20 logits, 64 fixed-vocabulary logits and the log-sum-exp of
+the whole row (so logprob = logit - logsumexp, for the server's logprobs tests) at every
+position, and a 16-token greedy continuation.
 
 Not run by CI (CI uses the committed json). Pinned deps:
     pip install gguf==0.17.1 numpy==1.26.4 tokenizers==0.20.3
@@ -108,8 +109,10 @@ def main():
         for t in range(len(ids)):
             row = logits[t]
             top = np.argsort(-row)[:20]
+            m = float(np.max(row))
             per_pos.append({"top_ids": top.tolist(), "top_logits": [float(row[i]) for i in top],
-                            "probe_logits": [float(row[i]) for i in probe]})
+                            "probe_logits": [float(row[i]) for i in probe],
+                            "logsumexp": m + float(np.log(np.sum(np.exp(row - m))))})
         cases.append({"name": name, "ids": ids, "positions": per_pos, "greedy": gen[len(ids):]})
         print(name, "greedy:", gen[len(ids):], file=sys.stderr)
     json.dump({"model_sha256": sha, "probe_ids": probe, "cases": cases}, open(out, "w"))

@@ -59,12 +59,15 @@ class Engine::ModelBackend : public StepBackend {
   int32_t sample(size_t chunk, Sequence& s) override {
     const int32_t vocab = static_cast<int32_t>(e_.model_.spec().vocab_size);
     const std::span<const int32_t> all(s.tokens);
-    return s.sampler.sample(
-        row(chunk), vocab,
-        {.prompt = all.first(s.prompt_len),
-         .output = all.subspan(s.prompt_len),
-         .eog_ids = s.ignore_eos ? std::span<const int32_t>()
-                                 : std::span<const int32_t>(e_.config_.eog_ids)});
+    const int32_t token =
+        s.sampler.sample(row(chunk), vocab,
+                         {.prompt = all.first(s.prompt_len),
+                          .output = all.subspan(s.prompt_len),
+                          .eog_ids = s.ignore_eos ? std::span<const int32_t>()
+                                                  : std::span<const int32_t>(e_.config_.eog_ids)});
+    if (s.sampling.logprobs)
+      s.last_logprobs = sampled_logprobs(row(chunk), vocab, token, *s.sampling.logprobs);
+    return token;
   }
   void score(size_t chunk, Sequence& s, uint32_t first, uint32_t count) override {
     const int64_t vocab = e_.model_.spec().vocab_size;

@@ -26,6 +26,9 @@ Status SamplingParams::validate() const {
   if (!(repetition_penalty > 0.0f && repetition_penalty <= 2.0f))
     return invalid_argument("repetition_penalty must be in (0, 2], got " +
                             std::to_string(repetition_penalty));
+  if (logprobs && *logprobs > kMaxLogprobs)
+    return invalid_argument("logprobs must be at most " + std::to_string(kMaxLogprobs) + ", got " +
+                            std::to_string(*logprobs));
   return Status::ok();
 }
 

@@ -27,6 +27,8 @@ namespace kvs {
 
 // Temperatures below this sample greedily.
 inline constexpr float kGreedyTemperature = 1e-5f;
+// The most top alternatives one sampled token may report.
+inline constexpr uint32_t kMaxLogprobs = 1024;
 
 struct SamplingParams {
   float temperature = 0.0f;  // < kGreedyTemperature = greedy
@@ -37,6 +39,10 @@ struct SamplingParams {
   float frequency_penalty = 0.0f;   // [-2, 2]
   float repetition_penalty = 1.0f;  // (0, 2]
   uint32_t min_tokens = 0;
+  // Set: report each sampled token's logprob and this many most likely alternatives
+  // (token_logprobs.h). The server bounds it (--max-logprobs); the engine takes at most
+  // kMaxLogprobs.
+  std::optional<uint32_t> logprobs;
 
   // Rejects out-of-range values with a message naming the field.
   [[nodiscard]] Status validate() const;

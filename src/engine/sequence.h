@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "engine/sampler.h"
+#include "engine/token_logprobs.h"
 #include "kvcache/kv_cache_manager.h"
 
 namespace kvs {
@@ -69,6 +70,9 @@ struct Sequence {
   uint32_t prompt_scored = 0;          // positions scored so far
   SamplingParams sampling;
   Sampler sampler;
+  // The last sampled token's logprobs when sampling.logprobs asks for them (the backend sets
+  // them, the step driver moves them into the token's StepOutput).
+  std::optional<SampledLogprobs> last_logprobs;
   SeqStatus status = SeqStatus::kWaiting;
   FinishReason finish = FinishReason::kNone;
   Clock::time_point arrival, first_scheduled, first_token, finished;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <string>
+#include <utility>
 
 #include "core/byte_size.h"
 
@@ -161,7 +162,8 @@ void StepDriver::sample_into(size_t chunk, Sequence& s, bool has_prefill, StepBa
                   .generated = s.num_generated(),
                   .finished = reason != FinishReason::kNone,
                   .finish = reason,
-                  .cached_tokens = s.cached_tokens / bs * bs});
+                  .cached_tokens = s.cached_tokens / bs * bs,
+                  .logprobs = std::exchange(s.last_logprobs, std::nullopt)});
 }
 
 std::vector<StepOutput> StepDriver::step(StepBackend& backend) {

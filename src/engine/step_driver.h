@@ -90,6 +90,8 @@ struct StepOutput {
   // partial-block match length is never reported: it would tell another request's exact
   // shared length).
   uint32_t cached_tokens = 0;
+  // The token's logprobs, when its request asked for them (SamplingParams::logprobs).
+  std::optional<SampledLogprobs> logprobs;
 };
 
 struct StepCounters {

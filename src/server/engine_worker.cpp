@@ -254,7 +254,9 @@ void EngineWorker::emit(Active& a, uint32_t index, bool final_piece, const char*
   if (safe > c.emitted || reason != nullptr) {
     a.channel->push({.index = index,
                      .text = c.text.substr(c.emitted, safe - c.emitted),
-                     .finish_reason = reason});
+                     .finish_reason = reason,
+                     .logprobs = std::move(c.pending_logprobs)});
+    c.pending_logprobs.clear();
     c.emitted = safe;
   }
 }
@@ -273,6 +275,9 @@ bool EngineWorker::on_sample(const Sequence& s, int32_t token) {
     c.decoder = std::make_unique<Utf8StreamDecoder>(tokenizer_, /*skip_special=*/true);
   const size_t before = c.text.size();
   c.text += c.decoder->push(token);
+  c.last_token_offset = c.text_chars;
+  for (size_t i = before; i < c.text.size(); ++i)
+    if ((static_cast<unsigned char>(c.text[i]) & 0xC0) != 0x80) ++c.text_chars;
   if (a.request.stop.empty()) return false;
   if (s.num_generated() < a.request.sampling.min_tokens) {
     c.stop_from = c.text.size();
@@ -315,6 +320,8 @@ void EngineWorker::on_token(const StepOutput& o) {
   }
   c.last_token = now;
   c.generated = o.generated;
+  if (o.logprobs)
+    c.pending_logprobs.push_back(token_logprob_text(tokenizer_, *o.logprobs, c.last_token_offset));
   c.total_tokens = a.prompt_tokens + o.generated;
   if (!o.finished) {
     emit(a, o.index, false, nullptr);

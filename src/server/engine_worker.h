@@ -35,6 +35,7 @@
 #include "model/tokenizer.h"
 #include "model/utf8_stream_decoder.h"
 #include "server/kv_event_publisher.h"
+#include "server/logprobs_json.h"
 #include "server/metrics.h"
 
 namespace kvs {
@@ -56,6 +57,10 @@ struct ChoiceDelta {
   uint32_t index = 0;
   std::string text;
   const char* finish_reason = nullptr;  // "stop" / "length" once the sample is done
+  // The logprobs of the tokens sampled since the choice's previous delta (when the request asked
+  // for them): a token whose text is held back (half a character, a possible stop string) goes
+  // out with the delta that carries its text.
+  std::vector<TokenLogprobText> logprobs;
 };
 
 struct Usage {
@@ -160,6 +165,11 @@ class EngineWorker {
     uint32_t generated = 0;
     uint32_t total_tokens = 0;
     Clock::time_point last_token;
+    // Logprobs (when asked for): characters of text decoded so far, where the last sampled
+    // token's text began, and the entries not yet pushed.
+    uint32_t text_chars = 0;
+    uint32_t last_token_offset = 0;
+    std::vector<TokenLogprobText> pending_logprobs;
   };
   struct Active {
     std::shared_ptr<RequestChannel> channel;

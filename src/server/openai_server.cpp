@@ -86,7 +86,8 @@ struct OpenAiServer::Impl {
                              .max_model_len = e.max_model_len(),
                              .pool_tokens = e.kv_pool().num_tokens,
                              .max_prompt_bytes = max_prompt_bytes(e, *m.tokenizer),
-                             .trust_message_special_tokens = config.trust_message_special_tokens}),
+                             .trust_message_special_tokens = config.trust_message_special_tokens,
+                             .max_logprobs = config.max_logprobs}),
         worker(
             e, *m.tokenizer, metrics,
             {.max_in_flight = e.config().max_num_seqs + config.max_queued_requests,
@@ -228,11 +229,13 @@ struct OpenAiServer::Impl {
     unknown_fields.note(p.unknown_fields);
     p.gen.tenant = caller->tenant;
     const uint32_t n = p.gen.n;
+    const bool logprobs = p.gen.sampling.logprobs.has_value();
     std::shared_ptr<RequestChannel> ch = worker.submit(std::move(ticket), std::move(p.gen));
     const CompletionIds ids{.id = (chat ? "chatcmpl-" : "cmpl-") + std::to_string(next_id++),
                             .created = unix_now(),
                             .model = config.served_model_name,
-                            .chat = chat};
+                            .chat = chat,
+                            .logprobs = logprobs};
     lc.id = ids.id;
     if (p.stream) {
       stream(res, lc, ch, ids, p.include_usage, n);
@@ -249,11 +252,13 @@ struct OpenAiServer::Impl {
     std::shared_ptr<RequestChannel> channel;
     CompletionIds ids;
     std::vector<std::string> texts, reasons;
+    std::vector<std::vector<TokenLogprobText>> logprobs;
     bool finished = false;
     void take(std::vector<ChoiceDelta>& deltas) {
       for (ChoiceDelta& d : deltas) {
         if (d.index >= texts.size()) continue;
         texts[d.index] += d.text;
+        for (TokenLogprobText& t : d.logprobs) logprobs[d.index].push_back(std::move(t));
         if (d.finish_reason) reasons[d.index] = d.finish_reason;
       }
       deltas.clear();
@@ -268,6 +273,7 @@ struct OpenAiServer::Impl {
     st->ids = ids;
     st->texts.assign(n, "");
     st->reasons.assign(n, "stop");
+    st->logprobs.assign(n, {});
     std::vector<ChoiceDelta> deltas;
     bool done = false;
     while (!done && deltas.empty()) done = st->channel->wait(&deltas, std::chrono::seconds(1));
@@ -280,8 +286,9 @@ struct OpenAiServer::Impl {
         log_request(lc, e.status, st->channel.get(), outcome_of(e));
         return;
       }
-      reply_json(res, route,
-                 completion_json(st->ids, st->texts, st->reasons, st->channel->usage()));
+      reply_json(
+          res, route,
+          completion_json(st->ids, st->texts, st->reasons, st->logprobs, st->channel->usage()));
       log_request(lc, 200, st->channel.get(), "ok");
       return;
     }
@@ -295,10 +302,10 @@ struct OpenAiServer::Impl {
           if (!finished) return sink.write(" ", 1);
           st->finished = true;
           const Status err = st->channel->error();
-          const std::string body = err.is_ok()
-                                       ? json_text(completion_json(st->ids, st->texts, st->reasons,
-                                                                   st->channel->usage()))
-                                       : json_text(error_body(api_error_of(err)));
+          const std::string body =
+              err.is_ok() ? json_text(completion_json(st->ids, st->texts, st->reasons, st->logprobs,
+                                                      st->channel->usage()))
+                          : json_text(error_body(api_error_of(err)));
           if (!sink.write(body.data(), body.size())) return false;
           sink.done();
           return true;

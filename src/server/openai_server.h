@@ -48,6 +48,7 @@ struct ServerConfig {
   bool public_metrics = false;      // /metrics without a key even when keys are set
   size_t max_tenant_metrics = 100;  // tenant label series in /metrics; the rest are "other"
   bool trust_message_special_tokens = false;  // parse control tokens in chat message content
+  uint32_t max_logprobs = 20;  // the most top alternatives per token a request may ask for
   double tenant_idle_seconds = 600;
   uint32_t max_dashboards = 4;            // /v1/kv/stream subscribers at once (each holds a thread)
   KvEventPublisher* kv_events = nullptr;  // --kv-events-endpoint (not owned); null = off

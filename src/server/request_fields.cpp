@@ -41,6 +41,8 @@ constexpr std::array kSupported = {
     Supported{"frequency_penalty", Route::kBoth},
     Supported{"repetition_penalty", Route::kBoth},
     Supported{"min_tokens", Route::kBoth},
+    Supported{"logprobs", Route::kBoth},
+    Supported{"top_logprobs", Route::kChat},
 };
 
 // Metadata that changes no output.
@@ -74,8 +76,6 @@ constexpr std::array kUnsupported = {
     Unsupported{"guided_choice", "guided decoding", ""},
     Unsupported{"guided_grammar", "guided decoding", ""},
     Unsupported{"structured_outputs", "structured output", ""},
-    Unsupported{"logprobs", "logprobs", ""},
-    Unsupported{"top_logprobs", "logprobs", ""},
     Unsupported{"prompt_logprobs", "prompt logprobs", ""},
     Unsupported{"logit_bias", "logit bias", ""},
     Unsupported{"echo", "echoing the prompt", ""},

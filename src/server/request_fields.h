@@ -1,7 +1,7 @@
 // Which fields of an OpenAI-style request body kvserve reads, and what it does with the others.
 //
 //   supported     read and honoured (RequestParser);
-//   unsupported   a feature kvserve does not have (tools, response_format, logprobs, guided
+//   unsupported   a feature kvserve does not have (tools, response_format, prompt_logprobs, guided
 //                 decoding, beam search, ...): a 400 naming the field, unless the value asks for
 //                 nothing (null, false, an empty list, or the field's default), so that clients
 //                 which always send the defaults keep working;
@@ -9,7 +9,7 @@
 //   unknown       anything else: accepted (as vLLM does) and reported, so that the server can log
 //                 each unknown name once.
 // Never silently ignoring a feature is the point: a client that asks for JSON output or
-// logprobs and gets plain text with a 200 is worse off than one told "not supported".
+// a grammar and gets free text with a 200 is worse off than one told "not supported".
 #pragma once
 
 #include <functional>

@@ -67,6 +67,36 @@ std::optional<ApiError> read_bool(const json& j, const char* key, bool* out) {
   return std::nullopt;
 }
 
+// Logprobs, as each route asks for them: completions' "logprobs" is the number of top
+// alternatives; chat's "logprobs" is a boolean and "top_logprobs" the number, which needs
+// "logprobs": true (OpenAI's and vLLM's rule).
+std::optional<ApiError> read_logprobs(const json& j, bool chat, uint32_t max_logprobs,
+                                      std::optional<uint32_t>* out) {
+  const auto in_range = [&](const char* key, int64_t v) -> std::optional<ApiError> {
+    if (v < 0 || v > max_logprobs)
+      return bad(key, std::string("'") + key + "' must be between 0 and " +
+                          std::to_string(max_logprobs) + " (this server's --max-logprobs)");
+    return std::nullopt;
+  };
+  std::optional<int64_t> top;
+  if (!chat) {
+    if (auto e = read_int(j, "logprobs", &top)) return e;
+    if (!top) return std::nullopt;
+    if (auto e = in_range("logprobs", *top)) return e;
+    *out = static_cast<uint32_t>(*top);
+    return std::nullopt;
+  }
+  bool wanted = false;
+  if (auto e = read_bool(j, "logprobs", &wanted)) return e;
+  if (auto e = read_int(j, "top_logprobs", &top)) return e;
+  if (top) {
+    if (auto e = in_range("top_logprobs", *top)) return e;
+    if (*top > 0 && !wanted) return bad("top_logprobs", "'top_logprobs' needs 'logprobs': true");
+  }
+  if (wanted) *out = static_cast<uint32_t>(top.value_or(0));
+  return std::nullopt;
+}
+
 // A message's text: a string, or an array of {"type": "text", "text": "..."} parts.
 std::optional<ApiError> message_text(const json& content, std::string* out) {
   if (content.is_null()) return std::nullopt;
@@ -211,6 +241,7 @@ std::optional<ApiError> RequestParser::parse(const json& j, bool chat, ParsedReq
   if (chat && !max_tokens) {
     if (auto e = read_int(j, "max_completion_tokens", &max_tokens)) return e;
   }
+  if (auto e = read_logprobs(j, chat, limits_.max_logprobs, &g.sampling.logprobs)) return e;
   if (auto e = read_int(j, "n", &n)) return e;
   if (auto e = read_int(j, "priority", &priority)) return e;
   if (auto e = read_bool(j, "stream", &out->stream)) return e;

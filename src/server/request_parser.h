@@ -50,6 +50,9 @@ struct RequestLimits {
   uint64_t pool_tokens = 0;    // token slots of the whole KV pool
   uint64_t max_prompt_bytes = 0;
   bool trust_message_special_tokens = false;
+  // The most top alternatives a request may ask for per token (logprobs / top_logprobs); vLLM's
+  // --max-logprobs, with its default.
+  uint32_t max_logprobs = 20;
 };
 
 class RequestParser {

@@ -40,11 +40,23 @@ json usage_json(const Usage& u) {
           {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}}};
 }
 
+namespace {
+json choice_logprobs(const CompletionIds& ids, std::span<const TokenLogprobText> entries) {
+  if (!ids.logprobs) return nullptr;
+  return ids.chat ? chat_logprobs_json(entries) : completion_logprobs_json(entries);
+}
+}  // namespace
+
 json completion_json(const CompletionIds& ids, const std::vector<std::string>& texts,
-                     const std::vector<std::string>& finish_reasons, const Usage& usage) {
+                     const std::vector<std::string>& finish_reasons,
+                     const std::vector<std::vector<TokenLogprobText>>& logprobs,
+                     const Usage& usage) {
   json choices = json::array();
   for (size_t i = 0; i < texts.size(); ++i) {
-    json c = {{"index", i}, {"logprobs", nullptr}, {"finish_reason", finish_reasons[i]}};
+    json c = {{"index", i},
+              {"logprobs",
+               i < logprobs.size() ? choice_logprobs(ids, logprobs[i]) : choice_logprobs(ids, {})},
+              {"finish_reason", finish_reasons[i]}};
     if (ids.chat) {
       c["message"] = {{"role", "assistant"}, {"content", texts[i]}};
     } else {
@@ -73,7 +85,7 @@ json chunk_envelope(const CompletionIds& ids, json choices) {
 json chunk_json(const CompletionIds& ids, const ChoiceDelta& d, bool first_of_choice,
                 bool include_usage) {
   json c = {{"index", d.index},
-            {"logprobs", nullptr},
+            {"logprobs", choice_logprobs(ids, d.logprobs)},
             {"finish_reason", d.finish_reason ? json(d.finish_reason) : json(nullptr)}};
   if (ids.chat) {
     json delta = json::object();

@@ -40,13 +40,15 @@ struct CompletionIds {
   int64_t created = 0;
   std::string model;
   bool chat = false;
+  bool logprobs = false;  // the request asked for logprobs: choices carry them (logprobs_json.h)
 };
 
-// A whole (non-streaming) response: one choice per sample.
-[[nodiscard]] nlohmann::json completion_json(const CompletionIds& ids,
-                                             const std::vector<std::string>& texts,
-                                             const std::vector<std::string>& finish_reasons,
-                                             const Usage& usage);
+// A whole (non-streaming) response: one choice per sample (logprobs[i]: choice i's entries,
+// read when ids.logprobs).
+[[nodiscard]] nlohmann::json completion_json(
+    const CompletionIds& ids, const std::vector<std::string>& texts,
+    const std::vector<std::string>& finish_reasons,
+    const std::vector<std::vector<TokenLogprobText>>& logprobs, const Usage& usage);
 
 // One SSE chunk carrying `delta` for its choice; `first_of_choice` adds the assistant role
 // (chat). With include_usage the chunk carries "usage": null, as OpenAI's do.

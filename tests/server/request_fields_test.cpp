@@ -24,8 +24,8 @@ std::optional<FieldProblem> check(const std::string& body, bool chat,
 TEST(RequestFields, FeaturesKvserveLacksAreRefusedByName) {
   for (const char* body :
        {R"({"tools": [{"type": "function", "function": {"name": "f"}}]})",
-        R"({"response_format": {"type": "json_object"}})", R"({"logprobs": true})",
-        R"({"top_logprobs": 3})", R"({"logit_bias": {"50": 5}})", R"({"best_of": 3})",
+        R"({"response_format": {"type": "json_object"}})", R"({"prompt_logprobs": 1})",
+        R"({"logit_bias": {"50": 5}})", R"({"best_of": 3})",
         R"({"guided_json": {"type": "object"}})", R"({"echo": true})", R"({"min_p": 0.1})"}) {
     const auto p = check(body, true);
     ASSERT_TRUE(p.has_value()) << body;

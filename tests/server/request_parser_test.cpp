@@ -155,5 +155,49 @@ TEST(RequestParserTest, NoChatTemplateIsAClear400) {
   EXPECT_NE(e->message.find("no chat template"), std::string::npos);
 }
 
+TEST(RequestParserTest, LogprobsAsEachRouteAsksForThem) {
+  REQUIRE_MODEL();
+  const RequestParser p = parser_for(*model);
+  ParsedRequest r;
+  // Completions: logprobs is the number of alternatives (0 = the sampled token's only).
+  ASSERT_FALSE(parse(p, R"({"prompt":"hi","logprobs":3})", false, &r).has_value());
+  EXPECT_EQ(r.gen.sampling.logprobs, 3u);
+  r = {};
+  ASSERT_FALSE(parse(p, R"({"prompt":"hi","logprobs":0})", false, &r).has_value());
+  EXPECT_EQ(r.gen.sampling.logprobs, 0u);
+  r = {};
+  ASSERT_FALSE(parse(p, R"({"prompt":"hi","logprobs":null})", false, &r).has_value());
+  EXPECT_FALSE(r.gen.sampling.logprobs.has_value());
+  // Chat: a boolean, and top_logprobs for the alternatives.
+  const std::string msgs = R"("messages":[{"role":"user","content":"hi"}])";
+  r = {};
+  ASSERT_FALSE(parse(p, "{" + msgs + R"(,"logprobs":true,"top_logprobs":5})", true, &r));
+  EXPECT_EQ(r.gen.sampling.logprobs, 5u);
+  r = {};
+  ASSERT_FALSE(parse(p, "{" + msgs + R"(,"logprobs":true})", true, &r));
+  EXPECT_EQ(r.gen.sampling.logprobs, 0u);
+  r = {};
+  ASSERT_FALSE(parse(p, "{" + msgs + R"(,"logprobs":false,"top_logprobs":0})", true, &r));
+  EXPECT_FALSE(r.gen.sampling.logprobs.has_value());
+  // Limits and types: clear 400s naming the field.
+  EXPECT_400(p, R"({"prompt":"hi","logprobs":21})", false, "logprobs");
+  EXPECT_400(p, R"({"prompt":"hi","logprobs":-1})", false, "logprobs");
+  EXPECT_400(p, R"({"prompt":"hi","logprobs":true})", false, "logprobs");
+  EXPECT_400(p, "{" + msgs + R"(,"logprobs":true,"top_logprobs":21})", true, "top_logprobs");
+  EXPECT_400(p, "{" + msgs + R"(,"top_logprobs":2})", true, "top_logprobs");
+  EXPECT_400(p, "{" + msgs + R"(,"logprobs":1})", true, "logprobs");
+  EXPECT_400(p, "{" + msgs + R"(,"logprobs":true,"top_logprobs":"3"})", true, "top_logprobs");
+  // The server's --max-logprobs moves the limit.
+  RequestParser wide(*model->tokenizer, &*model->chat_template,
+                     {.served_model_name = "smol",
+                      .max_model_len = 1024,
+                      .pool_tokens = 4096,
+                      .max_prompt_bytes = 1024 * model->tokenizer->max_token_bytes(),
+                      .max_logprobs = 100});
+  r = {};
+  ASSERT_FALSE(parse(wide, R"({"prompt":"hi","logprobs":100})", false, &r).has_value());
+  EXPECT_EQ(r.gen.sampling.logprobs, 100u);
+}
+
 }  // namespace
 }  // namespace kvs

@@ -58,7 +58,7 @@ def test_min_tokens_holds_back_the_end_of_generation(server):
     ("response_format", {"response_format": {"type": "json_object"}}),
     ("tools", {"tools": [{"type": "function",
                           "function": {"name": "f", "parameters": {"type": "object"}}}]}),
-    ("logprobs", {"logprobs": True, "top_logprobs": 2}),
+    ("prompt_logprobs", {"extra_body": {"prompt_logprobs": 2}}),
     ("logit_bias", {"logit_bias": {"42": 5}}),
 ])
 def test_unsupported_features_are_a_400_naming_the_field(server, field, kwargs):
