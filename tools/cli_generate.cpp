@@ -19,6 +19,7 @@ namespace {
 struct GenerateFlags {
   EngineFlags engine;
   std::string prompt;
+  bool prompt_given = false;  // -p was on the command line, even as "" (e.g. "$(cat missing)")
   std::string prompts_file;
   std::string system;
   uint32_t max_tokens = 128;
@@ -49,7 +50,11 @@ std::vector<std::string> read_prompts(const std::string& path) {
 }
 
 void run_generate(GenerateFlags& f) {
-  if (f.prompt.empty() && f.prompts_file.empty()) fail("give a prompt with -p or --prompts FILE");
+  if (f.prompt.empty() && f.prompts_file.empty())
+    fail(f.prompt_given
+             ? "-p/--prompt is empty (if it came from $(cat FILE), the file is missing or "
+               "empty; --prompts FILE reads one prompt per line)"
+             : "give a prompt with -p or --prompts FILE");
   if (f.parallel == 0) fail("--parallel must be at least 1");
   if (f.repeat == 0) fail("--repeat must be at least 1");
   std::vector<std::string> prompts =
@@ -204,7 +209,7 @@ void add_generate_command(CLI::App& app) {
   auto flags = std::make_shared<GenerateFlags>();
   CLI::App* cmd = app.add_subcommand("generate", "generate text from a prompt, streaming it");
   add_engine_flags(cmd, &flags->engine);
-  cmd->add_option("-p,--prompt", flags->prompt, "the prompt text");
+  CLI::Option* prompt = cmd->add_option("-p,--prompt", flags->prompt, "the prompt text");
   cmd->add_option("--prompts", flags->prompts_file,
                   "a file with one prompt per line, run in parallel");
   cmd->add_option("-n,--max-tokens", flags->max_tokens, "tokens to generate at most")
@@ -225,7 +230,10 @@ void add_generate_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("--ignore-eos", flags->ignore_eos, "keep generating past end-of-turn tokens");
   cmd->add_flag("--json", flags->json, "print one JSON object with the text and statistics");
-  cmd->callback([flags] { run_generate(*flags); });
+  cmd->callback([flags, prompt] {
+    flags->prompt_given = prompt->count() > 0;
+    run_generate(*flags);
+  });
 }
 
 }  // namespace kvs::cli

@@ -118,6 +118,8 @@ class BadInput(unittest.TestCase):
         self.assert_clean_failure(["generate", "-m", __file__, "-p", "x"], "cannot load")
         self.assert_clean_failure(["perplexity", "-f", "/nonexistent.txt"], "cannot open")
         self.assert_clean_failure(["generate"], "prompt")
+        # -p "$(cat missing.txt)" gives -p an empty prompt: say so, not "give a prompt with -p".
+        self.assert_clean_failure(["generate", "-p", ""], "-p/--prompt is empty")
         self.assert_clean_failure(["frobnicate"], "frobnicate")
         if os.path.exists(MODEL):
             self.assert_clean_failure(["generate", "-p", "x", "--kv-cache-memory", "lots"], "--kv-cache-memory")
