@@ -2,6 +2,7 @@
 
 #include <httplib.h>
 
+#include "core/byte_size.h"
 #include "server/capacity_line.h"
 #include "server/dashboard_assets.h"
 #include "server/dashboard_stats.h"
@@ -19,6 +20,16 @@ constexpr const char* kContentSecurityPolicy =
     "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
     "img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
 
+// The tiers under the pool, as the page names them ("lower tiers: host memory 1.00 GiB, ...").
+nlohmann::json lower_tiers(const KvOffloadConfig& o) {
+  nlohmann::json out = nlohmann::json::array();
+  if (o.host_bytes > 0) out.push_back("host memory " + format_bytes_binary(o.host_bytes));
+  if (!o.disk_dir.empty()) out.push_back("disk " + format_bytes_binary(o.disk_bytes));
+  if (!o.remote_urls.empty())
+    out.push_back("Redis x" + std::to_string(o.remote_urls.size()));  // never the URLs
+  return out;
+}
+
 std::string config_fields(const DashboardDeps& d) {
   const Engine& e = d.engine;
   const CapacityLine cap =
@@ -35,7 +46,7 @@ std::string config_fields(const DashboardDeps& d) {
       {"prefix_caching", e.config().enable_prefix_caching},
       {"interval_ms", d.interval.count()},
       {"layer_groups", layer_groups_json(e.kv_pool().groups)},
-      {"lower_tiers", nlohmann::json::array()},
+      {"lower_tiers", lower_tiers(e.config().offload)},
       {"capacity", capacity_json(cap)}};
   return "\"config\":" + json_text(config);
 }

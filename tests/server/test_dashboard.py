@@ -445,7 +445,9 @@ def test_preemptions_and_hit_rates_are_drawn(start_server, browser):
 
 
 def test_without_api_keys_the_page_asks_for_none(start_server, browser):
-    server = start_server("--kv-cache-memory", "24MiB", "--max-model-len", "512", api_key=False)
+    # With a host tier, so that the page names it (it said "lower tiers: none" whatever ran).
+    server = start_server("--kv-cache-memory", "24MiB", "--max-model-len", "512",
+                          "--kv-offload-memory", "32MiB", api_key=False)
     assert requests.get(server.url + "/dashboard/auth.json", timeout=10).json() == {
         "key_required": False}
     with requests.get(server.url + "/v1/kv/stream", stream=True, timeout=10) as r:
@@ -457,6 +459,8 @@ def test_without_api_keys_the_page_asks_for_none(start_server, browser):
     assert js(driver, "return document.getElementById('status').dataset.state") == "live"
     assert js(driver, "return window.kvDashboard.state.cells.length") == \
         server.get("/v1/kv", headers={}).json()["num_blocks"]
+    assert "lower tiers: host memory 32.00 MiB" in js(
+        driver, "return document.getElementById('map-groups').textContent")
     assert console_errors(driver) == []
 
 

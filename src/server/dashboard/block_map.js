@@ -284,8 +284,9 @@ export class BlockMap {
       lines.push('owners: none (kept for prefix hits until evicted)');
     }
     const tiers = this.state.config.lower_tiers || [];
-    lines.push(tiers.length ? `copies in lower tiers: ${tiers.join(', ')}`
-                            : 'copies in lower tiers: none (no tiers configured)');
+    lines.push(tiers.length ? `lower tiers: ${tiers.join(', ')} (this block's copies there ` +
+                              'are not tracked by the map)'
+                            : 'lower tiers: none configured');
     return lines;
   }
 
