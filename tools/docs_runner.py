@@ -124,8 +124,13 @@ def parse_file(path):
     rel = shown(path)
     blocks, i = [], 0
     while i < len(lines):
-        m = MARKER.match(lines[i].strip())
+        m = MARKER.match(lines[i])  # at column 0
         if not m:
+            fence = FENCE.match(lines[i])
+            if fence:  # an unmarked block: a marker shown inside it is an example, not a marker
+                i += 1
+                while i < len(lines) and lines[i].strip() != fence.group(1):
+                    i += 1
             i += 1
             continue
         kind, where = m.group(1), f"{rel}:{i + 1}"

@@ -197,6 +197,19 @@ class RunnerOnFixtures(unittest.TestCase):
             with self.assertRaises(ProcessLookupError):
                 os.kill(pid, 0)
 
+    def test_markers_shown_inside_a_code_block_are_text(self):
+        rc, out = self.run_doc("""
+            How to mark a block:
+
+            '''
+            <!-- runnable -->
+            false
+            '''
+                <!-- runnable -->
+            """)
+        self.assertEqual(rc, 0, out)
+        self.assertIn("0 passed, 0 failed", out)
+
     def test_bad_markers_are_errors(self):
         for text in ("""
                 <!-- runnable: fast -->
