@@ -2,10 +2,12 @@
 
 #include <cctype>
 #include <cstdio>
+#include <memory>
 
 #include "core/check.h"
 #include "quant/kv_format.h"
 #include "tools/cli_commands.h"
+#include "tools/cli_config_file.h"
 
 namespace kvs::cli {
 namespace {
@@ -275,6 +277,24 @@ void add_step_log_flag(CLI::App& cmd, std::string* path, FlagRole role) {
     case FlagRole::kPlanner: break;
   }
   unknown_role("--step-log");
+}
+
+void add_config_flag(CLI::App& cmd) {
+  auto path = std::make_shared<std::string>();
+  CLI::Option* opt =
+      cmd.add_option("--config", *path,
+                     "YAML file of flag values: keys are the long flag names (max-model-len: "
+                     "4096, enable-prefix-caching: false, lists for repeatable flags); flags given "
+                     "here win over it; an unknown key is an error (docs/serving.md)")
+          ->configurable(false)
+          ->type_name("FILE");
+  // Runs once the command line is parsed and its options' callbacks have run, before the
+  // subcommand's own callback: the file fills what the command line left out.
+  cmd.parse_complete_callback([&cmd, opt, path] {
+    if (opt->count() == 0) return;
+    const Status applied = apply_config_file(cmd, *path);
+    if (!applied.is_ok()) fail(applied.message(), 2);
+  });
 }
 
 }  // namespace kvs::cli

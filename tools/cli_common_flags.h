@@ -55,5 +55,9 @@ void add_kv_offload_memory_flag(CLI::App& cmd, std::string* bytes, FlagRole role
 void add_kv_offload_disk_bytes_flag(CLI::App& cmd, std::string* bytes, FlagRole role);
 // --step-log FILE (kEngine: wall-clock times; kSimulatedEngine: virtual time).
 void add_step_log_flag(CLI::App& cmd, std::string* path, FlagRole role);
+// --config FILE: a YAML file of flag values, keys the long flag names (max-model-len: 4096), as
+// vLLM's --config; flags on the command line win (cli_config_file.h, docs/serving.md). Add it
+// last; it takes the subcommand's parse-complete callback, which applies the file.
+void add_config_flag(CLI::App& cmd);
 
 }  // namespace kvs::cli

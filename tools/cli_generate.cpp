@@ -12,6 +12,7 @@
 #include "server/response_json.h"
 #include "tools/cli_commands.h"
 #include "tools/cli_common.h"
+#include "tools/cli_common_flags.h"
 
 namespace kvs::cli {
 namespace {
@@ -230,6 +231,7 @@ void add_generate_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("--ignore-eos", flags->ignore_eos, "keep generating past end-of-turn tokens");
   cmd->add_flag("--json", flags->json, "print one JSON object with the text and statistics");
+  add_config_flag(*cmd);
   cmd->callback([flags, prompt] {
     flags->prompt_given = prompt->count() > 0;
     run_generate(*flags);

@@ -217,6 +217,7 @@ void add_plan_command(CLI::App& app) {
   add_kv_offload_disk_bytes_flag(*cmd, &flags->kv_offload_disk_bytes, FlagRole::kPlanner);
   cmd->add_flag("--list-models", flags->list_models, "list the built-in model catalog");
   cmd->add_flag("--list-gpus", flags->list_gpus, "list the GPU presets");
+  add_config_flag(*cmd);
   cmd->callback([flags] { run(*flags); });
 }
 

@@ -302,6 +302,7 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--kv-events-curve-clients", flags->kv_events_curve_clients,
                   "file of admitted subscribers' CURVE public keys (Z85, one per line)");
   add_step_log_flag(*cmd, &flags->step_log, FlagRole::kEngine);
+  add_config_flag(*cmd);
   cmd->callback([flags] { run_serve(*flags); });
 }
 

@@ -151,6 +151,7 @@ void add_simulate_command(CLI::App& app) {
       ->check(CLI::Range(size_t{0}, size_t{100000}))
       ->capture_default_str();
   add_step_log_flag(*cmd, &f->step_log, FlagRole::kSimulatedEngine);
+  add_config_flag(*cmd);
   cmd->callback([f] { run(*f); });
 }
 

@@ -365,5 +365,87 @@ class VllmHabits(unittest.TestCase):
             self.assertEqual(out["runs"][1]["cached_tokens"] > 0, cached, flags)
 
 
+class ConfigFile(unittest.TestCase):
+    """--config FILE, as vLLM's: keys are long flag names, the command line wins, an unknown key,
+    a malformed file or a bad value is one clear line and exit code 2 (serve's end before the
+    model load; tests/server/test_config_file.py starts a server from one)."""
+
+    def setUp(self):
+        self.dir = tempfile.TemporaryDirectory()
+        self.addCleanup(self.dir.cleanup)
+
+    def config(self, text, name="kvserve.yaml"):
+        path = os.path.join(self.dir.name, name)
+        with open(path, "w") as f:
+            f.write(text)
+        return path
+
+    def assert_usage_error(self, args, *needles):
+        p = run(*args, check=False)
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertNotIn("CHECK failed", p.stderr)
+        self.assertEqual(len(p.stderr.strip().splitlines()), 1, p.stderr)
+        for needle in needles:
+            self.assertIn(needle, p.stderr, args)
+
+    def test_plan_reads_the_flags_from_the_file(self):
+        cfg = self.config("# a plan as flags would give it\nmodel: llama-3.1-8b\n"
+                          "max_model_len: 32768\ngpu: A100-80GB\nkv-cache-dtype: fp8\n")
+        want = run("plan", "llama-3.1-8b", "--max-model-len", "32768", "--gpu", "A100-80GB",
+                   "--kv-cache-dtype", "fp8", "--json").stdout
+        self.assertEqual(run("plan", "--config", cfg, "--json").stdout, want)
+        self.assertNotEqual(run("plan", "llama-3.1-8b", "--json").stdout, want)
+        # The same with the flags' own spelling and a boolean switch from the file.
+        cfg2 = self.config("model: llama-3.1-8b\nmax-model-len: 32768\ngpu: A100-80GB\n"
+                           "kv_cache_dtype: fp8\njson: true\n", "dashes.yaml")
+        self.assertEqual(run("plan", "--config", cfg2).stdout, want)
+
+    def test_the_command_line_wins(self):
+        cfg = self.config("model: llama-3.1-8b\nmax-model-len: 32768\ngpu: A100-80GB\n")
+        want = run("plan", "qwen3-8b", "--max-model-len", "4096", "--gpu", "A100-80GB", "--json").stdout
+        self.assertEqual(run("plan", "qwen3-8b", "--config", cfg, "--max-model-len", "4096",
+                             "--json").stdout, want)
+        self.assertEqual(run("plan", "--config", cfg, "-m", "qwen3-8b", "--max-model-len", "4096",
+                             "--json").stdout, want)
+
+    def test_an_unknown_key_names_the_key_and_the_file(self):
+        cfg = self.config("model: llama-3.1-8b\nmax-modle-len: 4096\n")
+        self.assert_usage_error(["plan", "--config", cfg], cfg, "line 2", "unknown key 'max-modle-len'",
+                                "did you mean max-model-len?")
+        # A flag of another subcommand is unknown here.
+        cfg = self.config("model: llama-3.1-8b\nport: 8000\n", "port.yaml")
+        self.assert_usage_error(["plan", "--config", cfg], cfg, "unknown key 'port'")
+
+    def test_malformed_missing_and_wrongly_typed_files(self):
+        bad = self.config("model: llama-3.1-8b\nmax-model-len: [4096\ngpu: H100\n")
+        self.assert_usage_error(["plan", "--config", bad], bad, "line 3", "malformed YAML")
+        missing = os.path.join(self.dir.name, "absent.yaml")
+        self.assert_usage_error(["plan", "--config", missing], missing, "no such file")
+        for sub in ("serve", "generate", "simulate"):
+            typed = self.config("port: abc\n" if sub == "serve" else "max-model-len: abc\n",
+                                sub + ".yaml")
+            key = "port" if sub == "serve" else "max-model-len"
+            self.assert_usage_error([sub, "--config", typed], typed, key + ": 'abc' is not")
+        twice = self.config("max-model-len: 1\nmax_model_len: 2\n", "twice.yaml")
+        self.assert_usage_error(["plan", "--config", twice], "given twice")
+        self.assertIn("--config FILE", run("serve", "--help").stdout)
+
+    @requires(os.path.exists(MODEL), "default model not fetched (scripts/fetch-model)")
+    def test_generate_takes_its_flags_and_switches_from_the_file(self):
+        prompt = " ".join(f"Rule {i}: answer every question politely and briefly." for i in range(20))
+        # The prompt's ": " would start a mapping: a double-quoted scalar (JSON's quoting is YAML's).
+        cfg = self.config(f"model: {MODEL}\nprompt: {json.dumps(prompt)}\nmax_tokens: 2\nrepeat: 2\njson: true\n"
+                          "enable-prefix-caching: false\nkv-cache-memory: 64MiB\n")
+        out = json.loads(run("generate", "--config", cfg).stdout)
+        self.assertEqual(out["model"], MODEL)
+        self.assertEqual(out["kv_pool_bytes"], json.loads(run("generate", "-p", "hi", "-n", "1", "--json",
+                                                               "--kv-cache-memory", "64MiB").stdout)["kv_pool_bytes"])
+        self.assertEqual([r["generated_tokens"] for r in out["runs"]], [2, 2])
+        self.assertEqual(out["runs"][1]["cached_tokens"], 0)
+        on = json.loads(run("generate", "--config", cfg, "--enable-prefix-caching", "-n", "1").stdout)
+        self.assertGreater(on["runs"][1]["cached_tokens"], 0)
+        self.assertEqual(on["runs"][1]["generated_tokens"], 1)
+
+
 if __name__ == "__main__":
     unittest.main()

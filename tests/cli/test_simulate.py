@@ -169,6 +169,31 @@ class Simulate(unittest.TestCase):
             self.assertIn(message, p.stderr, args)
             self.assertEqual(len(p.stderr.strip().splitlines()), 1, p.stderr)
 
+    def test_config_file(self):
+        """--config: the trace, an on/off pair's `false` and a list of --sweep values from YAML;
+        --enable-prefix-caching on the command line wins over the file's false."""
+        cfg = os.path.join(self.dir.name, "sim.yaml")
+        with open(cfg, "w") as f:
+            f.write(f"model: llama-3.1-8b\ntrace: {self.trace}\nenable_prefix_caching: false\n"
+                    "json: true\n")
+        self.assertEqual(json.loads(run("--config", cfg).stdout)["prefix_cache_hit_rate"], 0)
+        on = json.loads(run("--config", cfg, "--enable-prefix-caching").stdout)
+        self.assertGreater(on["prefix_cache_hit_rate"], 0.3)
+        with open(cfg, "a") as f:
+            f.write("sweep:\n  - kv-cache-dtype=bf16,fp8\n  - gpus=1,2\n")
+
+        def results(p):  # without the runs' wall-clock seconds
+            rows = json.loads(p.stdout)["sweep"]
+            for row in rows:
+                row["results"].pop("wall_s")
+            return rows
+
+        rows = results(run("--config", cfg))
+        self.assertEqual(len(rows), 4)
+        self.assertEqual(rows, results(run("--model", "llama-3.1-8b", "--trace", self.trace, "--json",
+                                           "--no-enable-prefix-caching", "--sweep", "kv-cache-dtype=bf16,fp8",
+                                           "--sweep", "gpus=1,2")))
+
 
 if __name__ == "__main__":
     unittest.main()
