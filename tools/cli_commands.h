@@ -4,6 +4,10 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <string>
+#include <utility>
+
+#include "core/status.h"
 
 namespace kvs::cli {
 
@@ -13,6 +17,13 @@ struct CliExit {
 
 // Prints "kvserve: <message>" to stderr and throws CliExit{code}.
 [[noreturn]] void fail(const std::string& message, int code = 1);
+
+// The value of r, or fail(what + its error).
+template <typename T>
+T or_fail(Result<T> r, const std::string& what) {
+  if (!r.is_ok()) fail(what + r.status().message());
+  return std::move(r).value();
+}
 
 void add_generate_command(CLI::App& app);
 void add_keygen_command(CLI::App& app);

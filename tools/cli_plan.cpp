@@ -50,12 +50,6 @@ struct PlanFlags {
   bool list_gpus = false;
 };
 
-template <typename T>
-T or_fail(Result<T> r, const std::string& what) {
-  if (!r.is_ok()) fail(what + r.status().message());
-  return std::move(r).value();
-}
-
 void list_models() {
   const auto names = or_fail(catalog_names(), "");
   for (const std::string& n : names) {

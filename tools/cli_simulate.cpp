@@ -36,12 +36,6 @@ struct SimulateFlags {
   std::string step_log;
 };
 
-template <typename T>
-T or_fail(Result<T> r, const std::string& what) {
-  if (!r.is_ok()) fail(what + r.status().message());
-  return std::move(r).value();
-}
-
 void run(SimulateFlags& f) {
   if (f.trace.empty()) fail("simulate: --trace FILE is required (Mooncake JSONL or CSV)");
   const TraceFormat format = or_fail(parse_trace_format(f.trace_format), "");
