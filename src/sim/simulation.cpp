@@ -8,6 +8,23 @@
 
 namespace kvs {
 
+KvPoolPlan pool_the_trace_can_use(const KvPoolPlan& pool, const Trace& trace) {
+  // Every request at once, each with one spare block per group (a copy-on-write of a shared
+  // partial block), and nothing ever evicted: the most blocks the trace can hold.
+  const uint64_t groups = std::max<uint64_t>(1, pool.groups.num_groups());
+  uint64_t demand = 0;
+  for (const TraceRequest& r : trace.requests) {
+    const uint64_t tokens = uint64_t{r.input_tokens} + r.output_tokens;
+    demand += groups * ((tokens + pool.block_size - 1) / pool.block_size + 1);
+    if (demand >= pool.num_blocks) return pool;
+  }
+  KvPoolPlan capped = pool;
+  capped.num_blocks = static_cast<uint32_t>(demand);
+  capped.pool_bytes = demand * pool.block_bytes;
+  capped.num_tokens = demand / groups * pool.block_size;
+  return capped;
+}
+
 Result<SimResult> run_simulation(const SimSetup& setup, const Trace& input, StepLog* step_log) {
   if (step_log != nullptr && setup.replicas != 1)
     return invalid_argument(
@@ -30,14 +47,15 @@ Result<SimResult> run_simulation(const SimSetup& setup, const Trace& input, Step
   out.first_token_wraps = tokens.first_token_wraps();
 
   ReplicaConfig rc;
+  const KvPoolPlan pool = pool_the_trace_can_use(setup.pool, *trace);
+  out.simulated_blocks = pool.num_blocks;
   // The engine's own wiring of its pool into a cache (hash seed 0: deterministic runs; there is
   // no one outside to guard against).
-  rc.driver =
-      StepDriverConfig{.pool = setup.pool,
-                       .cache = pool_cache_config(setup.pool, setup.enable_prefix_caching, 0, 0),
-                       .scheduler = setup.scheduler,
-                       .host_blocks = setup.host_blocks,
-                       .max_model_len = setup.max_model_len};
+  rc.driver = StepDriverConfig{.pool = pool,
+                               .cache = pool_cache_config(pool, setup.enable_prefix_caching, 0, 0),
+                               .scheduler = setup.scheduler,
+                               .host_blocks = setup.host_blocks,
+                               .max_model_len = setup.max_model_len};
   rc.block_bytes = setup.pool.block_bytes;
   rc.device = setup.device;
   rc.cost = setup.cost;

@@ -55,6 +55,41 @@ TEST_F(Simulation, IsDeterministic) {
   EXPECT_EQ(x.summary.prefix_hit_tokens, y.summary.prefix_hit_tokens);
 }
 
+// A what-if of far more memory than the trace can use runs over a pool of just the blocks the trace
+// can reach (100 TB was 9 GB of bookkeeping), and gives the very run the whole pool gives: the
+// same records, steps and hits as a pool of exactly that many blocks, and the report still shows
+// the pool asked for.
+TEST_F(Simulation, AHugePoolTracksOnlyTheBlocksTheTraceCanUse) {
+  const Trace t = generate_trace({.requests = 80, .rate_per_s = 40, .seed = 5});
+  SimArgs huge = test::llama_h100_args();
+  huge.hw.memory = "100TB";
+  const SimSetup hs = test::resolve_or_die(huge);
+  const KvPoolPlan used = pool_the_trace_can_use(hs.pool, t);
+  ASSERT_LT(used.num_blocks, hs.pool.num_blocks / 1000);
+  EXPECT_EQ(used.block_bytes, hs.pool.block_bytes);
+  const auto hr = run_simulation(hs, t);
+  ASSERT_TRUE(hr.is_ok()) << hr.status().to_string();
+  EXPECT_EQ(hr->simulated_blocks, used.num_blocks);
+  EXPECT_EQ(hr->summary.completed, 80u);
+  // The same run over a pool of exactly those blocks (which no cap shrinks further).
+  SimSetup exact = hs;
+  exact.pool = used;
+  EXPECT_EQ(pool_the_trace_can_use(exact.pool, t).num_blocks, used.num_blocks);
+  const auto er = run_simulation(exact, t);
+  ASSERT_TRUE(er.is_ok());
+  EXPECT_TRUE(same_records(*hr, *er));
+  EXPECT_EQ(hr->summary.steps, er->summary.steps);
+  EXPECT_EQ(hr->summary.prefix_hit_tokens, er->summary.prefix_hit_tokens);
+  EXPECT_EQ(hr->summary.preemptions_recompute + hr->summary.preemptions_swap, 0u);
+  const auto j = nlohmann::json::parse(render_sim_json(hs, *hr, 4));
+  EXPECT_EQ(j["setup"]["num_blocks"].get<uint32_t>(), hs.pool.num_blocks);
+  // A pool smaller than the trace's demand is run as it is.
+  SimArgs small = test::llama_h100_args();
+  small.kv_cache_memory = "2GiB";
+  const SimSetup ss = test::resolve_or_die(small);
+  EXPECT_EQ(pool_the_trace_can_use(ss.pool, t).num_blocks, ss.pool.num_blocks);
+}
+
 TEST_F(Simulation, PreemptsInASmallPoolAndFinishesEverything) {
   const Trace t = generate_trace({.requests = 100, .rate_per_s = 100, .seed = 2});
   SimArgs a = test::llama_h100_args();
