@@ -10,6 +10,7 @@
 #include "planner/config_fields.h"
 #include "planner/config_json.h"
 #include "planner/layer_pattern.h"
+#include "planner/param_estimate.h"
 #include "planner/ssm_state.h"
 
 #include <nlohmann/json.hpp>
@@ -70,7 +71,8 @@ json transformers_defaults(const std::string& model_type) {
             {"head_dim", 256},
             {"sliding_window", 4096},
             {"sliding_window_pattern", 6},
-            {"max_position_embeddings", 131072}};
+            {"max_position_embeddings", 131072},
+            {"tie_word_embeddings", true}};  // the LM head is the embedding
   }
   if (model_type == "qwen2" || model_type == "qwen2_moe" || model_type == "qwen3" ||
       model_type == "qwen3_moe") {
@@ -79,13 +81,28 @@ json transformers_defaults(const std::string& model_type) {
     // i >= max_window_layers (their __post_init__ builds layer_types that way).
     return {{"use_sliding_window", false}, {"sliding_window", 4096}, {"max_window_layers", 28}};
   }
+  if (model_type == "deepseek_v3") {
+    // DeepseekV3Config: the first 3 layers are dense MLPs, every later one MoE (the parameter
+    // estimate; no KV byte depends on it).
+    return {{"first_k_dense_replace", 3}, {"moe_layer_freq", 1}};
+  }
   if (model_type == "falcon") {
-    // FalconConfig: multi_query True, new_decoder_architecture False.
-    return {{"multi_query", true}, {"new_decoder_architecture", false}};
+    // FalconConfig: multi_query True, new_decoder_architecture False; the LM head is the
+    // embedding (tie_word_embeddings, PretrainedConfig's default True).
+    return {
+        {"multi_query", true}, {"new_decoder_architecture", false}, {"tie_word_embeddings", true}};
+  }
+  if (model_type == "RefinedWeb" || model_type == "RefinedWebModel") {
+    // The original Falcon configs (RWConfig): the LM head is the embedding, as in FalconConfig.
+    return {{"tie_word_embeddings", true}};
   }
   if (model_type == "gpt_bigcode") {
-    // GPTBigCodeConfig: multi_query True (one KV head), n_positions 1024.
-    return {{"multi_query", true}, {"n_positions", 1024}};
+    // GPTBigCodeConfig: multi_query True (one KV head), n_positions 1024; lm_head tied to wte.
+    return {{"multi_query", true}, {"n_positions", 1024}, {"tie_word_embeddings", true}};
+  }
+  if (model_type == "gemma3n" || model_type == "gemma3n_text") {
+    // Gemma3nTextConfig: tie_word_embeddings True.
+    return {{"tie_word_embeddings", true}};
   }
   return json::object();
 }
@@ -107,35 +124,6 @@ Result<uint32_t> attention_kv_heads(const json& c, uint32_t heads) {
       !config_bool_or(c, "new_decoder_architecture", false))
     kv = 1;
   return kv;
-}
-
-// Rough parameter count of a llama-like decoder from its shapes (embeddings, attention, MLP or
-// experts); used only when neither the catalog nor the user gives weights.
-uint64_t estimate_parameters(const json& c, const PlannerModel& m, uint32_t head_dim,
-                             uint32_t kv_heads) {
-  // Absent, null or malformed fields count as 0: this is only an estimate.
-  auto u = [&](const char* key) -> uint64_t {
-    auto v = config_uint(c, key, uint64_t{1} << 40);
-    return v.is_ok() ? v->value_or(0) : 0;
-  };
-  const uint64_t hidden = m.hidden_size;
-  const uint64_t vocab = u("vocab_size");
-  const uint64_t layers = m.layer_count();
-  uint64_t inter = u("intermediate_size");
-  if (inter == 0) inter = u("n_inner");
-  if (inter == 0 && c.contains("n_embd")) inter = 4 * hidden;  // GPT-2 style: n_inner None = 4 x
-  const uint64_t moe_inter = u("moe_intermediate_size");
-  const bool tied = config_bool_or(c, "tie_word_embeddings", false);
-  const uint64_t attn =
-      hidden * m.num_attention_heads * head_dim * 2 + hidden * uint64_t{kv_heads} * head_dim * 2;
-  uint64_t mlp = 3 * hidden * inter;
-  if (m.num_experts > 0) {
-    const uint64_t expert_inter = moe_inter ? moe_inter : inter;
-    const uint64_t shared =
-        u("n_shared_experts") + (c.contains("shared_expert_intermediate_size") ? 1 : 0);
-    mlp = 3 * hidden * expert_inter * (m.num_experts + shared);
-  }
-  return vocab * hidden * (tied ? 1 : 2) + layers * (attn + mlp);
 }
 
 // The per-layer entries of a non-MLA config: layer_pattern decides the roles, this sizes them.
@@ -307,10 +295,12 @@ Result<PlannerModel> model_from_hf_config(const json& top, const std::string& or
   uint32_t lora = 0;
   KVS_CONFIG_READ(lora, config_u32_or(c, "kv_lora_rank", 0));
   AttentionShape a;
+  std::vector<LayerRole> layer_roles;  // one per model layer, for the parameter estimate
   if (lora > 0) {
     uint32_t rope = 0;
     KVS_CONFIG_READ(rope, config_u32_or(c, "qk_rope_head_dim", 0));
     m.layers.assign(n_layers, KvLayer::mla(lora, rope));
+    layer_roles.assign(n_layers, LayerRole::kMlaLatent);
   } else {
     if (m.num_attention_heads == 0)
       return invalid_argument(origin + ": num_attention_heads is missing");
@@ -335,6 +325,7 @@ Result<PlannerModel> model_from_hf_config(const json& top, const std::string& or
       return r != LayerRole::kFullAttention && r != LayerRole::kSlidingWindow;
     });
     if (hybrid) m.notes.push_back(pattern_note(pattern));
+    layer_roles = pattern.roles;
   }
 #undef KVS_CONFIG_READ
 
@@ -349,9 +340,13 @@ Result<PlannerModel> model_from_hf_config(const json& top, const std::string& or
   if (*params) {
     m.num_parameters = **params;
   } else if (m.hidden_size > 0) {
-    m.num_parameters = estimate_parameters(
-        c, m, a.head_dim_k ? a.head_dim_k : m.hidden_size / std::max(1u, m.num_attention_heads),
-        a.kv_heads);
+    m.num_parameters = estimate_parameters(c, layer_roles,
+                                           {.hidden = m.hidden_size,
+                                            .heads = m.num_attention_heads,
+                                            .kv_heads = a.kv_heads,
+                                            .head_dim_k = a.head_dim_k,
+                                            .head_dim_v = a.head_dim_v,
+                                            .num_experts = m.num_experts});
     m.parameters_estimated = m.num_parameters > 0;
   }
   if (auto it = top.find("notes"); it != top.end() && it->is_array()) {

@@ -1,5 +1,6 @@
 // model_config: a model as the planner sees it — its per-layer KV description (kv_geometry's
-// KvLayer list), its size (parameters / weight bytes) and where the numbers came from. Built from
+// KvLayer list), its size (parameters / weight bytes; param_estimate.h when only the config's
+// shapes give it) and where the numbers came from. Built from
 // a Hugging Face config.json, a catalog entry (data/models/*.json: the config values plus
 // provenance) or a GGUF file's metadata (weights are not read).
 //

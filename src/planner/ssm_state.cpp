@@ -37,8 +37,7 @@ Status need(uint32_t v, const char* what) {
 
 }  // namespace
 
-Result<RecurrentState> mamba1_state(const nlohmann::json& c) {
-  KVS_ASSIGN_OR_RETURN(StateDtypes d, state_dtypes(c));
+Result<Mamba1Dims> mamba1_dims(const nlohmann::json& c) {
   KVS_ASSIGN_OR_RETURN(uint32_t d_conv,
                        config_first_u32(c, {"mamba_d_conv", "conv_kernel", "d_conv"}, 4));
   KVS_ASSIGN_OR_RETURN(uint32_t d_state,
@@ -47,20 +46,28 @@ Result<RecurrentState> mamba1_state(const nlohmann::json& c) {
   KVS_ASSIGN_OR_RETURN(uint32_t hidden, config_first_u32(c, {"hidden_size", "d_model"}, 0));
   KVS_RETURN_IF_ERROR(need(hidden, "hidden_size (d_inner = mamba_expand x hidden_size)"));
   KVS_RETURN_IF_ERROR(need(d_conv, "mamba_d_conv >= 1"));
-  const uint64_t d_inner = uint64_t{expand} * hidden;
-  const uint64_t conv = uint64_t{d_conv - 1} * d_inner;
-  const uint64_t ssm = d_inner * d_state;
+  return Mamba1Dims{.hidden = hidden,
+                    .expand = expand,
+                    .d_inner = uint64_t{expand} * hidden,
+                    .d_state = d_state,
+                    .d_conv = d_conv};
+}
+
+Result<RecurrentState> mamba1_state(const nlohmann::json& c) {
+  KVS_ASSIGN_OR_RETURN(StateDtypes d, state_dtypes(c));
+  KVS_ASSIGN_OR_RETURN(Mamba1Dims m, mamba1_dims(c));
+  const uint64_t conv = (m.d_conv - 1) * m.d_inner;
+  const uint64_t ssm = m.d_inner * m.d_state;
   RecurrentState s;
   s.bytes = {.conv = conv * d.conv_bytes, .recurrent = ssm * d.ssm_bytes};
-  s.note = "Mamba1 state per layer and sequence: conv (" + n(d_conv) + " - 1) x " + n(d_inner) +
+  s.note = "Mamba1 state per layer and sequence: conv (" + n(m.d_conv) + " - 1) x " + n(m.d_inner) +
            " x " + n(d.conv_bytes) + " B (" + d.conv + ") = " + n(s.bytes.conv) + " B + SSM " +
-           n(d_inner) + " x " + n(d_state) + " x " + n(d.ssm_bytes) + " B (" + d.ssm +
-           ") = " + n(s.bytes.recurrent) + " B; d_inner = " + n(expand) + " x " + n(hidden);
+           n(m.d_inner) + " x " + n(m.d_state) + " x " + n(d.ssm_bytes) + " B (" + d.ssm +
+           ") = " + n(s.bytes.recurrent) + " B; d_inner = " + n(m.expand) + " x " + n(m.hidden);
   return s;
 }
 
-Result<RecurrentState> mamba2_state(const nlohmann::json& c) {
-  KVS_ASSIGN_OR_RETURN(StateDtypes d, state_dtypes(c));
+Result<Mamba2Dims> mamba2_dims(const nlohmann::json& c) {
   const bool hf_mamba2 = config_string_or(c, "model_type", "") == "mamba2";
   KVS_ASSIGN_OR_RETURN(uint32_t heads,
                        config_first_u32(c, {"mamba_n_heads", "mamba_num_heads"}, 0));
@@ -82,17 +89,27 @@ Result<RecurrentState> mamba2_state(const nlohmann::json& c) {
   KVS_RETURN_IF_ERROR(need(d_state, "mamba_d_state (or ssm_state_size)"));
   KVS_RETURN_IF_ERROR(need(d_conv, "mamba_d_conv >= 1"));
   KVS_ASSIGN_OR_RETURN(uint32_t d_ssm, config_u32_or(c, "mamba_d_ssm", 0));
-  const uint64_t d_inner = d_ssm > 0 ? d_ssm : uint64_t{heads} * head_dim;
-  const uint64_t conv_dim = d_inner + uint64_t{2} * groups * d_state;
-  const uint64_t conv = uint64_t{d_conv - 1} * conv_dim;
-  const uint64_t ssm = uint64_t{heads} * head_dim * d_state;
+  return Mamba2Dims{.heads = heads,
+                    .head_dim = head_dim,
+                    .d_inner = d_ssm > 0 ? d_ssm : uint64_t{heads} * head_dim,
+                    .d_state = d_state,
+                    .groups = groups,
+                    .d_conv = d_conv};
+}
+
+Result<RecurrentState> mamba2_state(const nlohmann::json& c) {
+  KVS_ASSIGN_OR_RETURN(StateDtypes d, state_dtypes(c));
+  KVS_ASSIGN_OR_RETURN(Mamba2Dims m, mamba2_dims(c));
+  const uint64_t conv_dim = m.d_inner + 2 * m.groups * m.d_state;
+  const uint64_t conv = (m.d_conv - 1) * conv_dim;
+  const uint64_t ssm = m.heads * m.head_dim * m.d_state;
   RecurrentState s;
   s.bytes = {.conv = conv * d.conv_bytes, .recurrent = ssm * d.ssm_bytes};
-  s.note = "Mamba2 state per layer and sequence: conv (" + n(d_conv) + " - 1) x (" + n(d_inner) +
-           " + 2 x " + n(groups) + " x " + n(d_state) + ") x " + n(d.conv_bytes) + " B (" + d.conv +
-           ") = " + n(s.bytes.conv) + " B + SSM " + n(heads) + " x " + n(head_dim) + " x " +
-           n(d_state) + " x " + n(d.ssm_bytes) + " B (" + d.ssm + ") = " + n(s.bytes.recurrent) +
-           " B";
+  s.note = "Mamba2 state per layer and sequence: conv (" + n(m.d_conv) + " - 1) x (" +
+           n(m.d_inner) + " + 2 x " + n(m.groups) + " x " + n(m.d_state) + ") x " +
+           n(d.conv_bytes) + " B (" + d.conv + ") = " + n(s.bytes.conv) + " B + SSM " + n(m.heads) +
+           " x " + n(m.head_dim) + " x " + n(m.d_state) + " x " + n(d.ssm_bytes) + " B (" + d.ssm +
+           ") = " + n(s.bytes.recurrent) + " B";
   return s;
 }
 

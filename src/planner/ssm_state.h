@@ -26,6 +26,7 @@
 // planner does not count.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include <nlohmann/json_fwd.hpp>
@@ -34,6 +35,17 @@
 #include "kvcache/kv_geometry.h"
 
 namespace kvs {
+
+// The sizes of a Mamba layer as the config gives them (the keys above), shared by the state
+// (below) and the weights (param_estimate.h).
+struct Mamba1Dims {
+  uint64_t hidden = 0, expand = 0, d_inner = 0, d_state = 0, d_conv = 0;
+};
+struct Mamba2Dims {
+  uint64_t heads = 0, head_dim = 0, d_inner = 0, d_state = 0, groups = 0, d_conv = 0;
+};
+[[nodiscard]] Result<Mamba1Dims> mamba1_dims(const nlohmann::json& config);
+[[nodiscard]] Result<Mamba2Dims> mamba2_dims(const nlohmann::json& config);
 
 struct RecurrentState {
   LinearStateBytes bytes;  // conv + SSM (lightning: all in `recurrent`)
