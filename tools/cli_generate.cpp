@@ -181,6 +181,8 @@ void run_generate(GenerateFlags& f) {
                         {"preemptions", engine->num_preemptions()},
                         {"kv_offload", offload_json(engine->snapshot().offload)},
                         {"threads", engine->num_threads()},
+                        {"steps", engine->snapshot().steps},
+                        {"parallel_regions", engine->parallel_regions()},
                         {"runs", runs}};
     std::printf("%s\n", j.dump(2).c_str());
     return;

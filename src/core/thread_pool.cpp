@@ -92,6 +92,7 @@ void ThreadPool::parallel_for(size_t n, size_t grain,
     return;
   }
   KVS_CHECK_MSG(chunks < (size_t{1} << 32), "parallel_for: too many chunks");
+  ++regions_;
   const uint32_t gen = generation_.load(std::memory_order_relaxed) + 1;
   job_.store(&fn, std::memory_order_relaxed);
   job_n_.store(n, std::memory_order_relaxed);

@@ -31,6 +31,10 @@ class ThreadPool {
   // thread_index < num_threads() identifies the calling thread (for per-thread scratch).
   void parallel_for(size_t n, size_t grain, const std::function<void(size_t, size_t, int)>& fn);
 
+  // Parallel regions run so far: parallel_for calls that handed chunks to the workers (one chunk,
+  // or one thread, runs on the caller and is not counted). Read by the caller's thread.
+  [[nodiscard]] uint64_t regions() const { return regions_; }
+
   // Number of hardware threads (at least 1).
   static int hardware_threads();
 
@@ -57,6 +61,7 @@ class ThreadPool {
   std::atomic<const std::function<void(size_t, size_t, int)>*> job_{nullptr};
   std::atomic<size_t> job_n_{0};
   std::atomic<size_t> job_grain_{1};
+  uint64_t regions_ = 0;  // only parallel_for's caller touches it
 };
 
 }  // namespace kvs

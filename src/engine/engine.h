@@ -159,6 +159,9 @@ class Engine {
   }
   [[nodiscard]] const TransformerModel& model() const { return model_; }
   [[nodiscard]] int num_threads() const { return threads_->num_threads(); }
+  // Parallel regions the forward passes have run (ThreadPool::regions): a cost per step that
+  // grows with the layers, whatever the batch.
+  [[nodiscard]] uint64_t parallel_regions() const { return threads_->regions(); }
   [[nodiscard]] uint32_t max_model_len() const { return max_model_len_; }
 
   // ---- the read-only facade for servers and tools ----

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <memory>
+#include <vector>
 
 #include "core/check.h"
 #include "kernels/int8_gemm.h"
@@ -66,12 +67,21 @@ bool int8_matmul_supports(WeightType t) {
 }
 
 bool int8_matmul(const WeightMatrix& w, const float* x, int64_t T, float* y, ThreadPool& pool) {
+  const MatmulOutput one{&w, y};
+  return int8_matmul_group(std::span<const MatmulOutput>(&one, 1), x, T, pool);
+}
+
+bool int8_matmul_group(std::span<const MatmulOutput> outs, const float* x, int64_t T,
+                       ThreadPool& pool) {
+  KVS_CHECK(!outs.empty());
+  const WeightMatrix& w0 = *outs[0].w;
+  for (const MatmulOutput& o : outs) KVS_CHECK(o.w->type == w0.type && o.w->cols == w0.cols);
   const Int8Isa isa = int8_isa_active();
-  if (isa == Int8Isa::kNone || !int8_matmul_supports(w.type)) return false;
-  if (T <= kDirectMaxT && w.type != WeightType::kQ5_0 && int8_small_steps_on_highway())
+  if (isa == Int8Isa::kNone || !int8_matmul_supports(w0.type)) return false;
+  if (T <= kDirectMaxT && w0.type != WeightType::kQ5_0 && int8_small_steps_on_highway())
     return false;
   const int8_gemm::Kernels& k = kernels_for(isa);
-  const int64_t K = w.cols, KB = K / 32, N = w.rows;
+  const int64_t K = w0.cols, KB = K / 32;
   thread_local ActScratch scratch;
   const auto bytes = [](int64_t n) { return static_cast<size_t>(n); };
   const int8_gemm::Acts a{
@@ -86,21 +96,38 @@ bool int8_matmul(const WeightMatrix& w, const float* x, int64_t T, float* y, Thr
   if (threads > 1 && T * K >= (int64_t{1} << 16)) {
     const auto grain = static_cast<size_t>(std::max<int64_t>(1, T / (4 * threads)));
     pool.parallel_for(static_cast<size_t>(T), grain, [&](size_t b, size_t e, int) {
-      k.quantize(w.type, x, static_cast<int64_t>(b), static_cast<int64_t>(e), a);
+      k.quantize(w0.type, x, static_cast<int64_t>(b), static_cast<int64_t>(e), a);
     });
   } else {
-    k.quantize(w.type, x, 0, T, a);
+    k.quantize(w0.type, x, 0, T, a);
   }
-  const int8_gemm::Weights wt{w.type, static_cast<const uint8_t*>(w.data), N, K, w.row_bytes};
+  // The weights' rows laid end to end: weight i owns [first[i], first[i + 1]).
+  std::vector<int8_gemm::Weights> wts;
+  std::vector<int64_t> first = {0};
+  for (const MatmulOutput& o : outs) {
+    wts.push_back(
+        {o.w->type, static_cast<const uint8_t*>(o.w->data), o.w->rows, K, o.w->row_bytes});
+    first.push_back(first.back() + o.w->rows);
+  }
+  const int64_t rows = first.back();
+  if (rows == 0) return true;
   if (T <= k.direct_max_t) {
-    pool.parallel_for(static_cast<size_t>(N), kRowGrain, [&](size_t b, size_t e, int) {
-      k.gemm(wt, a, static_cast<int64_t>(b), static_cast<int64_t>(e), 0, T, y, nullptr);
+    pool.parallel_for(static_cast<size_t>(rows), kRowGrain, [&](size_t b, size_t e, int) {
+      const auto r0 = static_cast<int64_t>(b), r1 = static_cast<int64_t>(e);
+      for (size_t i = 0; i < wts.size(); ++i) {
+        const int64_t n0 = std::max(r0, first[i]) - first[i];
+        const int64_t n1 = std::min(r1, first[i + 1]) - first[i];
+        if (n0 < n1) k.gemm(wts[i], a, n0, n1, 0, T, outs[i].y, nullptr);
+      }
     });
     return true;
   }
-  // Work items: a panel of rows x a range of tokens. Split the tokens only when the panels are
-  // too few to keep every thread busy (a token's result does not depend on the split).
-  const int64_t panels = (N + kPanelRows - 1) / kPanelRows;
+  // Work items: a panel of one weight's rows x a range of tokens. Split the tokens only when the
+  // panels are too few to keep every thread busy (a token's result does not depend on the split).
+  std::vector<int64_t> first_panel = {0};
+  for (const int8_gemm::Weights& wt : wts)
+    first_panel.push_back(first_panel.back() + (wt.rows + kPanelRows - 1) / kPanelRows);
+  const int64_t panels = first_panel.back();
   int64_t splits = 1;
   while (panels * splits < 4 * threads && T / (2 * splits) >= 2 * kTileTokens) splits *= 2;
   const int64_t per_split =
@@ -110,10 +137,14 @@ bool int8_matmul(const WeightMatrix& w, const float* x, int64_t T, float* y, Thr
   pool.parallel_for(static_cast<size_t>(panels * splits), 1, [&](size_t b, size_t e, int) {
     thread_local AlignedBytes panel;
     uint8_t* p = panel.get(panel_bytes);
-    for (size_t i = b; i < e; ++i) {
-      const int64_t pi = static_cast<int64_t>(i) / splits, si = static_cast<int64_t>(i) % splits;
-      const int64_t n0 = pi * kPanelRows, t0 = si * per_split;
-      k.gemm(wt, a, n0, std::min(N, n0 + kPanelRows), t0, std::min(T, t0 + per_split), y, p);
+    for (size_t item = b; item < e; ++item) {
+      const int64_t pi = static_cast<int64_t>(item) / splits;
+      const int64_t si = static_cast<int64_t>(item) % splits;
+      const size_t i = static_cast<size_t>(
+          std::upper_bound(first_panel.begin(), first_panel.end(), pi) - first_panel.begin() - 1);
+      const int64_t n0 = (pi - first_panel[i]) * kPanelRows, t0 = si * per_split;
+      k.gemm(wts[i], a, n0, std::min(wts[i].rows, n0 + kPanelRows), t0, std::min(T, t0 + per_split),
+             outs[i].y, p);
     }
   });
   return true;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 
 #include "core/thread_pool.h"
 #include "kernels/int8_isa.h"
@@ -17,6 +18,11 @@ namespace kvs {
 // matmul() through the int8 GEMM of int8_isa_active(). Returns false, doing nothing, when that is
 // Int8Isa::kNone or the type is not supported. Same contract and scratch rules as matmul().
 bool int8_matmul(const WeightMatrix& w, const float* x, int64_t T, float* y, ThreadPool& pool);
+// The same for several weights of one type and one K over the same X (matmul_group): X is
+// quantized once and all their rows share one parallel region. Returns false, doing nothing,
+// where int8_matmul would for that type and T. Precondition: the weights share type and cols.
+bool int8_matmul_group(std::span<const MatmulOutput> outputs, const float* x, int64_t T,
+                       ThreadPool& pool);
 
 // matmul_bench's peak: `iters` rounds of the ISA's tight dot-product loop (12 independent 32-byte
 // dot products, 384 multiply-adds per round) on the calling thread. CHECKs isa != kNone.

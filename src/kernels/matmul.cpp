@@ -603,6 +603,20 @@ void matmul(const WeightMatrix& w, const float* x, int64_t T, float* y, ThreadPo
   HWY_DYNAMIC_DISPATCH(MatmulImpl)(w, x, T, y, pool);
 }
 
+void matmul_group(std::span<const MatmulOutput> outputs, const float* x, int64_t T,
+                  ThreadPool& pool) {
+  if (outputs.empty()) return;
+  bool uniform = true;
+  for (const MatmulOutput& o : outputs) {
+    KVS_CHECK(o.w->row_bytes == weight_row_bytes(o.w->type, static_cast<uint64_t>(o.w->cols)));
+    KVS_CHECK(o.w->cols % weight_type_info(o.w->type).block_elems == 0);
+    uniform = uniform && o.w->type == outputs[0].w->type && o.w->cols == outputs[0].w->cols;
+  }
+  KVS_CHECK(T >= 1);
+  if (uniform && int8_matmul_group(outputs, x, T, pool)) return;
+  for (const MatmulOutput& o : outputs) matmul(*o.w, x, T, o.y, pool);
+}
+
 namespace matmul_detail {
 void matmul_portable(const WeightMatrix& w, const float* x, int64_t T, float* y, ThreadPool& pool) {
   const auto* base = static_cast<const uint8_t*>(w.data);

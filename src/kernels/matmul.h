@@ -30,6 +30,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 
 #include "core/thread_pool.h"
 #include "kernels/weight_matrix.h"
@@ -43,6 +44,13 @@ namespace kvs {
 // buffers of the calling thread, grown on demand and reused: no allocation per call once warm.
 // Must not be called from inside a parallel_for of the same pool (not reentrant).
 void matmul(const WeightMatrix& w, const float* x, int64_t T, float* y, ThreadPool& pool);
+
+// matmul() of several weights over the same X (a layer's Q, K and V; its gate and up), with the
+// same bits as one matmul() each but fewer parallel regions: when the weights share their type
+// and K and the 8-bit GEMM takes the step, X is quantized once and every weight's rows (or row
+// panels) are split over the threads in one region. Otherwise one matmul() per weight.
+void matmul_group(std::span<const MatmulOutput> outputs, const float* x, int64_t T,
+                  ThreadPool& pool);
 
 // Scalar oracle: dequantize_row_reference per row, dot in double.
 void matmul_reference(const WeightMatrix& w, const float* x, int64_t T, float* y);

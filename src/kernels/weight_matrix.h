@@ -16,4 +16,11 @@ struct WeightMatrix {
   uint64_t row_bytes;  // weight_row_bytes(type, cols)
 };
 
+// One weight of a matmul_group (kernels/matmul.h) and where its product goes: Y = X * W^T,
+// [T][w.rows].
+struct MatmulOutput {
+  const WeightMatrix* w;
+  float* y;
+};
+
 }  // namespace kvs

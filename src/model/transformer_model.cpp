@@ -1,5 +1,6 @@
 #include "model/transformer_model.h"
 
+#include <array>
 #include <cmath>
 #include <string>
 
@@ -125,6 +126,15 @@ void TransformerModel::mm(const WeightMatrix& w, const float* x, int64_t T, floa
   }
 }
 
+void TransformerModel::mm_group(std::span<const MatmulOutput> outputs, const float* x, int64_t T,
+                                ThreadPool& pool) const {
+  if (reference_matmul_) {
+    for (const MatmulOutput& o : outputs) matmul_reference(*o.w, x, T, o.y, pool);
+  } else {
+    matmul_group(outputs, x, T, pool);
+  }
+}
+
 void TransformerModel::forward(const ForwardBatch& b, const PagedKvLayout& kv, ThreadPool& pool,
                                float* logits) {
   const int64_t T = b.num_tokens;
@@ -157,9 +167,10 @@ void TransformerModel::forward(const ForwardBatch& b, const PagedKvLayout& kv, T
     const KvLayerSlot slot = groups_.layer_slots[l];
     const LayerAttention& la = arch_.layers[l];
     rms_norm_rows(x, w.attn_norm, T, E, spec_.norm_eps, ws_.xn.data());
-    mm(w.wq, ws_.xn.data(), T, ws_.q.data(), pool);
-    mm(w.wk, ws_.xn.data(), T, ws_.k.data(), pool);
-    mm(w.wv, ws_.xn.data(), T, ws_.v.data(), pool);
+    // Q, K and V in one parallel region where the weights allow (matmul_group).
+    const std::array<MatmulOutput, 3> qkv = {
+        {{&w.wq, ws_.q.data()}, {&w.wk, ws_.k.data()}, {&w.wv, ws_.v.data()}}};
+    mm_group(qkv, ws_.xn.data(), T, pool);
     if (arch_.qk_norm) {
       rms_norm_rows(ws_.q.data(), w.q_norm, T * H, D, spec_.norm_eps, ws_.q.data());
       rms_norm_rows(ws_.k.data(), w.k_norm, T * KVH, D, spec_.norm_eps, ws_.k.data());
@@ -180,8 +191,9 @@ void TransformerModel::forward(const ForwardBatch& b, const PagedKvLayout& kv, T
       rms_norm_rows(ws_.tmp.data(), w.post_attn_norm, T, E, spec_.norm_eps, ws_.tmp.data());
     add_inplace(x, ws_.tmp.data(), T * E);
     rms_norm_rows(x, w.ffn_norm, T, E, spec_.norm_eps, ws_.xn.data());
-    mm(w.w_gate, ws_.xn.data(), T, ws_.gate.data(), pool);
-    mm(w.w_up, ws_.xn.data(), T, ws_.up.data(), pool);
+    const std::array<MatmulOutput, 2> gate_up = {
+        {{&w.w_gate, ws_.gate.data()}, {&w.w_up, ws_.up.data()}}};
+    mm_group(gate_up, ws_.xn.data(), T, pool);
     if (arch_.ffn == FfnKind::kGeGluTanh) {
       gelu_tanh_mul(ws_.gate.data(), ws_.up.data(), T * F, ws_.gate.data());
     } else {

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "core/status.h"
@@ -63,6 +64,8 @@ class TransformerModel {
   };
   void ensure_workspace(int64_t tokens, int64_t logits);
   void mm(const WeightMatrix& w, const float* x, int64_t T, float* y, ThreadPool& pool) const;
+  void mm_group(std::span<const MatmulOutput> outputs, const float* x, int64_t T,
+                ThreadPool& pool) const;
 
   ModelSpec spec_;
   Architecture arch_;
