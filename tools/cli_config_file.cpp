@@ -5,6 +5,8 @@
 #include <optional>
 #include <set>
 
+#include "core/edit_distance.h"
+
 namespace kvs::cli {
 namespace {
 
@@ -17,21 +19,6 @@ std::optional<bool> parse_bool(const std::string& s) {
   if (yes.count(s)) return true;
   if (no.count(s)) return false;
   return std::nullopt;
-}
-
-size_t edit_distance(const std::string& a, const std::string& b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diag = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      const size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diag = up;
-    }
-  }
-  return row[b.size()];
 }
 
 // The keys `cmd` takes: its configurable options' long names, without dashes.

@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/edit_distance.h"
 #include "model/gguf_file.h"
 #include "model/model_paths.h"
 
@@ -115,21 +116,6 @@ std::vector<CatalogKey> catalog_keys(const std::string& dir,
       for (std::string& k : string_list(entry_path(dir, n), field)) keys.push_back({k, n});
   }
   return keys;
-}
-
-size_t edit_distance(const std::string& a, const std::string& b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diag = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      const size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diag = up;
-    }
-  }
-  return row[b.size()];
 }
 
 // Up to three keys close to `want` (lower-cased): by edit distance, of the whole spelling or of

@@ -37,6 +37,21 @@ def default_model():
     return os.path.join(d, "SmolLM2-135M-Instruct.Q4_1.gguf")
 
 
+def read_until_listening(proc, log, pattern, timeout=60):
+    """Reads a starting server's stderr lines into `log` until one matches `pattern` (the match),
+    the stream ends or `timeout` seconds pass (None)."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        line = proc.stderr.readline()
+        if not line:
+            return None
+        log.append(line)
+        m = re.search(pattern, line)
+        if m:
+            return m
+    return None
+
+
 class Server:
     def __init__(self, *args, api_key=True, admin=False):
         """admin: the test key is an admin key (sees every tenant and the block hashes in
@@ -55,17 +70,8 @@ class Server:
         self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                      text=True)
         self.log = []
-        self.port = None
-        deadline = time.time() + 60
-        while time.time() < deadline:
-            line = self.proc.stderr.readline()
-            if not line:
-                break
-            self.log.append(line)
-            m = re.search(r"listening on http://127\.0\.0\.1:(\d+)", line)
-            if m:
-                self.port = int(m.group(1))
-                break
+        m = read_until_listening(self.proc, self.log, r"listening on http://127\.0\.0\.1:(\d+)")
+        self.port = int(m.group(1)) if m else None
         if self.port is None:
             self.proc.kill()
             raise RuntimeError("kvserve serve did not start:\n" + "".join(self.log))

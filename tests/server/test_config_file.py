@@ -2,16 +2,14 @@
 port with its model name, API keys (a list) and limits; flags on the command line win over the
 file. (Bad files and the other subcommands: tests/cli/test_cli.py ConfigFile.)"""
 import os
-import re
 import socket
 import subprocess
 import tempfile
-import time
 
 import pytest
 import requests
 
-from conftest import default_model, kvserve_bin, require_model
+from conftest import default_model, kvserve_bin, read_until_listening, require_model
 
 
 def free_port():
@@ -27,17 +25,9 @@ class ConfigServer:
         self.proc = subprocess.Popen([kvserve_bin(), "serve", "--config", path, *args],
                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         self.log = []
-        self.listening = None
-        deadline = time.time() + 60
-        while time.time() < deadline:
-            line = self.proc.stderr.readline()
-            if not line:
-                break
-            self.log.append(line)
-            m = re.search(r"model '([^']*)', listening on http://([\d.]+):(\d+)", line)
-            if m:
-                self.listening = (m.group(1), m.group(2), int(m.group(3)))
-                break
+        m = read_until_listening(self.proc, self.log,
+                                 r"model '([^']*)', listening on http://([\d.]+):(\d+)")
+        self.listening = (m.group(1), m.group(2), int(m.group(3))) if m else None
         if self.listening is None:
             self.stop()
             raise AssertionError("kvserve serve --config did not start:\n" + "".join(self.log))
