@@ -37,6 +37,16 @@ def default_model():
     return os.path.join(d, "SmolLM2-135M-Instruct.Q4_1.gguf")
 
 
+def stop_process(proc):
+    """SIGTERM, then SIGKILL if it has not exited within 10 s."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 def read_until_listening(proc, log, pattern, timeout=60):
     """Reads a starting server's stderr lines into `log` until one matches `pattern` (the match),
     the stream ends or `timeout` seconds pass (None)."""
@@ -116,12 +126,7 @@ class Server:
         return s
 
     def stop(self):
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        stop_process(self.proc)
         if self.keys_dir:
             shutil.rmtree(self.keys_dir, ignore_errors=True)
 

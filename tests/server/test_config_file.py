@@ -9,7 +9,7 @@ import tempfile
 import pytest
 import requests
 
-from conftest import default_model, kvserve_bin, read_until_listening, require_model
+from conftest import default_model, kvserve_bin, read_until_listening, require_model, stop_process
 
 
 def free_port():
@@ -38,12 +38,7 @@ class ConfigServer:
         return requests.get(self.url + path, headers=headers, timeout=30)
 
     def stop(self):
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        stop_process(self.proc)
         self.proc.stderr.close()
 
 
