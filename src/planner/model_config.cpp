@@ -333,8 +333,11 @@ Result<PlannerModel> model_from_hf_config(const json& top, const std::string& or
   if (ckpt == "f32")
     m.notes.push_back(
         "torch_dtype float32: engines run float32 checkpoints in 16 bits (vLLM's --dtype auto), "
-        "so --kv-dtype auto and the states are bf16");
-  m.weight_dtype = normalize_dtype(config_string_or(top, "weight_dtype", ckpt));
+        "so the weights (2 B per parameter), --kv-dtype auto and the states are bf16 "
+        "(--weight-dtype f32 counts the checkpoint's 4 B)");
+  // What an engine holds: a float32 checkpoint is loaded in 16 bits, like its KV.
+  m.weight_dtype =
+      normalize_dtype(config_string_or(top, "weight_dtype", ckpt == "f32" ? "bf16" : ckpt));
   auto params = config_uint(top, "num_parameters", uint64_t{1} << 50);
   if (!params.is_ok()) return fail(params.status());
   if (*params) {

@@ -170,9 +170,13 @@ TEST(HybridConfigs, Falcon40BRefinedWebNHeadKv) {
   EXPECT_EQ(per_token(m), 122'880u);
 }
 
-TEST(HybridConfigs, Olmo2Float32CheckpointHoldsKvIn16Bits) {
+TEST(HybridConfigs, Olmo2Float32CheckpointHoldsWeightsAndKvIn16Bits) {
   const PlannerModel m = fixture("olmo-2-1124-7b");
-  EXPECT_EQ(m.weight_dtype, "f32");
+  // Weights as an engine holds them (vLLM --dtype auto loads float32 in 16 bits): 2 B/parameter.
+  EXPECT_EQ(m.weight_dtype, "bf16");
+  auto per_param = weight_dtype_bytes(m.weight_dtype);
+  ASSERT_TRUE(per_param.is_ok());
+  EXPECT_EQ(*per_param, 2.0);
   // --kv-dtype auto: bf16, as vLLM runs a float32 checkpoint (--dtype auto).
   auto d = resolve_kv_dtype("auto", m);
   ASSERT_TRUE(d.is_ok());
