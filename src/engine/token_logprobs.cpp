@@ -21,7 +21,8 @@ SampledLogprobs sampled_logprobs(const float* logits, int32_t vocab, int32_t tok
   out.sampled = {token, logprob(token)};
   const auto k = static_cast<int32_t>(std::min<uint32_t>(top, static_cast<uint32_t>(vocab)));
   if (k == 0) return out;
-  std::vector<int32_t> ids(static_cast<size_t>(vocab));
+  thread_local std::vector<int32_t> ids;  // the vocabulary's ids, reused token after token
+  ids.resize(static_cast<size_t>(vocab));
   for (int32_t v = 0; v < vocab; ++v) ids[v] = v;
   std::partial_sort(ids.begin(), ids.begin() + k, ids.end(), [&](int32_t a, int32_t b) {
     return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);

@@ -1,9 +1,9 @@
 #include "kernels/int8_matmul.h"
 
 #include <algorithm>
+#include <array>
 #include <cstdlib>
 #include <memory>
-#include <vector>
 
 #include "core/check.h"
 #include "kernels/int8_gemm.h"
@@ -73,7 +73,7 @@ bool int8_matmul(const WeightMatrix& w, const float* x, int64_t T, float* y, Thr
 
 bool int8_matmul_group(std::span<const MatmulOutput> outs, const float* x, int64_t T,
                        ThreadPool& pool) {
-  KVS_CHECK(!outs.empty());
+  KVS_CHECK(!outs.empty() && outs.size() <= kMaxMatmulGroup);
   const WeightMatrix& w0 = *outs[0].w;
   for (const MatmulOutput& o : outs) KVS_CHECK(o.w->type == w0.type && o.w->cols == w0.cols);
   const Int8Isa isa = int8_isa_active();
@@ -101,20 +101,23 @@ bool int8_matmul_group(std::span<const MatmulOutput> outs, const float* x, int64
   } else {
     k.quantize(w0.type, x, 0, T, a);
   }
-  // The weights' rows laid end to end: weight i owns [first[i], first[i + 1]).
-  std::vector<int8_gemm::Weights> wts;
-  std::vector<int64_t> first = {0};
-  for (const MatmulOutput& o : outs) {
-    wts.push_back(
-        {o.w->type, static_cast<const uint8_t*>(o.w->data), o.w->rows, K, o.w->row_bytes});
-    first.push_back(first.back() + o.w->rows);
+  // The weights' rows laid end to end: weight i owns [first[i], first[i + 1]), its row panels
+  // [first_panel[i], first_panel[i + 1]). Fixed arrays: this runs several times per layer.
+  const size_t count = outs.size();
+  std::array<int8_gemm::Weights, kMaxMatmulGroup> wts;
+  std::array<int64_t, kMaxMatmulGroup + 1> first{}, first_panel{};
+  for (size_t i = 0; i < count; ++i) {
+    const WeightMatrix& w = *outs[i].w;
+    wts[i] = {w.type, static_cast<const uint8_t*>(w.data), w.rows, K, w.row_bytes};
+    first[i + 1] = first[i] + w.rows;
+    first_panel[i + 1] = first_panel[i] + (w.rows + kPanelRows - 1) / kPanelRows;
   }
-  const int64_t rows = first.back();
+  const int64_t rows = first[count];
   if (rows == 0) return true;
   if (T <= k.direct_max_t) {
     pool.parallel_for(static_cast<size_t>(rows), kRowGrain, [&](size_t b, size_t e, int) {
       const auto r0 = static_cast<int64_t>(b), r1 = static_cast<int64_t>(e);
-      for (size_t i = 0; i < wts.size(); ++i) {
+      for (size_t i = 0; i < count; ++i) {
         const int64_t n0 = std::max(r0, first[i]) - first[i];
         const int64_t n1 = std::min(r1, first[i + 1]) - first[i];
         if (n0 < n1) k.gemm(wts[i], a, n0, n1, 0, T, outs[i].y, nullptr);
@@ -124,10 +127,7 @@ bool int8_matmul_group(std::span<const MatmulOutput> outs, const float* x, int64
   }
   // Work items: a panel of one weight's rows x a range of tokens. Split the tokens only when the
   // panels are too few to keep every thread busy (a token's result does not depend on the split).
-  std::vector<int64_t> first_panel = {0};
-  for (const int8_gemm::Weights& wt : wts)
-    first_panel.push_back(first_panel.back() + (wt.rows + kPanelRows - 1) / kPanelRows);
-  const int64_t panels = first_panel.back();
+  const int64_t panels = first_panel[count];
   int64_t splits = 1;
   while (panels * splits < 4 * threads && T / (2 * splits) >= 2 * kTileTokens) splits *= 2;
   const int64_t per_split =
@@ -140,8 +140,8 @@ bool int8_matmul_group(std::span<const MatmulOutput> outs, const float* x, int64
     for (size_t item = b; item < e; ++item) {
       const int64_t pi = static_cast<int64_t>(item) / splits;
       const int64_t si = static_cast<int64_t>(item) % splits;
-      const size_t i = static_cast<size_t>(
-          std::upper_bound(first_panel.begin(), first_panel.end(), pi) - first_panel.begin() - 1);
+      size_t i = 0;
+      while (pi >= first_panel[i + 1]) ++i;
       const int64_t n0 = (pi - first_panel[i]) * kPanelRows, t0 = si * per_split;
       k.gemm(wts[i], a, n0, std::min(wts[i].rows, n0 + kPanelRows), t0, std::min(T, t0 + per_split),
              outs[i].y, p);

@@ -3,6 +3,7 @@
 // (kernels/int8_isa.h). matmul() tries it first and falls back to the Highway int16 path.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <span>
 
@@ -18,9 +19,12 @@ namespace kvs {
 // matmul() through the int8 GEMM of int8_isa_active(). Returns false, doing nothing, when that is
 // Int8Isa::kNone or the type is not supported. Same contract and scratch rules as matmul().
 bool int8_matmul(const WeightMatrix& w, const float* x, int64_t T, float* y, ThreadPool& pool);
+// The most weights one int8_matmul_group call takes (a layer's Q, K, V).
+inline constexpr size_t kMaxMatmulGroup = 4;
 // The same for several weights of one type and one K over the same X (matmul_group): X is
 // quantized once and all their rows share one parallel region. Returns false, doing nothing,
-// where int8_matmul would for that type and T. Precondition: the weights share type and cols.
+// where int8_matmul would for that type and T. Preconditions: the weights share type and cols;
+// at most kMaxMatmulGroup of them.
 bool int8_matmul_group(std::span<const MatmulOutput> outputs, const float* x, int64_t T,
                        ThreadPool& pool);
 

@@ -613,7 +613,8 @@ void matmul_group(std::span<const MatmulOutput> outputs, const float* x, int64_t
     uniform = uniform && o.w->type == outputs[0].w->type && o.w->cols == outputs[0].w->cols;
   }
   KVS_CHECK(T >= 1);
-  if (uniform && int8_matmul_group(outputs, x, T, pool)) return;
+  if (uniform && outputs.size() <= kMaxMatmulGroup && int8_matmul_group(outputs, x, T, pool))
+    return;
   for (const MatmulOutput& o : outputs) matmul(*o.w, x, T, o.y, pool);
 }
 
