@@ -111,7 +111,8 @@ double int8_peak_ops(Int8Isa isa, int threads) {
       iters *= 4;
       continue;
     }
-    best = std::max(best, 2.0 * kInt8PeakMacsPerIter * static_cast<double>(iters) * threads / s);
+    best = std::max(best, 2.0 * static_cast<double>(int8_peak_macs_per_iter(isa)) *
+                              static_cast<double>(iters) * threads / s);
   }
   return best;
 }
@@ -180,9 +181,9 @@ void BM_Int8Peak(benchmark::State& state, Int8Isa isa) {
     });
     benchmark::DoNotOptimize(sink.data());
   }
-  state.counters["Gops/s"] =
-      benchmark::Counter(2.0 * kInt8PeakMacsPerIter * kIters * threads * 1e-9,
-                         benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["Gops/s"] = benchmark::Counter(
+      2.0 * static_cast<double>(int8_peak_macs_per_iter(isa)) * kIters * threads * 1e-9,
+      benchmark::Counter::kIsIterationInvariantRate);
 }
 
 void BM_MemoryRead(benchmark::State& state) {

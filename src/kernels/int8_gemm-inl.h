@@ -1,9 +1,10 @@
 // The kernels of kernels/int8_gemm.h, written once and compiled once per ISA: each
 // int8_gemm_<isa>.cpp defines KVS_INT8_NS (a namespace of its own, so that no symbol is shared
 // between code built for different CPUs) and KVS_INT8_VNNI (0: AVX2 vpmaddubsw + vpmaddwd,
-// 1: AVX-VNNI vpdpbusd, 2: AVX512-VNNI vpdpbusd on 256-bit vectors), then includes this file.
-// The ISAs differ only in dot_u8s8 / dot_u8s8_acc and in the offset precompute that goes with
-// them (kOffKind); tiling, unpacking and every f32 operation are the same code.
+// 1: AVX-VNNI vpdpbusd, 2: AVX512-VNNI vpdpbusd, the panel kernel on 512-bit vectors of 16 rows),
+// then includes this file. The ISAs differ only in how they form the exact integer sums
+// (dot_u8s8, GroupVec, kSumOffset) and in the panel's group width; tiling, unpacking and every
+// f32 operation of a (row, token) are the same code.
 //
 // Raw intrinsics, no Highway, and no standard-library templates: an inline function of a shared
 // header compiled here with AVX2 flags could be the copy the linker keeps for baseline code.
@@ -29,9 +30,7 @@ namespace {
 
 constexpr bool kVnni = KVS_INT8_VNNI != 0;
 constexpr bool kVnni512 = KVS_INT8_VNNI == 2;
-constexpr int64_t kChunk = 256;            // blocks per chunk of min terms (= matmul.cpp's)
-constexpr int64_t kPrefetchBytes = 16384;  // decode: software prefetch distance
-constexpr int kDecodeRows = 2;             // decode: rows per pass (16 vector registers)
+constexpr int64_t kPrefetchBytes = 16384;  // small steps: software prefetch distance
 
 KVS_AI int64_t imin(int64_t a, int64_t b) { return a < b ? a : b; }
 
@@ -104,16 +103,13 @@ constexpr int kOffset = kT == WeightType::kQ4_0   ? 8
                         : kT == WeightType::kQ6_K ? 32
                         : kT == WeightType::kQ8_0 ? 128
                                                   : 0;
-// How a block's offset is applied: not at all, subtracted from the s16 pair sums (precomputed
-// off x (x_a + x_b) per activation block), or as the int32 start value of vpdpbusd (precomputed
-// -off x (sum of the lane's four x)). Q8_0 on AVX2 has no offset: it uses the sign trick.
-enum class Off { kNone, kS16, kS32 };
+// The offset as the int32 start of the block sum: -off x (sum of the block's activation bytes).
+// Q8_0 on AVX2 has none (the sign trick dots the signed bytes); Q6_K's offset goes with its
+// 16-element sub-scales, as s16 pair terms (Acts::off).
 template <WeightType kT>
-constexpr Off kOffKind = kOffset<kT> == 0          ? Off::kNone
-                         : kT == WeightType::kQ6_K ? Off::kS16
-                         : kT == WeightType::kQ8_0 ? (kVnni ? Off::kS32 : Off::kNone)
-                         : kVnni                   ? Off::kS32
-                                                   : Off::kS16;
+constexpr int kSumOffset = kT == WeightType::kQ6_K             ? 0
+                           : kT == WeightType::kQ8_0 && !kVnni ? 0
+                                                               : kOffset<kT>;
 template <WeightType kT>
 constexpr bool kHasMin = kT == WeightType::kQ4_1 || kT == WeightType::kQ4_K;
 template <WeightType kT>
@@ -137,7 +133,8 @@ KVS_AI int32_t hsum_epi32(__m256i v) {
 // One 32-element block: q = round(x / d), d = amax / 127 (as matmul.cpp's quantize_act_row,
 // whose d, q and d * sum(q) this reproduces bit for bit), in block order; plus the offset term.
 template <WeightType kT>
-KVS_AI void quantize_block(const float* x, int8_t* q, float* d, float* s, uint8_t* off) {
+KVS_AI void quantize_block(const float* x, int8_t* q, float* d, float* s, int32_t* osum,
+                           uint8_t* off) {
   const __m256 sign = _mm256_set1_ps(-0.0f);
   __m256 v[4];
   __m256 amax = _mm256_setzero_ps();
@@ -167,13 +164,16 @@ KVS_AI void quantize_block(const float* x, int8_t* q, float* d, float* s, uint8_
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(q), xq);
   *d = dd;
   *s = dd * static_cast<float>(qsum);
-  if constexpr (kOffKind<kT> == Off::kS16) {
-    const __m256i o = _mm256_maddubs_epi16(_mm256_set1_epi8(kOffset<kT>), xq);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(off), o);
-  } else if constexpr (kOffKind<kT> == Off::kS32) {
+  if constexpr (kSumOffset<kT> != 0) {
+    // From the stored bytes (a non-finite input's -128 is stored as -127).
     const __m256i sum4 =
         _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), xq), _mm256_set1_epi16(1));
-    const __m256i o = _mm256_mullo_epi32(sum4, _mm256_set1_epi32(-kOffset<kT>));
+    *osum = -kSumOffset<kT> * hsum_epi32(sum4);
+  } else {
+    *osum = 0;
+  }
+  if constexpr (kT == WeightType::kQ6_K) {
+    const __m256i o = _mm256_maddubs_epi16(_mm256_set1_epi8(kOffset<kT>), xq);
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(off), o);
   }
 }
@@ -181,9 +181,11 @@ KVS_AI void quantize_block(const float* x, int8_t* q, float* d, float* s, uint8_
 template <WeightType kT>
 void quantize_typed(const float* x, int64_t t0, int64_t t1, const Acts& a) {
   for (int64_t t = t0; t < t1; ++t)
-    for (int64_t b = 0; b < a.KB; ++b)
-      quantize_block<kT>(x + t * a.K + b * 32, a.q + t * a.K + b * 32, a.d + t * a.KB + b,
-                         a.s + t * a.KB + b, a.off + (t * a.KB + b) * 32);
+    for (int64_t b = 0; b < a.KB; ++b) {
+      const int64_t i = b * a.T + t;
+      quantize_block<kT>(x + t * a.K + b * 32, a.q + i * 32, a.d + i, a.s + i, a.osum + i,
+                         a.off + i * 32);
+    }
 }
 
 // ---------------------------------------------------------------- weight unpacking
@@ -277,221 +279,330 @@ KVS_AI void unpack_super(const uint8_t* blk, const Unpacked& out) {
   }
 }
 
-// Rows [n, n + rows) of w, all blocks, into the panel layout (row stride KB blocks).
+// ---------------------------------------------------------------- the row-interleaved panel
+// kGroupRows rows of one 32-element block, interleaved so that one vector holds the same 4
+// block-order bytes of each row (lane r = row r): u[k] = bytes 4k..4k+3 of every row. A token's
+// 4 activation bytes 4k..4k+3 are broadcast and dotted with u[k] into the int32 lane of each row,
+// so that 8 dot products give the rows' exact block sums with no horizontal sum, and the f32
+// epilogue (convert, scale, FMA) is one vector operation per kGroupRows rows instead of per row.
+// AVX-512 groups 16 rows (one 512-bit vector), the others 8 (256-bit); a lane's operations are
+// the same either way, so are the bits.
+// Panel block of a group of G rows: u [8][G x 4 bytes], dw [G] f32, m [G] f32 (Q4_1, Q4_K),
+// sc [G] int32 (Q6_K) = G x kPanelBlockBytes bytes.
+constexpr int64_t kGroupRows = kVnni512 ? 16 : 8;
+constexpr int64_t kGroupBlockBytes = kGroupRows * kPanelBlockBytes;
+constexpr int kGroupTokens = kVnni512 ? 8 : static_cast<int>(kTileTokens);
+static_assert(kPanelRows % kGroupRows == 0 && kPanelBlockBytes == 32 + 3 * 4);
+typedef int32_t AliasedI32 __attribute__((may_alias));
+
+// Transposes 8 rows of 8 dwords: out[k] lane r = in[r] lane k.
+KVS_AI void transpose8x8(__m256i* v) {
+  const __m256i t0 = _mm256_unpacklo_epi32(v[0], v[1]), t1 = _mm256_unpackhi_epi32(v[0], v[1]);
+  const __m256i t2 = _mm256_unpacklo_epi32(v[2], v[3]), t3 = _mm256_unpackhi_epi32(v[2], v[3]);
+  const __m256i t4 = _mm256_unpacklo_epi32(v[4], v[5]), t5 = _mm256_unpackhi_epi32(v[4], v[5]);
+  const __m256i t6 = _mm256_unpacklo_epi32(v[6], v[7]), t7 = _mm256_unpackhi_epi32(v[6], v[7]);
+  const __m256i s0 = _mm256_unpacklo_epi64(t0, t2), s1 = _mm256_unpackhi_epi64(t0, t2);
+  const __m256i s2 = _mm256_unpacklo_epi64(t1, t3), s3 = _mm256_unpackhi_epi64(t1, t3);
+  const __m256i s4 = _mm256_unpacklo_epi64(t4, t6), s5 = _mm256_unpackhi_epi64(t4, t6);
+  const __m256i s6 = _mm256_unpacklo_epi64(t5, t7), s7 = _mm256_unpackhi_epi64(t5, t7);
+  v[0] = _mm256_permute2x128_si256(s0, s4, 0x20);
+  v[1] = _mm256_permute2x128_si256(s1, s5, 0x20);
+  v[2] = _mm256_permute2x128_si256(s2, s6, 0x20);
+  v[3] = _mm256_permute2x128_si256(s3, s7, 0x20);
+  v[4] = _mm256_permute2x128_si256(s0, s4, 0x31);
+  v[5] = _mm256_permute2x128_si256(s1, s5, 0x31);
+  v[6] = _mm256_permute2x128_si256(s2, s6, 0x31);
+  v[7] = _mm256_permute2x128_si256(s3, s7, 0x31);
+}
+
+// Rows [n, n + rows) of w (rows <= kGroupRows; the missing rows repeat the last one and are
+// never stored), all blocks, into one group of the panel, 8 rows (one 32-byte half) at a time.
 template <WeightType kT>
-void pack_rows(const Weights& w, int64_t n, int64_t rows, const Unpacked& p, int64_t KB) {
-  for (int64_t r = 0; r < rows; ++r) {
-    const uint8_t* row = w.data + (n + r) * static_cast<int64_t>(w.row_bytes);
-    const Unpacked o{p.u + r * KB * 32, p.dw + r * KB, p.m + r * KB, p.sc + r * KB};
-    if constexpr (kSuper<kT>) {
-      for (int64_t sb = 0; sb < KB / 8; ++sb)
-        unpack_super<kT>(row + sb * kBlockBytes<kT>,
-                         Unpacked{o.u + sb * 256, o.dw + sb * 8, o.m + sb * 8, o.sc + sb * 8});
-    } else {
-      for (int64_t b = 0; b < KB; ++b)
-        store32(o.u + b * 32, unpack_legacy<kT>(row + b * kBlockBytes<kT>, o.dw + b, o.m + b));
-    }
-  }
-}
-
-// ---------------------------------------------------------------- one block of one pair
-struct WBlock {
-  __m256i u;    // block-order bytes (Q8_0 on AVX2: signed)
-  __m256i abs;  // Q8_0 on AVX2: |u|
-  __m256i sc;   // Q6_K: s16 sub-scales (sc0, sc1) repeated
-  float dw, m;
-};
-
-template <WeightType kT>
-KVS_AI void finish_wblock(WBlock* w, int32_t sc) {
-  if constexpr (kT == WeightType::kQ8_0 && !kVnni) w->abs = _mm256_abs_epi8(w->u);
-  if constexpr (kT == WeightType::kQ6_K) w->sc = _mm256_set1_epi32(sc);
-}
-
-// The block's 8 int32 lanes: sum over the lane's 4 elements of (u - offset) x q (Q6_K: times
-// the sub-scale of each pair).
-template <WeightType kT>
-KVS_AI __m256i block_dot(const WBlock& w, __m256i x, __m256i off) {
-  if constexpr (kT == WeightType::kQ6_K) {
-    return _mm256_madd_epi16(_mm256_sub_epi16(_mm256_maddubs_epi16(w.u, x), off), w.sc);
-  } else if constexpr (kT == WeightType::kQ8_0 && !kVnni) {
-    return dot_u8s8(w.abs, _mm256_sign_epi8(x, w.u));
-  } else if constexpr (kOffKind<kT> == Off::kS16) {
-    return _mm256_madd_epi16(_mm256_sub_epi16(_mm256_maddubs_epi16(w.u, x), off),
-                             _mm256_set1_epi16(1));
-  } else if constexpr (kOffKind<kT> == Off::kS32) {
-#if KVS_INT8_VNNI != 0
-    return dot_u8s8_acc(off, w.u, x);
-#else
-    return off;  // unreachable: kS32 exists only on VNNI
-#endif
-  } else {
-    (void)off;
-    return dot_u8s8(w.u, x);
-  }
-}
-
-// ---------------------------------------------------------------- weight sources
-// Panel rows r0.. of an unpacked panel.
-template <WeightType kT>
-struct PanelSrc {
-  Unpacked p;
-  int64_t KB;
-  KVS_AI void begin(int64_t) {}
-  KVS_AI void load(int r, int64_t b, WBlock* w) const {
-    w->u = _mm256_load_si256(reinterpret_cast<const __m256i*>(p.u + (r * KB + b) * 32));
-    w->dw = p.dw[r * KB + b];
-    if constexpr (kHasMin<kT>) w->m = p.m[r * KB + b];
-    finish_wblock<kT>(w, kT == WeightType::kQ6_K ? p.sc[r * KB + b] : 0);
-  }
-};
-
-// RN consecutive rows straight from the GGUF bytes (decode and small batches). Legacy blocks
-// are unpacked in registers; a k-quant super-block is unpacked into a small buffer once every 8
-// blocks. The rows are prefetched as one linear region, kPrefetchBytes ahead.
-template <WeightType kT, int RN>
-struct DirectSrc {
-  const uint8_t* base;  // row 0
-  int64_t row_bytes;
-  alignas(32) uint8_t u[kSuper<kT> ? RN : 1][kSuper<kT> ? 256 : 32];
-  float dw[RN][8], m[RN][8];
-  int32_t sc[RN][8];
-  KVS_AI void begin(int64_t b) {
-    const uint8_t* pf = base + kPrefetchBytes + (kSuper<kT> ? b / 8 : b) * RN * kBlockBytes<kT>;
-    if (!kSuper<kT> || b % 8 == 0)
-      for (int64_t o = 0; o < RN * kBlockBytes<kT>; o += 64) __builtin_prefetch(pf + o);
-    if constexpr (kSuper<kT>) {
-      if (b % 8 == 0) KVS_UNROLL
-      for (int r = 0; r < RN; ++r)
-        unpack_super<kT>(base + r * row_bytes + (b / 8) * kBlockBytes<kT>,
-                         Unpacked{u[r], dw[r], m[r], sc[r]});
-    }
-  }
-  KVS_AI void load(int r, int64_t b, WBlock* w) {
-    if constexpr (kSuper<kT>) {
-      const int j = static_cast<int>(b % 8);
-      w->u = _mm256_load_si256(reinterpret_cast<const __m256i*>(u[r] + 32 * j));
-      w->dw = dw[r][j];
-      w->m = m[r][j];
-      finish_wblock<kT>(w, sc[r][j]);
-    } else {
-      w->u = unpack_legacy<kT>(base + r * row_bytes + b * kBlockBytes<kT>, &w->dw, &w->m);
-      finish_wblock<kT>(w, 0);
-    }
-  }
-};
-
-// ---------------------------------------------------------------- the micro-kernel
-// Hides that v is a broadcast: the scale dw x dx then stays one vector multiply per (row, token)
-// on broadcasts made once per row and once per token, instead of the scalar multiply and
-// broadcast per (row, token) the compiler prefers (one operation more per 32-product dot). The
-// product is the same float either way.
-#if KVS_INT8_VNNI == 2
-KVS_AI void opaque(__m256* v) { __asm__("" : "+v"(*v)); }  // any of the 32 EVEX registers
-#else
-KVS_AI void opaque(__m256* v) { __asm__("" : "+x"(*v)); }
-#endif
-
-// Horizontal sum in Highway's SumOfLanes order: (v0+v4) .. (v3+v7), then (s0+s2) + (s1+s3).
-KVS_AI float hsum(__m256 v) {
-  const __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  const __m128 t = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  return _mm_cvtss_f32(_mm_add_ss(t, _mm_movehdup_ps(t)));
-}
-
-// macc += m[i] * xs[i] over whole vectors, mtail over the rest (matmul.cpp's min_dot order).
-KVS_AI void min_dot(const float* m, int64_t n, const float* xs, __m256* macc, float* mtail) {
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    *macc = _mm256_fmadd_ps(_mm256_loadu_ps(m + i), _mm256_loadu_ps(xs + i), *macc);
-  for (; i < n; ++i) *mtail += m[i] * xs[i];
-}
-
-// y[(t0 + t) * N + n0 + r] for r < rn <= RN, t < RT: one accumulator per (row, token), the
-// blocks in order. Every call is exactly RT tokens wide (a short last tile instantiates a
-// narrower RT); a row beyond rn (a panel's odd last row) is computed but not stored.
-template <WeightType kT, int RN, int RT, class Src>
-__attribute__((noinline)) void tile(Src& src, const Acts& a, int64_t t0, float* y, int64_t N,
-                                    int64_t n0, int rn) {
-  const int64_t KB = a.KB, K = a.K;
-  __m256 acc[RN][RT];
-  // The min terms' accumulators are touched once per chunk: kept in memory, so that the
-  // register file holds acc, the weights and the activations (16 registers on AVX2).
-  alignas(32) float macc[RN][RT][8];
-  float mtail[RN][RT];
-  alignas(32) float mins[RN][kHasMin<kT> ? kChunk : 1];
-  KVS_UNROLL
-  for (int r = 0; r < RN; ++r) KVS_UNROLL
-  for (int t = 0; t < RT; ++t) {
-    acc[r][t] = _mm256_setzero_ps();
-    _mm256_store_ps(macc[r][t], _mm256_setzero_ps());
-    mtail[r][t] = 0.0f;
-  }
-  for (int64_t c0 = 0; c0 < KB; c0 += kChunk) {
-    const int64_t c1 = imin(KB, c0 + kChunk);
-    for (int64_t b = c0; b < c1; ++b) {
-      src.begin(b);
-      WBlock w[RN];
-      __m256 dw[RN];
+void pack_group(const Weights& w, int64_t n, int64_t rows, uint8_t* group, int64_t KB) {
+  constexpr int64_t G = kGroupRows;
+  for (int64_t h = 0; h < G / 8; ++h) {
+    const uint8_t* src[8];
+    for (int64_t r = 0; r < 8; ++r)
+      src[r] = w.data + (n + imin(8 * h + r, rows - 1)) * static_cast<int64_t>(w.row_bytes);
+    // Block `b`'s part of this half: u[k] at 4G k + 32 h, dw / m / sc at 32 G + 4 G i + 32 h.
+    const auto put = [&](int64_t b, __m256i* v, const float* dw, const float* m,
+                         const int32_t* sc) {
+      uint8_t* out = group + b * kGroupBlockBytes;
+      transpose8x8(v);
       KVS_UNROLL
-      for (int r = 0; r < RN; ++r) {
-        src.load(r, b, &w[r]);
-        if constexpr (kHasMin<kT>) mins[r][b - c0] = w[r].m;
-        dw[r] = _mm256_set1_ps(w[r].dw);
-        opaque(&dw[r]);
+      for (int k = 0; k < 8; ++k) store32(out + 4 * G * k + 32 * h, v[k]);
+      std::memcpy(out + 32 * G + 32 * h, dw, 32);
+      std::memcpy(out + 36 * G + 32 * h, m, 32);
+      std::memcpy(out + 40 * G + 32 * h, sc, 32);
+    };
+    if constexpr (kSuper<kT>) {
+      alignas(32) uint8_t u[8][256];
+      alignas(32) float dw[8][8], m[8][8];
+      alignas(32) int32_t sc[8][8];
+      for (int64_t sb = 0; sb < KB / 8; ++sb) {
+        for (int64_t r = 0; r < 8; ++r)
+          unpack_super<kT>(src[r] + sb * kBlockBytes<kT>, Unpacked{u[r], dw[r], m[r], sc[r]});
+        for (int j = 0; j < 8; ++j) {
+          __m256i v[8];
+          float fd[8], fm[8];
+          int32_t is[8];
+          KVS_UNROLL
+          for (int r = 0; r < 8; ++r) {
+            v[r] = _mm256_load_si256(reinterpret_cast<const __m256i*>(u[r] + 32 * j));
+            fd[r] = dw[r][j], fm[r] = m[r][j], is[r] = sc[r][j];
+          }
+          put(sb * 8 + j, v, fd, fm, is);
+        }
       }
+    } else {
+      for (int64_t b = 0; b < KB; ++b) {
+        __m256i v[8];
+        float fd[8], fm[8] = {};
+        const int32_t is[8] = {};
+        KVS_UNROLL
+        for (int r = 0; r < 8; ++r)
+          v[r] = unpack_legacy<kT>(src[r] + b * kBlockBytes<kT>, fd + r, fm + r);
+        put(b, v, fd, fm, is);
+      }
+    }
+  }
+}
+
+// The vectors of one group: 8 rows in 256 bits, or 16 in 512 (AVX-512).
+#if KVS_INT8_VNNI == 2
+struct GroupVec {
+  using I = __m512i;
+  using F = __m512;
+  static KVS_AI I load(const uint8_t* p) { return _mm512_load_si512(p); }
+  static KVS_AI F loadf(const uint8_t* p) { return _mm512_load_ps(p); }
+  static KVS_AI I set1(int32_t v) { return _mm512_set1_epi32(v); }
+  static KVS_AI F set1f(float v) { return _mm512_set1_ps(v); }
+  static KVS_AI F zero() { return _mm512_setzero_ps(); }
+  static KVS_AI I add(I a, I b) { return _mm512_add_epi32(a, b); }
+  static KVS_AI I maddubs(I u, I s) { return _mm512_maddubs_epi16(u, s); }
+  static KVS_AI I madd(I a, I b) { return _mm512_madd_epi16(a, b); }
+  static KVS_AI I sub16(I a, I b) { return _mm512_sub_epi16(a, b); }
+  static KVS_AI I dpbusd(I acc, I u, I s) { return _mm512_dpbusd_epi32(acc, u, s); }
+  static KVS_AI F cvt(I v) { return _mm512_cvtepi32_ps(v); }
+  static KVS_AI F mul(F a, F b) { return _mm512_mul_ps(a, b); }
+  static KVS_AI F fmadd(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }
+  static KVS_AI void storeu(float* p, F v) { _mm512_storeu_ps(p, v); }
+};
+#else
+struct GroupVec {
+  using I = __m256i;
+  using F = __m256;
+  static KVS_AI I load(const uint8_t* p) {
+    return _mm256_load_si256(reinterpret_cast<const I*>(p));
+  }
+  static KVS_AI F loadf(const uint8_t* p) {
+    return _mm256_load_ps(reinterpret_cast<const float*>(p));
+  }
+  static KVS_AI I set1(int32_t v) { return _mm256_set1_epi32(v); }
+  static KVS_AI F set1f(float v) { return _mm256_set1_ps(v); }
+  static KVS_AI F zero() { return _mm256_setzero_ps(); }
+  static KVS_AI I add(I a, I b) { return _mm256_add_epi32(a, b); }
+  static KVS_AI I maddubs(I u, I s) { return _mm256_maddubs_epi16(u, s); }
+  static KVS_AI I madd(I a, I b) { return _mm256_madd_epi16(a, b); }
+  static KVS_AI I sub16(I a, I b) { return _mm256_sub_epi16(a, b); }
+#if KVS_INT8_VNNI == 1
+  static KVS_AI I dpbusd(I acc, I u, I s) { return _mm256_dpbusd_avx_epi32(acc, u, s); }
+#endif
+  static KVS_AI F cvt(I v) { return _mm256_cvtepi32_ps(v); }
+  static KVS_AI F mul(F a, F b) { return _mm256_mul_ps(a, b); }
+  static KVS_AI F fmadd(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }
+  static KVS_AI void storeu(float* p, F v) { _mm256_storeu_ps(p, v); }
+};
+#endif
+
+// isum += each lane's row dotted with the token's bytes 4k..4k+3 (bx, broadcast), exactly.
+template <WeightType kT>
+KVS_AI GroupVec::I group_dot(GroupVec::I isum, GroupVec::I u, GroupVec::I bx, int32_t off,
+                             GroupVec::I sc) {
+  using V = GroupVec;
+  if constexpr (kT == WeightType::kQ6_K) {
+    // Pairs of the two 16-element halves, each with its own int8 sub-scale.
+    return V::add(isum, V::madd(V::sub16(V::maddubs(u, bx), V::set1(off)), sc));
+  } else {
+    (void)off, (void)sc;
+#if KVS_INT8_VNNI != 0
+    return V::dpbusd(isum, u, bx);
+#else
+    if constexpr (kT == WeightType::kQ8_0)  // signed weights: |w| x sign(x, w)
+      return V::add(isum, V::madd(V::maddubs(_mm256_abs_epi8(u), _mm256_sign_epi8(bx, u)),
+                                  _mm256_set1_epi16(1)));
+    return V::add(isum, V::madd(V::maddubs(u, bx), _mm256_set1_epi16(1)));
+#endif
+  }
+}
+
+// y[(t0 + t) * N + n0 + r] for t < RT, r < rn <= kGroupRows, from one panel group. Per (row,
+// token) and block b in order: isum_b exact in int32, then acc = fma(f32(isum_b), dw_b * dx_b,
+// acc) and, for Q4_1 / Q4_K, acc = fma(m_b, s_b, acc): matmul.h's arithmetic on every path.
+template <WeightType kT, int RT>
+__attribute__((noinline)) void group_tile(const uint8_t* group, const Acts& a, int64_t t0, float* y,
+                                          int64_t N, int64_t n0, int rn) {
+  using V = GroupVec;
+  constexpr int64_t G = kGroupRows;
+  const int64_t KB = a.KB, T = a.T;
+  V::F acc[RT];
+  KVS_UNROLL
+  for (int t = 0; t < RT; ++t) acc[t] = V::zero();
+  for (int64_t b = 0; b < KB; ++b) {
+    const uint8_t* pb = group + b * kGroupBlockBytes;
+    // This block of the tile's tokens: one pointer each, the tokens at constant offsets.
+    const int64_t i0 = b * T + t0;
+    const int8_t* xq = a.q + i0 * 32;
+    const uint8_t* xo = a.off + i0 * 32;
+    V::I isum[RT];
+    KVS_UNROLL
+    for (int t = 0; t < RT; ++t) isum[t] = V::set1(a.osum[i0 + t]);
+    V::I sc{};
+    if constexpr (kT == WeightType::kQ6_K) sc = V::load(pb + 40 * G);
+    KVS_UNROLL
+    for (int k = 0; k < 8; ++k) {
+      const V::I u = V::load(pb + 4 * G * k);
       KVS_UNROLL
       for (int t = 0; t < RT; ++t) {
-        const __m256i x =
-            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.q + (t0 + t) * K + b * 32));
-        __m256i off = _mm256_setzero_si256();
-        if constexpr (kOffKind<kT> != Off::kNone)
-          off = _mm256_loadu_si256(
-              reinterpret_cast<const __m256i*>(a.off + ((t0 + t) * KB + b) * 32));
-        __m256 dx = _mm256_set1_ps(a.d[(t0 + t) * KB + b]);
-        opaque(&dx);
-        KVS_UNROLL
-        for (int r = 0; r < RN; ++r) {
-          const __m256 f = _mm256_cvtepi32_ps(block_dot<kT>(w[r], x, off));
-          acc[r][t] = _mm256_fmadd_ps(f, _mm256_mul_ps(dw[r], dx), acc[r][t]);
-        }
+        // Plain (may_alias) loads, which the compiler can fold into the dot product as an
+        // embedded broadcast.
+        const int32_t x4 = *reinterpret_cast<const AliasedI32*>(xq + 32 * t + 4 * k);
+        const int32_t o4 =
+            kT == WeightType::kQ6_K ? *reinterpret_cast<const AliasedI32*>(xo + 32 * t + 4 * k) : 0;
+        isum[t] = group_dot<kT>(isum[t], u, V::set1(x4), o4, sc);
       }
     }
-    if constexpr (kHasMin<kT>) {
-      for (int r = 0; r < RN; ++r)
-        for (int t = 0; t < RT; ++t) {
-          __m256 m = _mm256_load_ps(macc[r][t]);
-          min_dot(mins[r], c1 - c0, a.s + (t0 + t) * KB + c0, &m, &mtail[r][t]);
-          _mm256_store_ps(macc[r][t], m);
-        }
+    const V::F dw = V::loadf(pb + 32 * G);
+    KVS_UNROLL
+    for (int t = 0; t < RT; ++t) {
+      acc[t] = V::fmadd(V::cvt(isum[t]), V::mul(dw, V::set1f(a.d[i0 + t])), acc[t]);
+      if constexpr (kHasMin<kT>)
+        acc[t] = V::fmadd(V::loadf(pb + 36 * G), V::set1f(a.s[i0 + t]), acc[t]);
     }
   }
   KVS_UNROLL
-  for (int r = 0; r < RN; ++r) KVS_UNROLL
   for (int t = 0; t < RT; ++t) {
-    if (r >= rn) continue;
-    const __m256 sum =
-        kHasMin<kT> ? _mm256_add_ps(acc[r][t], _mm256_load_ps(macc[r][t])) : acc[r][t];
-    y[(t0 + t) * N + n0 + r] = hsum(sum) + mtail[r][t];
+    float* out = y + (t0 + t) * N + n0;
+    if (rn == G) {
+      V::storeu(out, acc[t]);
+    } else {
+      alignas(64) float tmp[G];
+      V::storeu(tmp, acc[t]);
+      for (int r = 0; r < rn; ++r) out[r] = tmp[r];
+    }
   }
 }
 
-// ---------------------------------------------------------------- drivers
+// ---------------------------------------------------------------- small steps
+// Steps of at most kDirectMaxT tokens (decode) would pay more for packing the panel than they
+// save: they read the weights straight from the GGUF bytes, 8 rows at a time. Each row's block is
+// dotted with the token's block into 8 partial int32 lanes, and the 8 rows' lanes are reduced
+// to one vector of exact block sums (lane r = row r); the f32 epilogue is the panel kernel's.
+
+// lane r of the result = the sum of v[r]'s 8 lanes (exact int32 additions).
+KVS_AI __m256i row_sums8(const __m256i* v) {
+  const __m256i h01 = _mm256_hadd_epi32(v[0], v[1]), h23 = _mm256_hadd_epi32(v[2], v[3]);
+  const __m256i h45 = _mm256_hadd_epi32(v[4], v[5]), h67 = _mm256_hadd_epi32(v[6], v[7]);
+  const __m256i q0 = _mm256_hadd_epi32(h01, h23), q1 = _mm256_hadd_epi32(h45, h67);
+  return _mm256_add_epi32(_mm256_permute2x128_si256(q0, q1, 0x20),
+                          _mm256_permute2x128_si256(q0, q1, 0x31));
+}
+
+// One row's block (block-order bytes u) with one token's block x: 8 partial int32 lanes of the
+// exact sum, without the osum start (Q6_K: with its pair offsets `off` and sub-scales).
+template <WeightType kT>
+KVS_AI __m256i direct_dot(__m256i u, __m256i x, __m256i off, __m256i sc) {
+  if constexpr (kT == WeightType::kQ6_K) {
+    return _mm256_madd_epi16(_mm256_sub_epi16(_mm256_maddubs_epi16(u, x), off), sc);
+  } else if constexpr (kT == WeightType::kQ8_0 && !kVnni) {
+    (void)off, (void)sc;
+    return dot_u8s8(_mm256_abs_epi8(u), _mm256_sign_epi8(x, u));
+  } else {
+    (void)off, (void)sc;
+    return dot_u8s8(u, x);
+  }
+}
+
+// Rows [n, n + rn) (rn <= 8; missing rows repeat the last and are not stored) x tokens
+// [t0, t0 + NT), straight from the GGUF bytes.
+template <WeightType kT, int NT>
+__attribute__((noinline)) void direct_group(const Weights& w, const Acts& a, int64_t n, int rn,
+                                            int64_t t0, float* y) {
+  const int64_t KB = a.KB, T = a.T;
+  const uint8_t* src[8];
+  for (int r = 0; r < 8; ++r)
+    src[r] = w.data + (n + (r < rn ? r : rn - 1)) * static_cast<int64_t>(w.row_bytes);
+  __m256 acc[NT];
+  KVS_UNROLL
+  for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
+  alignas(32) uint8_t su[kSuper<kT> ? 8 : 1][kSuper<kT> ? 256 : 32];
+  alignas(32) float sdw[8][8], sm[8][8];
+  alignas(32) int32_t ssc[8][8];
+  for (int64_t b = 0; b < KB; ++b) {
+    // The 8 rows are one contiguous region read as 8 interleaved short streams, which the
+    // hardware prefetchers follow poorly once the matrix comes from DRAM (the Q8_0 lm_head).
+    // Prefetch the same region linearly, at the rate it is consumed, kPrefetchBytes ahead.
+    if (!kSuper<kT> || b % 8 == 0) {
+      const uint8_t* pf = src[0] + kPrefetchBytes + (kSuper<kT> ? b / 8 : b) * 8 * kBlockBytes<kT>;
+      for (int64_t o = 0; o < 8 * kBlockBytes<kT>; o += 64) __builtin_prefetch(pf + o);
+    }
+    __m256i u[8];
+    alignas(32) float dw[8], m[8];
+    alignas(32) int32_t sc[8];
+    if constexpr (kSuper<kT>) {
+      const int j = static_cast<int>(b % 8);
+      if (j == 0)
+        for (int r = 0; r < 8; ++r)
+          unpack_super<kT>(src[r] + (b / 8) * kBlockBytes<kT>,
+                           Unpacked{su[r], sdw[r], sm[r], ssc[r]});
+      KVS_UNROLL
+      for (int r = 0; r < 8; ++r) {
+        u[r] = _mm256_load_si256(reinterpret_cast<const __m256i*>(su[r] + 32 * j));
+        dw[r] = sdw[r][j], m[r] = sm[r][j], sc[r] = ssc[r][j];
+      }
+    } else {
+      KVS_UNROLL
+      for (int r = 0; r < 8; ++r)
+        u[r] = unpack_legacy<kT>(src[r] + b * kBlockBytes<kT>, dw + r, m + r);
+    }
+    const __m256 dwv = _mm256_load_ps(dw);
+    KVS_UNROLL
+    for (int t = 0; t < NT; ++t) {
+      const int64_t i = b * T + t0 + t;
+      const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.q + i * 32));
+      __m256i off = _mm256_setzero_si256();
+      if constexpr (kT == WeightType::kQ6_K)
+        off = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.off + i * 32));
+      __m256i d[8];
+      KVS_UNROLL
+      for (int r = 0; r < 8; ++r) d[r] = direct_dot<kT>(u[r], x, off, _mm256_set1_epi32(sc[r]));
+      const __m256i isum = _mm256_add_epi32(row_sums8(d), _mm256_set1_epi32(a.osum[i]));
+      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(dwv, _mm256_set1_ps(a.d[i])),
+                               acc[t]);
+      if constexpr (kHasMin<kT>)
+        acc[t] = _mm256_fmadd_ps(_mm256_load_ps(m), _mm256_set1_ps(a.s[i]), acc[t]);
+    }
+  }
+  KVS_UNROLL
+  for (int t = 0; t < NT; ++t) {
+    float* out = y + (t0 + t) * w.rows + n;
+    if (rn == 8) {
+      _mm256_storeu_ps(out, acc[t]);
+    } else {
+      alignas(32) float tmp[8];
+      _mm256_store_ps(tmp, acc[t]);
+      for (int r = 0; r < rn; ++r) out[r] = tmp[r];
+    }
+  }
+}
+
 template <WeightType kT, int NT>
 void direct_rows(const Weights& w, const Acts& a, int64_t n0, int64_t n1, int64_t t0, float* y) {
-  constexpr int RN = NT == 1 ? kDecodeRows : static_cast<int>(kTileRows);
-  const auto rb = static_cast<int64_t>(w.row_bytes);
-  int64_t n = n0;
-  for (; n + RN <= n1; n += RN) {
-    DirectSrc<kT, RN> src{w.data + n * rb, rb};
-    tile<kT, RN, NT>(src, a, t0, y, w.rows, n, RN);
-  }
-  for (; n < n1; ++n) {
-    DirectSrc<kT, 1> src{w.data + n * rb, rb};
-    tile<kT, 1, NT>(src, a, t0, y, w.rows, n, 1);
-  }
+  for (int64_t n = n0; n < n1; n += 8)
+    direct_group<kT, NT>(w, a, n, static_cast<int>(imin(8, n1 - n)), t0, y);
 }
 
+// ---------------------------------------------------------------- driver
 template <WeightType kT>
 void gemm_typed(const Weights& w, const Acts& a, int64_t n0, int64_t n1, int64_t t0, int64_t t1,
                 float* y, uint8_t* panel) {
@@ -500,39 +611,33 @@ void gemm_typed(const Weights& w, const Acts& a, int64_t n0, int64_t n1, int64_t
     case 2: return direct_rows<kT, 2>(w, a, n0, n1, t0, y);
     case 3: return direct_rows<kT, 3>(w, a, n0, n1, t0, y);
     case 4: return direct_rows<kT, 4>(w, a, n0, n1, t0, y);
-#if KVS_INT8_VNNI == 2
-    // AVX-512 has 32 vector registers: the accumulators of 2 rows x up to 8 tokens still fit
-    // beside the weights, so steps of 5-8 tokens skip the panel too (packing 16 rows costs more
-    // than it saves when they serve so few tokens). Same per-(row, token) operations: same bits.
-    case 5: return direct_rows<kT, 5>(w, a, n0, n1, t0, y);
-    case 6: return direct_rows<kT, 6>(w, a, n0, n1, t0, y);
-    case 7: return direct_rows<kT, 7>(w, a, n0, n1, t0, y);
-    case 8: return direct_rows<kT, 8>(w, a, n0, n1, t0, y);
-#endif
     default: break;
   }
-  static_assert(kDirectMaxT == 4 && kTileTokens == 4 && kPanelRows % kTileRows == 0);
+  static_assert(kDirectMaxT == 4);
   const int64_t KB = a.KB;
-  const Unpacked p{panel, reinterpret_cast<float*>(panel + kPanelRows * KB * 32),
-                   reinterpret_cast<float*>(panel + kPanelRows * KB * 36),
-                   reinterpret_cast<int32_t*>(panel + kPanelRows * KB * 40)};
   for (int64_t p0 = n0; p0 < n1; p0 += kPanelRows) {
     const int64_t np = imin(kPanelRows, n1 - p0);
-    pack_rows<kT>(w, p0, np, p, KB);
-    for (int64_t tt = t0; tt < t1; tt += kTileTokens) {
-      const int rt = static_cast<int>(imin(kTileTokens, t1 - tt));
-      for (int64_t r = 0; r < np; r += kTileRows) {
-        PanelSrc<kT> src{Unpacked{p.u + r * KB * 32, p.dw + r * KB, p.m + r * KB, p.sc + r * KB},
-                         KB};
-        const int rn = static_cast<int>(imin(kTileRows, np - r));
-        // The last token tile as narrow as its tokens: a step of 5 tokens would otherwise cost
-        // two full tiles, as much as one of 8. Each (row, token) sum runs the same operations in
-        // the same order whatever the tile's width, so the bits do not change.
+    for (int64_t r = 0; r < np; r += kGroupRows)
+      pack_group<kT>(w, p0 + r, imin(kGroupRows, np - r),
+                     panel + (r / kGroupRows) * KB * kGroupBlockBytes, KB);
+    for (int64_t tt = t0; tt < t1; tt += kGroupTokens) {
+      const int rt = static_cast<int>(imin(kGroupTokens, t1 - tt));
+      for (int64_t r = 0; r < np; r += kGroupRows) {
+        const uint8_t* group = panel + (r / kGroupRows) * KB * kGroupBlockBytes;
+        const int rn = static_cast<int>(imin(kGroupRows, np - r));
+        // The last token tile as narrow as its tokens. Each (row, token) sum runs the same
+        // operations in the same order whatever the tile's width: the bits do not change.
         switch (rt) {
-          case 1: tile<kT, kTileRows, 1>(src, a, tt, y, w.rows, p0 + r, rn); break;
-          case 2: tile<kT, kTileRows, 2>(src, a, tt, y, w.rows, p0 + r, rn); break;
-          case 3: tile<kT, kTileRows, 3>(src, a, tt, y, w.rows, p0 + r, rn); break;
-          default: tile<kT, kTileRows, kTileTokens>(src, a, tt, y, w.rows, p0 + r, rn);
+          case 1: group_tile<kT, 1>(group, a, tt, y, w.rows, p0 + r, rn); break;
+          case 2: group_tile<kT, 2>(group, a, tt, y, w.rows, p0 + r, rn); break;
+          case 3: group_tile<kT, 3>(group, a, tt, y, w.rows, p0 + r, rn); break;
+#if KVS_INT8_VNNI == 2
+          case 4: group_tile<kT, 4>(group, a, tt, y, w.rows, p0 + r, rn); break;
+          case 5: group_tile<kT, 5>(group, a, tt, y, w.rows, p0 + r, rn); break;
+          case 6: group_tile<kT, 6>(group, a, tt, y, w.rows, p0 + r, rn); break;
+          case 7: group_tile<kT, 7>(group, a, tt, y, w.rows, p0 + r, rn); break;
+#endif
+          default: group_tile<kT, kGroupTokens>(group, a, tt, y, w.rows, p0 + r, rn);
         }
       }
     }
@@ -563,11 +668,36 @@ void quantize(WeightType type, const float* x, int64_t t0, int64_t t1, const Act
 }
 
 // 12 independent accumulators, so that the loop is bound by the dot product's throughput, not
-// its latency. The empty asm makes the inputs opaque each round (nothing can be hoisted).
+// its latency. The empty asm makes the inputs opaque each round (nothing can be hoisted). On
+// AVX-512 the vectors are 512-bit, as the GEMM's (some CPUs run them at twice the 256-bit rate).
+#if KVS_INT8_VNNI == 2
+constexpr int64_t kPeakLanes = 16;
 int64_t peak_loop(int64_t iters) {
-  __m256i acc[12];
+  // Distinct starting values: from equal ones the compiler proves the 12 chains equal and runs
+  // one (a latency-bound loop that reported 12 times the dot products it ran).
+  __m512i acc[12];
   KVS_UNROLL
-  for (auto& v : acc) v = _mm256_setzero_si256();
+  for (int k = 0; k < 12; ++k) acc[k] = _mm512_set1_epi32(k);
+  __m512i u = _mm512_set1_epi8(3), s = _mm512_set1_epi8(-5);
+  for (int64_t i = 0; i < iters; ++i) {
+    __asm__ volatile("" : "+v"(u), "+v"(s));
+    KVS_UNROLL
+    for (auto& v : acc) v = _mm512_dpbusd_epi32(v, u, s);
+  }
+  __m512i t = acc[0];
+  for (int k = 1; k < 12; ++k) t = _mm512_add_epi32(t, acc[k]);
+  alignas(64) int32_t lanes[16];
+  _mm512_store_si512(lanes, t);
+  int64_t sum = 0;
+  for (int32_t l : lanes) sum += l;
+  return sum - 16 * 66;  // less the starting values (0 + 1 + ... + 11 per lane)
+}
+#else
+constexpr int64_t kPeakLanes = 8;
+int64_t peak_loop(int64_t iters) {
+  __m256i acc[12];  // distinct starting values, as above
+  KVS_UNROLL
+  for (int k = 0; k < 12; ++k) acc[k] = _mm256_set1_epi32(k);
   __m256i u = _mm256_set1_epi8(3), s = _mm256_set1_epi8(-5);
   for (int64_t i = 0; i < iters; ++i) {
     __asm__ volatile("" : "+x"(u), "+x"(s));
@@ -584,8 +714,9 @@ int64_t peak_loop(int64_t iters) {
   }
   __m256i t = acc[0];
   for (int k = 1; k < 12; ++k) t = _mm256_add_epi32(t, acc[k]);
-  return hsum_epi32(t);
+  return hsum_epi32(t) - 8 * 66;  // less the starting values
 }
+#endif
 
 #undef KVS_AI
 #undef KVS_UNROLL
@@ -593,7 +724,7 @@ int64_t peak_loop(int64_t iters) {
 }  // namespace
 
 const Kernels& kernels() {
-  static const Kernels k{&quantize, &gemm, &peak_loop, kVnni512 ? 8 : kDirectMaxT};
+  static const Kernels k{&quantize, &gemm, &peak_loop, 12 * 4 * kPeakLanes};
   return k;
 }
 

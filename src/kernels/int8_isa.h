@@ -8,8 +8,8 @@
 //   kAvx2        vpmaddubsw + vpmaddwd (AVX2 + FMA + F16C)         int8_gemm_avx2.cpp
 //   kNone        the Highway int16 (pmaddwd) path
 //
-// All four produce bit-identical results (see int8_gemm.h): the same
-// int32 lane sums, converted and accumulated in the same order.
+// All four produce bit-identical results (see matmul.h): the same exact int32 block sums,
+// converted and accumulated in the same order.
 #pragma once
 
 #include <cstdint>

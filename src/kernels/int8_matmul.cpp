@@ -16,8 +16,6 @@ using int8_gemm::kPanelBlockBytes;
 using int8_gemm::kPanelRows;
 using int8_gemm::kTileTokens;
 
-constexpr int64_t kRowGrain = 16;  // rows per parallel_for chunk when there is no panel
-
 // A growable 64-byte aligned buffer (the panel kernels use aligned loads).
 class AlignedBytes {
  public:
@@ -41,7 +39,7 @@ class AlignedBytes {
 
 // The calling thread's quantized activation, reused across calls.
 struct ActScratch {
-  AlignedBytes q, d, s, off;
+  AlignedBytes q, d, s, osum, off;
 };
 
 const int8_gemm::Kernels& kernels_for(Int8Isa isa) {
@@ -88,9 +86,11 @@ bool int8_matmul_group(std::span<const MatmulOutput> outs, const float* x, int64
       .q = reinterpret_cast<int8_t*>(scratch.q.get(bytes(T * K))),
       .d = reinterpret_cast<float*>(scratch.d.get(bytes(T * KB * 4))),
       .s = reinterpret_cast<float*>(scratch.s.get(bytes(T * KB * 4))),
+      .osum = reinterpret_cast<int32_t*>(scratch.osum.get(bytes(T * KB * 4))),
       .off = scratch.off.get(bytes(T * KB * 32)),
       .K = K,
       .KB = KB,
+      .T = T,
   };
   const int threads = pool.num_threads();
   if (threads > 1 && T * K >= (int64_t{1} << 16)) {
@@ -114,17 +114,6 @@ bool int8_matmul_group(std::span<const MatmulOutput> outs, const float* x, int64
   }
   const int64_t rows = first[count];
   if (rows == 0) return true;
-  if (T <= k.direct_max_t) {
-    pool.parallel_for(static_cast<size_t>(rows), kRowGrain, [&](size_t b, size_t e, int) {
-      const auto r0 = static_cast<int64_t>(b), r1 = static_cast<int64_t>(e);
-      for (size_t i = 0; i < count; ++i) {
-        const int64_t n0 = std::max(r0, first[i]) - first[i];
-        const int64_t n1 = std::min(r1, first[i + 1]) - first[i];
-        if (n0 < n1) k.gemm(wts[i], a, n0, n1, 0, T, outs[i].y, nullptr);
-      }
-    });
-    return true;
-  }
   // Work items: a panel of one weight's rows x a range of tokens. Split the tokens only when the
   // panels are too few to keep every thread busy (a token's result does not depend on the split).
   const int64_t panels = first_panel[count];
@@ -153,6 +142,11 @@ bool int8_matmul_group(std::span<const MatmulOutput> outs, const float* x, int64
 int64_t int8_peak_loop(Int8Isa isa, int64_t iters) {
   KVS_CHECK(isa != Int8Isa::kNone && int8_isa_supported(isa));
   return kernels_for(isa).peak_loop(iters);
+}
+
+int64_t int8_peak_macs_per_iter(Int8Isa isa) {
+  KVS_CHECK(isa != Int8Isa::kNone);
+  return kernels_for(isa).peak_macs_per_iter;
 }
 
 }  // namespace kvs

@@ -28,9 +28,10 @@ inline constexpr size_t kMaxMatmulGroup = 4;
 bool int8_matmul_group(std::span<const MatmulOutput> outputs, const float* x, int64_t T,
                        ThreadPool& pool);
 
-// matmul_bench's peak: `iters` rounds of the ISA's tight dot-product loop (12 independent 32-byte
-// dot products, 384 multiply-adds per round) on the calling thread. CHECKs isa != kNone.
+// matmul_bench's peak: `iters` rounds of the ISA's tight dot-product loop (12 independent dot
+// products of the GEMM's vector width: 256 bits, 512 on AVX512-VNNI) on the calling thread.
+// CHECKs isa != kNone. int8_peak_macs_per_iter: the multiply-adds of one round.
 int64_t int8_peak_loop(Int8Isa isa, int64_t iters);
-constexpr int64_t kInt8PeakMacsPerIter = 12 * 32;
+[[nodiscard]] int64_t int8_peak_macs_per_iter(Int8Isa isa);
 
 }  // namespace kvs

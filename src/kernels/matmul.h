@@ -3,14 +3,17 @@
 // Paths:
 //  * integer path: Q8_0, Q4_0, Q4_1, Q5_0, Q4_K, Q6_K. Each 32-element block of every activation
 //    row is quantized once per call to int8 (dx = amax/127, q = round(x/dx)) and the rounded
-//    block's sum dx * sum(q) is kept for the min terms. Weight blocks are dotted with it exactly in
-//    int32, then scaled by d_w*dx in f32. Two implementations, chosen per call by
+//    block's sum s = dx * sum(q) is kept for the min terms. For each output (token t, row n) and
+//    each block b in order, the weight block is dotted with the activation bytes exactly in int32
+//    (isum_b), then in f32:
+//        acc = fma(f32(isum_b), d_w * dx, acc);    Q4_1 / Q4_K: acc = fma(m_b, s_b, acc)
+//    and y = acc. Two implementations of that one arithmetic, chosen per call by
 //    kernels/int8_isa.h from CPUID: the 8-bit GEMM of kernels/int8_gemm.h (u8 x s8 dot products,
-//    vpdpbusd with AVX512-VNNI / AVX-VNNI or vpmaddubsw on AVX2; register-blocked panels for
-//    steps of more than 4 tokens), and the Highway path below, which unpacks weights to int16
-//    (pmaddwd). Defaults: VNNI CPUs take the 8-bit GEMM for every step; AVX2-only CPUs take it
-//    for steps of more than 4 tokens (and Q5_0), Highway for smaller ones; other CPUs Highway.
-//    The 8-bit GEMM gives the same bits as Highway's AVX2 target, so the mix is batch invariant.
+//    vpdpbusd with AVX512-VNNI / AVX-VNNI or vpmaddubsw on AVX2, 8 rows per vector), and the
+//    Highway path below, which unpacks weights to int16 (pmaddwd). Defaults: VNNI CPUs take the
+//    8-bit GEMM for every step; AVX2-only CPUs take it for steps of more than 4 tokens (and
+//    Q5_0), Highway for smaller ones; other CPUs Highway. Both give the same bits, so the mix is
+//    batch invariant.
 //  * float path: F32, F16, BF16 (converted exactly to f32, FMA), Highway.
 // (HWY_SCALAR falls back to dequantize + f32 dot.)
 //

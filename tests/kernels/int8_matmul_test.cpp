@@ -116,8 +116,9 @@ TEST_P(Int8IsaTest, BitIdenticalAtTheExtremes) {
 }
 
 TEST_P(Int8IsaTest, PeakLoopComputesItsDotProducts) {
-  // 3 x -5 per byte, 4 bytes a lane, 8 lanes, 12 accumulators per round.
-  EXPECT_EQ(int8_peak_loop(GetParam(), 1000), int64_t{1000} * 12 * 8 * 4 * -15);
+  // 3 x -5 per byte, every multiply-add of the round counted once.
+  EXPECT_EQ(int8_peak_loop(GetParam(), 1000),
+            int64_t{1000} * int8_peak_macs_per_iter(GetParam()) * -15);
 }
 
 INSTANTIATE_TEST_SUITE_P(Isas, Int8IsaTest,

@@ -52,10 +52,13 @@ def test_completion_logprobs_match_a_reference_forward_pass(server, case):
     assert lp.text_offset[-1] <= len(r.choices[0].text)
 
 
-# Q4_1 weights and int8 activations against float64 dequantized weights: the logits agree to
-# about 0.3 (tests/model/transformer_model_test.cpp); a logprob computed from the wrong row,
-# without the whole vocabulary's normalizer or after temperature would be off by far more.
-TOLERANCE = 0.35
+# Q4_1 weights and int8 activations against float64 dequantized weights: the logits agree to rms
+# 0.24, at most 1.2 (tests/model/transformer_model_test.cpp). The 4 prompts' top-5 logprobs
+# measured at most 0.21 off with the GEMM's earlier summation order and 0.36 with the per-block
+# order of kernels/matmul.h (2026-12-03): the same noise, another draw. A logprob computed from
+# the wrong row, without the whole vocabulary's normalizer (about 10 here) or after temperature
+# would be off by far more.
+TOLERANCE = 0.6
 
 
 def test_completion_logprobs_without_alternatives_and_with_sampling(server):
