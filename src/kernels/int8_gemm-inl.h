@@ -499,6 +499,12 @@ __attribute__((noinline)) void group_tile(const uint8_t* group, const Acts& a, i
 // dotted with the token's block into 8 partial int32 lanes, and the 8 rows' lanes are reduced
 // to one vector of exact block sums (lane r = row r); the f32 epilogue is the panel kernel's.
 
+// The low 16 bits of each of 8 int32 lanes, as 8 x 16 bits (AVX2 has no vpmovdw).
+KVS_AI __m128i low16_of_lanes(__m256i v) {
+  const __m256i lo = _mm256_and_si256(v, _mm256_set1_epi32(0xFFFF));
+  return _mm_packus_epi32(_mm256_castsi256_si128(lo), _mm256_extracti128_si256(lo, 1));
+}
+
 // lane r of the result = the sum of v[r]'s 8 lanes (exact int32 additions).
 KVS_AI __m256i row_sums8(const __m256i* v) {
   const __m256i h01 = _mm256_hadd_epi32(v[0], v[1]), h23 = _mm256_hadd_epi32(v[2], v[3]);
@@ -532,6 +538,12 @@ __attribute__((noinline)) void direct_group(const Weights& w, const Acts& a, int
   const uint8_t* src[8];
   for (int r = 0; r < 8; ++r)
     src[r] = w.data + (n + (r < rn ? r : rn - 1)) * static_cast<int64_t>(w.row_bytes);
+  // Byte offsets of the rows from row 0 (the gather of their scales).
+  const __m256i row_off = _mm256_setr_epi32(
+      0, static_cast<int32_t>(src[1] - src[0]), static_cast<int32_t>(src[2] - src[0]),
+      static_cast<int32_t>(src[3] - src[0]), static_cast<int32_t>(src[4] - src[0]),
+      static_cast<int32_t>(src[5] - src[0]), static_cast<int32_t>(src[6] - src[0]),
+      static_cast<int32_t>(src[7] - src[0]));
   __m256 acc[NT];
   KVS_UNROLL
   for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
@@ -565,7 +577,18 @@ __attribute__((noinline)) void direct_group(const Weights& w, const Acts& a, int
       for (int r = 0; r < 8; ++r)
         u[r] = unpack_legacy<kT>(src[r] + b * kBlockBytes<kT>, dw + r, m + r);
     }
-    const __m256 dwv = _mm256_load_ps(dw);
+    __m256 dwv, mv = _mm256_setzero_ps();
+    if constexpr (kSuper<kT>) {
+      dwv = _mm256_load_ps(dw);
+      mv = _mm256_load_ps(m);
+    } else {
+      // The 8 rows' f16 d (and Q4_1's m) gathered in one instruction: 8 scalar stores read back
+      // as one vector would stall on store forwarding at every block.
+      const __m256i dm = _mm256_i32gather_epi32(
+          reinterpret_cast<const int*>(src[0] + b * kBlockBytes<kT>), row_off, 1);
+      dwv = _mm256_cvtph_ps(low16_of_lanes(dm));
+      if constexpr (kHasMin<kT>) mv = _mm256_cvtph_ps(low16_of_lanes(_mm256_srli_epi32(dm, 16)));
+    }
     KVS_UNROLL
     for (int t = 0; t < NT; ++t) {
       const int64_t i = b * T + t0 + t;
@@ -579,8 +602,7 @@ __attribute__((noinline)) void direct_group(const Weights& w, const Acts& a, int
       const __m256i isum = _mm256_add_epi32(row_sums8(d), _mm256_set1_epi32(a.osum[i]));
       acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(dwv, _mm256_set1_ps(a.d[i])),
                                acc[t]);
-      if constexpr (kHasMin<kT>)
-        acc[t] = _mm256_fmadd_ps(_mm256_load_ps(m), _mm256_set1_ps(a.s[i]), acc[t]);
+      if constexpr (kHasMin<kT>) acc[t] = _mm256_fmadd_ps(mv, _mm256_set1_ps(a.s[i]), acc[t]);
     }
   }
   KVS_UNROLL
