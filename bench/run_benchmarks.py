@@ -12,9 +12,12 @@ system prompt; unique prompts) at 1, 16 and 32 streaming clients, 64 output toke
 `kvserve serve` and from llama.cpp's llama-server with the same threads (the largest of
 --threads), one after the other, and prints one table of both.
 
-Usage: bench/run_benchmarks.py [--llama-bench PATH] [--llama-server PATH] [--repeats 3]
-                               [--sections generate,serving] > table.md
-llama.cpp is optional: build it outside the repository and pass --llama-bench / --llama-server.
+With --ik-llama-bench PATH it also runs ik_llama.cpp's llama-bench (the CPU-focused fork, the speed
+to beat) on the same GGUF, prompt length and threads, alternating with the other two.
+
+Usage: bench/run_benchmarks.py [--llama-bench PATH] [--ik-llama-bench PATH] [--llama-server PATH]
+                               [--model GGUF] [--repeats 3] [--sections generate,serving] > table.md
+llama.cpp and ik_llama.cpp are optional: build them outside the repository and pass their paths.
 """
 import argparse
 import json
@@ -26,8 +29,8 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 KVSERVE = os.path.join(ROOT, "build", "bin", "kvserve")
 MATMUL_BENCH = os.path.join(ROOT, "build", "bench", "matmul_bench")
-MODEL = os.path.join(os.environ.get("KVSERVE_MODEL_DIR", os.path.expanduser("~/.cache/kvserve/models")),
-                     "SmolLM2-135M-Instruct.Q4_1.gguf")
+MODEL_DIR = os.environ.get("KVSERVE_MODEL_DIR", os.path.expanduser("~/.cache/kvserve/models"))
+MODEL = os.path.join(MODEL_DIR, "SmolLM2-135M-Instruct.Q4_1.gguf")
 
 
 PARALLEL = (1, 4, 16, 64)  # aggregate decode of this many sequences (issue 12: 16 >= 5x, 64 >= 8x)
@@ -106,11 +109,16 @@ def serving(llama_server, threads):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--llama-bench")
+    ap.add_argument("--ik-llama-bench")
     ap.add_argument("--llama-server")
+    ap.add_argument("--model", help="GGUF to run (default: the default model, SmolLM2 Q4_1)")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--sections", default="generate,serving")
     a = ap.parse_args()
+    global MODEL
+    if a.model:
+        MODEL = os.path.abspath(a.model)
     lscpu = sh(["lscpu"])
     cpu = next((l.split(":", 1)[1].strip() for l in lscpu.splitlines() if l.startswith("Model name")), "?")
     sections = a.sections.split(",")
@@ -132,35 +140,44 @@ def main():
             for n in PARALLEL:
                 par = kvserve(["-p", "Once upon a time there was", "-n", "64", "--parallel", str(n)], t)
                 best[f"par{n}"] = max(best.get(f"par{n}", 0), par["decode_tokens_per_s"])
-            if a.llama_bench:
-                lb = llama_bench(a.llama_bench, t, 512, 128)
-                best["ll_prefill"] = max(best.get("ll_prefill", 0), lb["prefill"])
-                best["ll_decode"] = max(best.get("ll_decode", 0), lb["decode"])
+            for key, path in (("ll", a.llama_bench), ("ik", a.ik_llama_bench)):
+                if path:
+                    lb = llama_bench(path, t, 512, 128)
+                    best[f"{key}_prefill"] = max(best.get(f"{key}_prefill", 0), lb["prefill"])
+                    best[f"{key}_decode"] = max(best.get(f"{key}_decode", 0), lb["decode"])
         w = meta["weights_bytes"]
         kv = meta["kv_bytes_per_token"]
         prompt_tokens = meta["prompt_tokens"]
         # Decode at context ~prompt+64 reads the weights once and the sequence's KV once per token.
         single_bytes = w + (prompt_tokens + 64) * kv
         rows.append((t, bw, best, single_bytes, w, kv, prompt_tokens))
-    print(f"Machine: {cpu}, {os.cpu_count()} cores. Model: SmolLM2-135M-Instruct Q4_1 "
+    print(f"Machine: {cpu}, {os.cpu_count()} cores. Model: {os.path.basename(MODEL)} "
           f"(weights read per step: {rows[0][4] / 1e6:.1f} MB; KV {rows[0][5]} B/token f16).\n")
     print("| threads | read bandwidth | prefill tok/s (512) | decode tok/s | decode GB/s (% of bw) | "
-          "llama.cpp prefill | llama.cpp decode | decode vs llama.cpp | "
+          "llama.cpp prefill | llama.cpp decode | ik_llama.cpp prefill | ik_llama.cpp decode | "
+          "prefill vs llama.cpp / ik | decode vs llama.cpp / ik | "
           + " | ".join(f"{n} seq{'s' if n > 1 else ''}" for n in PARALLEL) + " | "
           + " | ".join(f"{n} / 1" for n in PARALLEL[1:]) + " |")
-    print("|---" * (8 + 2 * len(PARALLEL) - 1) + "|")
+    print("|---" * (11 + 2 * len(PARALLEL) - 1) + "|")
+
+    def peer(b, key, what):
+        return f"{b[f'{key}_{what}']:.0f}" if f"{key}_{what}" in b else "-"
+
+    def ratios(b, what):
+        return " / ".join(f"{b[what] / b[f'{key}_{what}']:.2f}x" if f"{key}_{what}" in b else "-"
+                          for key in ("ll", "ik"))
+
     for t, bw, b, sb, w, kv, pt in rows:
         gbs = b["decode"] * sb / 1e9
-        ll_p = f"{b['ll_prefill']:.0f}" if "ll_prefill" in b else "-"
-        ll_d = f"{b['ll_decode']:.0f}" if "ll_decode" in b else "-"
-        ratio = f"{b['decode'] / b['ll_decode']:.2f}x" if "ll_decode" in b else "-"
         par = []
         for n in PARALLEL:
             tps = b[f"par{n}"]
             step_bytes = w + n * 40 * kv  # weights once per step + each sequence's KV (~40 tokens)
             par.append(f"{tps:.0f} ({tps / n * step_bytes / bw * 100:.0f}%)")
         print(f"| {t} | {bw / 1e9:.1f} GB/s | {b['prefill']:.0f} | {b['decode']:.0f} | {gbs:.1f} ({gbs * 1e9 / bw * 100:.0f}%) | "
-              f"{ll_p} | {ll_d} | {ratio} | " + " | ".join(par) + " | "
+              f"{peer(b, 'll', 'prefill')} | {peer(b, 'll', 'decode')} | {peer(b, 'ik', 'prefill')} | "
+              f"{peer(b, 'ik', 'decode')} | {ratios(b, 'prefill')} | {ratios(b, 'decode')} | "
+              + " | ".join(par) + " | "
               + " | ".join(f"{b[f'par{n}'] / b['par1']:.1f}x" for n in PARALLEL[1:]) + " |")
     print("\nParallel columns: aggregate decode tokens/s (percentage: bytes touched per step / step time "
           "as a fraction of read bandwidth).")
