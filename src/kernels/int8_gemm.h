@@ -55,7 +55,7 @@ struct Acts {
 
 constexpr int64_t kPanelRows = 16;  // rows unpacked together into the panel buffer
 constexpr int64_t kTileTokens = 4;  // tokens per micro-kernel call on AVX2 (8 on AVX-512)
-constexpr int64_t kDirectMaxT = 4;  // matmul's small steps (int8_small_steps_on_highway)
+constexpr int64_t kDirectMaxT = 4;  // steps of up to this many tokens read the GGUF rows directly
 constexpr int64_t kPanelBlockBytes = 32 + 4 + 4 + 4;  // block-order bytes, d_w, min, sub-scales
 
 struct Kernels {

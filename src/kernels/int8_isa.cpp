@@ -25,38 +25,28 @@ bool cpu_has(Int8Isa isa) {
   return false;
 }
 
-struct Choice {
-  Int8Isa isa;
-  bool small_steps_on_highway;
-};
-
-// The default: a VNNI ISA when the CPU has one (one vpdpbusd per 32 products, every step size).
-// On AVX2 without AVX-512, the AVX2 kernels for steps of more than kDirectMaxT tokens (their
-// panels beat the Highway path there, most for the k-quants) and the Highway path for smaller
-// steps, where it measured faster: vpmaddubsw + vpmaddwd costs the same two multiply uops per 32
-// products as Highway's two vpmaddwd, and Highway's unpacking is cheaper (docs/kernels.md). The
-// mix is batch invariant only because the AVX2 kernels give the bits of Highway's AVX2 target,
-// which is Highway's choice exactly when the CPU lacks AVX-512F. Q5_0 always takes the 8-bit
-// kernels: Highway unpacks it in scalar code.
-Choice default_choice() {
-  for (Int8Isa isa : {Int8Isa::kAvx512Vnni, Int8Isa::kAvxVnni})
-    if (cpu_has(isa)) return {isa, false};
-  if (cpu_has(Int8Isa::kAvx2) && !__builtin_cpu_supports("avx512f")) return {Int8Isa::kAvx2, true};
-  return {Int8Isa::kNone, false};
+// The default: a VNNI ISA when the CPU has one (one vpdpbusd per 32 products), else the AVX2
+// kernels when the CPU has AVX2, for every step size. (Until 2026-12-03 AVX2-only CPUs sent
+// steps of up to 4 tokens to the Highway path, which was faster there; since the GEMM puts rows
+// in lanes, the AVX2 kernels are 1-3x Highway at those sizes, docs/kernels.md.)
+Int8Isa default_choice() {
+  for (Int8Isa isa : {Int8Isa::kAvx512Vnni, Int8Isa::kAvxVnni, Int8Isa::kAvx2})
+    if (cpu_has(isa)) return isa;
+  return Int8Isa::kNone;
 }
 
 // KVSERVE_INT8_ISA=none|avx2|avx-vnni|avx512-vnni overrides the default (benchmarks compare
 // paths end to end with it): that ISA for every step; an unknown or unsupported name is
 // reported and ignored.
-Choice startup_choice() {
-  const Choice def = default_choice();
+Int8Isa startup_choice() {
+  const Int8Isa def = default_choice();
   const char* env = std::getenv("KVSERVE_INT8_ISA");
   if (env == nullptr || *env == '\0') return def;
   for (Int8Isa isa : kAllInt8Isas) {
     if (std::strcmp(env, int8_isa_name(isa)) != 0 &&
         !(isa == Int8Isa::kNone && std::strcmp(env, "none") == 0))
       continue;
-    if (cpu_has(isa)) return {isa, false};
+    if (cpu_has(isa)) return isa;
     std::fprintf(stderr, "KVSERVE_INT8_ISA=%s: this CPU cannot run it; using the default\n", env);
     return def;
   }
@@ -67,8 +57,8 @@ Choice startup_choice() {
   return def;
 }
 
-const Choice& startup() {
-  static const Choice c = startup_choice();
+Int8Isa startup() {
+  static const Int8Isa c = startup_choice();
   return c;
 }
 
@@ -95,11 +85,7 @@ bool int8_isa_supported(Int8Isa isa) {
 
 Int8Isa int8_isa_active() {
   const uint8_t forced = g_forced.load(std::memory_order_relaxed);
-  return forced == 0xFF ? startup().isa : static_cast<Int8Isa>(forced);
-}
-
-bool int8_small_steps_on_highway() {
-  return g_forced.load(std::memory_order_relaxed) == 0xFF && startup().small_steps_on_highway;
+  return forced == 0xFF ? startup() : static_cast<Int8Isa>(forced);
 }
 
 void set_int8_isa_for_test(std::optional<Int8Isa> isa) {

@@ -27,16 +27,10 @@ const char* int8_isa_name(Int8Isa isa);
 // True when this CPU (and OS: CPUID + XGETBV) can run `isa`. kNone is always supported.
 [[nodiscard]] bool int8_isa_supported(Int8Isa isa);
 
-// The ISA matmul() uses: the best VNNI ISA the CPU has (AVX512-VNNI > AVX-VNNI), else kAvx2 on
-// CPUs with AVX2 but no AVX-512F (with int8_small_steps_on_highway()), else kNone. The
-// environment variable KVSERVE_INT8_ISA (an int8_isa_name, or "none"), read once, overrides that;
-// a test override (below) overrides both.
+// The ISA matmul() uses for every step: the best VNNI ISA the CPU has (AVX512-VNNI > AVX-VNNI),
+// else kAvx2 on CPUs with AVX2, else kNone. The environment variable KVSERVE_INT8_ISA (an
+// int8_isa_name, or "none"), read once, overrides that; a test override (below) overrides both.
 [[nodiscard]] Int8Isa int8_isa_active();
-
-// True when matmul() sends steps of at most 4 tokens (int8_gemm::kDirectMaxT) of types other than
-// Q5_0 to the Highway path although int8_isa_active() is kAvx2: the default on AVX2-only CPUs,
-// where Highway measured faster for them; the same bits either way. False under any override.
-[[nodiscard]] bool int8_small_steps_on_highway();
 
 // Tests and benchmarks: force matmul() onto `isa` (CHECKed to be supported); nullopt restores the
 // CPUID choice. Not thread-safe against concurrent matmul() calls.

@@ -11,7 +11,6 @@
 namespace kvs {
 namespace {
 
-using int8_gemm::kDirectMaxT;
 using int8_gemm::kPanelBlockBytes;
 using int8_gemm::kPanelRows;
 using int8_gemm::kTileTokens;
@@ -76,8 +75,6 @@ bool int8_matmul_group(std::span<const MatmulOutput> outs, const float* x, int64
   for (const MatmulOutput& o : outs) KVS_CHECK(o.w->type == w0.type && o.w->cols == w0.cols);
   const Int8Isa isa = int8_isa_active();
   if (isa == Int8Isa::kNone || !int8_matmul_supports(w0.type)) return false;
-  if (T <= kDirectMaxT && w0.type != WeightType::kQ5_0 && int8_small_steps_on_highway())
-    return false;
   const int8_gemm::Kernels& k = kernels_for(isa);
   const int64_t K = w0.cols, KB = K / 32;
   thread_local ActScratch scratch;

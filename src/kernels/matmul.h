@@ -10,10 +10,8 @@
 //    and y = acc. Two implementations of that one arithmetic, chosen per call by
 //    kernels/int8_isa.h from CPUID: the 8-bit GEMM of kernels/int8_gemm.h (u8 x s8 dot products,
 //    vpdpbusd with AVX512-VNNI / AVX-VNNI or vpmaddubsw on AVX2, 8 rows per vector), and the
-//    Highway path below, which unpacks weights to int16 (pmaddwd). Defaults: VNNI CPUs take the
-//    8-bit GEMM for every step; AVX2-only CPUs take it for steps of more than 4 tokens (and
-//    Q5_0), Highway for smaller ones; other CPUs Highway. Both give the same bits, so the mix is
-//    batch invariant.
+//    Highway path below, which unpacks weights to int16 (pmaddwd). Default: the 8-bit GEMM for
+//    every step on CPUs with AVX2, Highway on others. Both give the same bits.
 //  * float path: F32, F16, BF16 (converted exactly to f32, FMA), Highway.
 // (HWY_SCALAR falls back to dequantize + f32 dot.)
 //

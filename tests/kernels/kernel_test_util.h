@@ -91,7 +91,7 @@ void for_each_target(F&& f) {
 template <class F>
 void for_each_matmul_path(F&& f) {
   {
-    SCOPED_TRACE("default path choice");  // e.g. AVX2: small steps on Highway, larger on 8-bit
+    SCOPED_TRACE("default path choice");  // the best 8-bit ISA, or Highway without AVX2
     f();
   }
   for (Int8Isa isa : kAllInt8Isas) {
