@@ -104,12 +104,16 @@ def test_redis_stopped_mid_load_fails_no_request_and_hits_resume(start_server, r
     assert metric(a, "kvserve_kv_offload_errors_total") >= 1
     # Redis is back (empty): new blocks are written again and a peer hits them.
     deadline = time.time() + 15
+    j = 0
     while time.time() < deadline:
         state = metric(a, "kvserve_kv_offload_remote_breaker_state",
                        f'instance="{redis_server.url}/0"')
         if state == 0:
             break
-        complete(a, doc(7, n=40), max_tokens=1)  # traffic lets the breaker probe
+        # Traffic that reaches Redis lets the breaker probe: a prompt new to the pool (a repeated
+        # one is a local prefix hit and never asks Redis, so the breaker would wait forever).
+        complete(a, doc(7000 + j, n=40), max_tokens=1)
+        j += 1
         time.sleep(0.2)
     assert state == 0, "the breaker never closed after Redis came back"
     text_a, _ = complete(a, doc(3))
