@@ -487,6 +487,9 @@ def test_layer_groups_of_a_sliding_window_model(start_server, browser):
     login(driver, API_KEY)
     wait_for(driver, "window.kvDashboard.ready()", what="the first frame")
     assert js(driver, "return window.kvDashboard.state.config.layer_groups") == kv["layer_groups"]
+    # ready() is the first frame applied; the page draws it (and its group buttons) on the next
+    # animation frame.
+    caught_up(driver, frames=1)
     buttons = driver.find_elements(By.CSS_SELECTOR, "#group-filter button")
     assert [b.get_attribute("data-group") for b in buttons] == ["all", "0", "1", "2", "3", "4", "5"]
 
