@@ -201,14 +201,12 @@ struct Unpacked {
 
 KVS_AI void store32(uint8_t* p, __m256i v) { _mm256_store_si256(reinterpret_cast<__m256i*>(p), v); }
 
-// Legacy block `blk` -> block-order bytes (Q8_0: the signed bytes, on VNNI + 128), d, m.
+// Legacy block `blk` -> block-order bytes (Q8_0: the signed bytes, on VNNI + 128).
 template <WeightType kT>
-KVS_AI __m256i unpack_legacy(const uint8_t* blk, float* dw, float* m) {
-  *dw = f16(blk);
+KVS_AI __m256i legacy_bytes(const uint8_t* blk) {
   if constexpr (kT == WeightType::kQ4_0) {
     return nibbles_block_order(blk + 2);
   } else if constexpr (kT == WeightType::kQ4_1) {
-    *m = f16(blk + 2);
     return nibbles_block_order(blk + 4);
   } else if constexpr (kT == WeightType::kQ5_0) {
     return _mm256_or_si256(nibbles_block_order(blk + 6), high_bits_block_order(blk + 2));
@@ -217,6 +215,14 @@ KVS_AI __m256i unpack_legacy(const uint8_t* blk, float* dw, float* m) {
     const __m256i w = to_block_order(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2)));
     return kVnni ? _mm256_xor_si256(w, _mm256_set1_epi8(-128)) : w;
   }
+}
+
+// The same, with the block's d and (Q4_1) m.
+template <WeightType kT>
+KVS_AI __m256i unpack_legacy(const uint8_t* blk, float* dw, float* m) {
+  *dw = f16(blk);
+  if constexpr (kT == WeightType::kQ4_1) *m = f16(blk + 2);
+  return legacy_bytes<kT>(blk);
 }
 
 KVS_AI void q4k_scale_min(int j, const uint8_t* s, int* sc, int* mn) {
@@ -559,29 +565,25 @@ __attribute__((noinline)) void direct_group(const Weights& w, const Acts& a, int
       for (int64_t o = 0; o < 8 * kBlockBytes<kT>; o += 64) __builtin_prefetch(pf + o);
     }
     __m256i u[8];
-    alignas(32) float dw[8], m[8];
-    alignas(32) int32_t sc[8];
+    __m256 dwv, mv = _mm256_setzero_ps();
+    int32_t sc[8] = {};  // Q6_K's sub-scale pairs
     if constexpr (kSuper<kT>) {
       const int j = static_cast<int>(b % 8);
       if (j == 0)
         for (int r = 0; r < 8; ++r)
           unpack_super<kT>(src[r] + (b / 8) * kBlockBytes<kT>,
                            Unpacked{su[r], sdw[r], sm[r], ssc[r]});
+      alignas(32) float dw[8], m[8];
       KVS_UNROLL
       for (int r = 0; r < 8; ++r) {
         u[r] = _mm256_load_si256(reinterpret_cast<const __m256i*>(su[r] + 32 * j));
         dw[r] = sdw[r][j], m[r] = sm[r][j], sc[r] = ssc[r][j];
       }
-    } else {
-      KVS_UNROLL
-      for (int r = 0; r < 8; ++r)
-        u[r] = unpack_legacy<kT>(src[r] + b * kBlockBytes<kT>, dw + r, m + r);
-    }
-    __m256 dwv, mv = _mm256_setzero_ps();
-    if constexpr (kSuper<kT>) {
       dwv = _mm256_load_ps(dw);
       mv = _mm256_load_ps(m);
     } else {
+      KVS_UNROLL
+      for (int r = 0; r < 8; ++r) u[r] = legacy_bytes<kT>(src[r] + b * kBlockBytes<kT>);
       // The 8 rows' f16 d (and Q4_1's m) gathered in one instruction: 8 scalar stores read back
       // as one vector would stall on store forwarding at every block.
       const __m256i dm = _mm256_i32gather_epi32(

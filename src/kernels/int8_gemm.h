@@ -20,10 +20,12 @@
 // so a token's output is the same bits whatever else runs with it (batch invariance) and on every
 // ISA, the Highway int16 path included.
 //
-// Tiling. Rows are unpacked kPanelRows at a time into a panel buffer, interleaved by 8 rows
-// (int8_gemm-inl.h: one vector holds the same 4 bytes of 8 rows), and swept by a micro-kernel of
-// 8 rows x up to 8 (AVX-512) or 4 tokens: the activation's 4 bytes are broadcast, each lane
-// is one (row, token) output, and the f32 epilogue is one vector operation per 8 rows.
+// Tiling. Steps of up to kDirectMaxT tokens (decode) read the GGUF rows directly, 8 at a time,
+// and reduce each row's partial lanes with a vphaddd tree. Larger steps unpack kPanelRows rows
+// at a time into a panel buffer, interleaved by 8 rows (16 on AVX-512: one vector holds the same
+// 4 bytes of every row; int8_gemm-inl.h), swept by a micro-kernel of 8 or 16 rows x up to 8
+// (AVX-512) or 4 tokens: the activation's 4 bytes are broadcast, each lane is one (row, token)
+// output, and the f32 epilogue is one vector operation per 8 or 16 rows.
 #pragma once
 
 #include <cstdint>
