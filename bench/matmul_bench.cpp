@@ -4,12 +4,13 @@
 //    loop of its best instruction (vpmaddubsw + vpmaddwd on AVX2, vpdpbusd with AVX-VNNI /
 //    AVX512-VNNI) on every thread. "Gops/s" counts 2 ops per multiply-add.
 //  * BM_MemoryRead/<threads>: streaming read bandwidth (the decode roofline).
-// BM_Matmul/<path>/type/N/K/T/threads counters: "GB/s" = weight bytes read per second; "Gops/s" =
-// 2*N*K*T per second; "of_peak" = Gops/s over the best ISA's peak at the same thread count;
-// "of_bw" = GB/s over BM_MemoryRead at the same thread count (peaks and bandwidth measured once,
-// before the first matmul, on the same clock). Paths: "default" is matmul()'s own choice;
-// "highway-int16" is the Highway int16 (pmaddwd) path, the only integer path before the 8-bit
-// GEMM; "avx2", "avx-vnni", "avx512-vnni" are the 8-bit GEMM forced onto that ISA (registered
+// BM_Matmul/<path>/type/N/K/T/threads (block-quantized weights packed once before timing, as the
+// model packs them at load; kernels/packed_layout.h) counters: "GB/s" = weight bytes read per
+// second; "Gops/s" = 2*N*K*T per second; "of_peak" = Gops/s over the best ISA's peak at the same
+// thread count; "of_bw" = GB/s over BM_MemoryRead at the same thread count (peaks and bandwidth
+// measured once, before the first matmul, on the same clock). Paths: "default" is matmul()'s own
+// choice; "highway-int16" is the Highway int16 (pmaddwd) path, the only integer path before the
+// 8-bit GEMM; "avx2", "avx-vnni", "avx512-vnni" are the 8-bit GEMM forced onto that ISA (registered
 // only when the CPU has it), so one run compares before and after. Single-thread runs are timed
 // in the thread's CPU time, multi-thread in wall time.
 //
@@ -33,6 +34,7 @@
 #include "kernels/int8_isa.h"
 #include "kernels/int8_matmul.h"
 #include "kernels/matmul.h"
+#include "kernels/packed_weights.h"
 
 namespace kvs {
 namespace {
@@ -218,10 +220,18 @@ void BM_Matmul(benchmark::State& state, std::optional<Int8Isa> path, const char*
   cached_peak(threads);
   cached_bandwidth(threads);
   const auto wbuf = make_weights(type, N, K);
-  const WeightMatrix w{type, wbuf.data(), N, K, weight_row_bytes(type, K)};
+  WeightMatrix w{type, wbuf.data(), N, K, weight_row_bytes(type, K)};
   std::vector<float> x(T * K, 0.5f), y(T * N);
   for (int64_t i = 0; i < T * K; ++i) x[i] = static_cast<float>((i * 37) % 101) * 0.01f - 0.5f;
   ThreadPool& p = pool(threads);
+  // Packed once, as the model packs its weights at load (the Highway path reads w.data).
+  std::vector<uint8_t> packed;
+  if (packed_layout_supports(type)) {
+    packed.resize(packed_weight_bytes(type, N, K) + 64);
+    uint8_t* aligned = packed.data() + (64 - reinterpret_cast<uintptr_t>(packed.data()) % 64) % 64;
+    pack_weight(w, aligned, p);
+    w.packed = aligned;
+  }
   state.SetLabel(std::string(weight_type_info(type).name) + " " + what);
   set_int8_isa_for_test(path);
   for (auto _ : state) {

@@ -174,6 +174,8 @@ void run_generate(GenerateFlags& f) {
                         {"kv_pool_blocks", pool.num_blocks},
                         {"kv_pool_tokens", pool.num_tokens},
                         {"weights_bytes", model->model->weight_bytes()},
+                        {"weights_resident_bytes", model->model->resident_weight_bytes()},
+                        {"weights_pack_seconds", model->model->weight_pack_seconds()},
                         {"block_size", pool.block_size},
                         {"kv_cache_dtype_k", kv_dtype_name(config.k_dtype)},
                         {"kv_cache_dtype_v", kv_dtype_name(config.v_dtype)},

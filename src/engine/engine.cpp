@@ -238,6 +238,9 @@ EngineSnapshot Engine::snapshot(bool with_fragmentation) const {
       (driver_->host_area().num_blocks() - s.offload.host_area_blocks) * kv_pool_.block_bytes;
   s.pool_bytes = kv_pool_.pool_bytes;
   s.block_bytes = kv_pool_.block_bytes;
+  s.weight_file_bytes = model_.weight_bytes();
+  s.weight_resident_bytes = model_.resident_weight_bytes();
+  s.weight_pack_seconds = model_.weight_pack_seconds();
   return s;
 }
 

@@ -80,6 +80,10 @@ struct EngineSnapshot {
   uint64_t swap_used_bytes = 0, swap_space_bytes = 0;
   uint64_t pool_bytes = 0, block_bytes = 0;
   KvOffloadStats offload;  // enabled == false when there are no tiers
+  // The model's weights: as the file stores them, as they sit in memory (packed), and the load
+  // time packing took (TransformerModel).
+  uint64_t weight_file_bytes = 0, weight_resident_bytes = 0;
+  double weight_pack_seconds = 0;
 };
 
 // One live sequence's blocks, one block table per layer group (what the dashboard lights up when

@@ -20,12 +20,11 @@
 // so a token's output is the same bits whatever else runs with it (batch invariance) and on every
 // ISA, the Highway int16 path included.
 //
-// Tiling. Steps of up to kDirectMaxT tokens (decode) read the GGUF rows directly, 8 at a time,
-// and reduce each row's partial lanes with a vphaddd tree. Larger steps unpack kPanelRows rows
-// at a time into a panel buffer, interleaved by 8 rows (16 on AVX-512: one vector holds the same
-// 4 bytes of every row; int8_gemm-inl.h), swept by a micro-kernel of 8 or 16 rows x up to 8
-// (AVX-512) or 4 tokens: the activation's 4 bytes are broadcast, each lane is one (row, token)
-// output, and the f32 epilogue is one vector operation per 8 or 16 rows.
+// Tiling. The weights come packed (kernels/packed_layout.h: groups of 16 rows, one vector holding
+// the same 4 bytes of every row), either once at model load or one group at a time by the driver.
+// A micro-kernel sweeps 8 rows (16 on AVX-512) x up to 4 tokens (8 on AVX-512): the activation's
+// 4 bytes are broadcast, each lane is one (row, token) output, and the f32 epilogue is one vector
+// operation per 8 or 16 rows. The same kernel serves decode (1 token) and prefill.
 #pragma once
 
 #include <cstdint>
@@ -33,14 +32,6 @@
 #include "core/weight_type.h"
 
 namespace kvs::int8_gemm {
-
-// The rows of a weight matrix as stored in the GGUF file.
-struct Weights {
-  WeightType type;
-  const uint8_t* data;
-  int64_t rows, cols;
-  uint64_t row_bytes;
-};
 
 // The activation of one call, quantized once, block-major: block b of token t is at [b][t], so
 // that a micro-kernel reads its tokens' block at constant offsets from one pointer. A block's 32
@@ -55,18 +46,16 @@ struct Acts {
   int64_t K, KB, T;
 };
 
-constexpr int64_t kPanelRows = 16;  // rows unpacked together into the panel buffer
-constexpr int64_t kTileTokens = 4;  // tokens per micro-kernel call on AVX2 (8 on AVX-512)
-constexpr int64_t kDirectMaxT = 4;  // steps of up to this many tokens read the GGUF rows directly
-constexpr int64_t kPanelBlockBytes = 32 + 4 + 4 + 4;  // block-order bytes, d_w, min, sub-scales
+constexpr int64_t kPackedRows = 16;  // rows of a packed group (packed_layout::kRows)
+constexpr int64_t kTileTokens = 4;   // tokens per micro-kernel call on AVX2 (8 on AVX-512)
 
 struct Kernels {
   // Quantizes tokens [t0, t1) of x [T][K] into a (which has room for them).
   void (*quantize)(WeightType type, const float* x, int64_t t0, int64_t t1, const Acts& a);
-  // y[t * N + n] for rows [n0, n1) and tokens [t0, t1) (N = w.rows). `panel` holds
-  // kPanelRows * KB * kPanelBlockBytes bytes, 32-byte aligned.
-  void (*gemm)(const Weights& w, const Acts& a, int64_t n0, int64_t n1, int64_t t0, int64_t t1,
-               float* y, uint8_t* panel);
+  // y[t * N + n0 + r] for the first `rows` (<= 16) rows of one packed group of type `type` and
+  // tokens [t0, t1).
+  void (*gemm)(WeightType type, const uint8_t* group, const Acts& a, int64_t t0, int64_t t1,
+               float* y, int64_t N, int64_t n0, int rows);
   // The tight loop of the ISA's best 8-bit dot product (matmul_bench's peak): `iters` rounds of
   // 12 independent dot products of the GEMM's vector width, peak_macs_per_iter multiply-adds in
   // all. Returns a checksum.

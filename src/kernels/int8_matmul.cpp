@@ -7,15 +7,15 @@
 
 #include "core/check.h"
 #include "kernels/int8_gemm.h"
+#include "kernels/packed_weights.h"
 
 namespace kvs {
 namespace {
 
-using int8_gemm::kPanelBlockBytes;
-using int8_gemm::kPanelRows;
+using int8_gemm::kPackedRows;
 using int8_gemm::kTileTokens;
 
-// A growable 64-byte aligned buffer (the panel kernels use aligned loads).
+// A growable 64-byte aligned buffer.
 class AlignedBytes {
  public:
   uint8_t* get(size_t n) {
@@ -98,39 +98,46 @@ bool int8_matmul_group(std::span<const MatmulOutput> outs, const float* x, int64
   } else {
     k.quantize(w0.type, x, 0, T, a);
   }
-  // The weights' rows laid end to end: weight i owns [first[i], first[i + 1]), its row panels
-  // [first_panel[i], first_panel[i + 1]). Fixed arrays: this runs several times per layer.
+  // The weights' rows laid end to end: weight i owns the groups [first_group[i],
+  // first_group[i + 1]) of 16 rows. Fixed arrays: this runs several times per layer.
   const size_t count = outs.size();
-  std::array<int8_gemm::Weights, kMaxMatmulGroup> wts;
-  std::array<int64_t, kMaxMatmulGroup + 1> first{}, first_panel{};
-  for (size_t i = 0; i < count; ++i) {
-    const WeightMatrix& w = *outs[i].w;
-    wts[i] = {w.type, static_cast<const uint8_t*>(w.data), w.rows, K, w.row_bytes};
-    first[i + 1] = first[i] + w.rows;
-    first_panel[i + 1] = first_panel[i] + (w.rows + kPanelRows - 1) / kPanelRows;
-  }
-  const int64_t rows = first[count];
-  if (rows == 0) return true;
-  // Work items: a panel of one weight's rows x a range of tokens. Split the tokens only when the
-  // panels are too few to keep every thread busy (a token's result does not depend on the split).
-  const int64_t panels = first_panel[count];
+  std::array<int64_t, kMaxMatmulGroup + 1> first_group{};
+  for (size_t i = 0; i < count; ++i)
+    first_group[i + 1] = first_group[i] + (outs[i].w->rows + kPackedRows - 1) / kPackedRows;
+  const int64_t groups = first_group[count];
+  if (groups == 0) return true;
+  // Work items: a group of one weight's rows x a range of tokens. Split the tokens only when the
+  // groups are too few to keep every thread busy (a token's result does not depend on the split).
   int64_t splits = 1;
-  while (panels * splits < 4 * threads && T / (2 * splits) >= 2 * kTileTokens) splits *= 2;
+  while (groups * splits < 4 * threads && T / (2 * splits) >= 2 * kTileTokens) splits *= 2;
   const int64_t per_split =
       ((T + splits - 1) / splits + kTileTokens - 1) / kTileTokens * kTileTokens;
   splits = (T + per_split - 1) / per_split;
-  const size_t panel_bytes = bytes(kPanelRows * KB * kPanelBlockBytes);
-  pool.parallel_for(static_cast<size_t>(panels * splits), 1, [&](size_t b, size_t e, int) {
-    thread_local AlignedBytes panel;
-    uint8_t* p = panel.get(panel_bytes);
+  const uint64_t group_bytes = packed_group_bytes(w0.type, K);
+  // Neighbouring items in one chunk (about 8 chunks per thread), so that a thread reads a long
+  // run of the weights rather than every other group.
+  const int64_t items = groups * splits;
+  const auto grain = static_cast<size_t>(std::max<int64_t>(1, items / (8 * threads)));
+  pool.parallel_for(static_cast<size_t>(items), grain, [&](size_t b, size_t e, int) {
     for (size_t item = b; item < e; ++item) {
-      const int64_t pi = static_cast<int64_t>(item) / splits;
+      const int64_t gi = static_cast<int64_t>(item) / splits;
       const int64_t si = static_cast<int64_t>(item) % splits;
       size_t i = 0;
-      while (pi >= first_panel[i + 1]) ++i;
-      const int64_t n0 = (pi - first_panel[i]) * kPanelRows, t0 = si * per_split;
-      k.gemm(wts[i], a, n0, std::min(wts[i].rows, n0 + kPanelRows), t0, std::min(T, t0 + per_split),
-             outs[i].y, p);
+      while (gi >= first_group[i + 1]) ++i;
+      const WeightMatrix& w = *outs[i].w;
+      const int64_t g = gi - first_group[i], n0 = g * kPackedRows, t0 = si * per_split;
+      const uint8_t* group;
+      if (w.packed != nullptr) {
+        group = w.packed + g * group_bytes;
+      } else {
+        // Not packed at load: pack this group now.
+        thread_local AlignedBytes scratch;
+        uint8_t* p = scratch.get(group_bytes);
+        pack_group(w, g, p);
+        group = p;
+      }
+      k.gemm(w.type, group, a, t0, std::min(T, t0 + per_split), outs[i].y, w.rows, n0,
+             static_cast<int>(std::min(kPackedRows, w.rows - n0)));
     }
   });
   return true;

@@ -14,6 +14,9 @@ struct WeightMatrix {
   int64_t rows;        // output features N
   int64_t cols;        // input features K (multiple of the block size)
   uint64_t row_bytes;  // weight_row_bytes(type, cols)
+  // The same rows packed at load (kernels/packed_weights.h), or null: the integer path then packs
+  // each group of rows as it goes. `data` stays valid either way (the other paths read it).
+  const uint8_t* packed = nullptr;
 };
 
 // One weight of a matmul_group (kernels/matmul.h) and where its product goes: Y = X * W^T,

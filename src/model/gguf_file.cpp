@@ -258,6 +258,18 @@ std::span<const uint8_t> GgufFile::header_bytes() const {
   return {bytes_->data, static_cast<size_t>(std::min(data_offset_, bytes_->size))};
 }
 
+void GgufFile::release_pages(const void* p, uint64_t n) const {
+  if (bytes_->mapping == nullptr || n == 0) return;
+  const auto base = reinterpret_cast<uintptr_t>(bytes_->data);
+  const auto begin = reinterpret_cast<uintptr_t>(p);
+  KVS_CHECK(begin >= base && begin + n <= base + bytes_->size);
+  const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const uintptr_t first = (begin + page - 1) / page * page, last = (begin + n) / page * page;
+  // MADV_DONTNEED on a private, never-written file mapping only drops the page-table entries:
+  // the bytes are the file's, read again on the next touch. Failure only keeps them resident.
+  if (last > first) madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
+}
+
 Result<GgufFile> GgufFile::open(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return io_error(fmt::format("{}: cannot open: {}", path, std::strerror(errno)));

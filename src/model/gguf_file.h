@@ -111,6 +111,12 @@ class GgufFile {
   [[nodiscard]] const GgufTensorInfo* find_tensor(std::string_view name) const;
   [[nodiscard]] uint64_t total_tensor_bytes() const;
 
+  // Tells the OS that the whole pages inside [p, p + n) (bytes of this file) will not be read
+  // soon, so that they stop counting as the process's memory (weights packed into a copy of their
+  // own). They stay readable: a later read pages them in again from the file. Does nothing when
+  // the file is not memory-mapped (parse_bytes).
+  void release_pages(const void* p, uint64_t n) const;
+
  private:
   struct Bytes;  // the mapping or the owned buffer
   explicit GgufFile(std::unique_ptr<Bytes> bytes);

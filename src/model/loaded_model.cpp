@@ -70,6 +70,21 @@ Result<LoadedModel> load_model(const std::string& path) {
   m.file = std::make_unique<GgufFile>(std::move(file));
   KVS_ASSIGN_OR_RETURN(m.spec, model_spec_from_gguf(*m.file));
   KVS_RETURN_IF_ERROR(check_engine_support(m.spec));
+  // Fingerprint (the identity of cached KV, in memory and in the disk tier): file size, data
+  // offset, every byte of the metadata and tensor table, and each tensor's first bytes. Taken
+  // before the weights are packed and the file's pages under them released.
+  XXH3_state_t* st = XXH3_createState();
+  XXH3_64bits_reset(st);
+  const uint64_t sizes[2] = {m.file->file_size(), m.file->data_offset()};
+  XXH3_64bits_update(st, sizes, sizeof sizes);
+  const std::span<const uint8_t> header = m.file->header_bytes();
+  XXH3_64bits_update(st, header.data(), header.size());
+  for (const GgufTensorInfo& t : m.file->tensors()) {
+    XXH3_64bits_update(st, t.name.data(), t.name.size());
+    XXH3_64bits_update(st, t.data, std::min<uint64_t>(t.size_bytes, 256));
+  }
+  m.fingerprint = XXH3_64bits_digest(st);
+  XXH3_freeState(st);
   KVS_ASSIGN_OR_RETURN(TransformerModel model, TransformerModel::load(*m.file, m.spec));
   m.model = std::make_unique<TransformerModel>(std::move(model));
   KVS_ASSIGN_OR_RETURN(TokenizerConfig tc, tokenizer_config_from_gguf(*m.file));
@@ -86,20 +101,6 @@ Result<LoadedModel> load_model(const std::string& path) {
   }
   for (int32_t id = 0; id < m.tokenizer->vocab_size(); ++id)
     if (m.tokenizer->is_eog(id)) m.eog_ids.push_back(id);
-  // Fingerprint (the identity of cached KV, in memory and in the disk tier): file size, data
-  // offset, every byte of the metadata and tensor table, and each tensor's first bytes.
-  XXH3_state_t* st = XXH3_createState();
-  XXH3_64bits_reset(st);
-  const uint64_t sizes[2] = {m.file->file_size(), m.file->data_offset()};
-  XXH3_64bits_update(st, sizes, sizeof sizes);
-  const std::span<const uint8_t> header = m.file->header_bytes();
-  XXH3_64bits_update(st, header.data(), header.size());
-  for (const GgufTensorInfo& t : m.file->tensors()) {
-    XXH3_64bits_update(st, t.name.data(), t.name.size());
-    XXH3_64bits_update(st, t.data, std::min<uint64_t>(t.size_bytes, 256));
-  }
-  m.fingerprint = XXH3_64bits_digest(st);
-  XXH3_freeState(st);
   return m;
 }
 

@@ -1,12 +1,16 @@
 #include "model/transformer_model.h"
 
+#include <algorithm>
 #include <array>
+#include <chrono>
 #include <cmath>
 #include <string>
 
 #include "kernels/activations.h"
 #include "kernels/dequantize.h"
+#include "kernels/int8_isa.h"
 #include "kernels/kv_write.h"
+#include "kernels/packed_weights.h"
 #include "kernels/paged_attention.h"
 #include "kernels/rms_norm.h"
 #include "kernels/rope.h"
@@ -96,7 +100,63 @@ Result<TransformerModel> TransformerModel::load(const GgufFile& f, const ModelSp
     }
   }
   m.weight_bytes_ = total;
+  m.pack_weights(f);
   return m;
+}
+
+void TransformerModel::pack_weights(const GgufFile& f) {
+  resident_weight_bytes_ = weight_bytes_;
+  // Only the integer GEMM reads the packed layout; the Highway path reads the file's rows.
+  if (int8_isa_active() == Int8Isa::kNone) return;
+  const auto start = std::chrono::steady_clock::now();
+  const bool tied = output_.data == embedding_.data;
+  std::vector<WeightMatrix*> mats = {&embedding_};
+  if (!tied) mats.push_back(&output_);
+  for (LayerWeights& l : layers_)
+    for (WeightMatrix* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down})
+      mats.push_back(w);
+  std::vector<uint64_t> offset(mats.size());
+  uint64_t bytes = 0;
+  for (size_t i = 0; i < mats.size(); ++i) {
+    if (!packed_layout_supports(mats[i]->type)) continue;
+    offset[i] = bytes;
+    bytes += (packed_weight_bytes(mats[i]->type, mats[i]->rows, mats[i]->cols) + 63) / 64 * 64;
+  }
+  if (bytes == 0) return;
+  packed_.reset(static_cast<uint8_t*>(std::aligned_alloc(64, bytes)));
+  KVS_CHECK(packed_ != nullptr);
+  ThreadPool pool(ThreadPool::hardware_threads());
+  for (size_t i = 0; i < mats.size(); ++i) {
+    WeightMatrix& w = *mats[i];
+    if (!packed_layout_supports(w.type)) continue;
+    uint8_t* out = packed_.get() + offset[i];
+    // A slice of groups at a time, releasing the file's pages under each slice once it is
+    // packed, so that the copy never holds much more than one slice twice (Gemma 3's 178 MB
+    // embedding would otherwise be resident twice at the peak).
+    const int64_t groups = (w.rows + packed_layout::kRows - 1) / packed_layout::kRows;
+    const uint64_t group_bytes = packed_group_bytes(w.type, w.cols);
+    const int64_t slice =
+        std::max<int64_t>(1, (int64_t{8} << 20) / static_cast<int64_t>(group_bytes));
+    for (int64_t g0 = 0; g0 < groups; g0 += slice) {
+      const int64_t g1 = std::min(groups, g0 + slice);
+      pool.parallel_for(static_cast<size_t>(g1 - g0), 4, [&](size_t b, size_t e, int) {
+        for (size_t g = b; g < e; ++g) {
+          const int64_t gi = g0 + static_cast<int64_t>(g);
+          pack_group(w, gi, out + gi * group_bytes);
+        }
+      });
+      const int64_t r0 = g0 * packed_layout::kRows,
+                    r1 = std::min(w.rows, g1 * packed_layout::kRows);
+      f.release_pages(static_cast<const uint8_t*>(w.data) + r0 * w.row_bytes,
+                      (r1 - r0) * w.row_bytes);
+    }
+    w.packed = out;
+    resident_weight_bytes_ -= w.row_bytes * static_cast<uint64_t>(w.rows);
+  }
+  resident_weight_bytes_ += bytes;
+  if (tied) output_ = embedding_;
+  weight_pack_seconds_ =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
 void TransformerModel::ensure_workspace(int64_t T, int64_t nl) {
@@ -148,9 +208,14 @@ void TransformerModel::forward(const ForwardBatch& b, const PagedKvLayout& kv, T
   for (int64_t t = 0; t < T; ++t) {
     const int32_t id = b.tokens[t];
     KVS_CHECK(id >= 0 && static_cast<uint32_t>(id) < spec_.vocab_size);
-    dequantize_row(embedding_.type,
-                   static_cast<const uint8_t*>(embedding_.data) + id * embedding_.row_bytes,
-                   x + t * E, E);
+    const uint8_t* row = static_cast<const uint8_t*>(embedding_.data) + id * embedding_.row_bytes;
+    if (embedding_.packed != nullptr) {
+      // The file's pages were released: read the row back out of the packed copy.
+      ws_.embedding_row.resize(embedding_.row_bytes);
+      packed_row_to_gguf(embedding_, id, ws_.embedding_row.data());
+      row = ws_.embedding_row.data();
+    }
+    dequantize_row(embedding_.type, row, x + t * E, E);
   }
   if (arch_.embedding_scale != 1.0f)
     for (int64_t i = 0; i < T * E; ++i) x[i] *= arch_.embedding_scale;

@@ -3,12 +3,16 @@
 // Q,K,V -> (q/k norm) -> RoPE -> paged GQA attention (sliding window on local layers) -> O ->
 // (post-norm) -> residual -> RMSNorm -> SwiGLU or GeGLU MLP -> (post-norm) -> residual] ->
 // RMSNorm -> output (tied to the embedding when the file has no output.weight) -> (soft-cap).
-// Activations are f32; weights stay in their GGUF format and are read straight from the file
-// mapping; K/V go to and come from the paged pool, each layer in the blocks of its layer group
-// (kvcache/kv_cache_groups.h).
+// Activations are f32. The block-quantized weight matrices are packed once, at load, into the
+// integer GEMM's row-interleaved layout (kernels/packed_layout.h: every bit kept, the same bytes
+// as the file but Q4_K's +2.8%), and the file's pages under them are released; the rest (norms,
+// float matrices) are read straight from the file mapping. K/V go to and come from the paged pool,
+// each layer in the blocks of its layer group (kvcache/kv_cache_groups.h).
 #pragma once
 
 #include <cstdint>
+#include <cstdlib>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -46,8 +50,14 @@ class TransformerModel {
   [[nodiscard]] const Architecture& architecture() const { return arch_; }
   // Where each layer's K/V live in the pool (the same grouping the pool is planned with).
   [[nodiscard]] const KvCacheGroups& kv_groups() const { return groups_; }
-  // Bytes of all weight tensors the forward pass reads.
+  // Bytes of all weight tensors the forward pass reads, as the file stores them.
   [[nodiscard]] uint64_t weight_bytes() const { return weight_bytes_; }
+  // Bytes the weights occupy in memory once loaded: the packed copies plus the tensors read from
+  // the file (equal to weight_bytes() when nothing is packed: a CPU without AVX2, or
+  // KVSERVE_INT8_ISA=none).
+  [[nodiscard]] uint64_t resident_weight_bytes() const { return resident_weight_bytes_; }
+  // Wall time load() spent packing the weights.
+  [[nodiscard]] double weight_pack_seconds() const { return weight_pack_seconds_; }
 
   // Test hook: use the scalar reference matmul (exact float arithmetic, no activation
   // quantization) instead of the fast kernels, to check the forward pass itself against an
@@ -61,7 +71,14 @@ class TransformerModel {
  private:
   struct Workspace {
     std::vector<float> x, xn, q, k, v, att, tmp, gate, up, last;
+    std::vector<uint8_t> embedding_row;  // a packed embedding row, back in its GGUF bytes
   };
+  struct FreeBytes {
+    void operator()(uint8_t* p) const { std::free(p); }
+  };
+  // Packs every matrix the integer GEMM reads (when the CPU has it) and releases the file's
+  // pages under them.
+  void pack_weights(const GgufFile& file);
   void ensure_workspace(int64_t tokens, int64_t logits);
   void mm(const WeightMatrix& w, const float* x, int64_t T, float* y, ThreadPool& pool) const;
   void mm_group(std::span<const MatmulOutput> outputs, const float* x, int64_t T,
@@ -75,6 +92,9 @@ class TransformerModel {
   const float* output_norm_ = nullptr;
   std::vector<LayerWeights> layers_;
   uint64_t weight_bytes_ = 0;
+  uint64_t resident_weight_bytes_ = 0;
+  double weight_pack_seconds_ = 0;
+  std::unique_ptr<uint8_t, FreeBytes> packed_;  // every packed matrix, 64-byte aligned
   bool reference_matmul_ = false;
   Workspace ws_;
 };

@@ -307,6 +307,13 @@ std::string ServerMetrics::render(const MetricsSnapshot& snap) const {
   metric(&o, "kvserve_kv_blocks_capacity", "gauge", "KV blocks in the pool.", s.cache.num_blocks);
   metric(&o, "kvserve_kv_pool_bytes", "gauge", "Bytes of the KV pool.", s.pool_bytes);
   metric(&o, "kvserve_kv_block_bytes", "gauge", "Bytes of one KV block.", s.block_bytes);
+  header(&o, "kvserve_model_weight_bytes", "gauge",
+         "Bytes of the model's weights: as the file stores them, and resident in memory (packed "
+         "for the integer GEMM, plus the tensors read from the file).");
+  sample(&o, "kvserve_model_weight_bytes", "form=\"file\"", num(s.weight_file_bytes));
+  sample(&o, "kvserve_model_weight_bytes", "form=\"resident\"", num(s.weight_resident_bytes));
+  metric(&o, "kvserve_model_weight_pack_seconds", "gauge",
+         "Time the model load spent packing the weights.", s.weight_pack_seconds);
   metric(&o, "kvserve_kv_fragmentation_ratio", "gauge",
          "Allocated KV slots no sequence has filled, over allocated slots (0..1).",
          s.fragmentation);

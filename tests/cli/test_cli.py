@@ -86,6 +86,18 @@ class Generate(unittest.TestCase):
         self.assertEqual(off["runs"][1]["cached_tokens"], 0)
         self.assertEqual(off["runs"][1]["sequences"][0]["text"], first["sequences"][0]["text"])
 
+    def test_json_reports_the_weights_in_the_file_and_in_memory(self):
+        out = json.loads(run("generate", "-p", "Hi", "-n", "2", "--json").stdout)
+        # SmolLM2's Q4_1 and Q8_0 weights are packed at load into exactly their file bytes.
+        self.assertGreater(out["weights_bytes"], 90_000_000)
+        self.assertEqual(out["weights_resident_bytes"], out["weights_bytes"])
+        self.assertGreaterEqual(out["weights_pack_seconds"], 0)
+        self.assertLess(out["weights_pack_seconds"], 30)
+        none = subprocess.run([BIN, "generate", "-p", "Hi", "-n", "2", "--json"], env={
+            **os.environ, "KVSERVE_INT8_ISA": "none"}, capture_output=True, text=True, check=True,
+            timeout=300)
+        self.assertEqual(json.loads(none.stdout)["weights_pack_seconds"], 0)
+
     def test_parallel_reports_every_sequence(self):
         out = json.loads(run("generate", "-p", "Once upon a time", "-n", "6", "--parallel", "3", "--temp", "0.8",
                              "--seed", "5", "--json").stdout)

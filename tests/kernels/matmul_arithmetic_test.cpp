@@ -15,6 +15,7 @@
 #include "kernel_test_util.h"
 #include "kernels/dequantize.h"
 #include "kernels/matmul.h"
+#include "kernels/packed_weights.h"
 
 namespace kvs {
 namespace {
@@ -135,10 +136,17 @@ TEST(MatmulArithmeticTest, EveryPathGivesTheStatedArithmeticsBits) {
   std::mt19937 rng(11);
   for (WeightType type : {WeightType::kQ8_0, WeightType::kQ4_0, WeightType::kQ4_1,
                           WeightType::kQ5_0, WeightType::kQ4_K, WeightType::kQ6_K}) {
-    // 37 rows: whole 16-row panels, an 8-row group and a short one.
+    // 37 rows: whole 16-row groups, an 8-row half and a short one.
     const int64_t rows = 37, cols = 512;
     const auto wb = test::random_weights(type, rows, cols, 1.0f, rng);
-    const WeightMatrix w{type, wb.data(), rows, cols, weight_row_bytes(type, cols)};
+    // The same rows packed once (as at model load) and packed per step by the GEMM.
+    std::vector<uint8_t> packed(packed_weight_bytes(type, rows, cols) + 64);
+    uint8_t* aligned = packed.data() + (64 - reinterpret_cast<uintptr_t>(packed.data()) % 64) % 64;
+    WeightMatrix w{type, wb.data(), rows, cols, weight_row_bytes(type, cols)};
+    {
+      ThreadPool pool(2);
+      pack_weight(w, aligned, pool);
+    }
     for (int64_t T : {1, 2, 4, 5, 8, 9, 17, 40}) {
       const std::vector<float> x = test::random_floats(T * cols, 1.5f, rng);
       const std::vector<float> want = stated_arithmetic(w, x, T);
@@ -147,12 +155,17 @@ TEST(MatmulArithmeticTest, EveryPathGivesTheStatedArithmeticsBits) {
         test::for_each_matmul_path([&] {
           // HWY_SCALAR has no integer path (dequantize + f32 dot).
           if (hwy::SupportedTargets() == HWY_SCALAR) return;
-          std::vector<float> y(T * rows);
-          matmul(w, x.data(), T, y.data(), pool);
-          for (int64_t i = 0; i < T * rows; ++i)
-            ASSERT_EQ(std::memcmp(&y[i], &want[i], sizeof(float)), 0)
-                << weight_type_info(type).name << " T " << T << " threads " << threads << " token "
-                << i / rows << " row " << i % rows << ": " << y[i] << " vs " << want[i];
+          for (const uint8_t* p :
+               {static_cast<const uint8_t*>(nullptr), static_cast<const uint8_t*>(aligned)}) {
+            w.packed = p;
+            std::vector<float> y(T * rows);
+            matmul(w, x.data(), T, y.data(), pool);
+            for (int64_t i = 0; i < T * rows; ++i)
+              ASSERT_EQ(std::memcmp(&y[i], &want[i], sizeof(float)), 0)
+                  << weight_type_info(type).name << (p ? " packed" : "") << " T " << T
+                  << " threads " << threads << " token " << i / rows << " row " << i % rows << ": "
+                  << y[i] << " vs " << want[i];
+          }
         });
       }
     }

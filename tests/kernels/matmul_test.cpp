@@ -116,7 +116,7 @@ TEST(Matmul, MatchesReferenceOverShapesTokensAndThreads) {
 }
 
 TEST(Matmul, BatchesThatFillPanelsAndSplitTokens) {
-  // Steps of more than kDirectMaxT tokens take the panel kernels of the 8-bit GEMM: token tiles
+  // Steps of more than one token tile of the 8-bit GEMM: token tiles
   // with a padded remainder, row panels with a partial last one, token ranges split over threads
   // when the rows run out (N = 24: two panels).
   std::mt19937 rng(21);

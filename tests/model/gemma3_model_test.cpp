@@ -291,6 +291,12 @@ TEST(Gemma3ModelTest, FastKernelsStayCloseToTransformers) {
               static_cast<long long>(loose_agree), static_cast<long long>(loose));
   EXPECT_GT(firm, 20);
   EXPECT_GE(loose_agree * 10, loose * 9);
+  // The weights this ran on were packed at load: Q5_0, Q6_K and Q8_0 in their file bytes, Q4_K
+  // in 148 bytes per 144 (kernels/packed_layout.h), so at most 1.1x the file's weights.
+  if (h->model.weight_pack_seconds() > 0) {
+    EXPECT_GT(h->model.resident_weight_bytes(), h->model.weight_bytes());
+    EXPECT_LE(h->model.resident_weight_bytes() * 10, h->model.weight_bytes() * 11);
+  }
 }
 
 // The tokenizer the GGUF declares (SentencePiece-style, byte fallback, no space prefix) gives

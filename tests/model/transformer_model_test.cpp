@@ -12,6 +12,7 @@
 #include <numeric>
 #include <vector>
 
+#include "kernels/int8_isa.h"
 #include "kvcache/kv_block_storage.h"
 #include "model/gguf_file.h"
 #include "model/model_paths.h"
@@ -192,6 +193,34 @@ TEST(TransformerModelTest, BlockSizesGiveTheSameLogits) {
     ASSERT_EQ(logits.size(), base.size());
     for (size_t i = 0; i < logits.size(); ++i) ASSERT_EQ(logits[i], base[i]) << "block size " << bs;
   }
+}
+
+// The weights are packed at load (kernels/packed_layout.h) where the integer GEMM runs, and the
+// file's pages under them are released. The packed model must give the logits of one whose
+// weights were left in the file (the GEMM then packs each group as it goes), bit for bit, over a
+// prefill and decode steps (the embedding rows come back out of the packed copy), and hold no
+// more weight bytes than the file. The reference path still reads the released pages.
+TEST(TransformerModelTest, WeightsPackedAtLoadGiveTheSameLogitsInTheFilesBytes) {
+  if (int8_isa_active() == Int8Isa::kNone) GTEST_SKIP() << "no integer GEMM on this CPU";
+  auto packed = open_default(KvDtype::kF16, 16, 64);
+  if (!packed) SKIP_OR_FAIL_IN_CI() << "default model not found";
+  set_int8_isa_for_test(Int8Isa::kNone);  // load() packs nothing
+  auto unpacked = open_default(KvDtype::kF16, 16, 64);
+  set_int8_isa_for_test(std::nullopt);
+  ASSERT_TRUE(unpacked);
+  EXPECT_EQ(unpacked->model.resident_weight_bytes(), unpacked->model.weight_bytes());
+  EXPECT_EQ(unpacked->model.weight_pack_seconds(), 0.0);
+  // SmolLM2's Q4_1 and Q8_0 pack into exactly their file bytes.
+  EXPECT_EQ(packed->model.resident_weight_bytes(), packed->model.weight_bytes());
+  EXPECT_GT(packed->model.weight_pack_seconds(), 0.0);
+  const std::vector<int32_t> ids = {504, 3575, 282, 4649, 314, 253, 2240, 338, 553, 719, 253};
+  EXPECT_EQ(prefill_all(*packed, ids, 16), prefill_all(*unpacked, ids, 16));
+  EXPECT_EQ(greedy(*packed, ids, 6), greedy(*unpacked, ids, 6));
+  for (int64_t t = 0; t < static_cast<int64_t>(ids.size()); ++t)
+    ASSERT_EQ(run_chunk(*packed, ids, t, 1, 16), run_chunk(*unpacked, ids, t, 1, 16)) << t;
+  packed->model.set_reference_matmul(true);
+  unpacked->model.set_reference_matmul(true);
+  EXPECT_EQ(prefill_all(*packed, ids, 16), prefill_all(*unpacked, ids, 16));
 }
 
 }  // namespace

@@ -85,6 +85,11 @@ def test_metrics_parse_and_match_activity(server):
     assert total > 0 and states == total
     assert 0 <= value(after, "kvserve_kv_cache_usage_ratio") <= 1
     assert 0 <= value(after, "kvserve_kv_fragmentation_ratio") <= 1
+    # SmolLM2's weights, packed at load into exactly their file bytes.
+    file_bytes = value(after, "kvserve_model_weight_bytes", form="file")
+    assert file_bytes > 90_000_000
+    assert value(after, "kvserve_model_weight_bytes", form="resident") == file_bytes
+    assert 0 <= value(after, "kvserve_model_weight_pack_seconds") < 30
 
 
 def test_64_concurrent_streaming_clients(server):
