@@ -198,8 +198,11 @@ def click_still_request(driver, server, wanted, hook, timeout):
 
 
 def test_dashboard_under_load(start_server, browser, tmp_path):
+    # Blocks of 64 tokens: a decoding request's table then holds still for 64 tokens, long enough
+    # for click_still_request to see the page and the server agree (with blocks of 16, a request
+    # decoding at ~150 tokens/s changes its table faster than two frames and a click).
     server = start_server("--kv-cache-memory", "24MiB", "--max-model-len", "512",
-                          "--max-num-seqs", "8")
+                          "--max-num-seqs", "8", "--block-size", "64")
     kv = server.get("/v1/kv").json()
     driver = browser
     open_dashboard(driver, server)
@@ -227,7 +230,7 @@ def test_dashboard_under_load(start_server, browser, tmp_path):
 
     # Under load the cells change colour, and the page never polls /v1/kv.
     kv_polls = http_count(server, "/v1/kv")
-    load = Load(server)
+    load = Load(server, max_tokens=96)
     hashes = set()
     deadline = time.time() + 20
     while time.time() < deadline and len(hashes) < 5:
