@@ -32,6 +32,8 @@ namespace {
 constexpr bool kVnni = KVS_INT8_VNNI != 0;
 constexpr bool kVnni512 = KVS_INT8_VNNI == 2;
 
+constexpr int64_t kPrefetchBytes = 8192;  // how far ahead the weights are prefetched
+
 KVS_AI int64_t imin(int64_t a, int64_t b) { return a < b ? a : b; }
 
 // ---------------------------------------------------------------- the ISA's dot product
@@ -66,8 +68,8 @@ constexpr int kOffset = kT == WeightType::kQ4_0   ? 8
                         : kT == WeightType::kQ8_0 ? 128
                                                   : 0;
 // The offset as the int32 start of the block sum: -off x (sum of the block's activation bytes).
-// Q8_0 on AVX2 has none (the sign trick dots the signed bytes); Q6_K's offset goes with its
-// 16-element sub-scales, as s16 pair terms (Acts::off).
+// Q8_0 on AVX2 has none (the sign trick dots the signed bytes); Q6_K's goes with each of its two
+// 16-element sub-scales (Acts::half_osum).
 template <WeightType kT>
 constexpr int kSumOffset = kT == WeightType::kQ6_K             ? 0
                            : kT == WeightType::kQ8_0 && !kVnni ? 0
@@ -85,10 +87,11 @@ KVS_AI int32_t hsum_epi32(__m256i v) {
 }
 
 // One 32-element block: q = round(x / d), d = amax / 127 (as matmul.cpp's quantize_act_row,
-// whose d, q and d * sum(q) this reproduces bit for bit), in block order; plus the offset term.
+// whose d, q and d * sum(q) this reproduces bit for bit), in block order (Q6_K: natural order);
+// plus the offset terms.
 template <WeightType kT>
 KVS_AI void quantize_block(const float* x, int8_t* q, float* d, float* s, int32_t* osum,
-                           uint8_t* off) {
+                           int32_t* half_osum) {
   const __m256 sign = _mm256_set1_ps(-0.0f);
   __m256 v[4];
   __m256 amax = _mm256_setzero_ps();
@@ -110,11 +113,18 @@ KVS_AI void quantize_block(const float* x, int8_t* q, float* d, float* s, int32_
   // packs leave dwords (elements) 0-3, 8-11, 16-19, 24-27 | 4-7, 12-15, 20-23, 28-31.
   const __m256i p16 =
       _mm256_packs_epi16(_mm256_packs_epi32(qi[0], qi[1]), _mm256_packs_epi32(qi[2], qi[3]));
-  const __m256i lanes = _mm256_permutevar8x32_epi32(p16, _mm256_setr_epi32(0, 4, 2, 6, 1, 5, 3, 7));
-  const __m256i idx = _mm256_setr_epi8(0, 1, 8, 9, 2, 3, 10, 11, 4, 5, 12, 13, 6, 7, 14, 15, 0, 1,
-                                       8, 9, 2, 3, 10, 11, 4, 5, 12, 13, 6, 7, 14, 15);
+  __m256i ordered;
+  if constexpr (kT == WeightType::kQ6_K) {
+    ordered = _mm256_permutevar8x32_epi32(p16, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+  } else {
+    const __m256i lanes =
+        _mm256_permutevar8x32_epi32(p16, _mm256_setr_epi32(0, 4, 2, 6, 1, 5, 3, 7));
+    const __m256i idx = _mm256_setr_epi8(0, 1, 8, 9, 2, 3, 10, 11, 4, 5, 12, 13, 6, 7, 14, 15, 0, 1,
+                                         8, 9, 2, 3, 10, 11, 4, 5, 12, 13, 6, 7, 14, 15);
+    ordered = _mm256_shuffle_epi8(lanes, idx);
+  }
   // -128 only from non-finite input; clamped so that the sign trick stays exact.
-  const __m256i xq = _mm256_max_epi8(_mm256_shuffle_epi8(lanes, idx), _mm256_set1_epi8(-127));
+  const __m256i xq = _mm256_max_epi8(ordered, _mm256_set1_epi8(-127));
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(q), xq);
   *d = dd;
   *s = dd * static_cast<float>(qsum);
@@ -127,8 +137,16 @@ KVS_AI void quantize_block(const float* x, int8_t* q, float* d, float* s, int32_
     *osum = 0;
   }
   if constexpr (kT == WeightType::kQ6_K) {
-    const __m256i o = _mm256_maddubs_epi16(_mm256_set1_epi8(kOffset<kT>), xq);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(off), o);
+    // Each half's sum (natural order: the low 128 bits hold elements 0..15), from the stored
+    // bytes.
+    const __m256i sum4 =
+        _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), xq), _mm256_set1_epi16(1));
+    __m128i h = _mm_hadd_epi32(_mm256_castsi256_si128(sum4), _mm256_extracti128_si256(sum4, 1));
+    h = _mm_hadd_epi32(h, h);  // [lo, hi, lo, hi]
+    half_osum[0] = -kOffset<kT> * _mm_cvtsi128_si32(h);
+    half_osum[1] = -kOffset<kT> * _mm_extract_epi32(h, 1);
+  } else {
+    (void)half_osum;
   }
 }
 
@@ -138,7 +156,7 @@ void quantize_typed(const float* x, int64_t t0, int64_t t1, const Acts& a) {
     for (int64_t b = 0; b < a.KB; ++b) {
       const int64_t i = b * a.T + t;
       quantize_block<kT>(x + t * a.K + b * 32, a.q + i * 32, a.d + i, a.s + i, a.osum + i,
-                         a.off + i * 32);
+                         a.half_osum + 2 * i);
     }
 }
 
@@ -171,9 +189,10 @@ struct GroupVec {
     return _mm512_cvtepi32_ps(
         _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
   }
-  static KVS_AI I load_s8_pairs(const uint8_t* p) {
-    return _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  static KVS_AI I load_s8(const uint8_t* p) {
+    return _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
   }
+  static KVS_AI I mullo(I a, I b) { return _mm512_mullo_epi32(a, b); }
   static KVS_AI I set1(int32_t v) { return _mm512_set1_epi32(v); }
   static KVS_AI I set1_8(int8_t v) { return _mm512_set1_epi8(v); }
   static KVS_AI F set1f(float v) { return _mm512_set1_ps(v); }
@@ -192,7 +211,6 @@ struct GroupVec {
   }
   static KVS_AI I maddubs(I u, I s) { return _mm512_maddubs_epi16(u, s); }
   static KVS_AI I madd(I a, I b) { return _mm512_madd_epi16(a, b); }
-  static KVS_AI I sub16(I a, I b) { return _mm512_sub_epi16(a, b); }
   static KVS_AI I dpbusd(I acc, I u, I s) { return _mm512_dpbusd_epi32(acc, u, s); }
   static KVS_AI F cvt(I v) { return _mm512_cvtepi32_ps(v); }
   static KVS_AI F mul(F a, F b) { return _mm512_mul_ps(a, b); }
@@ -217,9 +235,10 @@ struct GroupVec {
     return _mm256_cvtepi32_ps(
         _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
   }
-  static KVS_AI I load_s8_pairs(const uint8_t* p) {
-    return _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  static KVS_AI I load_s8(const uint8_t* p) {
+    return _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
   }
+  static KVS_AI I mullo(I a, I b) { return _mm256_mullo_epi32(a, b); }
   static KVS_AI I set1(int32_t v) { return _mm256_set1_epi32(v); }
   static KVS_AI I set1_8(int8_t v) { return _mm256_set1_epi8(v); }
   static KVS_AI F set1f(float v) { return _mm256_set1_ps(v); }
@@ -238,7 +257,6 @@ struct GroupVec {
   }
   static KVS_AI I maddubs(I u, I s) { return _mm256_maddubs_epi16(u, s); }
   static KVS_AI I madd(I a, I b) { return _mm256_madd_epi16(a, b); }
-  static KVS_AI I sub16(I a, I b) { return _mm256_sub_epi16(a, b); }
 #if KVS_INT8_VNNI == 1
   static KVS_AI I dpbusd(I acc, I u, I s) { return _mm256_dpbusd_avx_epi32(acc, u, s); }
 #endif
@@ -252,23 +270,16 @@ struct GroupVec {
 
 // isum += each lane's row dotted with the token's bytes 4k..4k+3 (bx, broadcast), exactly.
 template <WeightType kT>
-KVS_AI GroupVec::I group_dot(GroupVec::I isum, GroupVec::I u, GroupVec::I bx, int32_t off,
-                             GroupVec::I sc) {
+KVS_AI GroupVec::I group_dot(GroupVec::I isum, GroupVec::I u, GroupVec::I bx) {
   using V = GroupVec;
-  if constexpr (kT == WeightType::kQ6_K) {
-    // Pairs of the two 16-element halves, each with its own int8 sub-scale.
-    return V::add(isum, V::madd(V::sub16(V::maddubs(u, bx), V::set1(off)), sc));
-  } else {
-    (void)off, (void)sc;
 #if KVS_INT8_VNNI != 0
-    return V::dpbusd(isum, u, bx);
+  return V::dpbusd(isum, u, bx);
 #else
-    if constexpr (kT == WeightType::kQ8_0)  // signed weights: |w| x sign(x, w)
-      return V::add(isum, V::madd(V::maddubs(_mm256_abs_epi8(u), _mm256_sign_epi8(bx, u)),
-                                  _mm256_set1_epi16(1)));
-    return V::add(isum, V::madd(V::maddubs(u, bx), _mm256_set1_epi16(1)));
+  if constexpr (kT == WeightType::kQ8_0)  // signed weights: |w| x sign(x, w)
+    return V::add(isum, V::madd(V::maddubs(_mm256_abs_epi8(u), _mm256_sign_epi8(bx, u)),
+                                _mm256_set1_epi16(1)));
+  return V::add(isum, V::madd(V::maddubs(u, bx), _mm256_set1_epi16(1)));
 #endif
-  }
 }
 
 // The 5th bit (Q5_0) of dword J's bytes, as 0x10: bit J of each byte of hb moved to bit 4 (16-bit
@@ -303,6 +314,7 @@ __attribute__((noinline)) void packed_tile(const uint8_t* group, int h, const Ac
                                            float* y, int64_t N, int64_t n0, int rn) {
   using V = GroupVec;
   constexpr int64_t kBytes = pl::block_bytes(kT);
+  constexpr int64_t kIterBytes = kSuper<kT> ? kBytes / 8 : kBytes;  // bytes per 32-element block
   const int64_t KB = a.KB, T = a.T;
   // The half's byte offsets: in a vector (4 bytes a row), a 2-byte-per-row and a 1-byte-per-row
   // array.
@@ -311,9 +323,19 @@ __attribute__((noinline)) void packed_tile(const uint8_t* group, int h, const Ac
   KVS_UNROLL
   for (int t = 0; t < RT; ++t) acc[t] = V::zero();
   for (int64_t b = 0; b < KB; ++b) {
+    // Steps of 2+ tokens prefetch the weights kPrefetchBytes ahead, at the rate they are consumed
+    // (the next groups follow this one in memory). Without it, a matrix read from DRAM (an LM
+    // head) streams at half the read bandwidth at 4 tokens: the hardware prefetchers do not run
+    // far enough ahead of a loop that spends that long on each block. At 1 token they do, and
+    // the prefetches cost a quarter of the speed (measured: 22 against 16 GB/s).
+    if constexpr (RT > 1) {
+      const uint8_t* pf = group + b * kIterBytes + kPrefetchBytes;
+      KVS_UNROLL
+      for (int64_t o = 0; o < kIterBytes; o += 64) __builtin_prefetch(pf + o);
+    }
     const uint8_t* unit;  // the block's first vector
     V::F dw, mw = V::zero();
-    V::I sc{};
+    V::I sc_lo{}, sc_hi{};  // Q6_K: the sub-scales of elements 0..15 and 16..31
     if constexpr (kT == WeightType::kQ4_K) {
       const uint8_t* sb = group + (b / 8) * kBytes;
       const int64_t j = b % 8;
@@ -326,7 +348,8 @@ __attribute__((noinline)) void packed_tile(const uint8_t* group, int h, const Ac
       const int64_t j = b % 8;
       unit = sb + pl::kQ6KUnit * j;
       dw = V::load_f16(sb + pl::kQ6KD + h2);
-      sc = V::load_s8_pairs(sb + pl::kQ6KSc + 32 * j + h2);
+      sc_lo = V::load_s8(sb + pl::kQ6KSc + 32 * j + h1);
+      sc_hi = V::load_s8(sb + pl::kQ6KSc + 32 * j + 16 + h1);
     } else {
       unit = group + b * kBytes;
       const int64_t d_off = kBytes - (kHasMin<kT> ? 2 : 1) * pl::kF16;
@@ -336,20 +359,30 @@ __attribute__((noinline)) void packed_tile(const uint8_t* group, int h, const Ac
     // This block of the tile's tokens: one pointer each, the tokens at constant offsets.
     const int64_t i0 = b * T + t0;
     const int8_t* xq = a.q + i0 * 32;
-    const uint8_t* xo = a.off + i0 * 32;
-    V::I isum[RT];
+    // Q6_K sums its two 16-element halves apart (dwords 0-3 and 4-7: natural order), each from
+    // its offset term, and scales each by its sub-scale once per block.
+    constexpr bool kHalves = kT == WeightType::kQ6_K;
+    V::I isum[RT], isum_hi[kHalves ? RT : 1];
     KVS_UNROLL
-    for (int t = 0; t < RT; ++t) isum[t] = V::set1(a.osum[i0 + t]);
+    for (int t = 0; t < RT; ++t) {
+      if constexpr (kHalves) {
+        isum[t] = V::set1(a.half_osum[2 * (i0 + t)]);
+        isum_hi[t] = V::set1(a.half_osum[2 * (i0 + t) + 1]);
+      } else {
+        isum[t] = V::set1(a.osum[i0 + t]);
+      }
+    }
     // Dots dword k of the rows (u) with each token's bytes 4k..4k+3.
     const auto dots = [&](int k, V::I u) __attribute__((always_inline)) {
       KVS_UNROLL
       for (int t = 0; t < RT; ++t) {
         // Plain (may_alias) loads, which the compiler can fold into the dot product as an
         // embedded broadcast.
-        const int32_t x4 = *reinterpret_cast<const AliasedI32*>(xq + 32 * t + 4 * k);
-        const int32_t o4 =
-            kT == WeightType::kQ6_K ? *reinterpret_cast<const AliasedI32*>(xo + 32 * t + 4 * k) : 0;
-        isum[t] = group_dot<kT>(isum[t], u, V::set1(x4), o4, sc);
+        const V::I x4 = V::set1(*reinterpret_cast<const AliasedI32*>(xq + 32 * t + 4 * k));
+        if (kHalves && k >= 4)
+          isum_hi[t] = group_dot<kT>(isum_hi[t], u, x4);
+        else
+          isum[t] = group_dot<kT>(isum[t], u, x4);
       }
     };
     if constexpr (kT == WeightType::kQ8_0) {
@@ -386,6 +419,8 @@ __attribute__((noinline)) void packed_tile(const uint8_t* group, int h, const Ac
     }
     KVS_UNROLL
     for (int t = 0; t < RT; ++t) {
+      if constexpr (kHalves)
+        isum[t] = V::add(V::mullo(isum[t], sc_lo), V::mullo(isum_hi[t], sc_hi));
       acc[t] = V::fmadd(V::cvt(isum[t]), V::mul(dw, V::set1f(a.d[i0 + t])), acc[t]);
       if constexpr (kHasMin<kT>) acc[t] = V::fmadd(mw, V::set1f(a.s[i0 + t]), acc[t]);
     }

@@ -8,11 +8,12 @@
 // 32 unsigned bytes u (Q4 nibbles 0..15, Q5_0 0..31, Q6_K 0..63, Q4_K nibbles; Q8_0 see below)
 // and its exact int32 sum with the activation bytes is formed, for 8 rows at once:
 //   AVX2      vpmaddubsw (u8 x s8 -> s16 pair sums, never saturating for these ranges) then
-//             vpmaddwd against ones (Q6_K: against its int8 sub-scales) -> int32;
+//             vpmaddwd against ones -> int32;
 //   VNNI      vpdpbusd (u8 x s8, four products summed into int32).
 // Offsets (Q4_0: q - 8, Q5_0: q - 16) start the sum at -off x (sum of the activation bytes),
-// precomputed once per activation block; Q6_K's (q - 32) is subtracted from the s16 pair sums
-// before its sub-scales; Q8_0's signed weights use the sign trick on AVX2 (|w| x sign(x, w)) and
+// precomputed once per activation block; Q6_K sums each 16-element half apart, from its own
+// -32 x (sum of the half's activation bytes), and multiplies it by the half's int8 sub-scale
+// (vpmulld) once per block; Q8_0's signed weights use the sign trick on AVX2 (|w| x sign(x, w)) and
 // w + 128 with a -128 x sum(x) start on VNNI. The sums are exact, so every ISA has the same
 // integers. Then, per (row, token) and block b in order, in f32:
 //   acc = fma(f32(isum_b), d_w * d_x, acc);  Q4_1 / Q4_K also acc = fma(m_b, s_b, acc)
@@ -36,13 +37,14 @@ namespace kvs::int8_gemm {
 // The activation of one call, quantized once, block-major: block b of token t is at [b][t], so
 // that a micro-kernel reads its tokens' block at constant offsets from one pointer. A block's 32
 // bytes hold its elements 0,1,16,17, 2,3,18,19, ..., 14,15,30,31 ("block order", 4 bytes per
-// int32 lane).
+// int32 lane); for Q6_K, whose two 16-element halves have their own sub-scales, in natural order
+// (lanes 0-3 one half, 4-7 the other).
 struct Acts {
-  int8_t* q;      // [KB][T][32]
-  float* d;       // [KB][T] block scale
-  float* s;       // [KB][T] d * (sum of the block's q): the min terms of Q4_1 / Q4_K
-  int32_t* osum;  // [KB][T] start of the block's integer sum: -offset x (sum of its q)
-  uint8_t* off;   // [KB][T][32] Q6_K: the s16 pair terms 32 x (q_a + q_b), block order
+  int8_t* q;           // [KB][T][32]
+  float* d;            // [KB][T] block scale
+  float* s;            // [KB][T] d * (sum of the block's q): the min terms of Q4_1 / Q4_K
+  int32_t* osum;       // [KB][T] start of the block's integer sum: -offset x (sum of its q)
+  int32_t* half_osum;  // [KB][T][2] Q6_K: -32 x (sum of the q of elements 0..15, of 16..31)
   int64_t K, KB, T;
 };
 

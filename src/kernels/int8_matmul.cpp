@@ -38,7 +38,7 @@ class AlignedBytes {
 
 // The calling thread's quantized activation, reused across calls.
 struct ActScratch {
-  AlignedBytes q, d, s, osum, off;
+  AlignedBytes q, d, s, osum, half_osum;
 };
 
 const int8_gemm::Kernels& kernels_for(Int8Isa isa) {
@@ -84,7 +84,7 @@ bool int8_matmul_group(std::span<const MatmulOutput> outs, const float* x, int64
       .d = reinterpret_cast<float*>(scratch.d.get(bytes(T * KB * 4))),
       .s = reinterpret_cast<float*>(scratch.s.get(bytes(T * KB * 4))),
       .osum = reinterpret_cast<int32_t*>(scratch.osum.get(bytes(T * KB * 4))),
-      .off = scratch.off.get(bytes(T * KB * 32)),
+      .half_osum = reinterpret_cast<int32_t*>(scratch.half_osum.get(bytes(T * KB * 8))),
       .K = K,
       .KB = KB,
       .T = T,

@@ -12,7 +12,9 @@
 //
 // A 32-element unit (one legacy block, one k-quant sub-block) of a row has 32 integers in "block
 // order": bytes 4j .. 4j+3 hold elements 2j, 2j+1, 16+2j, 17+2j (the order the activations are
-// quantized in). Its "dword j" is those 4 bytes. Per unit:
+// quantized in); Q6_K's are in natural order (bytes 4j .. 4j+3 = elements 4j .. 4j+3), so that
+// dwords 0-3 are the half under its first sub-scale and dwords 4-7 the other. Its "dword j" is
+// those 4 bytes. Per unit:
 //   low 4 bits (Q4_0, Q4_1, Q5_0, Q4_K, Q6_K): 4 vectors; vector k's byte 4r+i holds dword k's
 //       byte i in its low nibble and dword k+4's byte i in its high nibble (256 bytes);
 //   Q5_0 5th bits: 1 vector; byte 4r+i bit j = bit 4 of dword j's byte i (64 bytes);
@@ -24,7 +26,8 @@
 //   Q4_1               units[1], d f16 [16], m f16 [16]
 //   Q4_K (256 elems)   units[8], sc u8 [8][16], mn u8 [8][16], d f16 [16], dmin f16 [16]
 //                      (sc, mn: the 6-bit sub-block scale and min, unpacked from the 12 bytes)
-//   Q6_K (256 elems)   (units + top bits)[8], sub-scales i8 [8][16][2], d f16 [16]
+//   Q6_K (256 elems)   (units + top bits)[8], sub-scales i8 [8][2][16] (unit, half, row),
+//                      d f16 [16]
 // Bytes per group block: Q4_0 288 (= 16 x 18), Q4_1 320, Q5_0 352, Q8_0 544, Q4_K 2,368
 // (16 x 148 against 16 x 144), Q6_K 3,360 (= 16 x 210).
 #pragma once

@@ -33,8 +33,10 @@ uint16_t u16(const uint8_t* p) {
 
 void put16(uint8_t* p, uint16_t v) { std::memcpy(p, &v, 2); }
 
-// The element at block-order byte p of a 32-element unit.
-int element_at(int p) {
+// The element at byte p of a 32-element unit: block order, but natural order for Q6_K (whose
+// halves have their own sub-scales: dwords 0-3 are elements 0..15).
+int element_at(WeightType t, int p) {
+  if (t == WeightType::kQ6_K) return p;
   const int j = p / 4, i = p % 4;
   return i < 2 ? 2 * j + i : 14 + 2 * j + i;
 }
@@ -162,17 +164,17 @@ void move_unit(WeightType t, bool to_packed, uint8_t* v, uint8_t* unit, int r) {
     for (int p = 0; p < 32; ++p) {
       uint8_t& b = at(p / 4, p % 4);
       if (to_packed)
-        b = v[element_at(p)];
+        b = v[element_at(t, p)];
       else
-        v[element_at(p)] = b;
+        v[element_at(t, p)] = b;
     }
     return;
   }
   for (int k = 0; k < 4; ++k)
     for (int i = 0; i < 4; ++i) {
       uint8_t& b = at(k, i);
-      uint8_t& lo = v[element_at(4 * k + i)];
-      uint8_t& hi = v[element_at(4 * k + 16 + i)];
+      uint8_t& lo = v[element_at(t, 4 * k + i)];
+      uint8_t& hi = v[element_at(t, 4 * k + 16 + i)];
       if (to_packed) {
         b = static_cast<uint8_t>((lo & 0x0F) | (hi & 0x0F) << 4);
       } else {
@@ -185,7 +187,7 @@ void move_unit(WeightType t, bool to_packed, uint8_t* v, uint8_t* unit, int r) {
       uint8_t& b = at(4, i);
       if (to_packed) b = 0;
       for (int j = 0; j < 8; ++j) {
-        uint8_t& x = v[element_at(4 * j + i)];
+        uint8_t& x = v[element_at(t, 4 * j + i)];
         if (to_packed)
           b = static_cast<uint8_t>(b | ((x >> 4) & 1) << j);
         else
@@ -198,7 +200,7 @@ void move_unit(WeightType t, bool to_packed, uint8_t* v, uint8_t* unit, int r) {
         uint8_t& b = at(4 + h, i);
         if (to_packed) b = 0;
         for (int q = 0; q < 4; ++q) {
-          uint8_t& x = v[element_at(4 * (4 * h + q) + i)];
+          uint8_t& x = v[element_at(t, 4 * (4 * h + q) + i)];
           if (to_packed)
             b = static_cast<uint8_t>(b | ((x >> 4) & 3) << (2 * q));
           else
@@ -235,7 +237,7 @@ void move_row(WeightType t, bool to_packed, RowBlock* o, uint8_t* gb, int r) {
       for (int j = 0; j < 8; ++j) {
         move_unit(t, to_packed, o->v + 32 * j, gb + pl::kQ6KUnit * j, r);
         for (int s = 0; s < 2; ++s) {
-          auto& x = reinterpret_cast<int8_t&>(gb[pl::kQ6KSc + 32 * j + 2 * r + s]);
+          auto& x = reinterpret_cast<int8_t&>(gb[pl::kQ6KSc + 32 * j + 16 * s + r]);
           if (to_packed)
             x = o->sc16[2 * j + s];
           else
