@@ -15,16 +15,24 @@ namespace kvs::rope_detail {
 
 constexpr int64_t kMaxRotDim = 1024;
 
-// cos/sin of theta_i = pos * base^(-2i/rot_dim) for i < rot_dim/2, in double (a position of
-// 100k times a frequency near 1 loses too many bits in f32) and rounded once.
-// Normal mode wants them per element: c[2i] = c[2i+1] = cos, s[2i] = -sin, s[2i+1] = +sin, so that
-// x' = x*c + swap_pairs(x)*s. NeoX mode wants c[i], s[i] per pair.
-inline void rope_angles(int32_t pos, const RopeConfig& cfg, float* c, float* s) {
+// The pairs' frequencies base^(-2i/rot_dim), i < rot_dim/2, in double: once per call, not per
+// token (the pow was a third of the angles' cost).
+inline void rope_frequencies(const RopeConfig& cfg, double* freq) {
   const int64_t half = cfg.rot_dim / 2;
   const double base = cfg.freq_base;
+  for (int64_t i = 0; i < half; ++i)
+    freq[i] = std::pow(base, -2.0 * static_cast<double>(i) / static_cast<double>(cfg.rot_dim));
+}
+
+// cos/sin of theta_i = pos * freq[i] for i < rot_dim/2, in double (a position of 100k times a
+// frequency near 1 loses too many bits in f32) and rounded once.
+// Normal mode wants them per element: c[2i] = c[2i+1] = cos, s[2i] = -sin, s[2i+1] = +sin, so that
+// x' = x*c + swap_pairs(x)*s. NeoX mode wants c[i], s[i] per pair.
+inline void rope_angles(int32_t pos, const RopeConfig& cfg, const double* freq, float* c,
+                        float* s) {
+  const int64_t half = cfg.rot_dim / 2;
   for (int64_t i = 0; i < half; ++i) {
-    const double theta =
-        pos * std::pow(base, -2.0 * static_cast<double>(i) / static_cast<double>(cfg.rot_dim));
+    const double theta = pos * freq[i];
     const auto ci = static_cast<float>(std::cos(theta));
     const auto si = static_cast<float>(std::sin(theta));
     if (cfg.mode == RopeMode::kNormal) {
@@ -47,16 +55,21 @@ namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 using namespace kvs::rope_detail;  // NOLINT
 
-void RopeInplace(float* HWY_RESTRICT x, int64_t T, int64_t heads, const int32_t* positions,
-                 const RopeConfig& cfg) {
+// Rotates x [T][heads] and, when x2 is not null, x2 [T][heads2] with the same angles.
+void RopeInplace(float* HWY_RESTRICT x, int64_t heads, float* HWY_RESTRICT x2, int64_t heads2,
+                 int64_t T, const int32_t* positions, const RopeConfig& cfg) {
   const hn::ScalableTag<float> d;
   const auto N = static_cast<int64_t>(hn::Lanes(d));
   const int64_t rot = cfg.rot_dim, half = rot / 2;
   HWY_ALIGN float c[kMaxRotDim], s[kMaxRotDim];
+  double freq[kMaxRotDim / 2];
+  rope_frequencies(cfg, freq);
+  const int64_t all = x2 != nullptr ? heads + heads2 : heads;
   for (int64_t t = 0; t < T; ++t) {
-    rope_angles(positions[t], cfg, c, s);
-    for (int64_t h = 0; h < heads; ++h) {
-      float* v = x + (t * heads + h) * cfg.head_dim;
+    rope_angles(positions[t], cfg, freq, c, s);
+    for (int64_t hh = 0; hh < all; ++hh) {
+      float* v = hh < heads ? x + (t * heads + hh) * cfg.head_dim
+                            : x2 + (t * heads2 + hh - heads) * cfg.head_dim;
       int64_t i = 0;
       if (cfg.mode == RopeMode::kNormal) {
 #if HWY_TARGET != HWY_SCALAR
@@ -126,7 +139,14 @@ void rope_inplace(float* x, int64_t T, int64_t heads, const int32_t* positions,
                   const RopeConfig& cfg) {
   KVS_CHECK(cfg.rot_dim % 2 == 0 && cfg.rot_dim >= 2 && cfg.rot_dim <= cfg.head_dim);
   KVS_CHECK(cfg.rot_dim <= rope_detail::kMaxRotDim);
-  HWY_DYNAMIC_DISPATCH(RopeInplace)(x, T, heads, positions, cfg);
+  HWY_DYNAMIC_DISPATCH(RopeInplace)(x, heads, nullptr, 0, T, positions, cfg);
+}
+
+void rope_inplace_qk(float* q, int64_t q_heads, float* k, int64_t k_heads, int64_t T,
+                     const int32_t* positions, const RopeConfig& cfg) {
+  KVS_CHECK(cfg.rot_dim % 2 == 0 && cfg.rot_dim >= 2 && cfg.rot_dim <= cfg.head_dim);
+  KVS_CHECK(cfg.rot_dim <= rope_detail::kMaxRotDim);
+  HWY_DYNAMIC_DISPATCH(RopeInplace)(q, q_heads, k, k_heads, T, positions, cfg);
 }
 
 }  // namespace kvs

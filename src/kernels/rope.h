@@ -22,10 +22,16 @@ struct RopeConfig {
 };
 
 // x: [T][heads][head_dim]; positions: [T]. cos/sin are computed per call, once per (token, pair)
-// and shared by all heads (angles in double, so large positions stay accurate).
+// and shared by all heads (angles in double, so large positions stay accurate); the pairs'
+// frequencies once per call.
 // Precondition: rot_dim <= 1024.
 void rope_inplace(float* x, int64_t T, int64_t heads, const int32_t* positions,
                   const RopeConfig& cfg);
+
+// rope_inplace of q [T][q_heads][head_dim] and k [T][k_heads][head_dim] at the same positions, with
+// the same bits, computing each token's cos/sin once for both.
+void rope_inplace_qk(float* q, int64_t q_heads, float* k, int64_t k_heads, int64_t T,
+                     const int32_t* positions, const RopeConfig& cfg);
 
 // Scalar oracle (everything in double).
 void rope_inplace_reference(float* x, int64_t T, int64_t heads, const int32_t* positions,

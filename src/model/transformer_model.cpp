@@ -244,8 +244,7 @@ void TransformerModel::forward(const ForwardBatch& b, const PagedKvLayout& kv, T
                           .rot_dim = spec_.rope_dim,
                           .freq_base = la.rope_base,
                           .mode = arch_.rope_mode};
-    rope_inplace(ws_.q.data(), T, H, b.positions, rope);
-    rope_inplace(ws_.k.data(), T, KVH, b.positions, rope);
+    rope_inplace_qk(ws_.q.data(), H, ws_.k.data(), KVH, T, b.positions, rope);
     write_kv(kv, slot.index, T, b.slot_mapping + slot.group * T, ws_.k.data(), ws_.v.data());
     attn.layer = slot.index;
     attn.window = la.window;

@@ -94,6 +94,26 @@ TEST(Rope, MatchesReference) {
   }
 }
 
+// Q and K rotated in one call (each token's angles computed once) give the bits of one call each.
+TEST(Rope, QAndKInOneCallGiveTheBitsOfTwoCalls) {
+  std::mt19937 rng(5);
+  for (RopeMode mode : {RopeMode::kNormal, RopeMode::kNeox}) {
+    const RopeConfig cfg{.head_dim = 64, .rot_dim = 64, .freq_base = 10000.0f, .mode = mode};
+    const int64_t T = 5, qh = 9, kh = 3;
+    std::vector<int32_t> pos = {0, 7, 100, 4095, 131071};
+    const auto q0 = test::random_floats(T * qh * 64, 2.0f, rng);
+    const auto k0 = test::random_floats(T * kh * 64, 2.0f, rng);
+    test::for_each_target([&] {
+      std::vector<float> q1(q0), k1(k0), q2(q0), k2(k0);
+      rope_inplace(q1.data(), T, qh, pos.data(), cfg);
+      rope_inplace(k1.data(), T, kh, pos.data(), cfg);
+      rope_inplace_qk(q2.data(), qh, k2.data(), kh, T, pos.data(), cfg);
+      ASSERT_EQ(q1, q2);
+      ASSERT_EQ(k1, k2);
+    });
+  }
+}
+
 TEST(Activations, SiluMulMatchesReference) {
   std::mt19937 rng(4);
   for (int64_t n : kSizes) {
