@@ -74,6 +74,7 @@ class Sampler {
   uint64_t seed_;
   std::mt19937_64 rng_;
   std::vector<std::pair<float, int32_t>> candidates_;
+  std::vector<float> weights_;   // softmax weights in id order (no top-k / top-p)
   std::vector<float> adjusted_;  // the penalized copy of the logits
 };
 

@@ -47,6 +47,34 @@ TEST(SamplerTest, ArgmaxIsTheLowestIdOfTheLargestLogit) {
   EXPECT_EQ(argmax(all_nan.data(), 17), 0);
 }
 
+// Temperature alone (no top-k, no top-p) draws from softmax(logits / T) without sorting: the
+// frequencies of 40,000 draws match the probabilities, a NaN or -inf logit is never drawn, and a
+// row whose largest logit is not finite falls back to argmax.
+TEST(SamplerTest, TemperatureAloneDrawsTheSoftmax) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  const std::vector<float> logits = {1.0f, nan, 2.0f, -inf, 0.0f, 2.0f};
+  const float t = 0.7f;
+  std::vector<double> p(logits.size(), 0.0);
+  double z = 0;
+  for (size_t i = 0; i < logits.size(); ++i)
+    if (std::isfinite(logits[i])) z += p[i] = std::exp((logits[i] - 2.0) / t);
+  Sampler s({.temperature = t, .seed = 11});
+  const int draws = 40000;
+  std::vector<int> count(logits.size(), 0);
+  for (int i = 0; i < draws; ++i) ++count[s.sample(logits.data(), 6)];
+  EXPECT_EQ(count[1], 0);
+  EXPECT_EQ(count[3], 0);
+  for (size_t i = 0; i < logits.size(); ++i) {
+    const double want = p[i] / z;
+    // 5 standard deviations of a binomial count.
+    EXPECT_NEAR(count[i] / double(draws), want, 5 * std::sqrt(want * (1 - want) / draws) + 1e-9)
+        << i;
+  }
+  const std::vector<float> all_low = {-inf, -inf, nan};
+  EXPECT_EQ(s.sample(all_low.data(), 3), 0);
+}
+
 TEST(SamplerTest, SameSeedSameDraws) {
   Sampler a({.temperature = 1.0f, .seed = 42}), b({.temperature = 1.0f, .seed = 42});
   for (int i = 0; i < 100; ++i) EXPECT_EQ(a.sample(kLogits.data(), 6), b.sample(kLogits.data(), 6));
