@@ -281,13 +281,19 @@ void pack_group(const WeightMatrix& w, int64_t g, uint8_t* out) {
   }
 }
 
-void pack_weight(const WeightMatrix& w, uint8_t* out, ThreadPool& pool) {
-  KVS_CHECK(reinterpret_cast<uintptr_t>(out) % 64 == 0);
-  const int64_t groups = (w.rows + pl::kRows - 1) / pl::kRows;
+void pack_groups(const WeightMatrix& w, int64_t g0, int64_t g1, uint8_t* out, ThreadPool& pool) {
+  KVS_CHECK(reinterpret_cast<uintptr_t>(out) % 64 == 0 && 0 <= g0 && g0 <= g1);
   const uint64_t gbytes = packed_group_bytes(w.type, w.cols);
-  pool.parallel_for(static_cast<size_t>(groups), 8, [&](size_t b, size_t e, int) {
-    for (size_t g = b; g < e; ++g) pack_group(w, static_cast<int64_t>(g), out + g * gbytes);
+  pool.parallel_for(static_cast<size_t>(g1 - g0), 4, [&](size_t b, size_t e, int) {
+    for (size_t g = b; g < e; ++g) {
+      const int64_t gi = g0 + static_cast<int64_t>(g);
+      pack_group(w, gi, out + gi * gbytes);
+    }
   });
+}
+
+void pack_weight(const WeightMatrix& w, uint8_t* out, ThreadPool& pool) {
+  pack_groups(w, 0, (w.rows + pl::kRows - 1) / pl::kRows, out, pool);
 }
 
 void packed_row_to_gguf(const WeightMatrix& w, int64_t row, uint8_t* out) {

@@ -21,8 +21,10 @@ namespace kvs {
 // (packed_group_bytes). Scalar; exact. Preconditions: packed_layout_supports(w.type).
 void pack_group(const WeightMatrix& w, int64_t g, uint8_t* out);
 
-// Packs every group of w into out (packed_weight_bytes, 64-byte aligned), groups split over the
-// pool's threads.
+// Packs groups [g0, g1) of w into their places in out (the whole weight's packed_weight_bytes,
+// 64-byte aligned: group g at g x packed_group_bytes), split over the pool's threads.
+void pack_groups(const WeightMatrix& w, int64_t g0, int64_t g1, uint8_t* out, ThreadPool& pool);
+// pack_groups of every group of w.
 void pack_weight(const WeightMatrix& w, uint8_t* out, ThreadPool& pool);
 
 // The GGUF bytes of row `row` (weight_row_bytes(w.type, w.cols) of them), rebuilt from w.packed:

@@ -16,7 +16,7 @@ namespace kvs::rope_detail {
 constexpr int64_t kMaxRotDim = 1024;
 
 // The pairs' frequencies base^(-2i/rot_dim), i < rot_dim/2, in double: once per call, not per
-// token (the pow was a third of the angles' cost).
+// token.
 inline void rope_frequencies(const RopeConfig& cfg, double* freq) {
   const int64_t half = cfg.rot_dim / 2;
   const double base = cfg.freq_base;

@@ -139,12 +139,7 @@ void TransformerModel::pack_weights(const GgufFile& f) {
         std::max<int64_t>(1, (int64_t{8} << 20) / static_cast<int64_t>(group_bytes));
     for (int64_t g0 = 0; g0 < groups; g0 += slice) {
       const int64_t g1 = std::min(groups, g0 + slice);
-      pool.parallel_for(static_cast<size_t>(g1 - g0), 4, [&](size_t b, size_t e, int) {
-        for (size_t g = b; g < e; ++g) {
-          const int64_t gi = g0 + static_cast<int64_t>(g);
-          pack_group(w, gi, out + gi * group_bytes);
-        }
-      });
+      pack_groups(w, g0, g1, out, pool);
       const int64_t r0 = g0 * packed_layout::kRows,
                     r1 = std::min(w.rows, g1 * packed_layout::kRows);
       f.release_pages(static_cast<const uint8_t*>(w.data) + r0 * w.row_bytes,
