@@ -70,6 +70,11 @@ class Sampler {
   [[nodiscard]] uint64_t seed() const { return seed_; }
 
  private:
+  // Draws from the first total_of candidates (candidates_[0, sorted) already in order, the rest
+  // ordered as far as top-p needs), weights exp((logit - max_logit) * inv_t).
+  [[nodiscard]] int32_t draw_nucleus(int32_t sorted, float inv_t, float max_logit,
+                                     int32_t total_of);
+
   SamplingParams params_;
   uint64_t seed_;
   std::mt19937_64 rng_;

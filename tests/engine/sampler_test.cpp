@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <random>
@@ -94,6 +95,58 @@ TEST(SamplerTest, TopKAndTopPLimitTheCandidates) {
   // softmax: ids 1 and 4 carry ~0.36 each, so the nucleus of 0.5 is exactly those two.
   EXPECT_EQ(seen_p, (std::set<int32_t>{1, 4}));
   EXPECT_EQ(seen_all.size(), 6u);  // a flat distribution reaches every token
+}
+
+// top-p without top-k orders only the nucleus (a growing prefix), yet draws exactly what a full
+// sort of the vocabulary draws: the old algorithm, written out here, with the same seed gives the
+// same tokens, for nuclei from one token to most of the vocabulary, with ties, -inf and NaN.
+TEST(SamplerTest, TopPOrdersOnlyTheNucleusAndDrawsAsAFullSort) {
+  const auto full_sort_draw = [](std::vector<float> logits, float t, float top_p,
+                                 std::mt19937_64& rng) {
+    std::vector<std::pair<float, int32_t>> c;
+    for (size_t i = 0; i < logits.size(); ++i)
+      c.push_back({std::isnan(logits[i]) ? -INFINITY : logits[i], static_cast<int32_t>(i)});
+    std::sort(c.begin(), c.end(), [](const auto& a, const auto& b) {
+      return a.first > b.first || (a.first == b.first && a.second < b.second);
+    });
+    const float max_logit = c[0].first;
+    std::vector<float> w(c.size());
+    double total = 0;
+    for (size_t i = 0; i < c.size(); ++i) total += w[i] = std::exp((c[i].first - max_logit) / t);
+    size_t keep = c.size();
+    double cum = 0;
+    for (size_t i = 0; i < c.size(); ++i) {
+      cum += w[i] / total;
+      if (cum >= top_p) {
+        keep = i + 1;
+        break;
+      }
+    }
+    double kept = 0;
+    for (size_t i = 0; i < keep; ++i) kept += w[i];
+    double r = std::uniform_real_distribution<double>(0.0, kept)(rng);
+    for (size_t i = 0; i < keep; ++i) {
+      r -= w[i];
+      if (r <= 0) return c[i].second;
+    }
+    return c[keep - 1].second;
+  };
+  std::mt19937 gen(5);
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  for (int n : {1, 7, 64, 65, 600, 5000, 40000})
+    for (float top_p : {0.05f, 0.5f, 0.9f, 0.999f})
+      for (float t : {0.3f, 1.0f, 4.0f}) {
+        std::vector<float> logits(n);
+        for (float& x : logits) x = normal(gen);
+        for (int i = 0; i + 3 < n; i += 5) logits[i + 3] = logits[i];  // ties
+        if (n > 10) logits[n / 2] = -INFINITY, logits[n / 3] = NAN;
+        const uint64_t seed = n * 131 + static_cast<uint64_t>(top_p * 1000) + t * 7;
+        Sampler s({.temperature = t, .top_p = top_p, .seed = seed});
+        std::mt19937_64 ref_rng(seed);
+        for (int d = 0; d < 20; ++d)
+          ASSERT_EQ(s.sample(logits.data(), n), full_sort_draw(logits, t, top_p, ref_rng))
+              << "n " << n << " top_p " << top_p << " T " << t << " draw " << d;
+      }
 }
 
 TEST(SamplerTest, ValidateNamesTheField) {
