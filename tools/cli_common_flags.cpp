@@ -22,7 +22,8 @@ namespace {
 constexpr const char* kKvFormats =
     "f32, f16, bf16, fp8 (= fp8_e4m3, per-tensor scale 1.0, saturating), fp8_e5m2, fp8_e4m3_dyn "
     "(f16 scale per token and head), int8 (f16 scale per token and head), int4 (f16 scale per 32 "
-    "elements), int4_had (int4 after a Hadamard rotation), q8_0, q4_0 (llama.cpp blocks); see "
+    "elements), int4_had (int4 after a Hadamard rotation), q8_0, q4_0 (llama.cpp blocks); for keys "
+    "only (--kv-cache-dtype-k): int4_chan, int3_chan, int2_chan (per channel over 16 tokens); see "
     "docs/kv-quantization.md";
 
 // The list above is written by hand; it must name every format of the table (kv_format.h), as a
@@ -184,7 +185,12 @@ void add_max_num_seqs_flag(CLI::App& cmd, uint32_t* seqs, FlagRole role) {
       cmd.add_option("--max-num-seqs", *seqs,
                      "sequences running at once (default: gpu 256, cpu 64)");
       return;
-    case FlagRole::kPlanner: break;
+    case FlagRole::kPlanner:
+      cmd.add_option("--max-num-seqs", *seqs,
+                     "the engine's sequences at once: with --kv-cache-memory and a per-channel K "
+                     "format, sizes their f16 key tails")
+          ->capture_default_str();
+      return;
   }
   unknown_role("--max-num-seqs");
 }

@@ -105,9 +105,10 @@ Result<std::unique_ptr<Engine>> Engine::create(TransformerModel& model,
     return invalid_argument("--max-num-batched-tokens must be positive");
   if (config.max_num_seqs == 0) return invalid_argument("--max-num-seqs must be positive");
   const ModelSpec& spec = model.spec();
-  KVS_ASSIGN_OR_RETURN(KvPoolPlan pool,
-                       plan_kv_pool(spec.kv_model_shape(config.k_dtype, config.v_dtype),
-                                    config.kv_cache_memory, config.block_size));
+  KVS_ASSIGN_OR_RETURN(
+      KvPoolPlan pool,
+      plan_kv_pool(spec.kv_model_shape(config.k_dtype, config.v_dtype), config.kv_cache_memory,
+                   config.block_size, config.max_num_seqs));
   if (config.offload.enabled()) KVS_RETURN_IF_ERROR(config.offload.validate());
   std::unique_ptr<Engine> e(new Engine(model, config, pool));
   if (config.secret) {
@@ -237,6 +238,7 @@ EngineSnapshot Engine::snapshot(bool with_fragmentation) const {
   s.swap_space_bytes =
       (driver_->host_area().num_blocks() - s.offload.host_area_blocks) * kv_pool_.block_bytes;
   s.pool_bytes = kv_pool_.pool_bytes;
+  s.key_tail_bytes = kv_pool_.key_tail_bytes;
   s.block_bytes = kv_pool_.block_bytes;
   s.weight_file_bytes = model_.weight_bytes();
   s.weight_resident_bytes = model_.resident_weight_bytes();

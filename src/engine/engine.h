@@ -79,7 +79,8 @@ struct EngineSnapshot {
   uint64_t preemptions_recompute = 0, preemptions_swap = 0;
   uint64_t swap_used_bytes = 0, swap_space_bytes = 0;
   uint64_t pool_bytes = 0, block_bytes = 0;
-  KvOffloadStats offload;  // enabled == false when there are no tiers
+  uint64_t key_tail_bytes = 0;  // per-channel K formats' f16 tails (kv_pool_plan.h)
+  KvOffloadStats offload;       // enabled == false when there are no tiers
   // The model's weights: as the file stores them, as they sit in memory (packed), and the load
   // time packing took (TransformerModel).
   uint64_t weight_file_bytes = 0, weight_resident_bytes = 0;

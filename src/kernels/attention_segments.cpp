@@ -63,11 +63,15 @@ void plan_shared_segments(const PagedAttentionArgs& a, const std::vector<int64_t
   auto& cand = plan->candidates;
   cand.clear();
   const int64_t T = a.num_tokens;
+  const bool channel_keys = kv_dtype_per_channel(a.kv.k_dtype);
   for (int64_t t = 0; t < T; ++t) {
     const int32_t ns = attention_segments(a, t);
     if (ns < 2) continue;
     for (int32_t s = 0; s < ns; ++s) {
       const KeyRange k = attention_segment_keys(a, t, s);  // never empty with 2+ segments
+      // Per-channel keys: a token reads its own 16-token group in f16 (quant/key_tails.h), so
+      // its last segment, which holds that group, is read its own way and never shared.
+      if (channel_keys && k.end == a.context_len[t]) continue;
       cand.push_back({hash_segment(a, t, k), t, s, k});
     }
   }

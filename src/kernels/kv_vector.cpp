@@ -6,6 +6,7 @@
 #include "core/check.h"
 #include "core/half.h"
 #include "quant/hadamard.h"
+#include "quant/kv_channel_groups.h"
 #include "quant/kv_codecs.h"
 
 namespace kvs {
@@ -92,8 +93,25 @@ void kv_vector_from_f32(KvDtype dtype, const float* src, uint32_t n, uint8_t* ds
       quantize_int4(r, n, dst);
       return;
     }
+    case KvDtype::kInt4Chan:
+    case KvDtype::kInt3Chan:
+    case KvDtype::kInt2Chan: break;  // a group of tokens, not one vector (kv_write.cpp)
   }
   KVS_CHECK_MSG(false, "KV format not supported by the kernels");
+}
+
+void kv_key_to_f32(const PagedKvLayout& kv, uint64_t block, uint32_t layer, uint32_t head,
+                   uint32_t offset, float* dst) {
+  const uint8_t* region = kv.k_head(block, layer, head);
+  const uint32_t bits = channel_group_bits(kv.k_dtype);
+  if (bits == 0) {
+    kv_vector_to_f32(kv.k_dtype, region + uint64_t{offset} * kv.k_vector_bytes, kv.head_dim, dst,
+                     0);
+    return;
+  }
+  const uint8_t* group =
+      region + uint64_t{offset / kChannelGroupTokens} * channel_group_bytes(bits, kv.head_dim);
+  dequantize_channel_row(bits, group, offset % kChannelGroupTokens, kv.head_dim, dst);
 }
 
 }  // namespace kvs

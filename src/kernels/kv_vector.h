@@ -6,12 +6,18 @@
 #include <cstdint>
 
 #include "quant/kv_format.h"
+#include "quant/paged_kv_layout.h"
 
 namespace kvs {
 
 // dst[i] = element i of the stored vector, for i in [start, n).
 void kv_vector_to_f32(KvDtype dtype, const uint8_t* src, uint32_t n, float* dst, uint32_t start);
-// Stores n elements (kv_vector_bytes(dtype, n) bytes).
+// Stores n elements (kv_vector_bytes(dtype, n) bytes). Not for the per-channel formats, whose
+// keys are written a group of tokens at a time (kernels/kv_write.h).
 void kv_vector_from_f32(KvDtype dtype, const float* src, uint32_t n, uint8_t* dst);
+// The key of token slot `offset` of (block, layer, head) in the pool's K format, any format
+// (per-channel ones included), in the original (unrotated) space: dst[0, head_dim).
+void kv_key_to_f32(const PagedKvLayout& kv, uint64_t block, uint32_t layer, uint32_t head,
+                   uint32_t offset, float* dst);
 
 }  // namespace kvs

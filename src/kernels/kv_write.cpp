@@ -1,12 +1,73 @@
 #include "kernels/kv_write.h"
 
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "core/check.h"
+#include "core/half.h"
 #include "kernels/kv_vector.h"
+#include "quant/key_tails.h"
+#include "quant/kv_channel_groups.h"
 
 namespace kvs {
+namespace {
+
+// A key as a group is sealed from it (kv_channel_groups.h): NaN -> 0, clamped to f16's range.
+float key_f16_input(float x) { return std::isnan(x) ? 0.0f : std::clamp(x, -65504.0f, 65504.0f); }
+
+// Keys of a per-channel format: tokens [t0, t1) go to rows [r0, r0 + t1 - t0) of one 16-token
+// group (chunk) for every head. A whole group written at once is sealed from the keys; otherwise
+// the group's earlier rows come from its tail (or, without one, from its bytes), the new rows are
+// added, and the group is sealed again over all of them.
+void write_channel_keys(const PagedKvLayout& kv, uint32_t layer, uint64_t chunk, uint32_t r0,
+                        const float* k, int64_t t0, int64_t t1) {
+  const uint32_t D = kv.head_dim, bits = channel_group_bits(kv.k_dtype);
+  const uint32_t n = r0 + static_cast<uint32_t>(t1 - t0);
+  const uint64_t chunks_per_block = kv.block_size / kChannelGroupTokens;
+  const uint64_t block = chunk / chunks_per_block;
+  const uint64_t group_bytes = channel_group_bytes(bits, D);
+  const uint64_t row_stride = uint64_t{kv.kv_heads} * D;
+  thread_local std::vector<float> rows;
+  rows.resize(uint64_t{kChannelGroupTokens} * D);
+  for (uint32_t h = 0; h < kv.kv_heads; ++h) {
+    uint8_t* group = kv.k_head(block, layer, h) + (chunk % chunks_per_block) * group_bytes;
+    KeyTails* tails = kv.key_tails;
+    if (r0 == 0 && n == kChannelGroupTokens) {
+      quantize_channel_group(bits, k + t0 * row_stride + h * D, row_stride, n, D, group);
+      if (tails != nullptr) {  // this step's queries in the group read its rows in f16
+        uint16_t* own = tails->step_rows(chunk, h, true);
+        for (uint32_t r = 0; r < n; ++r)
+          for (uint32_t i = 0; i < D; ++i)
+            own[r * D + i] = f32_to_f16(key_f16_input(k[(t0 + r) * row_stride + h * D + i]));
+      }
+      continue;
+    }
+    uint16_t* tail = tails != nullptr ? tails->find(chunk, layer, h, r0) : nullptr;
+    if (tail != nullptr) {
+      for (uint64_t i = 0; i < uint64_t{r0} * D; ++i) rows[i] = f16_to_f32(tail[i]);
+    } else {
+      for (uint32_t r = 0; r < r0; ++r) dequantize_channel_row(bits, group, r, D, &rows[r * D]);
+      if (tails != nullptr) tail = tails->acquire(chunk, layer, h);
+    }
+    for (int64_t t = t0; t < t1; ++t)
+      std::copy_n(k + t * row_stride + h * D, D, &rows[(r0 + (t - t0)) * D]);
+    quantize_channel_group(bits, rows.data(), D, n, D, group);
+    if (tails != nullptr) {
+      uint16_t* own = tails->step_rows(chunk, h, true);
+      for (uint64_t i = 0; i < uint64_t{n} * D; ++i) own[i] = f32_to_f16(key_f16_input(rows[i]));
+      if (tail != nullptr) std::copy_n(own, uint64_t{n} * D, tail);
+    }
+  }
+  if (kv.key_tails != nullptr) kv.key_tails->set_rows(chunk, layer, n);
+}
+
+}  // namespace
 
 void write_kv(const PagedKvLayout& kv, uint32_t layer, int64_t num_tokens,
               const int64_t* slot_mapping, const float* k, const float* v) {
   const uint32_t D = kv.head_dim;
+  const bool channel_keys = kv_dtype_per_channel(kv.k_dtype);
   for (int64_t t = 0; t < num_tokens; ++t) {
     const uint64_t slot = static_cast<uint64_t>(slot_mapping[t]);
     const uint64_t block = slot / kv.block_size;
@@ -14,9 +75,25 @@ void write_kv(const PagedKvLayout& kv, uint32_t layer, int64_t num_tokens,
     for (uint32_t h = 0; h < kv.kv_heads; ++h) {
       const float* ks = k + (t * kv.kv_heads + h) * D;
       const float* vs = v + (t * kv.kv_heads + h) * D;
-      kv_vector_from_f32(kv.k_dtype, ks, D, kv.k_head(block, layer, h) + off * kv.k_vector_bytes);
+      if (!channel_keys)
+        kv_vector_from_f32(kv.k_dtype, ks, D, kv.k_head(block, layer, h) + off * kv.k_vector_bytes);
       kv_vector_from_f32(kv.v_dtype, vs, D, kv.v_head(block, layer, h) + off * kv.v_vector_bytes);
     }
+  }
+  if (!channel_keys) return;
+  KVS_CHECK(kv.block_size % kChannelGroupTokens == 0);
+  if (kv.key_tails != nullptr) kv.key_tails->begin_step_rows();
+  // Runs of consecutive slots in one 16-token group.
+  for (int64_t t0 = 0; t0 < num_tokens;) {
+    const uint64_t slot = static_cast<uint64_t>(slot_mapping[t0]);
+    const uint64_t chunk = slot / kChannelGroupTokens;
+    int64_t t1 = t0 + 1;
+    while (t1 < num_tokens && static_cast<uint64_t>(slot_mapping[t1]) == slot + (t1 - t0) &&
+           static_cast<uint64_t>(slot_mapping[t1]) / kChannelGroupTokens == chunk)
+      ++t1;
+    write_channel_keys(kv, layer, chunk, static_cast<uint32_t>(slot % kChannelGroupTokens), k, t0,
+                       t1);
+    t0 = t1;
   }
 }
 

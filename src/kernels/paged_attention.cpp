@@ -6,10 +6,13 @@
 #include <vector>
 
 #include "core/check.h"
+#include "core/half.h"
 #include "kernels/attention_segments.h"
 #include "kernels/int8_key_dots.h"
 #include "kernels/kv_vector.h"
 #include "quant/hadamard.h"
+#include "quant/key_tails.h"
+#include "quant/kv_channel_groups.h"
 #include "quant/kv_codecs.h"
 
 #undef HWY_TARGET_INCLUDE
@@ -153,8 +156,8 @@ static void ScoreKeysScalar(const RangeArgs& r, float* buf) {
   const int32_t len = r.j1 - r.j0;
   const float* q = r.q;  // not rotated: the fallback decodes K to the original space
   for (int32_t j = r.j0; j < r.j1; ++j) {
-    const uint8_t* k =
-        kv.k_head(a.block_table[r.t][j / bs], a.layer, r.kvh) + (j % bs) * kv.k_vector_bytes;
+    const uint32_t block = a.block_table[r.t][j / bs];
+    const uint8_t* k = kv.k_head(block, a.layer, r.kvh) + (j % bs) * kv.k_vector_bytes;
     if (kv.k_dtype == KvDtype::kInt8) {  // the exact integer scores of every other path
       const float ks = load_f16_scale(k + D) * a.scale;
       for (int g = 0; g < NG; ++g) {
@@ -165,7 +168,7 @@ static void ScoreKeysScalar(const RangeArgs& r, float* buf) {
       }
       continue;
     }
-    kv_vector_to_f32(kv.k_dtype, k, D, buf, 0);
+    kv_key_to_f32(kv, block, a.layer, r.kvh, j % bs, buf);
     for (int g = 0; g < NG; ++g) {
       float d = 0;
       for (uint32_t i = 0; i < D; ++i) d += q[g * D + i] * buf[i];
@@ -235,8 +238,152 @@ static void ScoreKeysVnni(const RangeArgs& r, const int8_key_dots::Kernels& kd) 
   }
 }
 
+// Per-channel keys (quant/kv_channel_groups.h), a 16-token group at a time: with k = min + step x
+// code, q . k = sum q min + sum (q step) code, so each group folds its parameters into the
+// queries once (qs = q x step, and the constant sum q x min) and each key is one dot product of
+// qs with its codes, unpacked to floats.
+template <int NG>
+static void ScoreKeysChannel(const RangeArgs& r, float* codes) {
+  const PagedAttentionArgs& a = *r.a;
+  const PagedKvLayout& kv = a.kv;
+  const uint32_t D = kv.head_dim;
+  const int32_t bs = static_cast<int32_t>(kv.block_size);
+  const int32_t G = static_cast<int32_t>(kChannelGroupTokens);
+  const uint32_t bits = channel_group_bits(kv.k_dtype);
+  const uint64_t group_bytes = channel_group_bytes(bits, D);
+  const int32_t len = r.j1 - r.j0;
+  const uint32_t* table = a.block_table[r.t];
+  const DF df;
+  const size_t L = hn::Lanes(df);
+  const bool q4_rows = bits == 4 && readers_fit(KvDtype::kInt4, D);
+  thread_local std::vector<float> qs;
+  if (qs.size() < size_t{NG} * D) qs.resize(size_t{NG} * D);
+  // The query's own group is read in f16 (quant/key_tails.h), the groups before it sealed.
+  const int32_t own_start = (a.context_len[r.t] - 1) / G * G;
+  const KeyTails* tails = kv.key_tails;
+  PrefetchCursor pf;  // the block two ahead and this block's V, spread over its keys
+  uint32_t lines_per_step = 0;
+  for (int32_t j = r.j0; j < r.j1;) {
+    const int32_t c = j / G;  // the group, counted from the sequence's start
+    const int32_t end = std::min<int32_t>(r.j1, (c + 1) * G);
+    if (j == r.j0 || j % bs == 0) {
+      pf = BlockPrefetch(r, j, j / bs);
+      lines_per_step = pf.LinesPer((std::min<int32_t>(r.j1, (j / bs + 1) * bs) - j + 3) / 4);
+    }
+    const uint8_t* group =
+        kv.k_head(table[j / bs], a.layer, r.kvh) + uint64_t((c * G % bs) / G) * group_bytes;
+    if (j >= own_start && tails != nullptr) {
+      const uint64_t chunk = (uint64_t{table[j / bs]} * bs + uint64_t(j % bs)) / G;
+      if (const uint16_t* own = tails->step_rows(chunk, r.kvh)) {
+        for (; j < end; ++j) {
+          const uint16_t* row = own + uint64_t(j % G) * D;
+          for (uint32_t i = 0; i < D; ++i) codes[i] = f16_to_f32(row[i]);
+          for (int g = 0; g < NG; ++g) {
+            float d = 0;
+            for (uint32_t i = 0; i < D; ++i) d += r.q[g * D + i] * codes[i];
+            r.scores[g * len + (j - r.j0)] = d * a.scale;
+          }
+        }
+        continue;
+      }
+    }
+    const uint8_t* mins = channel_group_minimums(group);
+    const uint8_t* steps = channel_group_steps(group, D);
+    // Per head: qs = q x step, and the constant sum q x min (+ 8 x sum qs for 4-bit rows,
+    // which int4's reader gives as code - 8).
+    float q_const[NG];
+    if (D % L == 0) {
+      VF c_min[NG], c_qs[NG];
+      for (int g = 0; g < NG; ++g) c_min[g] = c_qs[g] = hn::Zero(df);
+      for (uint32_t i = 0; i < D; i += L) {
+        const VF mn = ReadF16::Load(df, mins, i), st = ReadF16::Load(df, steps, i);
+        for (int g = 0; g < NG; ++g) {
+          const VF q = hn::LoadU(df, r.q + g * D + i);
+          const VF qst = hn::Mul(q, st);
+          hn::StoreU(qst, df, qs.data() + g * D + i);
+          c_min[g] = hn::MulAdd(q, mn, c_min[g]);
+          c_qs[g] = hn::Add(c_qs[g], qst);
+        }
+      }
+      for (int g = 0; g < NG; ++g)
+        q_const[g] = hn::GetLane(hn::SumOfLanes(df, c_min[g])) +
+                     (q4_rows ? 8 * hn::GetLane(hn::SumOfLanes(df, c_qs[g])) : 0.0f);
+    } else {
+      for (int g = 0; g < NG; ++g) {
+        float c = 0;
+        for (uint32_t i = 0; i < D; ++i) {
+          uint16_t m16, s16;
+          std::memcpy(&m16, mins + 2 * i, 2);
+          std::memcpy(&s16, steps + 2 * i, 2);
+          c += r.q[g * D + i] * f16_to_f32(m16);
+          qs[g * D + i] = r.q[g * D + i] * f16_to_f32(s16);
+        }
+        q_const[g] = c;
+      }
+    }
+    if (q4_rows) {
+      // acc[u][g]: key j + u against head g's qs, in lanes.
+      auto dot = [&](int32_t key, VF* acc) {
+        const uint8_t* row = channel_group_codes(group, bits, uint32_t(key % G), D);
+        for (int g = 0; g < NG; ++g) acc[g] = hn::Zero(df);
+        for (uint32_t e = 0; e < D; e += L) {
+          const VF x = ReadQ4::Load(df, row + e / 32 * 16 - 2, e % 32);
+          for (int g = 0; g < NG; ++g)
+            acc[g] = hn::MulAdd(hn::LoadU(df, qs.data() + g * D + e), x, acc[g]);
+        }
+      };
+      if constexpr (kReduce4) {  // four keys' sums at once (attention_key_scores-inl.h)
+        static constexpr float kOnes[4] = {1, 1, 1, 1};
+        for (; j + 4 <= end; j += 4) {
+          pf.Issue(lines_per_step);
+          VF acc[4][NG];
+          for (int u = 0; u < 4; ++u) dot(j + u, acc[u]);
+          for (int g = 0; g < NG; ++g) {
+            float sum[4];
+            Reduce4(df, acc[0][g], acc[1][g], acc[2][g], acc[3][g], kOnes, sum);
+            for (int u = 0; u < 4; ++u)
+              r.scores[g * len + (j + u - r.j0)] = (q_const[g] + sum[u]) * a.scale;
+          }
+        }
+      }
+      for (; j < end; ++j) {
+        VF acc[NG];
+        dot(j, acc);
+        for (int g = 0; g < NG; ++g)
+          r.scores[g * len + (j - r.j0)] =
+              (q_const[g] + hn::GetLane(hn::SumOfLanes(df, acc[g]))) * a.scale;
+      }
+      continue;
+    }
+    for (; j < end; ++j) {
+      const uint8_t* row = channel_group_codes(group, bits, uint32_t(j % G), D);
+      if (bits == 2) {
+        for (uint32_t i = 0; i < D / 4; ++i)
+          for (uint32_t e = 0; e < 4; ++e)
+            codes[4 * i + e] = static_cast<float>((row[i] >> (2 * e)) & 3);
+      } else {
+        for (uint32_t i = 0; i < D; ++i) codes[i] = static_cast<float>(channel_code(row, bits, i));
+      }
+      for (int g = 0; g < NG; ++g) {
+        float d;
+        if (D % L == 0) {
+          VF acc = hn::Zero(df);
+          for (uint32_t i = 0; i < D; i += L)
+            acc = hn::MulAdd(hn::LoadU(df, qs.data() + g * D + i), hn::LoadU(df, codes + i), acc);
+          d = hn::GetLane(hn::SumOfLanes(df, acc));
+        } else {
+          d = 0;
+          for (uint32_t i = 0; i < D; ++i) d += qs[g * D + i] * codes[i];
+        }
+        r.scores[g * len + (j - r.j0)] = (q_const[g] + d) * a.scale;
+      }
+    }
+  }
+}
+
 template <int NG>
 static void ScoreKeysFor(KvDtype dtype, const RangeArgs& r, float* buf) {
+  if (kv_dtype_per_channel(dtype)) return ScoreKeysChannel<NG>(r, buf);
   if (!readers_fit(dtype, r.a->kv.head_dim)) return ScoreKeysScalar<NG>(r, buf);
   switch (dtype) {
     case KvDtype::kF32: return ScoreKeysD<ReadF32, NG>(r);
@@ -253,6 +400,9 @@ static void ScoreKeysFor(KvDtype dtype, const RangeArgs& r, float* buf) {
     case KvDtype::kQ4_0:
     case KvDtype::kInt4Had: return ScoreKeysD<ReadQ4, NG>(r);
     case KvDtype::kQ8_0: return ScoreKeysD<ReadQ8, NG>(r);
+    case KvDtype::kInt4Chan:
+    case KvDtype::kInt3Chan:
+    case KvDtype::kInt2Chan: return;  // above
   }
 }
 
@@ -271,6 +421,9 @@ static void AccumulateValuesFor(KvDtype dtype, const RangeArgs& r, float* out, f
     case KvDtype::kQ4_0:
     case KvDtype::kInt4Had: return AccumulateValues<ReadQ4, NG>(r, out);
     case KvDtype::kQ8_0: return AccumulateValues<ReadQ8, NG>(r, out);
+    case KvDtype::kInt4Chan:
+    case KvDtype::kInt3Chan:
+    case KvDtype::kInt2Chan: KVS_CHECK_MSG(false, "per-channel formats hold keys only");
   }
 }
 

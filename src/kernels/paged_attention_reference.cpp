@@ -5,9 +5,11 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/half.h"
 #include "kernels/int8_key_dots.h"
 #include "kernels/kv_vector.h"
 #include "kernels/paged_attention.h"
+#include "quant/key_tails.h"
 #include "quant/kv_codecs.h"
 
 namespace kvs {
@@ -39,7 +41,16 @@ void paged_attention_reference(const PagedAttentionArgs& a) {
           for (uint32_t i = 0; i < D; ++i) isum += int64_t{q8[i]} * static_cast<int8_t>(kp[i]);
           d = double(isum) * dq * load_f16_scale(kp + D);
         } else {
-          kv_vector_to_f32(kv.k_dtype, kp, D, k.data(), 0);
+          kv_key_to_f32(kv, blk, a.layer, kvh, j % kv.block_size, k.data());
+          // Per-channel keys: the query's own 16-token group in f16 (quant/key_tails.h).
+          const int32_t own_start = (n - 1) / int32_t(kChannelGroupTokens) * kChannelGroupTokens;
+          if (kv_dtype_per_channel(kv.k_dtype) && j >= own_start && kv.key_tails != nullptr) {
+            const uint64_t chunk =
+                (uint64_t{blk} * kv.block_size + j % kv.block_size) / kChannelGroupTokens;
+            if (const uint16_t* own = kv.key_tails->step_rows(chunk, kvh))
+              for (uint32_t i = 0; i < D; ++i)
+                k[i] = f16_to_f32(own[(j % kChannelGroupTokens) * D + i]);
+          }
           for (uint32_t i = 0; i < D; ++i) d += double(q[i]) * k[i];
         }
         sc[j - j0] = d * a.scale;

@@ -7,6 +7,7 @@
 
 #include "kvcache/kv_geometry.h"
 #include "kvcache/kv_pool_plan.h"
+#include "quant/kv_channel_groups.h"
 
 namespace kvs {
 
@@ -29,6 +30,12 @@ Result<KvBlockStorage> KvBlockStorage::create(const KvStorageShape& s) {
                               " bytes for the KV pool");
   st.memory_ = std::unique_ptr<uint8_t, Unmapper>(static_cast<uint8_t*>(p), Unmapper{bytes});
   st.layout_.base = st.memory_.get();
+  if (kv_dtype_per_channel(s.k_dtype)) {  // slots may be 0: the own-group rows still count
+    st.key_tails_ =
+        std::make_unique<KeyTails>(s.key_tail_slots, s.layers, s.kv_heads, s.head_dim,
+                                   uint64_t{s.num_blocks} * (s.block_size / kChannelGroupTokens));
+    st.layout_.key_tails = st.key_tails_.get();
+  }
   return st;
 }
 
@@ -37,6 +44,12 @@ Result<PagedKvLayout> KvBlockStorage::layout_of(const KvStorageShape& s) {
     return invalid_argument("block size must be between 1 and " + std::to_string(kMaxBlockSize) +
                             " tokens, got " + std::to_string(s.block_size));
   if (s.layers == 0 || s.kv_heads == 0) return invalid_argument("model has no KV heads");
+  if (kv_dtype_per_channel(s.k_dtype) && s.block_size % kChannelGroupTokens != 0)
+    return invalid_argument(std::string("KV format ") + kv_dtype_name(s.k_dtype) +
+                            " quantizes keys in groups of " + std::to_string(kChannelGroupTokens) +
+                            " tokens and needs a block size that is a multiple of " +
+                            std::to_string(kChannelGroupTokens) + ", got " +
+                            std::to_string(s.block_size));
   const KvUniformShape shape = s.uniform();
   KVS_RETURN_IF_ERROR(validate_kv_shape(KvModelShape::uniform(shape)));
   // The byte counts come from the one formula (kv_geometry); the layout only orders them.
@@ -60,14 +73,20 @@ void KvBlockStorage::copy_tokens(uint32_t src, uint32_t dst, uint32_t num_tokens
   KVS_CHECK(src < shape_.num_blocks && dst < shape_.num_blocks);
   KVS_CHECK(num_tokens <= shape_.block_size);
   if (src == dst || num_tokens == 0) return;
+  invalidate_tails(dst);
   const PagedKvLayout& l = layout_;
+  // Per-channel keys: whole groups (their parameters cover the group's rows together).
+  const uint64_t k_tokens =
+      kv_dtype_per_channel(shape_.k_dtype)
+          ? (num_tokens + kChannelGroupTokens - 1) / kChannelGroupTokens * kChannelGroupTokens
+          : num_tokens;
   if (num_tokens == shape_.block_size) {
     std::memcpy(l.base + dst * l.block_bytes, l.base + src * l.block_bytes, l.block_bytes);
     return;
   }
   for (uint32_t layer = 0; layer < shape_.layers; ++layer) {
     for (uint32_t h = 0; h < shape_.kv_heads; ++h) {
-      std::memcpy(l.k_head(dst, layer, h), l.k_head(src, layer, h), num_tokens * l.k_vector_bytes);
+      std::memcpy(l.k_head(dst, layer, h), l.k_head(src, layer, h), k_tokens * l.k_vector_bytes);
       std::memcpy(l.v_head(dst, layer, h), l.v_head(src, layer, h), num_tokens * l.v_vector_bytes);
     }
   }
@@ -77,6 +96,7 @@ void KvBlockStorage::copy_block_to(uint32_t block, KvBlockStorage& other, uint32
   KVS_CHECK(block < shape_.num_blocks && dst < other.shape_.num_blocks);
   KVS_CHECK_MSG(other.layout_.block_bytes == layout_.block_bytes,
                 "copy_block_to between storages of different layouts");
+  other.invalidate_tails(dst);
   std::memcpy(other.layout_.base + uint64_t{dst} * layout_.block_bytes,
               layout_.base + uint64_t{block} * layout_.block_bytes, layout_.block_bytes);
 }
@@ -88,12 +108,20 @@ const uint8_t* KvBlockStorage::block_data(uint32_t block) const {
 
 uint8_t* KvBlockStorage::mutable_block_data(uint32_t block) {
   KVS_CHECK(block < shape_.num_blocks);
+  invalidate_tails(block);
   return layout_.base + uint64_t{block} * layout_.block_bytes;
 }
 
 void KvBlockStorage::write_block(uint32_t block, const uint8_t* bytes) {
   KVS_CHECK(block < shape_.num_blocks);
+  invalidate_tails(block);
   std::memcpy(layout_.base + uint64_t{block} * layout_.block_bytes, bytes, layout_.block_bytes);
+}
+
+void KvBlockStorage::invalidate_tails(uint32_t block) {
+  if (!key_tails_) return;
+  const uint64_t per_block = shape_.block_size / kChannelGroupTokens;
+  key_tails_->invalidate(uint64_t{block} * per_block, uint64_t{block + 1} * per_block);
 }
 
 }  // namespace kvs

@@ -15,6 +15,7 @@
 #include "core/status.h"
 #include "kvcache/kv_geometry.h"
 #include "kvcache/kv_pool_plan.h"
+#include "quant/key_tails.h"
 #include "quant/kv_format.h"
 #include "quant/paged_kv_layout.h"
 
@@ -28,6 +29,9 @@ struct KvStorageShape {
   uint32_t head_dim = 0;
   KvDtype k_dtype = KvDtype::kF16;
   KvDtype v_dtype = KvDtype::kF16;
+  // Per-channel K formats: slots of f16 keys for partly filled groups (quant/key_tails.h);
+  // ignored for other formats. Their bytes are kv_pool_plan's key_tail_bytes.
+  uint32_t key_tail_slots = 0;
 
   [[nodiscard]] KvUniformShape uniform() const {
     return {.layers = layers,
@@ -45,7 +49,8 @@ struct KvStorageShape {
             .kv_heads = plan.unit.kv_heads,
             .head_dim = plan.unit.head_dim_k,
             .k_dtype = plan.unit.k_dtype,
-            .v_dtype = plan.unit.v_dtype};
+            .v_dtype = plan.unit.v_dtype,
+            .key_tail_slots = plan.key_tail_slots};
   }
 };
 
@@ -59,12 +64,15 @@ class KvBlockStorage {
   static Result<PagedKvLayout> layout_of(const KvStorageShape& shape);
 
   [[nodiscard]] const KvStorageShape& shape() const { return shape_; }
+  // The per-channel keys' tails (null for other formats).
+  [[nodiscard]] const KeyTails* key_tails() const { return key_tails_.get(); }
   [[nodiscard]] const PagedKvLayout& layout() const { return layout_; }
   [[nodiscard]] uint64_t block_bytes() const { return layout_.block_bytes; }
   [[nodiscard]] uint64_t total_bytes() const { return layout_.block_bytes * shape_.num_blocks; }
 
   // Copies token slots [0, num_tokens) of every layer and head from block src into block dst
-  // (copy-on-write of a shared partial block). num_tokens <= block_size.
+  // (copy-on-write of a shared partial block). num_tokens <= block_size. Per-channel keys are
+  // copied by whole groups (a group's parameters cover its rows together).
   void copy_tokens(uint32_t src_block, uint32_t dst_block, uint32_t num_tokens);
   // Copies one whole block (block_bytes bytes) into block `dst` of `other`, which must have the
   // same layout (swap between the device pool and the host area).
@@ -83,7 +91,11 @@ class KvBlockStorage {
   };
   KvStorageShape shape_;
   PagedKvLayout layout_;
+  // A block overwritten other than by write_kv: its groups' tails no longer match it.
+  void invalidate_tails(uint32_t block);
+
   std::unique_ptr<uint8_t, Unmapper> memory_{nullptr, Unmapper{0}};
+  std::unique_ptr<KeyTails> key_tails_;
 };
 
 }  // namespace kvs

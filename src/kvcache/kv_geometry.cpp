@@ -175,6 +175,10 @@ LinearStateBytes gated_delta_net_state_bytes(const GatedDeltaNetShape& g, uint32
 
 Status validate_kv_shape(const KvModelShape& s) {
   if (s.layers.empty()) return invalid_argument("the model has no layers");
+  if (kv_dtype_per_channel(s.v_dtype))
+    return invalid_argument(std::string("KV format ") + kv_dtype_name(s.v_dtype) +
+                            " quantizes keys per channel and holds keys only; choose another V "
+                            "format (--kv-cache-dtype-v), e.g. int4_had");
   if (s.tp == 0) return invalid_argument("tensor parallelism must be at least 1");
   for (size_t i = 0; i < s.layers.size(); ++i) {
     const KvLayer& l = s.layers[i];

@@ -5,6 +5,8 @@
 #include <vector>
 
 #include "core/byte_size.h"
+#include "quant/key_tails.h"
+#include "quant/kv_channel_groups.h"
 
 namespace kvs {
 
@@ -33,8 +35,26 @@ Result<KvPoolPlan> plan_kv_layout(const KvModelShape& shape, uint32_t block_size
   return p;
 }
 
-Result<KvPoolPlan> plan_kv_pool(const KvModelShape& shape, uint64_t memory, uint32_t block_size) {
+Result<KvPoolPlan> plan_kv_pool(const KvModelShape& shape, uint64_t memory, uint32_t block_size,
+                                uint32_t max_num_seqs) {
   KVS_ASSIGN_OR_RETURN(KvPoolPlan p, plan_kv_layout(shape, block_size));
+  if (kv_dtype_per_channel(shape.k_dtype)) {
+    if (block_size % kChannelGroupTokens != 0)
+      return invalid_argument(
+          std::string("--kv-cache-dtype-k ") + kv_dtype_name(shape.k_dtype) +
+          " quantizes keys in groups of " + std::to_string(kChannelGroupTokens) +
+          " tokens: --block-size must be a multiple of " + std::to_string(kChannelGroupTokens) +
+          ", got " + std::to_string(block_size));
+    p.key_tail_slots = max_num_seqs * p.groups.num_groups();
+    p.key_tail_bytes =
+        KeyTails::bytes(p.key_tail_slots, p.unit.layers, p.unit.kv_heads, p.unit.head_dim_k);
+    if (p.key_tail_bytes >= memory)
+      return invalid_argument("--kv-cache-memory " + format_bytes_binary(memory) +
+                              " does not hold the keys of the partly filled groups (" +
+                              format_thousands(p.key_tail_bytes) + " B for " +
+                              std::to_string(max_num_seqs) + " sequences)");
+    memory -= p.key_tail_bytes;
+  }
   const uint64_t blocks = memory / p.block_bytes;
   if (blocks == 0)
     return invalid_argument("--kv-cache-memory " + format_bytes_binary(memory) + " (" +
@@ -81,7 +101,7 @@ KvSequenceFootprint sequence_footprint(const KvPoolPlan& pool, uint64_t tokens,
 }
 
 Result<KvPoolPlan> plan_kv_pool(const KvUniformShape& shape, uint64_t memory, uint32_t block_size) {
-  return plan_kv_pool(KvModelShape::uniform(shape), memory, block_size);
+  return plan_kv_pool(KvModelShape::uniform(shape), memory, block_size, 0);
 }
 
 }  // namespace kvs

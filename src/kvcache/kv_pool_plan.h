@@ -39,6 +39,12 @@ struct KvPoolPlan {
   uint64_t block_bytes = 0;
   uint32_t num_blocks = 0;
   uint64_t pool_bytes = 0;
+  // Per-channel K formats: the f16 keys of each sequence's partly filled 16-token group
+  // (quant/key_tails.h), one slot per sequence (max_num_seqs) and layer group, taken from the
+  // budget before the blocks: key_tail_bytes = slots x layers_per_group x kv_heads x 16 x
+  // head_dim x 2. Zero for every other format.
+  uint32_t key_tail_slots = 0;
+  uint64_t key_tail_bytes = 0;
   // floor(num_blocks / num_groups) x block_size: a sequence of this many tokens always fits
   // the whole pool, whatever its groups hold (for a uniform model: the tokens the pool holds).
   uint64_t num_tokens = 0;
@@ -69,8 +75,9 @@ struct KvSequenceFootprint {
 // invalid_argument, naming the flag, for a block size outside 1..kMaxBlockSize, a head dim the
 // formats cannot hold, layers the pool cannot page (KvCacheGroups::of_layers), a budget smaller
 // than one block or one with too many blocks.
+// max_num_seqs sizes the per-channel keys' tails (0: none).
 [[nodiscard]] Result<KvPoolPlan> plan_kv_pool(const KvModelShape& shape, uint64_t kv_cache_memory,
-                                              uint32_t block_size);
+                                              uint32_t block_size, uint32_t max_num_seqs = 0);
 // The same without a budget: everything but num_blocks, pool_bytes and num_tokens (0).
 [[nodiscard]] Result<KvPoolPlan> plan_kv_layout(const KvModelShape& shape, uint32_t block_size);
 // The uniform case.

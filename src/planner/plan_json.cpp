@@ -140,7 +140,9 @@ std::string render_plan_json(const PlanOutcome& out) {
                         {"block_bytes", out.engine_pool->block_bytes},
                         {"num_blocks", out.engine_pool->num_blocks},
                         {"num_tokens", out.engine_pool->num_tokens},
-                        {"pool_bytes", out.engine_pool->pool_bytes}};
+                        {"pool_bytes", out.engine_pool->pool_bytes},
+                        {"key_tail_slots", out.engine_pool->key_tail_slots},
+                        {"key_tail_bytes", out.engine_pool->key_tail_bytes}};
   if (out.engine_sequence) {
     const KvSequenceFootprint& q = *out.engine_sequence;
     j["engine_sequence"] = {{"tokens", q.tokens},

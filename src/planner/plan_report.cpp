@@ -345,11 +345,24 @@ std::string render_plan_report(const PlanOutcome& out) {
       << " (what kvserve generate/serve allocate)\n"
       << "  bytes/token " << e.formula << "\n"
       << "  block " << out.request.workload.block_size
-      << " tokens = " << format_thousands(e.block_bytes) << " B; blocks = floor("
-      << format_thousands(out.request.kv_cache_memory->bytes) << " / "
-      << format_thousands(e.block_bytes) << ") = " << e.num_blocks << "\n"
+      << " tokens = " << format_thousands(e.block_bytes) << " B; blocks = floor(";
+    if (e.key_tail_slots > 0 || e.key_tail_bytes > 0) {
+      // Per-channel keys: the partly filled groups' f16 keys first (kv_pool_plan.h).
+      o << "(" << format_thousands(out.request.kv_cache_memory->bytes) << " - "
+        << format_thousands(e.key_tail_bytes) << " key tails)";
+    } else {
+      o << format_thousands(out.request.kv_cache_memory->bytes);
+    }
+    o << " / " << format_thousands(e.block_bytes) << ") = " << e.num_blocks << "\n"
       << "  tokens " << format_thousands(e.num_tokens) << ", pool "
       << bytes_both_units(e.pool_bytes) << "\n";
+    if (e.key_tail_slots > 0)
+      o << "  key tails " << e.key_tail_slots << " (--max-num-seqs "
+        << out.request.engine_max_num_seqs << " x " << e.groups.num_groups() << " layer groups) x "
+        << e.unit.layers << " layers x " << e.unit.kv_heads << " kv heads x 16 x "
+        << e.unit.head_dim_k << " x 2 B = " << format_thousands(e.key_tail_bytes)
+        << " B: the f16 keys of each "
+        << "sequence's partly filled 16-token group\n";
   }
   if (out.engine_sequence) engine_sequence_section(o, out);
   return o.str();

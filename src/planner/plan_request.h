@@ -42,6 +42,9 @@ struct PlanRequest {
   std::optional<KvModelShape> engine_kv_shape;
   // The engine's prefill chunk (max_num_batched_tokens), for the per-sequence footprint.
   uint32_t engine_prefill_chunk = 512;
+  // The engine's --max-num-seqs: per-channel K formats hold one f16 key tail per sequence
+  // (kv_pool_plan.h), taken from --kv-cache-memory before the blocks.
+  uint32_t engine_max_num_seqs = 64;
 };
 
 struct PlanOutcome {

@@ -24,7 +24,8 @@ std::vector<TierCapacityRow> plan_tier_capacity(const PlannerModel& model, uint3
                                                 uint64_t disk_bytes, uint32_t extent_blocks) {
   std::vector<TierCapacityRow> rows;
   for (const KvDtype dtype : all_kv_dtypes()) {
-    if (dtype == KvDtype::kF32) continue;  // f32 is left out (tier_capacity.h)
+    // f32 is left out, and so are the keys-only (per-channel) formats (tier_capacity.h).
+    if (dtype == KvDtype::kF32 || kv_dtype_per_channel(dtype)) continue;
     TierCapacityRow r{.dtype = dtype};
     r.bytes_per_token = kv_shape_bytes(model.kv_shape(dtype, dtype, tp)).bytes_per_token;
     r.block_bytes = r.bytes_per_token * block_size;

@@ -27,7 +27,8 @@ struct TierCapacityRow {
 [[nodiscard]] uint64_t disk_tier_blocks(uint64_t disk_bytes, uint64_t block_bytes,
                                         uint32_t block_size, uint32_t extent_blocks);
 
-// One row per KV format the engine stores (f32 excluded), K and V in that format.
+// One row per KV format the engine stores for K and V alike (f32 and the keys-only per-channel
+// formats excluded), K and V in that format.
 [[nodiscard]] std::vector<TierCapacityRow> plan_tier_capacity(const PlannerModel& model,
                                                               uint32_t tp, uint32_t block_size,
                                                               uint64_t host_bytes,

@@ -22,6 +22,12 @@ constexpr std::array<KvDtypeInfo, kNumKvDtypes> kTable = {{
      "one f16 scale per token per head (amax / 448)"},
     {KvDtype::kInt4Had, "int4_had", 32, 18, 0, 0,
      "one f16 scale per 32 elements of the Hadamard-rotated vector"},
+    {KvDtype::kInt4Chan, "int4_chan", 0, 0, 4, 0,
+     "keys only: f16 minimum and step per channel per 16 tokens", kChannelGroupTokens},
+    {KvDtype::kInt3Chan, "int3_chan", 0, 0, 3, 0,
+     "keys only: f16 minimum and step per channel per 16 tokens", kChannelGroupTokens},
+    {KvDtype::kInt2Chan, "int2_chan", 0, 0, 2, 0,
+     "keys only: f16 minimum and step per channel per 16 tokens", kChannelGroupTokens},
 }};
 
 // Row i is the format whose value is i: kv_dtype_from_code and all_kv_dtypes rely on it.
@@ -63,6 +69,8 @@ static_assert(info_of(KvDtype::kFp8E4M3).vector_scale_bytes == Fp8Traits::kScale
 
 }  // namespace
 
+bool kv_dtype_per_channel(KvDtype dtype) { return kv_dtype_info(dtype).channel_group_tokens != 0; }
+
 const KvDtypeInfo& kv_dtype_info(KvDtype dtype) {
   for (const auto& info : kTable)
     if (info.dtype == dtype) return info;
@@ -102,6 +110,9 @@ uint64_t kv_vector_bytes(KvDtype dtype, uint64_t dim) {
     const uint64_t groups = (dim + info.group_elems - 1) / info.group_elems;
     return groups * info.group_bytes;
   }
+  // Per channel: the codes, plus 4 bytes per channel (f16 minimum and step) shared by a group.
+  if (info.channel_group_tokens != 0)
+    return (dim * info.elem_bits + 7) / 8 + dim * 4 / info.channel_group_tokens;
   return (dim * info.elem_bits + 7) / 8 + info.vector_scale_bytes;
 }
 
@@ -112,6 +123,11 @@ Result<uint64_t> kv_vector_bytes_checked(KvDtype dtype, uint64_t dim) {
     return invalid_argument(std::string("KV format ") + info.name +
                             " needs a head dimension that is a multiple of " +
                             std::to_string(info.group_elems) + ", got " + std::to_string(dim));
+  const uint64_t channel_multiple = info.elem_bits == 4 ? 32 : 8;  // q4_0-ordered 4-bit rows
+  if (info.channel_group_tokens != 0 && dim % channel_multiple != 0)
+    return invalid_argument(std::string("KV format ") + info.name +
+                            " needs a head dimension that is a multiple of " +
+                            std::to_string(channel_multiple) + ", got " + std::to_string(dim));
   if (kv_dtype_rotated(dtype) && (dim & (dim - 1)) != 0)
     return invalid_argument(std::string("KV format ") + info.name +
                             " needs a head dimension that is a power of two, got " +

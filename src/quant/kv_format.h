@@ -27,12 +27,18 @@ enum class KvDtype : uint8_t {
   kFp8E4M3Dyn,  // 1 byte/element + one f16 scale per token per head (amax / 448)
   kInt4Had,     // int4 of the head vector rotated by a normalized Hadamard transform
                 // (head dim a power of two): 18 bytes per 32 elements, like int4
+  // Keys only, quantized per channel over groups of 16 tokens (KIVI's keys;
+  // quant/kv_channel_groups.h): each channel of a group has an f16 minimum and step, each element
+  // a 4-, 3- or 2-bit code. head_dim / 4 bytes of parameters per token on average.
+  kInt4Chan,
+  kInt3Chan,
+  kInt2Chan,
 };
 
 // How many formats there are: the values of KvDtype are 0 .. kNumKvDtypes - 1, and the table
 // (kv_format.cpp) has one row per value, in this order (a static_assert holds it to that). The
 // one place that names the last format; everything else counts through all_kv_dtypes().
-inline constexpr size_t kNumKvDtypes = static_cast<size_t>(KvDtype::kInt4Had) + 1;
+inline constexpr size_t kNumKvDtypes = static_cast<size_t>(KvDtype::kInt2Chan) + 1;
 
 // Formats that store H x (H the normalized Walsh-Hadamard matrix, its own inverse) instead of x:
 // q . k = (H q) . (H k), and sum p (H v) = H (sum p v), so attention rotates q once and the
@@ -47,7 +53,17 @@ struct KvDtypeInfo {
   uint32_t elem_bits;           // bits per element for ungrouped formats
   uint32_t vector_scale_bytes;  // scale bytes per head vector (per token, per head)
   const char* scale_note;       // human description of the scales
+  // Per-channel formats (keys only): tokens per group that share each channel's minimum and
+  // step; 0 for the per-vector formats.
+  uint32_t channel_group_tokens = 0;
 };
+
+// Tokens per group of the per-channel formats (quant/kv_channel_groups.h).
+inline constexpr uint32_t kChannelGroupTokens = 16;
+
+// Formats quantized per channel over groups of tokens: keys only, and the pool's block size must
+// be a multiple of the group (16 tokens).
+[[nodiscard]] bool kv_dtype_per_channel(KvDtype dtype);
 
 [[nodiscard]] const KvDtypeInfo& kv_dtype_info(KvDtype dtype);
 // Every format, in the table's (and the enum's) order.
@@ -61,8 +77,10 @@ struct KvDtypeInfo {
 // here.
 [[nodiscard]] Result<KvDtype> parse_kv_dtype(std::string_view name);
 
-// Bytes to store one head vector of `dim` elements in `dtype`, scales included.
-// Grouped formats need dim % group_elems == 0 (checked by kv_vector_bytes_checked).
+// Bytes to store one head vector of `dim` elements in `dtype`, scales included (for a
+// per-channel format: the average over its group of tokens, which is exact per group).
+// Grouped formats need dim % group_elems == 0, per-channel ones dim % 8 == 0 (checked by
+// kv_vector_bytes_checked).
 [[nodiscard]] uint64_t kv_vector_bytes(KvDtype dtype, uint64_t dim);
 [[nodiscard]] Result<uint64_t> kv_vector_bytes_checked(KvDtype dtype, uint64_t dim);
 

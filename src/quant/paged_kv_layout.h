@@ -13,6 +13,8 @@
 
 namespace kvs {
 
+class KeyTails;
+
 struct PagedKvLayout {
   uint8_t* base = nullptr;
   uint32_t block_size = 0;
@@ -25,6 +27,9 @@ struct PagedKvLayout {
   uint64_t block_bytes = 0;
   uint64_t layer_bytes = 0;  // one layer's K and V within a block
   uint64_t v_offset = 0;     // from a layer's start to its V part
+  // Per-channel K formats: the f16 keys of partly filled groups (quant/key_tails.h), owned by the
+  // pool's storage; null elsewhere (a partly filled group is then re-sealed from its bytes).
+  KeyTails* key_tails = nullptr;
 
   // Start of [block_size][k_vector_bytes] for (block, layer, head).
   [[nodiscard]] uint8_t* k_head(uint64_t block, uint32_t layer, uint32_t head) const {

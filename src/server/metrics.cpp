@@ -306,6 +306,10 @@ std::string ServerMetrics::render(const MetricsSnapshot& snap) const {
   sample(&o, "kvserve_kv_blocks", "state=\"in_use\"", num(s.cache.blocks_in_use));
   metric(&o, "kvserve_kv_blocks_capacity", "gauge", "KV blocks in the pool.", s.cache.num_blocks);
   metric(&o, "kvserve_kv_pool_bytes", "gauge", "Bytes of the KV pool.", s.pool_bytes);
+  metric(&o, "kvserve_kv_key_tail_bytes", "gauge",
+         "Bytes of the f16 keys of partly filled 16-token groups (per-channel K formats; 0 "
+         "otherwise), taken from the KV memory budget before the pool.",
+         s.key_tail_bytes);
   metric(&o, "kvserve_kv_block_bytes", "gauge", "Bytes of one KV block.", s.block_bytes);
   header(&o, "kvserve_model_weight_bytes", "gauge",
          "Bytes of the model's weights: as the file stores them, and resident in memory (packed "

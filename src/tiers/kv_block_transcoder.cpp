@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "kernels/kv_vector.h"
+#include "quant/kv_channel_groups.h"
 
 namespace kvs {
 
@@ -24,24 +25,39 @@ Result<KvBlockTranscoder> KvBlockTranscoder::create(const KvStorageShape& pool, 
 
 void KvBlockTranscoder::convert(const PagedKvLayout& from, const uint8_t* src,
                                 const PagedKvLayout& to, uint8_t* dst) const {
-  std::vector<float> x(from.head_dim);
+  const uint32_t D = from.head_dim, bs = from.block_size;
+  const uint32_t from_bits = channel_group_bits(from.k_dtype),
+                 to_bits = channel_group_bits(to.k_dtype);
+  std::vector<float> x(D), keys(uint64_t{bs} * D);
   for (uint32_t layer = 0; layer < layers_; ++layer) {
     for (uint32_t h = 0; h < from.kv_heads; ++h) {
       // The offsets of (layer, head) within one block (paged_kv_layout.h's strides).
-      const uint64_t fk =
-          layer * from.layer_bytes + uint64_t{h} * from.block_size * from.k_vector_bytes;
-      const uint64_t fv = layer * from.layer_bytes + from.v_offset +
-                          uint64_t{h} * from.block_size * from.v_vector_bytes;
+      const uint64_t fk = layer * from.layer_bytes + uint64_t{h} * bs * from.k_vector_bytes;
+      const uint64_t fv =
+          layer * from.layer_bytes + from.v_offset + uint64_t{h} * bs * from.v_vector_bytes;
       const uint64_t tk = layer * to.layer_bytes + uint64_t{h} * to.block_size * to.k_vector_bytes;
       const uint64_t tv =
           layer * to.layer_bytes + to.v_offset + uint64_t{h} * to.block_size * to.v_vector_bytes;
-      for (uint32_t t = 0; t < from.block_size; ++t) {
-        kv_vector_to_f32(from.k_dtype, src + fk + t * from.k_vector_bytes, from.head_dim, x.data(),
-                         0);
-        kv_vector_from_f32(to.k_dtype, x.data(), to.head_dim, dst + tk + t * to.k_vector_bytes);
-        kv_vector_to_f32(from.v_dtype, src + fv + t * from.v_vector_bytes, from.head_dim, x.data(),
-                         0);
-        kv_vector_from_f32(to.v_dtype, x.data(), to.head_dim, dst + tv + t * to.v_vector_bytes);
+      // Keys: a per-channel format is decoded and encoded a 16-token group at a time.
+      for (uint32_t t = 0; t < bs; ++t) {
+        float* k = keys.data() + uint64_t{t} * D;
+        if (from_bits == 0) {
+          kv_vector_to_f32(from.k_dtype, src + fk + t * from.k_vector_bytes, D, k, 0);
+        } else {
+          dequantize_channel_row(
+              from_bits, src + fk + (t / kChannelGroupTokens) * channel_group_bytes(from_bits, D),
+              t % kChannelGroupTokens, D, k);
+        }
+        if (to_bits == 0) kv_vector_from_f32(to.k_dtype, k, D, dst + tk + t * to.k_vector_bytes);
+      }
+      if (to_bits != 0)
+        for (uint32_t g = 0; g < bs / kChannelGroupTokens; ++g)
+          quantize_channel_group(to_bits, keys.data() + uint64_t{g} * kChannelGroupTokens * D, D,
+                                 kChannelGroupTokens, D,
+                                 dst + tk + g * channel_group_bytes(to_bits, D));
+      for (uint32_t t = 0; t < bs; ++t) {
+        kv_vector_to_f32(from.v_dtype, src + fv + t * from.v_vector_bytes, D, x.data(), 0);
+        kv_vector_from_f32(to.v_dtype, x.data(), D, dst + tv + t * to.v_vector_bytes);
       }
     }
   }

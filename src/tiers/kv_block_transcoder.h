@@ -2,7 +2,8 @@
 // (demotion, --kv-offload-dtype): every K and V head vector is converted to f32 and stored in
 // the other format with the scalar codecs (kernels/kv_vector.h). A rotated format (int4_had)
 // stores the rotated vector and converts back from it, so both sides are always the model's
-// own K and V. The layouts are those of the paged pool (quant/paged_kv_layout.h), one block.
+// own K and V. Per-channel keys (quant/kv_channel_groups.h) are decoded and encoded a 16-token
+// group at a time. The layouts are those of the paged pool (quant/paged_kv_layout.h), one block.
 #pragma once
 
 #include <cstdint>

@@ -98,6 +98,32 @@ class Generate(unittest.TestCase):
             timeout=300)
         self.assertEqual(json.loads(none.stdout)["weights_pack_seconds"], 0)
 
+    def test_per_channel_keys_pool_is_the_planners_to_the_byte(self):
+        # Per-channel keys take one f16 key tail per sequence (--max-num-seqs) from the budget
+        # before the blocks; the planner sizes the same pool.
+        flags = ["--kv-cache-dtype-k", "int4_chan", "--kv-cache-dtype-v", "int4_had",
+                 "--kv-cache-memory", "96MiB", "--max-num-seqs", "8"]
+        gen = json.loads(run("generate", "-p", "The sea", "-n", "20", "--ignore-eos", "--json",
+                             *flags).stdout)
+        plan = json.loads(run("plan", MODEL, "--context", "2048", "--json", *flags).stdout)
+        pool = plan["engine_pool"]
+        self.assertEqual(gen["kv_key_tail_bytes"], 8 * 30 * 3 * 16 * 64 * 2)
+        self.assertEqual(pool["key_tail_bytes"], gen["kv_key_tail_bytes"])
+        self.assertEqual(pool["num_blocks"], gen["kv_pool_blocks"])
+        self.assertEqual(pool["pool_bytes"], gen["kv_pool_bytes"])
+        self.assertEqual(gen["kv_bytes_per_token"], 30 * 3 * (48 + 36))
+        self.assertEqual(pool["num_blocks"],
+                         (96 * 2**20 - gen["kv_key_tail_bytes"]) // (16 * gen["kv_bytes_per_token"]))
+        self.assertGreater(gen["generated_tokens"], 0)
+        # Keys only, and whole 16-token groups: one clear line each.
+        for bad, says in ((["--kv-cache-dtype", "int4_chan"], "holds keys only"),
+                          (["--kv-cache-dtype-k", "int2_chan", "--block-size", "8"],
+                           "multiple of 16")):
+            r = run("generate", "-p", "Hi", "-n", "1", *bad, check=False)
+            self.assertNotEqual(r.returncode, 0)
+            self.assertIn(says, r.stderr)
+            self.assertNotIn("internal error", r.stderr)
+
     def test_parallel_reports_every_sequence(self):
         out = json.loads(run("generate", "-p", "Once upon a time", "-n", "6", "--parallel", "3", "--temp", "0.8",
                              "--seed", "5", "--json").stdout)

@@ -12,6 +12,7 @@
 #include "engine/engine.h"
 #include "engine/engine_test_util.h"
 #include "kvcache/block_hash.h"
+#include "kvcache/kv_pool_plan.h"
 #include "model/loaded_model.h"
 #include "model/model_paths.h"
 
@@ -81,7 +82,11 @@ TEST_P(EngineKvFormatTest, ParallelAndPreemptedSequencesKeepOutput) {
   // identical prompts share their cached blocks.
   const auto [k, v] = GetParam();
   const uint64_t block = kv_token_bytes(model->spec.kv_shape(k, v)).bytes_per_token * 16;
-  auto tight = make(*model, {.kv_cache_memory = 5 * block});
+  // Per-channel keys: the partly filled groups' f16 keys come out of the budget first.
+  const uint64_t tails = plan_kv_pool(model->spec.kv_model_shape(k, v), uint64_t{1} << 30, 16,
+                                      EngineConfig{}.max_num_seqs)
+                             ->key_tail_bytes;
+  auto tight = make(*model, {.kv_cache_memory = 5 * block + tails});
   ASSERT_EQ(tight->kv_pool().num_blocks, 5u);
   EXPECT_EQ(run_all(*tight, prompts, 16), expect);
   EXPECT_GT(tight->num_preemptions(), 0u);
@@ -98,14 +103,17 @@ INSTANTIATE_TEST_SUITE_P(Formats, EngineKvFormatTest,
                                            Formats{KvDtype::kQ8_0, KvDtype::kQ8_0},
                                            Formats{KvDtype::kQ4_0, KvDtype::kQ4_0},
                                            Formats{KvDtype::kInt8, KvDtype::kInt4},
-                                           Formats{KvDtype::kInt4Had, KvDtype::kInt4Had}),
+                                           Formats{KvDtype::kInt4Had, KvDtype::kInt4Had},
+                                           Formats{KvDtype::kInt4Chan, KvDtype::kInt4Had},
+                                           Formats{KvDtype::kInt2Chan, KvDtype::kInt8}),
                          name_of);
 
 TEST(KvFormatPrefixKeyTest, FormatIsPartOfThePrefixKey) {
-  const KvDtype all[] = {KvDtype::kF32,     KvDtype::kF16,     KvDtype::kBF16,
-                         KvDtype::kFp8E4M3, KvDtype::kFp8E5M2, KvDtype::kFp8E4M3Dyn,
-                         KvDtype::kInt8,    KvDtype::kInt4,    KvDtype::kQ8_0,
-                         KvDtype::kQ4_0,    KvDtype::kInt4Had};
+  const KvDtype all[] = {KvDtype::kF32,      KvDtype::kF16,     KvDtype::kBF16,
+                         KvDtype::kFp8E4M3,  KvDtype::kFp8E5M2, KvDtype::kFp8E4M3Dyn,
+                         KvDtype::kInt8,     KvDtype::kInt4,    KvDtype::kQ8_0,
+                         KvDtype::kQ4_0,     KvDtype::kInt4Had, KvDtype::kInt4Chan,
+                         KvDtype::kInt3Chan, KvDtype::kInt2Chan};
   std::vector<uint64_t> keys;
   for (KvDtype k : all)
     for (KvDtype v : all) keys.push_back(extra_keys_hash(1234, k, v));

@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/half.h"
 #include "kernel_test_util.h"
 #include "kernels/int8_key_dots.h"
 #include "kernels/kv_vector.h"
@@ -86,6 +87,27 @@ TEST_P(PagedAttentionTest, MatchesContiguousWithShuffledBlocks) {
   std::vector<std::vector<uint32_t>> tables(seqs);
   std::vector<std::vector<float>> ks(seqs), vs(seqs);
   const uint32_t layer = 1;
+  std::vector<int64_t> all_slots;
+  std::vector<float> all_k, all_v;
+  std::vector<std::vector<float>> ks_written(seqs);
+  // The contiguous oracle sees the values as the format stores them.
+  auto seal = [&](int s) {
+    ks_written[s] = ks[s];
+    for (auto [arr, dtype] : {std::pair{&ks[s], c.k_dtype}, std::pair{&vs[s], c.v_dtype}}) {
+      if (kv_dtype_per_channel(dtype)) {  // keys sealed per 16-token group: read them back
+        for (int j = 0; j < lens[s]; ++j)
+          for (uint32_t h = 0; h < KVH; ++h)
+            kv_key_to_f32(kv, tables[s][j / c.block_size], layer, h, j % c.block_size,
+                          arr->data() + (size_t(j) * KVH + h) * D);
+        continue;
+      }
+      std::vector<uint8_t> buf(kv_vector_bytes(dtype, D));
+      for (size_t off = 0; off < arr->size(); off += D) {
+        kv_vector_from_f32(dtype, arr->data() + off, D, buf.data());
+        kv_vector_to_f32(dtype, buf.data(), D, arr->data() + off, 0);
+      }
+    }
+  };
   for (int s = 0; s < seqs; ++s) {
     for (int b = 0; b < (lens[s] + int(c.block_size) - 1) / int(c.block_size); ++b)
       tables[s].push_back(physical[next++]);
@@ -96,15 +118,19 @@ TEST_P(PagedAttentionTest, MatchesContiguousWithShuffledBlocks) {
     std::vector<int64_t> slots(lens[s]);
     for (int j = 0; j < lens[s]; ++j)
       slots[j] = int64_t{tables[s][j / c.block_size]} * c.block_size + j % c.block_size;
-    write_kv(kv, layer, lens[s], slots.data(), ks[s].data(), vs[s].data());
-    // The contiguous oracle sees the values as the format stores them.
-    for (auto [arr, dtype] : {std::pair{&ks[s], c.k_dtype}, std::pair{&vs[s], c.v_dtype}}) {
-      std::vector<uint8_t> buf(kv_vector_bytes(dtype, D));
-      for (size_t off = 0; off < arr->size(); off += D) {
-        kv_vector_from_f32(dtype, arr->data() + off, D, buf.data());
-        kv_vector_to_f32(dtype, buf.data(), D, arr->data() + off, 0);
-      }
+    if (!kv_dtype_per_channel(c.k_dtype)) {
+      write_kv(kv, layer, lens[s], slots.data(), ks[s].data(), vs[s].data());
+    } else {  // one write for all sequences: a query reads its own group from that write
+      all_slots.insert(all_slots.end(), slots.begin(), slots.end());
+      all_k.insert(all_k.end(), ks[s].begin(), ks[s].end());
+      all_v.insert(all_v.end(), vs[s].begin(), vs[s].end());
+      if (s + 1 < seqs) continue;
+      write_kv(kv, layer, static_cast<int64_t>(all_slots.size()), all_slots.data(), all_k.data(),
+               all_v.data());
+      for (int u = 0; u < seqs; ++u) seal(u);
+      continue;
     }
+    seal(s);
   }
   // Queries: for each sequence, its last 4 positions (a prefill chunk) — mixed in one batch.
   std::vector<int32_t> ctx;
@@ -142,9 +168,15 @@ TEST_P(PagedAttentionTest, MatchesContiguousWithShuffledBlocks) {
       for (uint32_t i = 0; i < D; ++i) q_seen[off + i] = d * q8[i];
     }
   }
-  for (int64_t t = 0; t < T; ++t)
-    contiguous_attention(q_seen.data() + t * H * D, ks[owner[t]], vs[owner[t]], ctx[t], H, KVH, D,
-                         0.125f, expect.data() + t * H * D);
+  for (int64_t t = 0; t < T; ++t) {
+    std::vector<float> keys = ks[owner[t]];
+    if (kv_dtype_per_channel(c.k_dtype))  // the query's own group: the keys in f16
+      for (int j = (ctx[t] - 1) / 16 * 16; j < ctx[t]; ++j)
+        for (uint32_t i = 0; i < KVH * D; ++i)
+          keys[j * KVH * D + i] = f16_to_f32(f32_to_f16(ks_written[owner[t]][j * KVH * D + i]));
+    contiguous_attention(q_seen.data() + t * H * D, keys, vs[owner[t]], ctx[t], H, KVH, D, 0.125f,
+                         expect.data() + t * H * D);
+  }
   for (size_t i = 0; i < out.size(); ++i)
     ASSERT_NEAR(ref[i], expect[i], 1e-5) << "reference vs contiguous at " << i;
   test::for_each_target([&] {
@@ -176,6 +208,13 @@ std::vector<Case> all_cases() {
   for (KvDtype k : kAllFormats)
     for (KvDtype v : kAllFormats)
       if (k != v) cases.push_back({16, k, v});
+  // Per-channel keys (keys only) with the V formats they are paired with, at block sizes of one
+  // and several 16-token groups.
+  for (KvDtype k : {KvDtype::kInt4Chan, KvDtype::kInt3Chan, KvDtype::kInt2Chan})
+    for (KvDtype v : {KvDtype::kF16, KvDtype::kInt8, KvDtype::kInt4Had, KvDtype::kQ4_0}) {
+      cases.push_back({16, k, v});
+      cases.push_back({48, k, v});
+    }
   return cases;
 }
 

@@ -1,0 +1,78 @@
+// KeyTails: the f16 keys of the partly filled 16-token groups of a per-channel K format
+// (quant/kv_channel_groups.h), so that a group filled one token at a time is re-sealed from its
+// keys at every token and ends with exactly the bytes it would have had if written at once.
+//
+// It is a cache, never the data: after every write the pool's group bytes are complete (the
+// tokens written so far, sealed over themselves), so copy-on-write, swap and the tiers move blocks
+// as before, and attention reads only the pool. A tail serves a write only when it holds exactly
+// the rows before it, for that layer; otherwise (evicted, or the block was overwritten by a copy,
+// which invalidates its tails) the rows are decoded back from the group's bytes, one more rounding
+// for those tokens.
+//
+// A slot holds one group (a "chunk": slot / 16 of the pool) for every layer and kv head. Slots are
+// reused least recently written first. The engine sizes it to one slot per sequence per layer
+// group (the last, partly filled group of each), counted in the KV memory budget
+// (kv_pool_plan.h). Not thread-safe: the forward pass writes KV from one thread.
+#pragma once
+
+#include <cstdint>
+#include <unordered_map>
+#include <vector>
+
+namespace kvs {
+
+class KeyTails {
+ public:
+  KeyTails(uint32_t slots, uint32_t layers, uint32_t kv_heads, uint32_t dim, uint64_t num_chunks);
+
+  [[nodiscard]] uint32_t slots() const { return static_cast<uint32_t>(chunk_of_.size()); }
+  // f16 bytes of all slots: what the pool budget reserves for them.
+  [[nodiscard]] static uint64_t bytes(uint32_t slots, uint32_t layers, uint32_t kv_heads,
+                                      uint32_t dim);
+
+  // Rows [16][dim] of f16 of (chunk, layer, head) if the chunk's tail holds exactly `rows` rows of
+  // that layer, else null.
+  [[nodiscard]] uint16_t* find(uint64_t chunk, uint32_t layer, uint32_t head, uint32_t rows);
+  // The chunk's slot (taking the least recently written one if it has none); its other layers'
+  // rows are kept when it already had the slot. Returns the rows of (layer, head).
+  [[nodiscard]] uint16_t* acquire(uint64_t chunk, uint32_t layer, uint32_t head);
+  // Records that `layer` of the chunk now holds `rows` rows; 16 (a full group) frees the layer,
+  // and the slot once no layer holds a partial group.
+  void set_rows(uint64_t chunk, uint32_t layer, uint32_t rows);
+  // Forgets the tails of chunks [first, end) (their block was overwritten by a copy).
+  void invalidate(uint64_t first, uint64_t end);
+
+  // ---- the groups of the last write ----
+  // A query reads the keys of its own group (the 16-token group holding its position) in f16, as
+  // KIVI reads its recent window, and every earlier group sealed. So what a query sees does not
+  // depend on whether its group was written at once or one token at a time, and a sequence's
+  // output does not change with how it is chunked, batched or preempted. The f16 rows of every
+  // group a write_kv call touched are kept here until the next call (one layer's, which the
+  // attention of that layer reads).
+  void begin_step_rows();
+  // Rows [16][dim] of (chunk, head) of the last write; `create` adds them (the writer).
+  [[nodiscard]] uint16_t* step_rows(uint64_t chunk, uint32_t head, bool create);
+  [[nodiscard]] const uint16_t* step_rows(uint64_t chunk, uint32_t head) const;
+
+  // Slots holding a chunk (tests and the integrity check).
+  [[nodiscard]] uint32_t in_use() const;
+  // Every slot's chunk maps back to it and every mapped chunk's slot holds it.
+  [[nodiscard]] bool check_integrity() const;
+
+ private:
+  static constexpr uint8_t kNoRows = 0xFF;
+  [[nodiscard]] uint16_t* rows_of(uint32_t slot, uint32_t layer, uint32_t head);
+  void release(uint32_t slot);
+
+  uint32_t layers_, kv_heads_, dim_;
+  std::vector<int32_t> slot_of_;   // [num_chunks]: slot or -1
+  std::vector<int64_t> chunk_of_;  // [slots]: chunk or -1
+  std::vector<uint64_t> stamp_;    // [slots]: last write
+  std::vector<uint8_t> rows_;      // [slots][layers]: rows held, kNoRows = none
+  std::vector<uint16_t> data_;     // [slots][layers][kv_heads][16][dim]
+  uint64_t clock_ = 0;
+  std::unordered_map<uint64_t, uint32_t> step_index_;  // chunk -> index into step_data_
+  std::vector<uint16_t> step_data_;                    // [index][kv_heads][16][dim]
+};
+
+}  // namespace kvs

@@ -1,0 +1,61 @@
+// Per-channel key groups (the int4_chan, int3_chan and int2_chan formats): keys quantized per
+// channel over 16 tokens, as KIVI (2024) quantizes keys. A key's large channels keep their size
+// from token to token, so a per-channel range fits them and leaves the small channels their own
+// fine step, where a per-token scale is set by the largest channel.
+//
+// One (block, layer, kv head) K region of a pool with block size B (a multiple of 16) holds B / 16
+// groups, each of kv_vector_bytes(dtype, dim) x 16 bytes:
+//   [dim x f16 minimum][dim x f16 step][16 rows of dim codes of `bits` bits (channel_code)]
+// value = minimum + step x code, code in [0, 2^bits - 1]. A group may be partly filled: its
+// parameters then cover its first n rows only, and are recomputed when rows are added
+// (quant/key_tails.h keeps the rows' f16 keys for that, so a group filled one token at a time ends
+// with the same bytes as one written at once).
+//
+// Inputs are rounded to f16 first (the keys a group is sealed from are f16 either way). The
+// minimum is rounded down and the step up to f16, so no element is clipped: |x - y| <= step / 2
+// with step <= (max - min) / (2^bits - 1) x (1 + 2^-9) + the smallest f16 step, NaN stored as 0 and
+// +-inf as +-65504.
+#pragma once
+
+#include <cstdint>
+
+#include "quant/kv_format.h"
+
+namespace kvs {
+
+// 4, 3 or 2 for the per-channel formats, 0 for every other.
+[[nodiscard]] uint32_t channel_group_bits(KvDtype dtype);
+// Bytes of one group of `dim` channels (16 x kv_vector_bytes).
+[[nodiscard]] uint64_t channel_group_bytes(uint32_t bits, uint32_t dim);
+
+// Seals rows [0, n) (1 <= n <= 16) of a group from x[n][dim] (row stride x_stride floats): each
+// channel's minimum and step over those rows, and their codes. Rows n.. are left as they are.
+void quantize_channel_group(uint32_t bits, const float* x, uint64_t x_stride, uint32_t n,
+                            uint32_t dim, uint8_t* group);
+// Row t of a group, decoded.
+void dequantize_channel_row(uint32_t bits, const uint8_t* group, uint32_t t, uint32_t dim,
+                            float* y);
+// The parameters and one row's codes as the attention kernel reads them.
+[[nodiscard]] inline const uint8_t* channel_group_minimums(const uint8_t* group) { return group; }
+[[nodiscard]] inline const uint8_t* channel_group_steps(const uint8_t* group, uint32_t dim) {
+  return group + 2 * uint64_t{dim};
+}
+[[nodiscard]] inline const uint8_t* channel_group_codes(const uint8_t* group, uint32_t bits,
+                                                        uint32_t t, uint32_t dim) {
+  return group + 4 * uint64_t{dim} + uint64_t{t} * dim * bits / 8;
+}
+// Code i of a row. 4-bit rows are laid out as llama.cpp's q4_0 (and kvserve's int4) blocks
+// without their scale: per 32 codes, 16 bytes, byte j holding code j (low nibble) and j + 16
+// (high), so the attention kernel reads them with int4's reader. 3- and 2-bit codes are packed
+// LSB first.
+[[nodiscard]] inline uint32_t channel_code(const uint8_t* row, uint32_t bits, uint32_t i) {
+  if (bits == 4) {
+    const uint8_t byte = row[i / 32 * 16 + i % 16];
+    return i % 32 < 16 ? byte & 0x0Fu : byte >> 4;
+  }
+  const uint32_t bit = i * bits;
+  const uint32_t two = row[bit / 8] | (bit % 8 + bits > 8 ? uint32_t{row[bit / 8 + 1]} << 8 : 0u);
+  return (two >> (bit % 8)) & ((1u << bits) - 1);
+}
+
+}  // namespace kvs

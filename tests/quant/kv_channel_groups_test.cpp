@@ -1,0 +1,178 @@
+// Per-channel key groups (quant/kv_channel_groups.h) against their stated bound, and the tails
+// cache (quant/key_tails.h) against a plain model of it.
+#include "quant/kv_channel_groups.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <random>
+#include <vector>
+
+#include "core/half.h"
+#include "quant/key_tails.h"
+
+namespace kvs {
+namespace {
+
+// Keys with a few large channels that keep their offset from token to token (what per-channel
+// quantization is for) plus token noise.
+std::vector<float> keys_with_outlier_channels(uint32_t n, uint32_t dim, std::mt19937& rng) {
+  std::normal_distribution<float> noise(0.0f, 1.0f);
+  std::vector<float> offset(dim), spread(dim);
+  for (uint32_t c = 0; c < dim; ++c) {
+    offset[c] = c % 13 == 0 ? 20.0f * noise(rng) : 0.5f * noise(rng);
+    spread[c] = c % 7 == 0 ? 4.0f : 0.3f;
+  }
+  std::vector<float> x(uint64_t{n} * dim);
+  for (uint32_t t = 0; t < n; ++t)
+    for (uint32_t c = 0; c < dim; ++c) x[t * dim + c] = offset[c] + spread[c] * noise(rng);
+  return x;
+}
+
+TEST(ChannelGroupTest, EveryElementWithinHalfItsChannelsStep) {
+  std::mt19937 rng(7);
+  for (const uint32_t bits : {2u, 3u, 4u})
+    for (const uint32_t dim : {bits == 4 ? 32u : 8u, 64u, 256u})  // 4-bit rows: 32s
+      for (uint32_t n = 1; n <= kChannelGroupTokens; ++n) {
+        const std::vector<float> x = keys_with_outlier_channels(n, dim, rng);
+        std::vector<uint8_t> group(channel_group_bytes(bits, dim), 0xAB);
+        quantize_channel_group(bits, x.data(), dim, n, dim, group.data());
+        const float qmax = float((1u << bits) - 1);
+        std::vector<float> y(dim);
+        for (uint32_t t = 0; t < n; ++t) {
+          dequantize_channel_row(bits, group.data(), t, dim, y.data());
+          for (uint32_t c = 0; c < dim; ++c) {
+            float lo = INFINITY, hi = -INFINITY;
+            for (uint32_t u = 0; u < n; ++u) {
+              const float v = f16_to_f32(f32_to_f16(x[u * dim + c]));
+              lo = std::min(lo, v);
+              hi = std::max(hi, v);
+            }
+            const float step = (hi - lo) / qmax * (1 + 1.0f / 512) + 6e-8f + std::abs(lo) / 1024;
+            ASSERT_LE(std::abs(x[t * dim + c] - y[c]), step / 2 + std::abs(x[t * dim + c]) / 2048)
+                << "bits " << bits << " dim " << dim << " n " << n << " t " << t << " c " << c;
+          }
+        }
+      }
+}
+
+// Per channel beats one scale per token on keys with outlier channels: the reason for the format.
+TEST(ChannelGroupTest, BeatsAPerTokenScaleOnOutlierChannels) {
+  std::mt19937 rng(11);
+  const uint32_t dim = 64, n = 16;
+  const std::vector<float> x = keys_with_outlier_channels(n, dim, rng);
+  std::vector<uint8_t> group(channel_group_bytes(4, dim));
+  quantize_channel_group(4, x.data(), dim, n, dim, group.data());
+  double err_channel = 0, err_token = 0;
+  std::vector<float> y(dim);
+  for (uint32_t t = 0; t < n; ++t) {
+    dequantize_channel_row(4, group.data(), t, dim, y.data());
+    float amax = 0;
+    for (uint32_t c = 0; c < dim; ++c) amax = std::max(amax, std::abs(x[t * dim + c]));
+    const float s = amax / 7;  // symmetric 4-bit, one scale per token
+    for (uint32_t c = 0; c < dim; ++c) {
+      const float v = x[t * dim + c];
+      err_channel += double(v - y[c]) * (v - y[c]);
+      const float q = s * std::clamp(std::nearbyint(v / s), -8.0f, 7.0f);
+      err_token += double(v - q) * (v - q);
+    }
+  }
+  EXPECT_LT(err_channel, err_token / 4);
+}
+
+TEST(ChannelGroupTest, NonFiniteKeysDecodeFinite) {
+  const uint32_t dim = 8;
+  std::vector<float> x(2 * dim, 1.0f);
+  x[0] = NAN;
+  x[1] = INFINITY;
+  x[dim + 2] = -INFINITY;
+  std::vector<uint8_t> group(channel_group_bytes(3, dim));
+  quantize_channel_group(3, x.data(), dim, 2, dim, group.data());
+  std::vector<float> y(dim);
+  for (uint32_t t = 0; t < 2; ++t) {
+    dequantize_channel_row(3, group.data(), t, dim, y.data());
+    for (float v : y) EXPECT_TRUE(std::isfinite(v));
+  }
+  dequantize_channel_row(3, group.data(), 0, dim, y.data());
+  EXPECT_EQ(y[0], 0.0f);
+  EXPECT_NEAR(y[1], 65504.0f, 65504.0f / 7);
+}
+
+// The tails against a plain model (a map of chunk -> rows per layer and last write, at most
+// `slots` chunks, the least recently written dropped first): random writes, full groups,
+// invalidations and lookups; every lookup answers as the model does.
+TEST(KeyTailsTest, RandomOperationsAgreeWithAModel) {
+  const uint32_t slots = 4, layers = 3, heads = 2, dim = 8;
+  const uint64_t chunks = 12;
+  KeyTails tails(slots, layers, heads, dim, chunks);
+  EXPECT_EQ(KeyTails::bytes(slots, layers, heads, dim),
+            uint64_t{slots} * layers * heads * 16 * dim * 2);
+  struct Entry {
+    std::vector<int> rows;
+    uint64_t stamp = 0;
+  };
+  std::map<uint64_t, Entry> model;
+  uint64_t clock = 0;
+  std::mt19937 rng(3);
+  for (int step = 0; step < 20000; ++step) {
+    const uint64_t c = rng() % chunks;
+    const uint32_t l = rng() % layers;
+    const uint32_t rows = 1 + rng() % 16;
+    switch (rng() % 4) {
+      case 0:
+      case 1: {  // a write of `rows` rows into (c, l)
+        ASSERT_NE(tails.acquire(c, l, rng() % heads), nullptr);
+        if (!model.count(c)) {
+          if (model.size() == slots)
+            model.erase(std::min_element(model.begin(), model.end(), [](auto& a, auto& b) {
+                          return a.second.stamp < b.second.stamp;
+                        })->first);
+          model[c].rows.assign(layers, -1);
+        }
+        model[c].stamp = ++clock;
+        tails.set_rows(c, l, rows);
+        model[c].rows[l] = rows == 16 ? -1 : int(rows);
+        if (std::all_of(model[c].rows.begin(), model[c].rows.end(), [](int r) { return r < 0; }))
+          model.erase(c);
+        break;
+      }
+      case 2:
+        tails.invalidate(c, c + 1);
+        model.erase(c);
+        break;
+      default: {
+        const bool hit = tails.find(c, l, rng() % heads, rows) != nullptr;
+        ASSERT_EQ(hit, model.count(c) && model[c].rows[l] == int(rows)) << "step " << step;
+        break;
+      }
+    }
+    ASSERT_TRUE(tails.check_integrity());
+    ASSERT_EQ(tails.in_use(), model.size());
+  }
+}
+
+TEST(KeyTailsTest, FullGroupsFreeTheirSlotAndTheOldestIsReusedFirst) {
+  KeyTails tails(2, 2, 1, 8, 10);
+  ASSERT_NE(tails.acquire(1, 0, 0), nullptr);
+  tails.set_rows(1, 0, 5);
+  ASSERT_NE(tails.acquire(2, 0, 0), nullptr);
+  tails.set_rows(2, 0, 3);
+  EXPECT_EQ(tails.in_use(), 2u);
+  EXPECT_NE(tails.find(1, 0, 0, 5), nullptr);
+  EXPECT_EQ(tails.find(1, 0, 0, 4), nullptr);  // not the rows the writer expects
+  EXPECT_EQ(tails.find(1, 1, 0, 5), nullptr);  // another layer
+  ASSERT_NE(tails.acquire(3, 0, 0), nullptr);  // evicts chunk 1, the least recently written
+  tails.set_rows(3, 0, 1);
+  EXPECT_EQ(tails.find(1, 0, 0, 5), nullptr);
+  EXPECT_NE(tails.find(2, 0, 0, 3), nullptr);
+  tails.set_rows(2, 0, 16);  // its only partial layer is full: the slot is free
+  EXPECT_EQ(tails.in_use(), 1u);
+  tails.invalidate(0, 10);
+  EXPECT_EQ(tails.in_use(), 0u);
+  EXPECT_TRUE(tails.check_integrity());
+}
+
+}  // namespace
+}  // namespace kvs
