@@ -4,7 +4,7 @@
 // Reported as KV bytes read per second and as a fraction of the machine's read bandwidth,
 // measured here by a STREAM-like sum over a 1 GiB buffer with the same threads.
 //
-//   build/bench/attention_bench [--contexts 1024,4096,16384,32768] [--formats f16,int8,...]
+//   build/bench/attention_bench [--contexts 1024,4096,16384,32768] [--formats f16,int8,K/V,...]
 //                               [--threads N] [--block-size N] [--min-seconds S] [--markdown]
 //                               [--sequences N --shared-prefix TOKENS]
 //
@@ -28,6 +28,7 @@
 #include "kernels/paged_attention.h"
 #include "kvcache/kv_block_storage.h"
 #include "kvcache/kv_geometry.h"
+#include "quant/kv_channel_groups.h"
 #include "quant/kv_format.h"
 
 namespace kvs {
@@ -107,8 +108,8 @@ struct Batch {
   bool share = true;
 };
 
-Result run(const Model& m, KvDtype dtype, int ctx, ThreadPool& pool, double min_seconds,
-           const Batch& batch = {}) {
+Result run(const Model& m, KvDtype dtype, KvDtype v_dtype, int ctx, ThreadPool& pool,
+           double min_seconds, const Batch& batch = {}) {
   const uint32_t per_seq = (ctx + m.block_size - 1) / m.block_size;
   const uint32_t shared_blocks = std::min<uint32_t>(per_seq, batch.shared_tokens / m.block_size);
   const uint32_t nblocks = shared_blocks + uint32_t(batch.sequences) * (per_seq - shared_blocks);
@@ -118,7 +119,7 @@ Result run(const Model& m, KvDtype dtype, int ctx, ThreadPool& pool, double min_
                                          .kv_heads = m.kv_heads,
                                          .head_dim = m.head_dim,
                                          .k_dtype = dtype,
-                                         .v_dtype = dtype});
+                                         .v_dtype = v_dtype});
   if (!storage.is_ok()) {
     std::fprintf(stderr, "%s\n", storage.status().to_string().c_str());
     std::exit(1);
@@ -129,12 +130,23 @@ Result run(const Model& m, KvDtype dtype, int ctx, ThreadPool& pool, double min_
   std::mt19937 rng(1);
   std::normal_distribution<float> nd(0.0f, 1.0f);
   const int distinct = 256;
-  const uint64_t vb = kv.k_vector_bytes;
-  std::vector<uint8_t> pool_bytes(distinct * vb);
-  std::vector<float> x(m.head_dim);
+  // Per-channel keys (quant/kv_channel_groups.h) are sealed a 16-token group at a time.
+  const uint32_t k_bits = channel_group_bits(dtype);
+  const uint64_t gb = k_bits ? channel_group_bytes(k_bits, m.head_dim) : 0;
+  const uint64_t kb = kv.k_vector_bytes, vb = kv.v_vector_bytes;
+  std::vector<uint8_t> k_bytes(distinct * (k_bits ? gb : kb)), v_bytes(distinct * vb);
+  std::vector<float> x(m.head_dim), group(kChannelGroupTokens * m.head_dim);
   for (int i = 0; i < distinct; ++i) {
+    if (k_bits) {
+      for (auto& v : group) v = nd(rng);
+      quantize_channel_group(k_bits, group.data(), m.head_dim, kChannelGroupTokens, m.head_dim,
+                             k_bytes.data() + i * gb);
+    } else {
+      for (auto& v : x) v = nd(rng);
+      kv_vector_from_f32(dtype, x.data(), m.head_dim, k_bytes.data() + i * kb);
+    }
     for (auto& v : x) v = nd(rng);
-    kv_vector_from_f32(dtype, x.data(), m.head_dim, pool_bytes.data() + i * vb);
+    kv_vector_from_f32(v_dtype, x.data(), m.head_dim, v_bytes.data() + i * vb);
   }
   // Blocks in a shuffled physical order, as a long-running pool would hand them out.
   std::vector<uint32_t> table(nblocks);
@@ -144,8 +156,12 @@ Result run(const Model& m, KvDtype dtype, int ctx, ThreadPool& pool, double min_
     for (uint32_t l = 0; l < m.layers; ++l)
       for (uint32_t h = 0; h < m.kv_heads; ++h)
         for (uint32_t s = 0; s < m.block_size; ++s) {
-          std::memcpy(kv.k_head(b, l, h) + s * vb, pool_bytes.data() + (rng() % distinct) * vb, vb);
-          std::memcpy(kv.v_head(b, l, h) + s * vb, pool_bytes.data() + (rng() % distinct) * vb, vb);
+          if (k_bits == 0)
+            std::memcpy(kv.k_head(b, l, h) + s * kb, k_bytes.data() + (rng() % distinct) * kb, kb);
+          else if (s % kChannelGroupTokens == 0)
+            std::memcpy(kv.k_head(b, l, h) + (s / kChannelGroupTokens) * gb,
+                        k_bytes.data() + (rng() % distinct) * gb, gb);
+          std::memcpy(kv.v_head(b, l, h) + s * vb, v_bytes.data() + (rng() % distinct) * vb, vb);
         }
   // Sequence s: the shared blocks, then its own.
   std::vector<std::vector<uint32_t>> tables(batch.sequences);
@@ -190,7 +206,7 @@ Result run(const Model& m, KvDtype dtype, int ctx, ThreadPool& pool, double min_
                                           .head_dim_k = m.head_dim,
                                           .head_dim_v = m.head_dim,
                                           .k_dtype = dtype,
-                                          .v_dtype = dtype});
+                                          .v_dtype = v_dtype});
   // The bytes a step must read at least: the shared prefix once, each sequence's own part.
   const double tokens_read =
       double(shared_blocks) * m.block_size +
@@ -216,8 +232,8 @@ int run_shared(const Model& m, const std::vector<int>& contexts,
       const Batch on{.sequences = sequences, .shared_tokens = shared_tokens, .share = true};
       Batch off = on;
       off.share = false;
-      const Result a = run(m, *d, ctx, pool, min_seconds, on);
-      const Result b = run(m, *d, ctx, pool, min_seconds, off);
+      const Result a = run(m, *d, *d, ctx, pool, min_seconds, on);
+      const Result b = run(m, *d, *d, ctx, pool, min_seconds, off);
       std::printf("| %s | %d | %.3f | %.3f | %.2fx | %.3f | %.3f |\n", name.c_str(), ctx,
                   a.step_seconds * 1e3, b.step_seconds * 1e3, b.step_seconds / a.step_seconds,
                   a.cpu_seconds * 1e3, b.cpu_seconds * 1e3);
@@ -303,12 +319,15 @@ int main_impl(int argc, char** argv) {
     double f16_time = 0;
     std::vector<std::pair<std::string, Result>> rows;
     for (const auto& name : formats) {
-      auto d = parse_kv_dtype(name);
-      if (!d.is_ok()) {
-        std::fprintf(stderr, "%s\n", d.status().message().c_str());
+      // "K/V" names the two formats, a single name both.
+      const size_t slash = name.find('/');
+      auto d = parse_kv_dtype(name.substr(0, slash));
+      auto dv = parse_kv_dtype(slash == std::string::npos ? name : name.substr(slash + 1));
+      if (!d.is_ok() || !dv.is_ok()) {
+        std::fprintf(stderr, "%s\n", (d.is_ok() ? dv : d).status().message().c_str());
         return 2;
       }
-      const Result r = run(m, *d, ctx, pool, min_seconds);
+      const Result r = run(m, *d, *dv, ctx, pool, min_seconds);
       if (*d == KvDtype::kF16) f16_time = r.step_seconds;
       rows.push_back({name, r});
     }
