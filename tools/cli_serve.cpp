@@ -106,6 +106,12 @@ void run_serve(ServeFlags& f) {
                static_cast<unsigned long long>(blocks_per_seq), max_len,
                static_cast<double>(p.num_blocks) / static_cast<double>(blocks_per_seq),
                static_cast<unsigned long long>(p.num_blocks / blocks_per_seq));
+  if (p.key_tail_bytes > 0)
+    std::fprintf(stderr,
+                 "  key tails            %s = %s B before the pool: the f16 keys of the partly "
+                 "filled 16-token group of up to %u sequences (per-channel K)\n",
+                 format_bytes_binary(p.key_tail_bytes).c_str(), commas(p.key_tail_bytes).c_str(),
+                 config.max_num_seqs);
   if (p.num_blocks < blocks_per_seq) {
     const uint64_t need = blocks_per_seq * p.block_bytes;
     fail("one request of --max-model-len " + std::to_string(max_len) + " tokens needs " +
