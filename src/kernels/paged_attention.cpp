@@ -322,33 +322,52 @@ static void ScoreKeysChannel(const RangeArgs& r, float* codes) {
       }
     }
     if (q4_rows) {
-      // acc[u][g]: key j + u against head g's qs, in lanes.
-      auto dot = [&](int32_t key, VF* acc) {
-        const uint8_t* row = channel_group_codes(group, bits, uint32_t(key % G), D);
-        for (int g = 0; g < NG; ++g) acc[g] = hn::Zero(df);
-        for (uint32_t e = 0; e < D; e += L) {
-          const VF x = ReadQ4::Load(df, row + e / 32 * 16 - 2, e % 32);
-          for (int g = 0; g < NG; ++g)
-            acc[g] = hn::MulAdd(hn::LoadU(df, qs.data() + g * D + e), x, acc[g]);
-        }
-      };
-      if constexpr (kReduce4) {  // four keys' sums at once (attention_key_scores-inl.h)
+      // Keys j..j+3 against every head's qs, the accumulators in registers; four sums reduced at
+      // once (attention_key_scores-inl.h).
+      if constexpr (kReduce4) {
         static constexpr float kOnes[4] = {1, 1, 1, 1};
         for (; j + 4 <= end; j += 4) {
           pf.Issue(lines_per_step);
+          const uint8_t* rows[4];
+          KVS_UNROLL
+          for (int u = 0; u < 4; ++u)
+            rows[u] = channel_group_codes(group, bits, uint32_t((j + u) % G), D) - 2;
           VF acc[4][NG];
-          for (int u = 0; u < 4; ++u) dot(j + u, acc[u]);
+          KVS_UNROLL
+          for (int u = 0; u < 4; ++u) KVS_UNROLL
+          for (int g = 0; g < NG; ++g) acc[u][g] = hn::Zero(df);
+          for (uint32_t e = 0; e < D; e += L) {
+            VF qv[NG];
+            KVS_UNROLL
+            for (int g = 0; g < NG; ++g) qv[g] = hn::LoadU(df, qs.data() + g * D + e);
+            KVS_UNROLL
+            for (int u = 0; u < 4; ++u) {
+              const VF x = ReadQ4::Load(df, rows[u] + e / 32 * 16, e % 32);
+              KVS_UNROLL
+              for (int g = 0; g < NG; ++g) acc[u][g] = hn::MulAdd(qv[g], x, acc[u][g]);
+            }
+          }
+          KVS_UNROLL
           for (int g = 0; g < NG; ++g) {
             float sum[4];
             Reduce4(df, acc[0][g], acc[1][g], acc[2][g], acc[3][g], kOnes, sum);
+            KVS_UNROLL
             for (int u = 0; u < 4; ++u)
               r.scores[g * len + (j + u - r.j0)] = (q_const[g] + sum[u]) * a.scale;
           }
         }
       }
       for (; j < end; ++j) {
+        const uint8_t* row = channel_group_codes(group, bits, uint32_t(j % G), D) - 2;
         VF acc[NG];
-        dot(j, acc);
+        KVS_UNROLL
+        for (int g = 0; g < NG; ++g) acc[g] = hn::Zero(df);
+        for (uint32_t e = 0; e < D; e += L) {
+          const VF x = ReadQ4::Load(df, row + e / 32 * 16, e % 32);
+          KVS_UNROLL
+          for (int g = 0; g < NG; ++g)
+            acc[g] = hn::MulAdd(hn::LoadU(df, qs.data() + g * D + e), x, acc[g]);
+        }
         for (int g = 0; g < NG; ++g)
           r.scores[g * len + (j - r.j0)] =
               (q_const[g] + hn::GetLane(hn::SumOfLanes(df, acc[g]))) * a.scale;
