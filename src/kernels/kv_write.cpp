@@ -1,7 +1,6 @@
 #include "kernels/kv_write.h"
 
 #include <algorithm>
-#include <cmath>
 #include <vector>
 
 #include "core/check.h"
@@ -12,9 +11,6 @@
 
 namespace kvs {
 namespace {
-
-// A key as a group is sealed from it (kv_channel_groups.h): NaN -> 0, clamped to f16's range.
-float key_f16_input(float x) { return std::isnan(x) ? 0.0f : std::clamp(x, -65504.0f, 65504.0f); }
 
 // Keys of a per-channel format: tokens [t0, t1) go to rows [r0, r0 + t1 - t0) of one 16-token
 // group (chunk) for every head. A whole group written at once is sealed from the keys; otherwise
@@ -39,7 +35,7 @@ void write_channel_keys(const PagedKvLayout& kv, uint32_t layer, uint64_t chunk,
         uint16_t* own = tails->step_rows(chunk, h, true);
         for (uint32_t r = 0; r < n; ++r)
           for (uint32_t i = 0; i < D; ++i)
-            own[r * D + i] = f32_to_f16(key_f16_input(k[(t0 + r) * row_stride + h * D + i]));
+            own[r * D + i] = channel_key_f16(k[(t0 + r) * row_stride + h * D + i]);
       }
       continue;
     }
@@ -55,7 +51,7 @@ void write_channel_keys(const PagedKvLayout& kv, uint32_t layer, uint64_t chunk,
     quantize_channel_group(bits, rows.data(), D, n, D, group);
     if (tails != nullptr) {
       uint16_t* own = tails->step_rows(chunk, h, true);
-      for (uint64_t i = 0; i < uint64_t{n} * D; ++i) own[i] = f32_to_f16(key_f16_input(rows[i]));
+      for (uint64_t i = 0; i < uint64_t{n} * D; ++i) own[i] = channel_key_f16(rows[i]);
       if (tail != nullptr) std::copy_n(own, uint64_t{n} * D, tail);
     }
   }

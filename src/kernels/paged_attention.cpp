@@ -272,20 +272,19 @@ static void ScoreKeysChannel(const RangeArgs& r, float* codes) {
     }
     const uint8_t* group =
         kv.k_head(table[j / bs], a.layer, r.kvh) + uint64_t((c * G % bs) / G) * group_bytes;
-    if (j >= own_start && tails != nullptr) {
-      const uint64_t chunk = (uint64_t{table[j / bs]} * bs + uint64_t(j % bs)) / G;
-      if (const uint16_t* own = tails->step_rows(chunk, r.kvh)) {
-        for (; j < end; ++j) {
-          const uint16_t* row = own + uint64_t(j % G) * D;
-          for (uint32_t i = 0; i < D; ++i) codes[i] = f16_to_f32(row[i]);
-          for (int g = 0; g < NG; ++g) {
-            float d = 0;
-            for (uint32_t i = 0; i < D; ++i) d += r.q[g * D + i] * codes[i];
-            r.scores[g * len + (j - r.j0)] = d * a.scale;
-          }
+    // The group's rows follow each other in the last write's f16 copy.
+    if (const uint16_t* own = j >= own_start && tails != nullptr
+                                  ? tails->step_key(table[j / bs], uint32_t(j % bs), bs, r.kvh)
+                                  : nullptr) {
+      for (; j < end; ++j, own += D) {
+        for (uint32_t i = 0; i < D; ++i) codes[i] = f16_to_f32(own[i]);
+        for (int g = 0; g < NG; ++g) {
+          float d = 0;
+          for (uint32_t i = 0; i < D; ++i) d += r.q[g * D + i] * codes[i];
+          r.scores[g * len + (j - r.j0)] = d * a.scale;
         }
-        continue;
       }
+      continue;
     }
     const uint8_t* mins = channel_group_minimums(group);
     const uint8_t* steps = channel_group_steps(group, D);

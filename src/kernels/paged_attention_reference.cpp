@@ -45,11 +45,9 @@ void paged_attention_reference(const PagedAttentionArgs& a) {
           // Per-channel keys: the query's own 16-token group in f16 (quant/key_tails.h).
           const int32_t own_start = (n - 1) / int32_t(kChannelGroupTokens) * kChannelGroupTokens;
           if (kv_dtype_per_channel(kv.k_dtype) && j >= own_start && kv.key_tails != nullptr) {
-            const uint64_t chunk =
-                (uint64_t{blk} * kv.block_size + j % kv.block_size) / kChannelGroupTokens;
-            if (const uint16_t* own = kv.key_tails->step_rows(chunk, kvh))
-              for (uint32_t i = 0; i < D; ++i)
-                k[i] = f16_to_f32(own[(j % kChannelGroupTokens) * D + i]);
+            if (const uint16_t* own =
+                    kv.key_tails->step_key(blk, j % kv.block_size, kv.block_size, kvh))
+              for (uint32_t i = 0; i < D; ++i) k[i] = f16_to_f32(own[i]);
           }
           for (uint32_t i = 0; i < D; ++i) d += double(q[i]) * k[i];
         }

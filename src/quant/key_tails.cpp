@@ -101,6 +101,13 @@ const uint16_t* KeyTails::step_rows(uint64_t chunk, uint32_t head) const {
   return step_data_.data() + (uint64_t{it->second} * kv_heads_ + head) * kChannelGroupTokens * dim_;
 }
 
+const uint16_t* KeyTails::step_key(uint64_t block, uint32_t offset, uint32_t block_size,
+                                   uint32_t head) const {
+  const uint64_t slot = block * block_size + offset;
+  const uint16_t* rows = step_rows(slot / kChannelGroupTokens, head);
+  return rows != nullptr ? rows + slot % kChannelGroupTokens * dim_ : nullptr;
+}
+
 uint32_t KeyTails::in_use() const {
   return static_cast<uint32_t>(
       std::count_if(chunk_of_.begin(), chunk_of_.end(), [](int64_t c) { return c >= 0; }));

@@ -53,6 +53,11 @@ class KeyTails {
   // Rows [16][dim] of (chunk, head) of the last write; `create` adds them (the writer).
   [[nodiscard]] uint16_t* step_rows(uint64_t chunk, uint32_t head, bool create);
   [[nodiscard]] const uint16_t* step_rows(uint64_t chunk, uint32_t head) const;
+  // The f16 key of token slot `offset` of `block` (a pool of block_size-token blocks) for
+  // `head`, if the last write touched its group; else null. What attention reads for a query's
+  // own group.
+  [[nodiscard]] const uint16_t* step_key(uint64_t block, uint32_t offset, uint32_t block_size,
+                                         uint32_t head) const;
 
   // Slots holding a chunk (tests and the integrity check).
   [[nodiscard]] uint32_t in_use() const;

@@ -41,12 +41,14 @@ uint16_t f16_ceil(float v) {
 }
 
 // x rounded to f16 (NaN -> 0, +-inf and beyond -> +-65504): what a group is sealed from.
-float key_value(float x) {
-  if (std::isnan(x)) return 0.0f;
-  return f16_to_f32(f32_to_f16(std::clamp(x, -kF16Max, kF16Max)));
-}
+float key_value(float x) { return f16_to_f32(channel_key_f16(x)); }
 
 }  // namespace
+
+uint16_t channel_key_f16(float x) {
+  if (std::isnan(x)) return 0;
+  return f32_to_f16(std::clamp(x, -kF16Max, kF16Max));
+}
 
 uint32_t channel_group_bits(KvDtype dtype) {
   switch (dtype) {

@@ -28,6 +28,9 @@ namespace kvs {
 // Bytes of one group of `dim` channels (16 x kv_vector_bytes).
 [[nodiscard]] uint64_t channel_group_bytes(uint32_t bits, uint32_t dim);
 
+// A key as groups are sealed from it: NaN -> 0, clamped to +-65504, rounded to f16 (the bits).
+[[nodiscard]] uint16_t channel_key_f16(float x);
+
 // Seals rows [0, n) (1 <= n <= 16) of a group from x[n][dim] (row stride x_stride floats): each
 // channel's minimum and step over those rows, and their codes. Rows n.. are left as they are.
 void quantize_channel_group(uint32_t bits, const float* x, uint64_t x_stride, uint32_t n,
