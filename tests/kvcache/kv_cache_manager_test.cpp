@@ -309,6 +309,35 @@ TEST(KvCacheManager, PartialBlockCopyOnWritePrefixReuse) {
   EXPECT_INTEGRITY(t);
 }
 
+// Per-channel keys share a minimum and step per channel over 16 tokens, so a partial copy
+// takes whole groups only: the first rows of another sequence's group were quantized with rows
+// this sequence does not have (the engine's outputs would change with what was cached).
+TEST(KvCacheManager, PerChannelKeysCopyWholeGroupsOnly) {
+  for (const KvDtype k : {KvDtype::kInt4Chan, KvDtype::kInt2Chan}) {
+    KvCacheConfig c{.num_blocks = 8, .block_size = 48, .k_dtype = k};
+    KvCacheManager m(c);
+    prefill(m, S1, iota_tokens(1, 48));  // block 0, full
+    std::vector<int32_t> b = iota_tokens(1, 40);
+    b.push_back(900);  // shares 40 tokens: two whole groups (32) are copied, 8 recomputed
+    EXPECT_EQ(m.plan_admit(b, "").cached_tokens, 32u);
+    std::vector<BlockCopy> copies;
+    ASSERT_EQ(*m.admit(S2, b, "", &copies), 32u);
+    ASSERT_EQ(copies.size(), 1u);
+    EXPECT_EQ(copies[0].num_tokens, 32u);
+    // Less than one group shared: nothing is copied.
+    std::vector<int32_t> d = iota_tokens(1, 10);
+    d.push_back(901);
+    EXPECT_EQ(m.plan_admit(d, "").cached_tokens, 0u);
+    EXPECT_INTEGRITY(m);
+  }
+  // Other formats copy any number of tokens, as before.
+  KvCacheManager f(KvCacheConfig{.num_blocks = 8, .block_size = 48});
+  prefill(f, S1, iota_tokens(1, 48));
+  std::vector<int32_t> b = iota_tokens(1, 40);
+  b.push_back(900);
+  EXPECT_EQ(f.plan_admit(b, "").cached_tokens, 40u);
+}
+
 TEST(KvCacheManager, CacheSaltIsolatesTenants) {
   KvCacheManager m(small_config());
   const auto p = iota_tokens(1, 9);
