@@ -11,10 +11,12 @@
 #endif
 
 #include <cstdint>
+#include <cstring>
 
 #include <hwy/highway.h>
 
 #include "quant/kv_codecs.h"
+#include "quant/kv_lowbit_groups.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace kvs {
@@ -152,6 +154,33 @@ struct ReadQ8 {  // q8_0
     const hn::Rebind<int8_t, DF> di8;
     return hn::ConvertTo(
         df, hn::PromoteTo(di32, hn::LoadU(di8, reinterpret_cast<const int8_t*>(g + 2) + e)));
+  }
+  static HWY_INLINE float Scale(const uint8_t* g) { return F16At(g); }
+};
+
+// int3_had and int2_had (quant/kv_lowbit_groups.h): code c of a group's element is the level
+// 2c - (2^kBits - 1), times the group's f16 scale. Lanes e .. e + L (L dividing 16) lie in one
+// 32-bit word of each bit plane; each lane shifts it by its element's position.
+template <uint32_t kBits>
+struct ReadLowBit {
+  static constexpr bool kGrouped = true;
+  static constexpr uint32_t kGroupBytes = lowbit_group_bytes(kBits);
+  static HWY_INLINE VF Load(DF df, const uint8_t* g, size_t e) {
+    const hn::Rebind<uint32_t, DF> du32;
+    const hn::Rebind<int32_t, DF> di32;
+    uint32_t low;
+    std::memcpy(&low, g + 2 + 4 * (e / 16), 4);
+    const auto at = hn::Iota(du32, static_cast<uint32_t>(e % 16));
+    auto c = hn::And(hn::Shr(hn::Set(du32, low), hn::Add(at, at)), hn::Set(du32, 3));
+    if constexpr (kBits == 3) {
+      uint32_t high;
+      std::memcpy(&high, g + 10, 4);
+      const auto bit = hn::Shr(hn::Set(du32, high), hn::Iota(du32, static_cast<uint32_t>(e)));
+      c = hn::Or(c, hn::ShiftLeft<2>(hn::And(bit, hn::Set(du32, 1))));
+    }
+    const auto level = hn::Sub(hn::BitCast(di32, hn::Add(c, c)),
+                               hn::Set(di32, static_cast<int32_t>((1u << kBits) - 1)));
+    return hn::ConvertTo(df, level);
   }
   static HWY_INLINE float Scale(const uint8_t* g) { return F16At(g); }
 };

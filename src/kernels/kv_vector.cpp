@@ -8,6 +8,7 @@
 #include "quant/hadamard.h"
 #include "quant/kv_channel_groups.h"
 #include "quant/kv_codecs.h"
+#include "quant/kv_lowbit_groups.h"
 
 namespace kvs {
 
@@ -53,6 +54,11 @@ void kv_vector_to_f32(KvDtype dtype, const uint8_t* src, uint32_t n, float* dst,
       dequantize_q4(src, n, y);
       hadamard_inplace(y, n);
       break;
+    case KvDtype::kInt3Had:
+    case KvDtype::kInt2Had:
+      dequantize_lowbit(dtype == KvDtype::kInt3Had ? 3 : 2, src, n, y);
+      hadamard_inplace(y, n);
+      break;
     default: KVS_CHECK_MSG(false, "KV format not supported by the kernels");
   }
   std::memcpy(dst + start, y + start, (n - start) * sizeof(float));
@@ -80,7 +86,9 @@ void kv_vector_from_f32(KvDtype dtype, const float* src, uint32_t n, uint8_t* ds
     case KvDtype::kInt4: quantize_int4(src, n, dst); return;
     case KvDtype::kQ4_0: quantize_q4_0(src, n, dst); return;
     case KvDtype::kQ8_0: quantize_q8_0(src, n, dst); return;
-    case KvDtype::kInt4Had: {
+    case KvDtype::kInt4Had:
+    case KvDtype::kInt3Had:
+    case KvDtype::kInt2Had: {
       float local[1024];
       std::vector<float> big;
       float* r = local;
@@ -90,7 +98,10 @@ void kv_vector_from_f32(KvDtype dtype, const float* src, uint32_t n, uint8_t* ds
       }
       std::memcpy(r, src, n * sizeof(float));
       hadamard_inplace(r, n);
-      quantize_int4(r, n, dst);
+      if (dtype == KvDtype::kInt4Had)
+        quantize_int4(r, n, dst);
+      else
+        quantize_lowbit(dtype == KvDtype::kInt3Had ? 3 : 2, r, n, dst);
       return;
     }
     case KvDtype::kInt4Chan:

@@ -417,6 +417,8 @@ static void ScoreKeysFor(KvDtype dtype, const RangeArgs& r, float* buf) {
     case KvDtype::kInt4:
     case KvDtype::kQ4_0:
     case KvDtype::kInt4Had: return ScoreKeysD<ReadQ4, NG>(r);
+    case KvDtype::kInt3Had: return ScoreKeysD<ReadLowBit<3>, NG>(r);
+    case KvDtype::kInt2Had: return ScoreKeysD<ReadLowBit<2>, NG>(r);
     case KvDtype::kQ8_0: return ScoreKeysD<ReadQ8, NG>(r);
     case KvDtype::kInt4Chan:
     case KvDtype::kInt3Chan:
@@ -438,6 +440,8 @@ static void AccumulateValuesFor(KvDtype dtype, const RangeArgs& r, float* out, f
     case KvDtype::kInt4:
     case KvDtype::kQ4_0:
     case KvDtype::kInt4Had: return AccumulateValues<ReadQ4, NG>(r, out);
+    case KvDtype::kInt3Had: return AccumulateValues<ReadLowBit<3>, NG>(r, out);
+    case KvDtype::kInt2Had: return AccumulateValues<ReadLowBit<2>, NG>(r, out);
     case KvDtype::kQ8_0: return AccumulateValues<ReadQ8, NG>(r, out);
     case KvDtype::kInt4Chan:
     case KvDtype::kInt3Chan:

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "quant/kv_codecs.h"
+#include "quant/kv_lowbit_groups.h"
 
 namespace kvs {
 namespace {
@@ -28,6 +29,10 @@ constexpr std::array<KvDtypeInfo, kNumKvDtypes> kTable = {{
      "keys only: f16 minimum and step per channel per 16 tokens", kChannelGroupTokens},
     {KvDtype::kInt2Chan, "int2_chan", 0, 0, 2, 0,
      "keys only: f16 minimum and step per channel per 16 tokens", kChannelGroupTokens},
+    {KvDtype::kInt3Had, "int3_had", 32, 14, 0, 0,
+     "one f16 scale per 32 elements of the Hadamard-rotated vector"},
+    {KvDtype::kInt2Had, "int2_had", 32, 10, 0, 0,
+     "one f16 scale per 32 elements of the Hadamard-rotated vector"},
 }};
 
 // Row i is the format whose value is i: kv_dtype_from_code and all_kv_dtypes rely on it.
@@ -58,6 +63,10 @@ static_assert(info_of(KvDtype::kQ4_0).group_elems == GroupQ4Traits::kGroup &&
               info_of(KvDtype::kQ4_0).group_bytes == GroupQ4Traits::kGroupBytes);
 static_assert(info_of(KvDtype::kInt4Had).group_elems == GroupQ4Traits::kGroup &&
               info_of(KvDtype::kInt4Had).group_bytes == GroupQ4Traits::kGroupBytes);
+static_assert(info_of(KvDtype::kInt3Had).group_elems == kLowBitGroup &&
+              info_of(KvDtype::kInt3Had).group_bytes == lowbit_group_bytes(3));
+static_assert(info_of(KvDtype::kInt2Had).group_elems == kLowBitGroup &&
+              info_of(KvDtype::kInt2Had).group_bytes == lowbit_group_bytes(2));
 static_assert(info_of(KvDtype::kQ8_0).group_elems == GroupQ8Traits::kGroup &&
               info_of(KvDtype::kQ8_0).group_bytes == GroupQ8Traits::kGroupBytes);
 static_assert(info_of(KvDtype::kInt8).elem_bits == 8 &&

@@ -33,17 +33,24 @@ enum class KvDtype : uint8_t {
   kInt4Chan,
   kInt3Chan,
   kInt2Chan,
+  // 3 and 2 bits of the Hadamard-rotated vector, per group of 32 elements with an f16 scale
+  // (quant/kv_lowbit_groups.h): 14 and 10 bytes per 32 elements. K or V; with per-channel keys
+  // they make the 3- and 2-bit KV formats.
+  kInt3Had,
+  kInt2Had,
 };
 
 // How many formats there are: the values of KvDtype are 0 .. kNumKvDtypes - 1, and the table
 // (kv_format.cpp) has one row per value, in this order (a static_assert holds it to that). The
 // one place that names the last format; everything else counts through all_kv_dtypes().
-inline constexpr size_t kNumKvDtypes = static_cast<size_t>(KvDtype::kInt2Chan) + 1;
+inline constexpr size_t kNumKvDtypes = static_cast<size_t>(KvDtype::kInt2Had) + 1;
 
 // Formats that store H x (H the normalized Walsh-Hadamard matrix, its own inverse) instead of x:
 // q . k = (H q) . (H k), and sum p (H v) = H (sum p v), so attention rotates q once and the
 // output once instead of every stored vector.
-[[nodiscard]] inline bool kv_dtype_rotated(KvDtype dtype) { return dtype == KvDtype::kInt4Had; }
+[[nodiscard]] inline bool kv_dtype_rotated(KvDtype dtype) {
+  return dtype == KvDtype::kInt4Had || dtype == KvDtype::kInt3Had || dtype == KvDtype::kInt2Had;
+}
 
 struct KvDtypeInfo {
   KvDtype dtype;

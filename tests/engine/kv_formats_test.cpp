@@ -105,15 +105,17 @@ INSTANTIATE_TEST_SUITE_P(Formats, EngineKvFormatTest,
                                            Formats{KvDtype::kInt8, KvDtype::kInt4},
                                            Formats{KvDtype::kInt4Had, KvDtype::kInt4Had},
                                            Formats{KvDtype::kInt4Chan, KvDtype::kInt4Had},
-                                           Formats{KvDtype::kInt2Chan, KvDtype::kInt8}),
+                                           Formats{KvDtype::kInt2Chan, KvDtype::kInt8},
+                                           Formats{KvDtype::kInt3Chan, KvDtype::kInt3Had},
+                                           Formats{KvDtype::kInt2Chan, KvDtype::kInt2Had}),
                          name_of);
 
 TEST(KvFormatPrefixKeyTest, FormatIsPartOfThePrefixKey) {
-  const KvDtype all[] = {KvDtype::kF32,      KvDtype::kF16,     KvDtype::kBF16,
-                         KvDtype::kFp8E4M3,  KvDtype::kFp8E5M2, KvDtype::kFp8E4M3Dyn,
-                         KvDtype::kInt8,     KvDtype::kInt4,    KvDtype::kQ8_0,
-                         KvDtype::kQ4_0,     KvDtype::kInt4Had, KvDtype::kInt4Chan,
-                         KvDtype::kInt3Chan, KvDtype::kInt2Chan};
+  const KvDtype all[] = {
+      KvDtype::kF32,      KvDtype::kF16,        KvDtype::kBF16,    KvDtype::kFp8E4M3,
+      KvDtype::kFp8E5M2,  KvDtype::kFp8E4M3Dyn, KvDtype::kInt8,    KvDtype::kInt4,
+      KvDtype::kQ8_0,     KvDtype::kQ4_0,       KvDtype::kInt4Had, KvDtype::kInt4Chan,
+      KvDtype::kInt3Chan, KvDtype::kInt2Chan,   KvDtype::kInt3Had, KvDtype::kInt2Had};
   std::vector<uint64_t> keys;
   for (KvDtype k : all)
     for (KvDtype v : all) keys.push_back(extra_keys_hash(1234, k, v));

@@ -188,10 +188,10 @@ TEST_P(PagedAttentionTest, MatchesContiguousWithShuffledBlocks) {
   });
 }
 
-constexpr KvDtype kAllFormats[] = {KvDtype::kF32,     KvDtype::kF16,     KvDtype::kBF16,
-                                   KvDtype::kFp8E4M3, KvDtype::kFp8E5M2, KvDtype::kFp8E4M3Dyn,
-                                   KvDtype::kInt8,    KvDtype::kInt4,    KvDtype::kQ8_0,
-                                   KvDtype::kQ4_0,    KvDtype::kInt4Had};
+constexpr KvDtype kAllFormats[] = {
+    KvDtype::kF32,        KvDtype::kF16,     KvDtype::kBF16,   KvDtype::kFp8E4M3, KvDtype::kFp8E5M2,
+    KvDtype::kFp8E4M3Dyn, KvDtype::kInt8,    KvDtype::kInt4,   KvDtype::kQ8_0,    KvDtype::kQ4_0,
+    KvDtype::kInt4Had,    KvDtype::kInt3Had, KvDtype::kInt2Had};
 
 std::vector<Case> all_cases() {
   std::vector<Case> cases = {{1, KvDtype::kF32, KvDtype::kF32},
@@ -202,8 +202,8 @@ std::vector<Case> all_cases() {
   // Every format as K and V at the engine's block size, a few odd block sizes, and every
   // K/V combination of the formats people mix (a precise K with a coarse V, and back).
   for (KvDtype d : kAllFormats) cases.push_back({16, d, d});
-  for (KvDtype d :
-       {KvDtype::kFp8E4M3, KvDtype::kInt8, KvDtype::kInt4, KvDtype::kQ4_0, KvDtype::kInt4Had})
+  for (KvDtype d : {KvDtype::kFp8E4M3, KvDtype::kInt8, KvDtype::kInt4, KvDtype::kQ4_0,
+                    KvDtype::kInt4Had, KvDtype::kInt2Had})
     cases.push_back({7, d, d});
   for (KvDtype k : kAllFormats)
     for (KvDtype v : kAllFormats)
@@ -211,7 +211,8 @@ std::vector<Case> all_cases() {
   // Per-channel keys (keys only) with the V formats they are paired with, at block sizes of one
   // and several 16-token groups.
   for (KvDtype k : {KvDtype::kInt4Chan, KvDtype::kInt3Chan, KvDtype::kInt2Chan})
-    for (KvDtype v : {KvDtype::kF16, KvDtype::kInt8, KvDtype::kInt4Had, KvDtype::kQ4_0}) {
+    for (KvDtype v : {KvDtype::kF16, KvDtype::kInt8, KvDtype::kInt4Had, KvDtype::kQ4_0,
+                      KvDtype::kInt3Had, KvDtype::kInt2Had}) {
       cases.push_back({16, k, v});
       cases.push_back({48, k, v});
     }
@@ -301,6 +302,8 @@ INSTANTIATE_TEST_SUITE_P(Formats, QuantizedVsF32Test,
                                            FormatBound{KvDtype::kInt4, KvDtype::kInt4, 0.4},
                                            FormatBound{KvDtype::kQ4_0, KvDtype::kQ4_0, 0.4},
                                            FormatBound{KvDtype::kInt4Had, KvDtype::kInt4Had, 0.4},
+                                           FormatBound{KvDtype::kInt3Had, KvDtype::kInt3Had, 0.8},
+                                           FormatBound{KvDtype::kInt2Had, KvDtype::kInt2Had, 1.6},
                                            FormatBound{KvDtype::kInt8, KvDtype::kInt4, 0.4},
                                            FormatBound{KvDtype::kInt8, KvDtype::kInt4Had, 0.4},
                                            FormatBound{KvDtype::kFp8E4M3, KvDtype::kInt8, 0.05}),
