@@ -38,6 +38,7 @@ Result<KvPoolPlan> plan_kv_layout(const KvModelShape& shape, uint32_t block_size
 Result<KvPoolPlan> plan_kv_pool(const KvModelShape& shape, uint64_t memory, uint32_t block_size,
                                 uint32_t max_num_seqs) {
   KVS_ASSIGN_OR_RETURN(KvPoolPlan p, plan_kv_layout(shape, block_size));
+  p.max_num_seqs = max_num_seqs;
   if (kv_dtype_per_channel(shape.k_dtype)) {
     if (block_size % kChannelGroupTokens != 0)
       return invalid_argument(

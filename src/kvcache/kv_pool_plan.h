@@ -45,6 +45,8 @@ struct KvPoolPlan {
   // head_dim x 2. Zero for every other format.
   uint32_t key_tail_slots = 0;
   uint64_t key_tail_bytes = 0;
+  // The max_num_seqs the plan was made for (what a re-plan in another format must reuse).
+  uint32_t max_num_seqs = 0;
   // floor(num_blocks / num_groups) x block_size: a sequence of this many tokens always fits
   // the whole pool, whatever its groups hold (for a uniform model: the tokens the pool holds).
   uint64_t num_tokens = 0;

@@ -15,15 +15,22 @@ namespace kvs {
 
 struct KvFormatLever {
   std::string name;     // "KV fp8 (e4m3)"
-  KvDtype dtype;        // the lever stores K and V in this format
+  KvDtype k_dtype;      // the lever stores K in this format
+  KvDtype v_dtype;      // and V in this one
   std::string why_not;  // empty when the lever applies: "already int4"
 };
 
 // The KV-format levers, in order, for K and V stored as `k` and `v`:
-//   KV fp8 (e4m3)            unless K and V are both fp8_e4m3 already ("already fp8_e4m3") or
-//                            both take a byte or less per element ("KV is already 8 bits or
-//                            less": fp8 would not shrink them);
-//   KV int4 (+f16 scale/32)  unless K and V are both int4 already ("already int4").
+//   KV fp8 (e4m3)            K and V fp8_e4m3, unless they are both fp8_e4m3 already ("already
+//                            fp8_e4m3") or both take a byte or less per element ("KV is already
+//                            8 bits or less": fp8 would not shrink them);
+//   KV int4 (+f16 scale/32)  K and V int4, unless both are int4 already ("already int4");
+//   KV 4-bit, K per channel  K int4_chan, V int4_had;
+//   KV 3-bit, K per channel  K int3_chan, V int3_had;
+//   KV 2-bit, K per channel  K int2_chan, V int2_had;
+// each of the last three unless K and V are those already ("already int2_chan/int2_had").
+// The per-channel ones also need a block size that is a multiple of 16 tokens, which the
+// callers' pool plans check (and report as the reason).
 [[nodiscard]] std::vector<KvFormatLever> kv_format_levers(KvDtype k, KvDtype v);
 
 // The "half the context" lever: its name and the context it plans for, max(1, context / 2).

@@ -53,9 +53,13 @@ std::vector<Lever> compute_levers(const PlanInputs& base, const CapacityPlan& ba
       continue;
     }
     PlanInputs in = base;
-    in.shape.k_dtype = in.shape.v_dtype = f.dtype;
-    out.push_back(from_plan(f.name, std::string("K and V ") + kv_dtype_name(f.dtype), in,
-                            plan_capacity(in), false));
+    in.shape.k_dtype = f.k_dtype;
+    in.shape.v_dtype = f.v_dtype;
+    const std::string change =
+        f.k_dtype == f.v_dtype
+            ? std::string("K and V ") + kv_dtype_name(f.k_dtype)
+            : std::string("K ") + kv_dtype_name(f.k_dtype) + ", V " + kv_dtype_name(f.v_dtype);
+    out.push_back(from_plan(f.name, change, in, plan_capacity(in), false));
   }
 
   // Fewer KV heads: what a model with half the KV heads (more query heads per KV head) would

@@ -18,13 +18,24 @@ const KvFormatLever& lever(const std::vector<KvFormatLever>& levers, const std::
 
 TEST(KvFormatLevers, Fp8AppliesUnlessEveryElementIsAByteOrLess) {
   auto l = kv_format_levers(KvDtype::kF16, KvDtype::kF16);
-  ASSERT_EQ(l.size(), 2u);
+  ASSERT_EQ(l.size(), 5u);
   EXPECT_EQ(l[0].name, "KV fp8 (e4m3)");
-  EXPECT_EQ(l[0].dtype, KvDtype::kFp8E4M3);
+  EXPECT_EQ(l[0].k_dtype, KvDtype::kFp8E4M3);
+  EXPECT_EQ(l[0].v_dtype, KvDtype::kFp8E4M3);
   EXPECT_TRUE(l[0].why_not.empty());
   EXPECT_EQ(l[1].name, "KV int4 (+f16 scale/32)");
-  EXPECT_EQ(l[1].dtype, KvDtype::kInt4);
+  EXPECT_EQ(l[1].k_dtype, KvDtype::kInt4);
+  EXPECT_EQ(l[1].v_dtype, KvDtype::kInt4);
   EXPECT_TRUE(l[1].why_not.empty());
+  EXPECT_EQ(l[2].name, "KV 4-bit, K per channel");
+  EXPECT_EQ(l[2].k_dtype, KvDtype::kInt4Chan);
+  EXPECT_EQ(l[2].v_dtype, KvDtype::kInt4Had);
+  EXPECT_EQ(l[3].k_dtype, KvDtype::kInt3Chan);
+  EXPECT_EQ(l[3].v_dtype, KvDtype::kInt3Had);
+  EXPECT_EQ(l[4].name, "KV 2-bit, K per channel");
+  EXPECT_EQ(l[4].k_dtype, KvDtype::kInt2Chan);
+  EXPECT_EQ(l[4].v_dtype, KvDtype::kInt2Had);
+  for (const KvFormatLever& f : l) EXPECT_TRUE(f.why_not.empty()) << f.name;
   // One side wider than a byte: fp8 still shrinks it.
   EXPECT_TRUE(lever(kv_format_levers(KvDtype::kF16, KvDtype::kInt8), "KV fp8").why_not.empty());
   EXPECT_EQ(lever(kv_format_levers(KvDtype::kInt8, KvDtype::kQ4_0), "KV fp8").why_not,
@@ -42,6 +53,12 @@ TEST(KvFormatLevers, AlreadyInTheLeversFormatSaysSo) {
   const auto int4 = kv_format_levers(KvDtype::kInt4, KvDtype::kInt4);
   EXPECT_EQ(lever(int4, "KV fp8").why_not, "KV is already 8 bits or less");
   EXPECT_EQ(lever(int4, "KV int4").why_not, "already int4");
+  const auto two = kv_format_levers(KvDtype::kInt2Chan, KvDtype::kInt2Had);
+  EXPECT_EQ(lever(two, "KV 2-bit").why_not, "already int2_chan/int2_had");
+  EXPECT_TRUE(lever(two, "KV 3-bit").why_not.empty());
+  // Only the keys per channel: the lever still moves V.
+  EXPECT_TRUE(
+      lever(kv_format_levers(KvDtype::kInt2Chan, KvDtype::kInt8), "KV 2-bit").why_not.empty());
   // Only K in int4: the lever still moves V.
   EXPECT_TRUE(lever(kv_format_levers(KvDtype::kInt4, KvDtype::kF16), "KV int4").why_not.empty());
 }

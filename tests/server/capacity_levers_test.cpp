@@ -19,13 +19,52 @@ TEST(CapacityLevers, AnFp8PoolSaysItIsAlreadyFp8) {
   const uint64_t memory = uint64_t{64} << 20;
   const KvPoolPlan pool = *plan_kv_pool(shape(KvDtype::kFp8E4M3, KvDtype::kFp8E4M3), memory, 16);
   const CapacityLine c = capacity_line(pool, memory, 1024);
-  ASSERT_EQ(c.levers.size(), 3u);
+  ASSERT_EQ(c.levers.size(), 6u);
   EXPECT_EQ(c.levers[0].name, "KV fp8 (e4m3)");
   EXPECT_FALSE(c.levers[0].applicable);
   EXPECT_EQ(c.levers[0].why_not, "already fp8_e4m3");
   EXPECT_TRUE(c.levers[1].applicable);  // int4 still halves it
-  EXPECT_EQ(c.levers[2].name, "half the context");
-  EXPECT_EQ(c.levers[2].change, "--max-model-len 512");
+  EXPECT_EQ(c.levers[5].name, "half the context");
+  EXPECT_EQ(c.levers[5].change, "--max-model-len 512");
+}
+
+// The per-channel levers are priced as the engine would size its pool in those formats: the
+// keys' tails for the pool's max_num_seqs come out of the memory first.
+TEST(CapacityLevers, PerChannelLeversCountTheKeyTailsOfThePoolsSequences) {
+  const uint64_t memory = uint64_t{64} << 20;
+  const KvPoolPlan pool = *plan_kv_pool(shape(KvDtype::kF16, KvDtype::kF16), memory, 16, 48);
+  const CapacityLine c = capacity_line(pool, memory, 1024);
+  ASSERT_EQ(c.levers.size(), 6u);
+  const KvDtype formats[3][2] = {{KvDtype::kInt4Chan, KvDtype::kInt4Had},
+                                 {KvDtype::kInt3Chan, KvDtype::kInt3Had},
+                                 {KvDtype::kInt2Chan, KvDtype::kInt2Had}};
+  uint64_t last_blocks = 0;
+  for (int i = 0; i < 3; ++i) {
+    const CapacityLever& l = c.levers[2 + i];
+    SCOPED_TRACE(l.name);
+    ASSERT_TRUE(l.applicable) << l.why_not;
+    const KvPoolPlan want = *plan_kv_pool(shape(formats[i][0], formats[i][1]), memory, 16, 48);
+    EXPECT_GT(want.key_tail_bytes, 0u);
+    EXPECT_EQ(l.num_blocks, want.num_blocks);
+    EXPECT_EQ(l.bytes_per_token, want.bytes_per_token);
+    EXPECT_EQ(l.change, std::string("--kv-cache-dtype-k ") + kv_dtype_name(formats[i][0]) +
+                            " --kv-cache-dtype-v " + kv_dtype_name(formats[i][1]));
+    EXPECT_GT(l.num_blocks, last_blocks);  // fewer bits, more blocks
+    last_blocks = l.num_blocks;
+  }
+  // A block size that is not a multiple of 16 tokens: the pool plan's reason, naming the flag.
+  const KvPoolPlan odd = *plan_kv_pool(shape(KvDtype::kF16, KvDtype::kF16), memory, 8, 48);
+  const CapacityLine co = capacity_line(odd, memory, 1024);
+  EXPECT_FALSE(co.levers[2].applicable);
+  EXPECT_NE(co.levers[2].why_not.find("--block-size must be a multiple of 16"), std::string::npos)
+      << co.levers[2].why_not;
+  // Already in the lever's formats.
+  const KvPoolPlan two =
+      *plan_kv_pool(shape(KvDtype::kInt2Chan, KvDtype::kInt2Had), memory, 16, 48);
+  const CapacityLine ct = capacity_line(two, memory, 1024);
+  EXPECT_FALSE(ct.levers[4].applicable);
+  EXPECT_EQ(ct.levers[4].why_not, "already int2_chan/int2_had");
+  EXPECT_TRUE(ct.levers[2].applicable);
 }
 
 TEST(CapacityLevers, SameLeversAndReasonsAsThePlan) {
