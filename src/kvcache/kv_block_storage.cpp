@@ -80,6 +80,11 @@ void KvBlockStorage::copy_tokens(uint32_t src, uint32_t dst, uint32_t num_tokens
       kv_dtype_per_channel(shape_.k_dtype)
           ? (num_tokens + kChannelGroupTokens - 1) / kChannelGroupTokens * kChannelGroupTokens
           : num_tokens;
+  if (key_tails_) {  // the copied groups' f16 tails go with them (key_tails.h: copy)
+    const uint64_t per_block = shape_.block_size / kChannelGroupTokens;
+    for (uint64_t g = 0; g < k_tokens / kChannelGroupTokens; ++g)
+      key_tails_->copy(uint64_t{src} * per_block + g, uint64_t{dst} * per_block + g);
+  }
   if (num_tokens == shape_.block_size) {
     std::memcpy(l.base + dst * l.block_bytes, l.base + src * l.block_bytes, l.block_bytes);
     return;

@@ -37,6 +37,10 @@ uint16_t* KeyTails::find(uint64_t chunk, uint32_t layer, uint32_t head, uint32_t
 uint16_t* KeyTails::acquire(uint64_t chunk, uint32_t layer, uint32_t head) {
   KVS_CHECK(chunk < slot_of_.size() && layer < layers_ && head < kv_heads_);
   if (chunk_of_.empty()) return nullptr;
+  return rows_of(slot_for(chunk), layer, head);
+}
+
+uint32_t KeyTails::slot_for(uint64_t chunk) {
   int32_t slot = slot_of_[chunk];
   if (slot < 0) {
     // A free slot, else the least recently written.
@@ -54,7 +58,21 @@ uint16_t* KeyTails::acquire(uint64_t chunk, uint32_t layer, uint32_t head) {
     chunk_of_[pick] = static_cast<int64_t>(chunk);
   }
   stamp_[slot] = ++clock_;
-  return rows_of(static_cast<uint32_t>(slot), layer, head);
+  return static_cast<uint32_t>(slot);
+}
+
+void KeyTails::copy(uint64_t src, uint64_t dst) {
+  KVS_CHECK(src < slot_of_.size() && dst < slot_of_.size());
+  if (src == dst) return;
+  if (slot_of_[dst] >= 0) release(static_cast<uint32_t>(slot_of_[dst]));
+  if (slot_of_[src] < 0 || chunk_of_.size() < 2) return;
+  stamp_[slot_of_[src]] = ++clock_;  // so that taking a slot for dst does not evict src
+  const uint32_t to = slot_for(dst);
+  const uint32_t from = static_cast<uint32_t>(slot_of_[src]);
+  const uint64_t per_slot = uint64_t{layers_} * kv_heads_ * kChannelGroupTokens * dim_;
+  std::copy_n(data_.begin() + from * per_slot, per_slot, data_.begin() + to * per_slot);
+  std::copy_n(rows_.begin() + uint64_t{from} * layers_, layers_,
+              rows_.begin() + uint64_t{to} * layers_);
 }
 
 void KeyTails::set_rows(uint64_t chunk, uint32_t layer, uint32_t rows) {

@@ -3,11 +3,12 @@
 // keys at every token and ends with exactly the bytes it would have had if written at once.
 //
 // It is a cache, never the data: after every write the pool's group bytes are complete (the
-// tokens written so far, sealed over themselves), so copy-on-write, swap and the tiers move blocks
-// as before, and attention reads only the pool. A tail serves a write only when it holds exactly
-// the rows before it, for that layer; otherwise (evicted, or the block was overwritten by a copy,
-// which invalidates its tails) the rows are decoded back from the group's bytes, one more rounding
-// for those tokens.
+// tokens written so far, sealed over themselves), so swap and the tiers move blocks as before, and
+// attention reads only the pool. A tail serves a write only when it holds exactly the rows before
+// it, for that layer; otherwise (evicted, or the block was overwritten from elsewhere, which
+// invalidates its tails) the rows are decoded back from the group's bytes, one more rounding for
+// those tokens. A copy-on-write within the pool copies the tails with the bytes (copy()), so a
+// forked sample goes on exactly as its parent would.
 //
 // A slot holds one group (a "chunk": slot / 16 of the pool) for every layer and kv head. Slots are
 // reused least recently written first. The engine sizes it to one slot per sequence per layer
@@ -41,6 +42,10 @@ class KeyTails {
   void set_rows(uint64_t chunk, uint32_t layer, uint32_t rows);
   // Forgets the tails of chunks [first, end) (their block was overwritten by a copy).
   void invalidate(uint64_t first, uint64_t end);
+  // Chunk `dst`, whose bytes were just copied from chunk `src` (copy-on-write of a partly filled
+  // block: forked samples), takes a copy of src's tail, every layer's rows and counts, so that
+  // it is written on as src would be; no tail when src has none.
+  void copy(uint64_t src, uint64_t dst);
 
   // ---- the groups of the last write ----
   // A query reads the keys of its own group (the 16-token group holding its position) in f16, as
@@ -67,6 +72,8 @@ class KeyTails {
  private:
   static constexpr uint8_t kNoRows = 0xFF;
   [[nodiscard]] uint16_t* rows_of(uint32_t slot, uint32_t layer, uint32_t head);
+  // The chunk's slot, taking a free one or the least recently written one if it has none.
+  [[nodiscard]] uint32_t slot_for(uint64_t chunk);
   void release(uint32_t slot);
 
   uint32_t layers_, kv_heads_, dim_;

@@ -4,6 +4,8 @@
 // the prefix key.
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include <algorithm>
 #include <memory>
 #include <string>
@@ -91,6 +93,25 @@ TEST_P(EngineKvFormatTest, ParallelAndPreemptedSequencesKeepOutput) {
   EXPECT_EQ(run_all(*tight, prompts, 16), expect);
   EXPECT_GT(tight->num_preemptions(), 0u);
   EXPECT_EQ(tight->snapshot().cache.blocks_in_use, 0u);
+}
+
+// n greedy samples of one prompt fork after the prompt, sharing its partly filled last block
+// copy-on-write: every sample must be the single sample's tokens. (Per-channel keys: the copy
+// takes the group's f16 tail along, or its rows would be read back from the sealed bytes.)
+TEST_P(EngineKvFormatTest, ForkedSamplesMatchOneSample) {
+  REQUIRE_MODEL();
+  const auto prompt = model->tokenizer->encode("Once upon a time, in a small village", true, true);
+  ASSERT_NE(prompt.size() % 16, 0u);  // the last prompt block is partly filled
+  auto one = make(*model, {.kv_cache_memory = 32ull << 20});
+  const auto expect = run_all(*one, {prompt}, 12)[0];
+  auto e = make(*model, {.kv_cache_memory = 32ull << 20});
+  auto id = e->add_request({.prompt = prompt, .max_tokens = 12, .ignore_eos = true, .n = 3});
+  ASSERT_TRUE(id.is_ok()) << id.status().to_string();
+  std::map<uint32_t, std::vector<int32_t>> samples;
+  while (e->has_unfinished())
+    for (const StepOutput& o : e->step()) samples[o.index].push_back(o.token);
+  ASSERT_EQ(samples.size(), 3u);
+  for (const auto& [index, tokens] : samples) EXPECT_EQ(tokens, expect) << "sample " << index;
 }
 
 INSTANTIATE_TEST_SUITE_P(Formats, EngineKvFormatTest,

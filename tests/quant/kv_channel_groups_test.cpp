@@ -139,8 +139,23 @@ TEST(KeyTailsTest, RandomOperationsAgreeWithAModel) {
         break;
       }
       case 2:
-        tails.invalidate(c, c + 1);
-        model.erase(c);
+        if (rng() % 2 == 0) {
+          tails.invalidate(c, c + 1);
+          model.erase(c);
+        } else {  // a copy-on-write from chunk c to chunk d
+          const uint64_t d = rng() % chunks;
+          tails.copy(c, d);
+          if (d == c) break;
+          model.erase(d);
+          if (!model.count(c)) break;
+          model[c].stamp = ++clock;
+          if (model.size() == slots)
+            model.erase(std::min_element(model.begin(), model.end(), [](auto& a, auto& b) {
+                          return a.second.stamp < b.second.stamp;
+                        })->first);
+          model[d] = model[c];
+          model[d].stamp = ++clock;
+        }
         break;
       default: {
         const bool hit = tails.find(c, l, rng() % heads, rows) != nullptr;
@@ -151,6 +166,36 @@ TEST(KeyTailsTest, RandomOperationsAgreeWithAModel) {
     ASSERT_TRUE(tails.check_integrity());
     ASSERT_EQ(tails.in_use(), model.size());
   }
+}
+
+// A copy holds the source's rows of every layer and head, under the source's counts, and the
+// source keeps its own.
+TEST(KeyTailsTest, CopyTakesEveryLayersRows) {
+  KeyTails tails(3, 2, 2, 8, 10);
+  for (uint32_t l = 0; l < 2; ++l)
+    for (uint32_t h = 0; h < 2; ++h) {
+      uint16_t* rows = tails.acquire(4, l, h);
+      ASSERT_NE(rows, nullptr);
+      for (uint32_t i = 0; i < 16 * 8; ++i) rows[i] = static_cast<uint16_t>(1000 * l + 100 * h + i);
+    }
+  tails.set_rows(4, 0, 5);
+  tails.set_rows(4, 1, 4);
+  tails.copy(4, 7);
+  for (uint32_t h = 0; h < 2; ++h) {
+    const uint16_t* a = tails.find(7, 0, h, 5);
+    const uint16_t* b = tails.find(7, 1, h, 4);
+    ASSERT_NE(a, nullptr);
+    ASSERT_NE(b, nullptr);
+    for (uint32_t i = 0; i < 16 * 8; ++i) {
+      EXPECT_EQ(a[i], 100 * h + i);
+      EXPECT_EQ(b[i], 1000 + 100 * h + i);
+    }
+    EXPECT_NE(tails.find(4, 0, h, 5), nullptr);
+  }
+  // No tail to copy: the destination's old one is dropped.
+  tails.copy(2, 7);
+  EXPECT_EQ(tails.find(7, 0, 0, 5), nullptr);
+  EXPECT_TRUE(tails.check_integrity());
 }
 
 TEST(KeyTailsTest, FullGroupsFreeTheirSlotAndTheOldestIsReusedFirst) {
