@@ -15,6 +15,7 @@
 
 #include <hwy/highway.h>
 
+#include "quant/kv_channel_groups.h"
 #include "quant/kv_codecs.h"
 #include "quant/kv_lowbit_groups.h"
 
@@ -183,6 +184,55 @@ struct ReadLowBit {
     return hn::ConvertTo(df, level);
   }
   static HWY_INLINE float Scale(const uint8_t* g) { return F16At(g); }
+};
+
+// Rows of the per-channel key formats (quant/kv_channel_groups.h), the codes of one key of a
+// 16-token group: Row() the row's start, Load() elements [e, e + L) as f32 lanes, kOffset what
+// Load subtracts from each code (the kernel adds kOffset x sum(q x step) back once per group).
+// 4-bit rows are int4's blocks without their scales: int4's reader, code - 8.
+struct ChannelRowQ4 {
+  static constexpr float kOffset = 8.0f;
+  static HWY_INLINE const uint8_t* Row(const uint8_t* group, uint32_t t, uint32_t D) {
+    return channel_group_codes(group, 4, t, D) - 2;  // where ReadQ4 expects a block's scale
+  }
+  static HWY_INLINE VF Load(DF df, const uint8_t* row, size_t e) {
+    return ReadQ4::Load(df, row + e / 32 * 16, e % 32);
+  }
+};
+// 3- and 2-bit rows, codes packed LSB first: lane k's code starts at bit t_k = r + kBits k of the
+// bytes from `p` (r < 8). One 32-bit word holds them when r + kBits L <= 32 (2 bits always, 3
+// bits up to 8 lanes); 16 lanes of 3 bits span 48 bits, and the lanes past bit 29 read a second
+// word 16 bits on. Never reads past the bytes holding the L codes.
+template <uint32_t kBits>
+struct ChannelRowLowBit {
+  static constexpr float kOffset = 0.0f;
+  static HWY_INLINE const uint8_t* Row(const uint8_t* group, uint32_t t, uint32_t D) {
+    return channel_group_codes(group, kBits, t, D);
+  }
+  static HWY_INLINE VF Load(DF df, const uint8_t* row, size_t e) {
+    const hn::Rebind<uint32_t, DF> du32;
+    const hn::Rebind<int32_t, DF> di32;
+    const size_t L = hn::Lanes(df);
+    const size_t first = kBits * e;
+    const uint8_t* p = row + first / 8;
+    const uint32_t r = static_cast<uint32_t>(first % 8);
+    const size_t bytes = (r + kBits * L + 7) / 8;
+    const auto k = hn::Iota(du32, 0);
+    const auto t =
+        hn::Add(hn::Set(du32, r), kBits == 3 ? hn::Add(hn::Add(k, k), k) : hn::Add(k, k));
+    uint32_t w1 = 0;
+    std::memcpy(&w1, p, bytes < 4 ? bytes : 4);
+    auto c = hn::Shr(hn::Set(du32, w1), hn::Min(t, hn::Set(du32, 31)));
+    if (bytes > 4) {
+      uint32_t w2 = 0;
+      std::memcpy(&w2, p + 2, bytes - 2 < 4 ? bytes - 2 : 4);
+      const auto past = hn::Gt(t, hn::Set(du32, 32 - kBits));
+      const auto t2 = hn::IfThenElseZero(past, hn::Sub(t, hn::Set(du32, 16)));
+      c = hn::IfThenElse(past, hn::Shr(hn::Set(du32, w2), t2), c);
+    }
+    c = hn::And(c, hn::Set(du32, (1u << kBits) - 1));
+    return hn::ConvertTo(df, hn::BitCast(di32, c));
+  }
 };
 
 // The factor of a reader that is the same for every key (grouped formats: 1).

@@ -238,6 +238,68 @@ static void ScoreKeysVnni(const RangeArgs& r, const int8_key_dots::Kernels& kd) 
   }
 }
 
+// Keys [j, end) of one per-channel group, as rows of R (kv_readers-inl.h): each key one dot
+// product of the heads' qs with its codes, the accumulators in registers, four keys at a time
+// reduced together (attention_key_scores-inl.h). Returns the first key not scored.
+template <class R, int NG>
+static int32_t ScoreChannelRows(const RangeArgs& r, const uint8_t* group, const float* qs,
+                                const float* q_const, int32_t j, int32_t end, PrefetchCursor& pf,
+                                uint32_t lines_per_step) {
+  const PagedAttentionArgs& a = *r.a;
+  const uint32_t D = a.kv.head_dim;
+  const int32_t G = static_cast<int32_t>(kChannelGroupTokens);
+  const int32_t len = r.j1 - r.j0;
+  const DF df;
+  const size_t L = hn::Lanes(df);
+  if constexpr (kReduce4) {
+    static constexpr float kOnes[4] = {1, 1, 1, 1};
+    for (; j + 4 <= end; j += 4) {
+      pf.Issue(lines_per_step);
+      const uint8_t* rows[4];
+      KVS_UNROLL
+      for (int u = 0; u < 4; ++u) rows[u] = R::Row(group, uint32_t((j + u) % G), D);
+      VF acc[4][NG];
+      KVS_UNROLL
+      for (int u = 0; u < 4; ++u) KVS_UNROLL
+      for (int g = 0; g < NG; ++g) acc[u][g] = hn::Zero(df);
+      for (uint32_t e = 0; e < D; e += L) {
+        VF qv[NG];
+        KVS_UNROLL
+        for (int g = 0; g < NG; ++g) qv[g] = hn::LoadU(df, qs + g * D + e);
+        KVS_UNROLL
+        for (int u = 0; u < 4; ++u) {
+          const VF x = R::Load(df, rows[u], e);
+          KVS_UNROLL
+          for (int g = 0; g < NG; ++g) acc[u][g] = hn::MulAdd(qv[g], x, acc[u][g]);
+        }
+      }
+      KVS_UNROLL
+      for (int g = 0; g < NG; ++g) {
+        float sum[4];
+        Reduce4(df, acc[0][g], acc[1][g], acc[2][g], acc[3][g], kOnes, sum);
+        KVS_UNROLL
+        for (int u = 0; u < 4; ++u)
+          r.scores[g * len + (j + u - r.j0)] = (q_const[g] + sum[u]) * a.scale;
+      }
+    }
+  }
+  for (; j < end; ++j) {
+    const uint8_t* row = R::Row(group, uint32_t(j % G), D);
+    VF acc[NG];
+    KVS_UNROLL
+    for (int g = 0; g < NG; ++g) acc[g] = hn::Zero(df);
+    for (uint32_t e = 0; e < D; e += L) {
+      const VF x = R::Load(df, row, e);
+      KVS_UNROLL
+      for (int g = 0; g < NG; ++g) acc[g] = hn::MulAdd(hn::LoadU(df, qs + g * D + e), x, acc[g]);
+    }
+    for (int g = 0; g < NG; ++g)
+      r.scores[g * len + (j - r.j0)] =
+          (q_const[g] + hn::GetLane(hn::SumOfLanes(df, acc[g]))) * a.scale;
+  }
+  return j;
+}
+
 // Per-channel keys (quant/kv_channel_groups.h), a 16-token group at a time: with k = min + step x
 // code, q . k = sum q min + sum (q step) code, so each group folds its parameters into the
 // queries once (qs = q x step, and the constant sum q x min) and each key is one dot product of
@@ -305,8 +367,9 @@ static void ScoreKeysChannel(const RangeArgs& r, float* codes) {
         }
       }
       for (int g = 0; g < NG; ++g)
-        q_const[g] = hn::GetLane(hn::SumOfLanes(df, c_min[g])) +
-                     (q4_rows ? 8 * hn::GetLane(hn::SumOfLanes(df, c_qs[g])) : 0.0f);
+        q_const[g] =
+            hn::GetLane(hn::SumOfLanes(df, c_min[g])) +
+            (q4_rows ? ChannelRowQ4::kOffset * hn::GetLane(hn::SumOfLanes(df, c_qs[g])) : 0.0f);
     } else {
       for (int g = 0; g < NG; ++g) {
         float c = 0;
@@ -321,78 +384,20 @@ static void ScoreKeysChannel(const RangeArgs& r, float* codes) {
       }
     }
     if (q4_rows) {
-      // Keys j..j+3 against every head's qs, the accumulators in registers; four sums reduced at
-      // once (attention_key_scores-inl.h).
-      if constexpr (kReduce4) {
-        static constexpr float kOnes[4] = {1, 1, 1, 1};
-        for (; j + 4 <= end; j += 4) {
-          pf.Issue(lines_per_step);
-          const uint8_t* rows[4];
-          KVS_UNROLL
-          for (int u = 0; u < 4; ++u)
-            rows[u] = channel_group_codes(group, bits, uint32_t((j + u) % G), D) - 2;
-          VF acc[4][NG];
-          KVS_UNROLL
-          for (int u = 0; u < 4; ++u) KVS_UNROLL
-          for (int g = 0; g < NG; ++g) acc[u][g] = hn::Zero(df);
-          for (uint32_t e = 0; e < D; e += L) {
-            VF qv[NG];
-            KVS_UNROLL
-            for (int g = 0; g < NG; ++g) qv[g] = hn::LoadU(df, qs.data() + g * D + e);
-            KVS_UNROLL
-            for (int u = 0; u < 4; ++u) {
-              const VF x = ReadQ4::Load(df, rows[u] + e / 32 * 16, e % 32);
-              KVS_UNROLL
-              for (int g = 0; g < NG; ++g) acc[u][g] = hn::MulAdd(qv[g], x, acc[u][g]);
-            }
-          }
-          KVS_UNROLL
-          for (int g = 0; g < NG; ++g) {
-            float sum[4];
-            Reduce4(df, acc[0][g], acc[1][g], acc[2][g], acc[3][g], kOnes, sum);
-            KVS_UNROLL
-            for (int u = 0; u < 4; ++u)
-              r.scores[g * len + (j + u - r.j0)] = (q_const[g] + sum[u]) * a.scale;
-          }
-        }
-      }
-      for (; j < end; ++j) {
-        const uint8_t* row = channel_group_codes(group, bits, uint32_t(j % G), D) - 2;
-        VF acc[NG];
-        KVS_UNROLL
-        for (int g = 0; g < NG; ++g) acc[g] = hn::Zero(df);
-        for (uint32_t e = 0; e < D; e += L) {
-          const VF x = ReadQ4::Load(df, row + e / 32 * 16, e % 32);
-          KVS_UNROLL
-          for (int g = 0; g < NG; ++g)
-            acc[g] = hn::MulAdd(hn::LoadU(df, qs.data() + g * D + e), x, acc[g]);
-        }
-        for (int g = 0; g < NG; ++g)
-          r.scores[g * len + (j - r.j0)] =
-              (q_const[g] + hn::GetLane(hn::SumOfLanes(df, acc[g]))) * a.scale;
-      }
-      continue;
+      j = ScoreChannelRows<ChannelRowQ4, NG>(r, group, qs.data(), q_const, j, end, pf,
+                                             lines_per_step);
+    } else if (D % L == 0 && L <= 16) {
+      j = bits == 3 ? ScoreChannelRows<ChannelRowLowBit<3>, NG>(r, group, qs.data(), q_const, j,
+                                                                end, pf, lines_per_step)
+                    : ScoreChannelRows<ChannelRowLowBit<2>, NG>(r, group, qs.data(), q_const, j,
+                                                                end, pf, lines_per_step);
     }
-    for (; j < end; ++j) {
+    for (; j < end; ++j) {  // head dims the readers cannot tile
       const uint8_t* row = channel_group_codes(group, bits, uint32_t(j % G), D);
-      if (bits == 2) {
-        for (uint32_t i = 0; i < D / 4; ++i)
-          for (uint32_t e = 0; e < 4; ++e)
-            codes[4 * i + e] = static_cast<float>((row[i] >> (2 * e)) & 3);
-      } else {
-        for (uint32_t i = 0; i < D; ++i) codes[i] = static_cast<float>(channel_code(row, bits, i));
-      }
+      for (uint32_t i = 0; i < D; ++i) codes[i] = static_cast<float>(channel_code(row, bits, i));
       for (int g = 0; g < NG; ++g) {
-        float d;
-        if (D % L == 0) {
-          VF acc = hn::Zero(df);
-          for (uint32_t i = 0; i < D; i += L)
-            acc = hn::MulAdd(hn::LoadU(df, qs.data() + g * D + i), hn::LoadU(df, codes + i), acc);
-          d = hn::GetLane(hn::SumOfLanes(df, acc));
-        } else {
-          d = 0;
-          for (uint32_t i = 0; i < D; ++i) d += qs[g * D + i] * codes[i];
-        }
+        float d = 0;
+        for (uint32_t i = 0; i < D; ++i) d += qs[g * D + i] * codes[i];
         r.scores[g * len + (j - r.j0)] = (q_const[g] + d) * a.scale;
       }
     }
