@@ -238,68 +238,6 @@ static void ScoreKeysVnni(const RangeArgs& r, const int8_key_dots::Kernels& kd) 
   }
 }
 
-// Keys [j, end) of one per-channel group, as rows of R (kv_readers-inl.h): each key one dot
-// product of the heads' qs with its codes, the accumulators in registers, four keys at a time
-// reduced together (attention_key_scores-inl.h). Returns the first key not scored.
-template <class R, int NG>
-static int32_t ScoreChannelRows(const RangeArgs& r, const uint8_t* group, const float* qs,
-                                const float* q_const, int32_t j, int32_t end, PrefetchCursor& pf,
-                                uint32_t lines_per_step) {
-  const PagedAttentionArgs& a = *r.a;
-  const uint32_t D = a.kv.head_dim;
-  const int32_t G = static_cast<int32_t>(kChannelGroupTokens);
-  const int32_t len = r.j1 - r.j0;
-  const DF df;
-  const size_t L = hn::Lanes(df);
-  if constexpr (kReduce4) {
-    static constexpr float kOnes[4] = {1, 1, 1, 1};
-    for (; j + 4 <= end; j += 4) {
-      pf.Issue(lines_per_step);
-      const uint8_t* rows[4];
-      KVS_UNROLL
-      for (int u = 0; u < 4; ++u) rows[u] = R::Row(group, uint32_t((j + u) % G), D);
-      VF acc[4][NG];
-      KVS_UNROLL
-      for (int u = 0; u < 4; ++u) KVS_UNROLL
-      for (int g = 0; g < NG; ++g) acc[u][g] = hn::Zero(df);
-      for (uint32_t e = 0; e < D; e += L) {
-        VF qv[NG];
-        KVS_UNROLL
-        for (int g = 0; g < NG; ++g) qv[g] = hn::LoadU(df, qs + g * D + e);
-        KVS_UNROLL
-        for (int u = 0; u < 4; ++u) {
-          const VF x = R::Load(df, rows[u], e);
-          KVS_UNROLL
-          for (int g = 0; g < NG; ++g) acc[u][g] = hn::MulAdd(qv[g], x, acc[u][g]);
-        }
-      }
-      KVS_UNROLL
-      for (int g = 0; g < NG; ++g) {
-        float sum[4];
-        Reduce4(df, acc[0][g], acc[1][g], acc[2][g], acc[3][g], kOnes, sum);
-        KVS_UNROLL
-        for (int u = 0; u < 4; ++u)
-          r.scores[g * len + (j + u - r.j0)] = (q_const[g] + sum[u]) * a.scale;
-      }
-    }
-  }
-  for (; j < end; ++j) {
-    const uint8_t* row = R::Row(group, uint32_t(j % G), D);
-    VF acc[NG];
-    KVS_UNROLL
-    for (int g = 0; g < NG; ++g) acc[g] = hn::Zero(df);
-    for (uint32_t e = 0; e < D; e += L) {
-      const VF x = R::Load(df, row, e);
-      KVS_UNROLL
-      for (int g = 0; g < NG; ++g) acc[g] = hn::MulAdd(hn::LoadU(df, qs + g * D + e), x, acc[g]);
-    }
-    for (int g = 0; g < NG; ++g)
-      r.scores[g * len + (j - r.j0)] =
-          (q_const[g] + hn::GetLane(hn::SumOfLanes(df, acc[g]))) * a.scale;
-  }
-  return j;
-}
-
 // Per-channel keys (quant/kv_channel_groups.h), a 16-token group at a time: with k = min + step x
 // code, q . k = sum q min + sum (q step) code, so each group folds its parameters into the
 // queries once (qs = q x step, and the constant sum q x min) and each key is one dot product of
