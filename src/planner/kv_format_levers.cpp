@@ -8,15 +8,13 @@ bool at_most_a_byte(KvDtype d) {
   return kv_dtype_info(d).group_elems != 0 || kv_dtype_info(d).elem_bits <= 8;
 }
 
-std::string already(KvDtype k, KvDtype v, KvDtype target) {
-  return k == target && v == target ? std::string("already ") + kv_dtype_name(target) : "";
-}
-
-KvFormatLever per_channel(const char* name, KvDtype k, KvDtype v, KvDtype lever_k,
-                          KvDtype lever_v) {
+// The lever storing K as lever_k and V as lever_v, not applicable when they are stored so
+// already ("already int4", "already int2_chan/int2_had").
+KvFormatLever lever(const char* name, KvDtype k, KvDtype v, KvDtype lever_k, KvDtype lever_v) {
   std::string why_not;
   if (k == lever_k && v == lever_v)
-    why_not = std::string("already ") + kv_dtype_name(lever_k) + "/" + kv_dtype_name(lever_v);
+    why_not = std::string("already ") + kv_dtype_name(lever_k) +
+              (lever_k == lever_v ? "" : std::string("/") + kv_dtype_name(lever_v));
   return {.name = name, .k_dtype = lever_k, .v_dtype = lever_v, .why_not = why_not};
 }
 
@@ -24,23 +22,14 @@ KvFormatLever per_channel(const char* name, KvDtype k, KvDtype v, KvDtype lever_
 
 std::vector<KvFormatLever> kv_format_levers(KvDtype k, KvDtype v) {
   std::vector<KvFormatLever> out;
-  KvFormatLever fp8{.name = "KV fp8 (e4m3)",
-                    .k_dtype = KvDtype::kFp8E4M3,
-                    .v_dtype = KvDtype::kFp8E4M3,
-                    .why_not = already(k, v, KvDtype::kFp8E4M3)};
+  KvFormatLever fp8 = lever("KV fp8 (e4m3)", k, v, KvDtype::kFp8E4M3, KvDtype::kFp8E4M3);
   if (fp8.why_not.empty() && at_most_a_byte(k) && at_most_a_byte(v))
     fp8.why_not = "KV is already 8 bits or less";
   out.push_back(std::move(fp8));
-  out.push_back({.name = "KV int4 (+f16 scale/32)",
-                 .k_dtype = KvDtype::kInt4,
-                 .v_dtype = KvDtype::kInt4,
-                 .why_not = already(k, v, KvDtype::kInt4)});
-  out.push_back(
-      per_channel("KV 4-bit, K per channel", k, v, KvDtype::kInt4Chan, KvDtype::kInt4Had));
-  out.push_back(
-      per_channel("KV 3-bit, K per channel", k, v, KvDtype::kInt3Chan, KvDtype::kInt3Had));
-  out.push_back(
-      per_channel("KV 2-bit, K per channel", k, v, KvDtype::kInt2Chan, KvDtype::kInt2Had));
+  out.push_back(lever("KV int4 (+f16 scale/32)", k, v, KvDtype::kInt4, KvDtype::kInt4));
+  out.push_back(lever("KV 4-bit, K per channel", k, v, KvDtype::kInt4Chan, KvDtype::kInt4Had));
+  out.push_back(lever("KV 3-bit, K per channel", k, v, KvDtype::kInt3Chan, KvDtype::kInt3Had));
+  out.push_back(lever("KV 2-bit, K per channel", k, v, KvDtype::kInt2Chan, KvDtype::kInt2Had));
   return out;
 }
 

@@ -6,6 +6,7 @@
 
 #include "core/check.h"
 #include "core/half.h"
+#include "quant/kv_codecs.h"
 
 namespace kvs {
 namespace {
@@ -117,9 +118,7 @@ void quantize_lowbit(uint32_t bits, const float* xs, uint32_t n, uint8_t* dst) {
 void dequantize_lowbit(uint32_t bits, const uint8_t* src, uint32_t n, float* y) {
   const int top = (1 << bits) - 1;
   for (uint32_t g = 0; g < n / kLowBitGroup; ++g, src += lowbit_group_bytes(bits)) {
-    uint16_t h;
-    std::memcpy(&h, src, 2);
-    const float d = f16_to_f32(h);
+    const float d = load_f16_scale(src);
     for (uint32_t i = 0; i < kLowBitGroup; ++i)
       *y++ = d * float(2 * int(lowbit_code(bits, src, i)) - top);
   }

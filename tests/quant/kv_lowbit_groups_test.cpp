@@ -12,15 +12,10 @@
 #include <vector>
 
 #include "core/half.h"
+#include "quant/kv_codecs.h"
 
 namespace kvs {
 namespace {
-
-float scale_of(const uint8_t* group) {
-  uint16_t h;
-  std::memcpy(&h, group, 2);
-  return f16_to_f32(h);
-}
 
 TEST(LowBitGroupTest, BytesPerGroup) {
   EXPECT_EQ(lowbit_group_bytes(2), 10u);
@@ -37,7 +32,7 @@ TEST(LowBitGroupTest, LayoutIsTheStatedBitPlanes) {
     for (uint32_t i = 0; i < 32; ++i) x[i] = float(2 * int(i % (top + 1)) - top);
     uint8_t g[14] = {};
     quantize_lowbit(bits, x, 32, g);
-    ASSERT_EQ(scale_of(g), 1.0f) << bits;
+    ASSERT_EQ(load_f16_scale(g), 1.0f) << bits;
     uint64_t low;
     std::memcpy(&low, g + 2, 8);
     uint32_t high = 0;
@@ -127,7 +122,7 @@ TEST(LowBitGroupTest, NanIsZeroAndInfinitiesSaturate) {
     EXPECT_GT(y[1], 0.0f);
     EXPECT_LT(y[2], 0.0f);
     EXPECT_EQ(std::fabs(y[1]), std::fabs(y[2]));
-    EXPECT_LE(std::fabs(y[0]), scale_of(g));  // the level nearest 0
+    EXPECT_LE(std::fabs(y[0]), load_f16_scale(g));  // the level nearest 0
   }
 }
 
@@ -137,7 +132,7 @@ TEST(LowBitGroupTest, ZerosStayZero) {
     const float x[32] = {};
     uint8_t g[14];
     quantize_lowbit(bits, x, 32, g);
-    EXPECT_EQ(scale_of(g), 0.0f);
+    EXPECT_EQ(load_f16_scale(g), 0.0f);
     float y[32];
     dequantize_lowbit(bits, g, 32, y);
     for (const float v : y) EXPECT_EQ(v, 0.0f);
