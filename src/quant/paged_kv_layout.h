@@ -14,6 +14,7 @@
 namespace kvs {
 
 class KeyTails;
+class RecentWindow;
 
 struct PagedKvLayout {
   uint8_t* base = nullptr;
@@ -30,6 +31,9 @@ struct PagedKvLayout {
   // Per-channel K formats: the f16 keys of partly filled groups (quant/key_tails.h), owned by the
   // pool's storage; null elsewhere (a partly filled group is then re-sealed from its bytes).
   KeyTails* key_tails = nullptr;
+  // `--kv-recent-window`: each running sequence's newest positions in f16 (quant/recent_window.h),
+  // owned by the engine's model runner; null without a window.
+  RecentWindow* recent = nullptr;
 
   // Start of [block_size][k_vector_bytes] for (block, layer, head).
   [[nodiscard]] uint8_t* k_head(uint64_t block, uint32_t layer, uint32_t head) const {

@@ -1,0 +1,105 @@
+#include "quant/recent_window.h"
+
+#include <algorithm>
+
+#include "core/check.h"
+#include "core/half.h"
+
+namespace kvs {
+
+RecentWindow::RecentWindow(uint32_t slots, uint32_t tokens, uint32_t layers, uint32_t kv_heads,
+                           uint32_t dim)
+    : slots_(slots),
+      tokens_(tokens),
+      cap_(tokens + kRecentWindowAlign),
+      layers_(layers),
+      kv_heads_(kv_heads),
+      dim_(dim),
+      ring_k_(bytes(slots, tokens, layers, kv_heads, dim) / 4),
+      ring_v_(ring_k_.size()) {
+  KVS_CHECK(tokens % kRecentWindowAlign == 0 && tokens <= kMaxRecentWindow);
+}
+
+uint64_t RecentWindow::bytes(uint32_t slots, uint32_t tokens, uint32_t layers, uint32_t kv_heads,
+                             uint32_t dim) {
+  return uint64_t{slots} * layers * kv_heads * (tokens + kRecentWindowAlign) * dim * 2 * 2;
+}
+
+uint32_t RecentWindow::floor_of(uint32_t boundary, uint32_t tokens) {
+  return boundary > tokens ? (boundary - tokens) / kRecentWindowAlign * kRecentWindowAlign : 0;
+}
+
+void RecentWindow::begin_step(int64_t num_tokens, const int32_t* positions, const int32_t* slots,
+                              const int32_t* floors) {
+  num_tokens_ = num_tokens;
+  slot_.assign(slots, slots + num_tokens);
+  floor_.assign(floors, floors + num_tokens);
+  pos_.assign(positions, positions + num_tokens);
+  chunk_token_.resize(num_tokens);
+  chunk_pos_.resize(num_tokens);
+  for (int64_t t = 0; t < num_tokens; ++t) {
+    KVS_CHECK(slots[t] < int32_t(slots_));
+    const bool starts =
+        t == 0 || slots[t] < 0 || slots[t] != slots[t - 1] || positions[t] != positions[t - 1] + 1;
+    chunk_token_[t] = starts ? int32_t(t) : chunk_token_[t - 1];
+    chunk_pos_[t] = starts ? positions[t] : chunk_pos_[t - 1];
+  }
+  const uint64_t rows = uint64_t(num_tokens) * kv_heads_ * dim_;
+  step_k_.resize(rows);
+  step_v_.resize(rows);
+}
+
+void RecentWindow::store(const float* k, const float* v) {
+  for (uint64_t i = 0; i < step_k_.size(); ++i) {
+    step_k_[i] = f32_to_f16(k[i]);
+    step_v_[i] = f32_to_f16(v[i]);
+  }
+}
+
+uint64_t RecentWindow::ring_index(uint32_t slot, uint32_t layer, uint32_t head, int32_t pos) const {
+  return (((uint64_t{slot} * layers_ + layer) * kv_heads_ + head) * cap_ + uint32_t(pos) % cap_) *
+         dim_;
+}
+
+void RecentWindow::commit(uint32_t layer) {
+  KVS_CHECK(layer < layers_);
+  // In batch order, so a chunk longer than the ring leaves its last cap_ rows.
+  for (int64_t t = 0; t < num_tokens_; ++t) {
+    if (slot_[t] < 0) continue;
+    for (uint32_t h = 0; h < kv_heads_; ++h) {
+      const uint64_t from = (uint64_t(t) * kv_heads_ + h) * dim_;
+      const uint64_t to = ring_index(uint32_t(slot_[t]), layer, h, pos_[t]);
+      std::copy_n(step_k_.begin() + from, dim_, ring_k_.begin() + to);
+      std::copy_n(step_v_.begin() + from, dim_, ring_v_.begin() + to);
+    }
+  }
+}
+
+int32_t RecentWindow::first_position(int64_t t, int32_t context_len) const {
+  if (tokens_ == 0 || slot_[t] < 0) return context_len;
+  const int32_t q = context_len - 1;
+  if (q < floor_[t]) return context_len;
+  const int32_t group = q / int32_t(kRecentWindowAlign) * int32_t(kRecentWindowAlign);
+  return std::max(floor_[t], group - int32_t(tokens_));
+}
+
+const uint16_t* RecentWindow::row(const std::vector<uint16_t>& ring,
+                                  const std::vector<uint16_t>& step, int64_t t, uint32_t layer,
+                                  uint32_t head, int32_t pos) const {
+  const int32_t p0 = chunk_pos_[t];
+  if (pos >= p0)
+    return step.data() + ((uint64_t(chunk_token_[t]) + (pos - p0)) * kv_heads_ + head) * dim_;
+  // Rows before the chunk come from the ring, which holds the cap_ positions before it.
+  KVS_CHECK(pos >= p0 - int32_t(cap_) && pos >= floor_[t]);
+  return ring.data() + ring_index(uint32_t(slot_[t]), layer, head, pos);
+}
+
+void RecentWindow::copy_slot(uint32_t src, uint32_t dst) {
+  KVS_CHECK(src < slots_ && dst < slots_);
+  if (src == dst) return;
+  const uint64_t per_slot = uint64_t{layers_} * kv_heads_ * cap_ * dim_;
+  std::copy_n(ring_k_.begin() + src * per_slot, per_slot, ring_k_.begin() + dst * per_slot);
+  std::copy_n(ring_v_.begin() + src * per_slot, per_slot, ring_v_.begin() + dst * per_slot);
+}
+
+}  // namespace kvs

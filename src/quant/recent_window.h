@@ -1,0 +1,95 @@
+// RecentWindow: the last tokens of each running sequence kept in f16, K and V, for every layer
+// (`--kv-recent-window`), as KIVI keeps its recent tokens in full precision while the older ones
+// are read from the quantized pool. The pool still holds every token in its format; the window is
+// a second copy that attention reads instead, for the newest positions.
+//
+// What a query reads in f16 is a function of its sequence's tokens and its own position only, so
+// outputs do not depend on chunking, batching, preemption or what the prefix cache holds:
+//
+//   floor(seq)     = the sequence's window floor: (B - W) rounded down to a multiple of 16, or 0,
+//                    where B is the last position the prefix cache may hand over (the prompt
+//                    length - 1, or a scored prompt's first scored position) and W the window
+//   window(q)      = [max(floor, group(q) - W), q] for a query at position q >= floor, where
+//                    group(q) = q rounded down to a multiple of 16; none below the floor
+//
+// The engine caps prefix hits at the floor, so every position a window covers was computed by
+// the sequence itself, in this life: a hit hands over quantized bytes only, and those positions
+// are read quantized by every run. Every query that gives logits (the last prompt token, each
+// decode step, a scored position) has a full window of W to W + 15 tokens. Preemption recomputes
+// (the window is not swapped); a fork copies its parent's slot.
+//
+// Storage: one slot per sequence the engine may run (max_num_seqs), each a ring of W + 16 rows per
+// layer and KV head, row = position % (W + 16), plus this step's rows (one layer at a time):
+//   bytes = slots x layers x kv_heads x (W + 16) x head_dim x 2 B x 2 (K and V)
+// counted in the KV budget (kv_pool_plan.h). Per layer the forward pass calls store() (the step's
+// new K and V, before attention), attention reads key()/value(), then commit() moves the step's
+// rows into the rings. The ring holds every row a window can reach back to before the step's
+// chunk: a chunk starting at p has queries reaching back to p - 15 - W.
+//
+// Keys are stored after RoPE, both in the model's own space (not rotated for the Hadamard
+// formats). Not thread-safe for writes; attention's threads only read.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace kvs {
+
+inline constexpr uint32_t kRecentWindowAlign = 16;
+inline constexpr uint32_t kMaxRecentWindow = 4096;
+
+class RecentWindow {
+ public:
+  RecentWindow(uint32_t slots, uint32_t tokens, uint32_t layers, uint32_t kv_heads, uint32_t dim);
+
+  // What `slots` rings cost (kv_pool_plan.h takes it from the budget).
+  [[nodiscard]] static uint64_t bytes(uint32_t slots, uint32_t tokens, uint32_t layers,
+                                      uint32_t kv_heads, uint32_t dim);
+  // The floor for a sequence whose cache reuse may reach position `boundary` (see above).
+  [[nodiscard]] static uint32_t floor_of(uint32_t boundary, uint32_t tokens);
+
+  [[nodiscard]] uint32_t tokens() const { return tokens_; }
+  [[nodiscard]] uint32_t slots() const { return slots_; }
+  [[nodiscard]] uint32_t capacity() const { return cap_; }
+
+  // ---- one forward pass ----
+  // Per token of the step: its position, its sequence's slot (-1: no window) and floor. A
+  // sequence's tokens are consecutive in the batch (one chunk per sequence).
+  void begin_step(int64_t num_tokens, const int32_t* positions, const int32_t* slots,
+                  const int32_t* floors);
+  // The step's K and V of one layer, [num_tokens][kv_heads][dim] f32 (K after RoPE).
+  void store(const float* k, const float* v);
+  // After that layer's attention: its rows go into their sequences' rings.
+  void commit(uint32_t layer);
+
+  // The first position token t reads in f16 when it sees `context_len` positions; context_len
+  // when it reads none.
+  [[nodiscard]] int32_t first_position(int64_t t, int32_t context_len) const;
+  // Rows [dim] of f16 of position `pos` (within token t's window) for `layer` and `head`.
+  [[nodiscard]] const uint16_t* key(int64_t t, uint32_t layer, uint32_t head, int32_t pos) const {
+    return row(ring_k_, step_k_, t, layer, head, pos);
+  }
+  [[nodiscard]] const uint16_t* value(int64_t t, uint32_t layer, uint32_t head, int32_t pos) const {
+    return row(ring_v_, step_v_, t, layer, head, pos);
+  }
+
+  // The child of a fork goes on from its parent's rows (every layer).
+  void copy_slot(uint32_t src, uint32_t dst);
+
+ private:
+  [[nodiscard]] const uint16_t* row(const std::vector<uint16_t>& ring,
+                                    const std::vector<uint16_t>& step, int64_t t, uint32_t layer,
+                                    uint32_t head, int32_t pos) const;
+  [[nodiscard]] uint64_t ring_index(uint32_t slot, uint32_t layer, uint32_t head,
+                                    int32_t pos) const;
+
+  uint32_t slots_, tokens_, cap_, layers_, kv_heads_, dim_;
+  std::vector<uint16_t> ring_k_, ring_v_;  // [slots][layers][kv_heads][cap][dim]
+  // The step: per token its slot, floor, position, and where its chunk starts (batch index and
+  // position); the rows of the layer being run, [tokens][kv_heads][dim].
+  int64_t num_tokens_ = 0;
+  std::vector<int32_t> slot_, floor_, pos_, chunk_token_, chunk_pos_;
+  std::vector<uint16_t> step_k_, step_v_;
+};
+
+}  // namespace kvs

@@ -1,0 +1,94 @@
+// RecentWindow (quant/recent_window.h): the floor and window rule, where a row is read from (this
+// step's rows or the ring), a chunk longer than the ring, and a fork's slot copy.
+#include "quant/recent_window.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "core/half.h"
+
+namespace kvs {
+namespace {
+
+constexpr uint32_t kHeads = 2, kDim = 4, kLayers = 3;
+
+// Row values that name their position, head and element, V negated (exact in f16).
+float value_of(int32_t pos, uint32_t head, uint32_t i, bool v) {
+  const float x = float(pos) + 0.25f * float(head) + 0.0625f * float(i);
+  return v ? -x : x;
+}
+
+// One step of one sequence: positions [first, first + n) in `slot`, rows of value_of.
+void step(RecentWindow& w, int32_t first, int32_t n, int32_t slot, int32_t floor) {
+  std::vector<int32_t> pos(n), slots(n, slot), floors(n, floor);
+  std::vector<float> k(size_t(n) * kHeads * kDim), v(k.size());
+  for (int32_t t = 0; t < n; ++t) {
+    pos[t] = first + t;
+    for (uint32_t h = 0; h < kHeads; ++h)
+      for (uint32_t i = 0; i < kDim; ++i) {
+        k[(size_t(t) * kHeads + h) * kDim + i] = value_of(first + t, h, i, false);
+        v[(size_t(t) * kHeads + h) * kDim + i] = value_of(first + t, h, i, true);
+      }
+  }
+  w.begin_step(n, pos.data(), slots.data(), floors.data());
+  w.store(k.data(), v.data());
+}
+
+void expect_row(const RecentWindow& w, int64_t t, uint32_t layer, int32_t pos) {
+  for (uint32_t h = 0; h < kHeads; ++h)
+    for (uint32_t i = 0; i < kDim; ++i) {
+      ASSERT_EQ(f16_to_f32(w.key(t, layer, h, pos)[i]), value_of(pos, h, i, false))
+          << "t " << t << " pos " << pos;
+      ASSERT_EQ(f16_to_f32(w.value(t, layer, h, pos)[i]), value_of(pos, h, i, true));
+    }
+}
+
+TEST(RecentWindowTest, FloorAndBytes) {
+  EXPECT_EQ(RecentWindow::floor_of(511, 128), 368u);  // (511 - 128) rounded down to 16
+  EXPECT_EQ(RecentWindow::floor_of(256, 128), 128u);
+  EXPECT_EQ(RecentWindow::floor_of(100, 128), 0u);
+  EXPECT_EQ(RecentWindow::floor_of(100, 0), 96u);
+  // slots x layers x kv heads x (W + 16) x dim x 2 B x 2.
+  EXPECT_EQ(RecentWindow::bytes(64, 128, 30, 3, 64), 64ull * 30 * 3 * 144 * 64 * 4);
+}
+
+TEST(RecentWindowTest, WindowStartsAtGroupMinusWindowAboveTheFloor) {
+  RecentWindow w(1, 32, kLayers, kHeads, kDim);
+  step(w, 0, 1, 0, 48);
+  EXPECT_EQ(w.first_position(0, 48), 48);   // q = 47 < floor: none
+  EXPECT_EQ(w.first_position(0, 49), 48);   // q = 48: group 48 - 32 = 16, floor 48
+  EXPECT_EQ(w.first_position(0, 100), 64);  // q = 99: group 96 - 32
+  EXPECT_EQ(w.first_position(0, 96), 48);   // q = 95: group 80 - 32 = 48
+  step(w, 0, 1, -1, 0);
+  EXPECT_EQ(w.first_position(0, 100), 100);  // no slot
+}
+
+TEST(RecentWindowTest, ChunksReadTheirOwnRowsAndTheRingBeforeThem) {
+  RecentWindow w(2, 32, kLayers, kHeads, kDim);
+  // Prefill 0..99 in chunks of 7, 50 and 43 (the last longer than the ring of 48), each
+  // committed to layer 1 after its rows were read.
+  int32_t at = 0;
+  for (int32_t n : {7, 50, 43}) {
+    step(w, at, n, 1, 0);
+    for (int32_t t = 0; t < n; ++t) {
+      const int32_t q = at + t;
+      for (int32_t p = w.first_position(t, q + 1); p <= q; ++p) expect_row(w, t, 1, p);
+    }
+    w.commit(1);
+    at += n;
+  }
+  // A decode step at 100 reads 64..99 from the ring, 100 from the step.
+  step(w, 100, 1, 1, 0);
+  EXPECT_EQ(w.first_position(0, 101), 64);
+  for (int32_t p = 64; p <= 100; ++p) expect_row(w, 0, 1, p);
+  w.commit(1);
+  // A fork: slot 0 goes on from slot 1's rows.
+  w.copy_slot(1, 0);
+  step(w, 101, 1, 0, 0);
+  for (int32_t p = w.first_position(0, 102); p <= 101; ++p) expect_row(w, 0, 1, p);
+}
+
+}  // namespace
+}  // namespace kvs
