@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/check.h"
+#include "quant/recent_window.h"
 
 namespace kvs {
 
@@ -10,15 +11,26 @@ int32_t attention_first_key(const PagedAttentionArgs& a, int64_t t) {
   return a.window == 0 ? 0 : std::max<int32_t>(0, a.context_len[t] - int32_t(a.window));
 }
 
+int32_t attention_recent_key(const PagedAttentionArgs& a, int64_t t) {
+  const int32_t n = a.context_len[t];
+  if (a.kv.recent == nullptr) return n;
+  return std::max(attention_first_key(a, t), a.kv.recent->first_position(t, n));
+}
+
+// The pool's keys of token t, [first, recent): segments of kAttentionSegment keys; then the window.
 int32_t attention_segments(const PagedAttentionArgs& a, int64_t t) {
-  const int32_t keys = a.context_len[t] - attention_first_key(a, t);
-  return std::max<int32_t>(1, (keys + kAttentionSegment - 1) / kAttentionSegment);
+  const int32_t recent = attention_recent_key(a, t);
+  const int32_t pool =
+      (recent - attention_first_key(a, t) + kAttentionSegment - 1) / kAttentionSegment;
+  return std::max<int32_t>(1, pool + (recent < a.context_len[t] ? 1 : 0));
 }
 
 KeyRange attention_segment_keys(const PagedAttentionArgs& a, int64_t t, int32_t seg) {
   const int32_t n = a.context_len[t];
-  const int32_t first = std::min(n, attention_first_key(a, t) + seg * kAttentionSegment);
-  return {first, std::min(n, first + kAttentionSegment)};
+  const int32_t recent = attention_recent_key(a, t);
+  const int32_t first = attention_first_key(a, t) + seg * kAttentionSegment;
+  if (first >= recent && recent < n) return {recent, n, true};
+  return {std::min(recent, first), std::min(recent, first + kAttentionSegment)};
 }
 
 namespace {
@@ -72,6 +84,7 @@ void plan_shared_segments(const PagedAttentionArgs& a, const std::vector<int64_t
       // Per-channel keys: a token reads its own 16-token group in f16 (quant/key_tails.h), so
       // its last segment, which holds that group, is read its own way and never shared.
       if (channel_keys && k.end == a.context_len[t]) continue;
+      if (k.recent) continue;  // the window is each sequence's own
       cand.push_back({hash_segment(a, t, k), t, s, k});
     }
   }

@@ -22,14 +22,19 @@ namespace kvs {
 
 constexpr int32_t kAttentionSegment = 256;
 
-// Keys [first, end) of one segment.
+// Keys [first, end) of one segment; `recent`: read in f16 from the recent-token window
+// (quant/recent_window.h), not from the pool.
 struct KeyRange {
   int32_t first = 0;
   int32_t end = 0;
+  bool recent = false;
 };
 
 // The first key token t sees: 0, or the start of its sliding window.
 int32_t attention_first_key(const PagedAttentionArgs& a, int64_t t);
+// The first key token t reads from the recent-token window (its context length when none): the
+// pool's keys end there and one last segment holds the window.
+int32_t attention_recent_key(const PagedAttentionArgs& a, int64_t t);
 // How many segments token t's keys are cut into (at least 1, even for an empty context).
 int32_t attention_segments(const PagedAttentionArgs& a, int64_t t);
 // The keys of token t's segment `seg`.

@@ -14,6 +14,7 @@
 #include "quant/key_tails.h"
 #include "quant/kv_channel_groups.h"
 #include "quant/kv_codecs.h"
+#include "quant/recent_window.h"
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/paged_attention.cpp"
@@ -25,8 +26,10 @@
 #include <hwy/contrib/math/math-inl.h>
 
 #include "kernels/kv_readers-inl.h"
-// After the readers: the score pass and the per-range arguments (RangeArgs, Partial).
+// After the readers: the score pass and the per-range arguments (RangeArgs, Partial), and the
+// softmax steps.
 #include "kernels/attention_key_scores-inl.h"
+#include "kernels/attention_softmax-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace kvs {
@@ -392,34 +395,6 @@ static void AccumulateValuesFor(KvDtype dtype, const RangeArgs& r, float* out, f
   }
 }
 
-// In place: x[i] = exp(x[i] - m); returns the sum.
-static float ExpSubAndSum(float* x, int32_t n, float m) {
-  const DF df;
-  const size_t L = hn::Lanes(df);
-  const VF vm = hn::Set(df, m);
-  VF sum = hn::Zero(df);
-  int32_t i = 0;
-  for (; i + static_cast<int32_t>(L) <= n; i += L) {
-    const VF e = hn::Exp(df, hn::Sub(hn::LoadU(df, x + i), vm));
-    hn::StoreU(e, df, x + i);
-    sum = hn::Add(sum, e);
-  }
-  float s = hn::GetLane(hn::SumOfLanes(df, sum));
-  for (; i < n; ++i) s += (x[i] = std::exp(x[i] - m));
-  return s;
-}
-
-static float MaxOf(const float* x, int32_t n) {
-  const DF df;
-  const size_t L = hn::Lanes(df);
-  VF m = hn::Set(df, -INFINITY);
-  int32_t i = 0;
-  for (; i + static_cast<int32_t>(L) <= n; i += L) m = hn::Max(m, hn::LoadU(df, x + i));
-  float r = hn::GetLane(hn::MaxOfLanes(df, m));
-  for (; i < n; ++i) r = std::max(r, x[i]);
-  return r;
-}
-
 // One range of keys for NG query heads -> Partial (acc zeroed here).
 template <int NG>
 static void AttendRange(const RangeArgs& r, const Partial& out, float* buf) {
@@ -540,6 +515,66 @@ static void AttendHeads(const PagedAttentionArgs& a, int64_t t, uint32_t kvh, Ke
     const Partial p{.acc = base + h0 * D, .m = base + n * D + h0, .l = base + n * (D + 1) + h0};
     AttendRangeAnyNG(ng, r, p, s.buf.data());
   }
+}
+
+// The recent-token window's keys k (quant/recent_window.h) for the `group` query heads of kv head
+// kvh of token t: f16 rows in the model's own space, so the queries are the unrotated ones. The
+// partial goes to `base` like AttendHeads', its value sum rotated when V is (so that the merge and
+// the output's rotation back treat every segment alike).
+static void AttendRecent(const PagedAttentionArgs& a, int64_t t, uint32_t kvh, KeyRange k,
+                         uint32_t group, bool v_rotated, float* base, Scratch& s) {
+  const RecentWindow& w = *a.kv.recent;
+  const uint32_t D = a.kv.head_dim;
+  const int32_t len = k.end - k.first;
+  const float* q = a.q + (static_cast<size_t>(t) * a.num_heads + size_t{kvh} * group) * D;
+  if (s.scores.size() < size_t{group} * len) s.scores.resize(size_t{group} * len);
+  float* sc = s.scores.data();
+  const DF df;
+  const size_t L = hn::Lanes(df);
+  const bool vec = D % L == 0;
+  for (int32_t j = 0; j < len; ++j) {
+    const uint8_t* kr = reinterpret_cast<const uint8_t*>(w.key(t, a.model_layer, kvh, k.first + j));
+    for (uint32_t g = 0; g < group; ++g) {
+      const float* qg = q + size_t{g} * D;
+      float d = 0;
+      if (vec) {
+        VF acc = hn::Zero(df);
+        for (uint32_t i = 0; i < D; i += L)
+          acc = hn::MulAdd(hn::LoadU(df, qg + i), ReadF16::Load(df, kr, i), acc);
+        d = hn::GetLane(hn::SumOfLanes(df, acc));
+      } else {
+        for (uint32_t i = 0; i < D; ++i)
+          d += qg[i] * f16_to_f32(reinterpret_cast<const uint16_t*>(kr)[i]);
+      }
+      sc[size_t{g} * len + j] = d * a.scale;
+    }
+  }
+  float* acc = base;
+  float* m = base + size_t{group} * D;
+  float* l = m + group;
+  std::memset(acc, 0, sizeof(float) * group * D);
+  for (uint32_t g = 0; g < group; ++g) {
+    m[g] = MaxOf(sc + size_t{g} * len, len);
+    l[g] = ExpSubAndSum(sc + size_t{g} * len, len, m[g]);
+  }
+  for (int32_t j = 0; j < len; ++j) {
+    const uint8_t* vr =
+        reinterpret_cast<const uint8_t*>(w.value(t, a.model_layer, kvh, k.first + j));
+    for (uint32_t g = 0; g < group; ++g) {
+      const float p = sc[size_t{g} * len + j];
+      float* o = acc + size_t{g} * D;
+      if (vec) {
+        const VF vp = hn::Set(df, p);
+        for (uint32_t i = 0; i < D; i += L)
+          hn::StoreU(hn::MulAdd(vp, ReadF16::Load(df, vr, i), hn::LoadU(df, o + i)), df, o + i);
+      } else {
+        for (uint32_t i = 0; i < D; ++i)
+          o[i] += p * f16_to_f32(reinterpret_cast<const uint16_t*>(vr)[i]);
+      }
+    }
+  }
+  if (v_rotated)
+    for (uint32_t g = 0; g < group; ++g) hadamard_inplace(acc + size_t{g} * D, D);
 }
 
 void PagedAttention(const PagedAttentionArgs& a, ThreadPool& pool) {
@@ -675,13 +710,15 @@ void PagedAttention(const PagedAttentionArgs& a, ThreadPool& pool) {
             base = s.part.data();
           }
           HeadRows rows = rows_of(t, kvh);
-          if (k_rotated) {  // H q for all heads of the group, once per item
+          if (k.recent) {
+            AttendRecent(a, t, kvh, k, group, v_rotated, base, s);
+          } else if (k_rotated) {  // H q for all heads of the group, once per item
             if (s.q.size() < size_t{group} * D) s.q.resize(size_t{group} * D);
             std::memcpy(s.q.data(), rows.q, sizeof(float) * group * D);
             for (uint32_t g = 0; g < group; ++g) hadamard_inplace(s.q.data() + g * D, D);
             rows.q = s.q.data();
           }
-          AttendHeads(a, t, kvh, k, rows, int8_dots, base, s);
+          if (!k.recent) AttendHeads(a, t, kvh, k, rows, int8_dots, base, s);
           if (ns == 1) {
             for (uint32_t g = 0; g < group; ++g) {
               float* o = a.out + (t * a.num_heads + kvh * group + g) * D;

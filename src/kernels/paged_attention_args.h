@@ -11,7 +11,9 @@ namespace kvs {
 
 struct PagedAttentionArgs {
   PagedKvLayout kv;
-  uint32_t layer = 0;
+  uint32_t layer = 0;  // within its layer group's blocks
+  // The model's layer index: the row of kv.recent (quant/recent_window.h) it reads, if any.
+  uint32_t model_layer = 0;
   int64_t num_tokens = 0;
   uint32_t num_heads = 0;  // query heads; num_heads % kv.kv_heads == 0 (grouped-query attention)
   float scale = 1.0f;      // usually 1/sqrt(head_dim)

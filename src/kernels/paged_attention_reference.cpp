@@ -11,6 +11,7 @@
 #include "kernels/paged_attention.h"
 #include "quant/key_tails.h"
 #include "quant/kv_codecs.h"
+#include "quant/recent_window.h"
 
 namespace kvs {
 
@@ -23,6 +24,11 @@ void paged_attention_reference(const PagedAttentionArgs& a) {
   for (int64_t t = 0; t < a.num_tokens; ++t) {
     const int32_t n = a.context_len[t];
     const int32_t j0 = a.window == 0 ? 0 : std::max<int32_t>(0, n - int32_t(a.window));
+    // The recent-token window (quant/recent_window.h): positions from jr on are read in f16.
+    const int32_t jr = kv.recent == nullptr ? n : std::max(j0, kv.recent->first_position(t, n));
+    auto f16_row = [&](const uint16_t* row, float* out) {
+      for (uint32_t i = 0; i < D; ++i) out[i] = f16_to_f32(row[i]);
+    };
     for (uint32_t h = 0; h < a.num_heads; ++h) {
       const uint32_t kvh = h / group;
       const float* q = a.q + (t * a.num_heads + h) * D;
@@ -36,7 +42,10 @@ void paged_attention_reference(const PagedAttentionArgs& a) {
         const uint32_t blk = a.block_table[t][j / kv.block_size];
         const uint8_t* kp = kv.k_head(blk, a.layer, kvh) + (j % kv.block_size) * kv.k_vector_bytes;
         double d = 0;
-        if (k_int8) {
+        if (j >= jr) {
+          f16_row(kv.recent->key(t, a.model_layer, kvh, j), k.data());
+          for (uint32_t i = 0; i < D; ++i) d += double(q[i]) * k[i];
+        } else if (k_int8) {
           int64_t isum = 0;
           for (uint32_t i = 0; i < D; ++i) isum += int64_t{q8[i]} * static_cast<int8_t>(kp[i]);
           d = double(isum) * dq * load_f16_scale(kp + D);
@@ -59,9 +68,13 @@ void paged_attention_reference(const PagedAttentionArgs& a) {
       std::vector<double> acc(D, 0.0);
       for (int32_t j = j0; j < n; ++j) {
         const uint32_t blk = a.block_table[t][j / kv.block_size];
-        kv_vector_to_f32(kv.v_dtype,
-                         kv.v_head(blk, a.layer, kvh) + (j % kv.block_size) * kv.v_vector_bytes, D,
-                         v.data(), 0);
+        if (j >= jr) {
+          f16_row(kv.recent->value(t, a.model_layer, kvh, j), v.data());
+        } else {
+          kv_vector_to_f32(kv.v_dtype,
+                           kv.v_head(blk, a.layer, kvh) + (j % kv.block_size) * kv.v_vector_bytes,
+                           D, v.data(), 0);
+        }
         for (uint32_t i = 0; i < D; ++i) acc[i] += sc[j - j0] / sum * v[i];
       }
       float* o = a.out + (t * a.num_heads + h) * D;
