@@ -32,7 +32,8 @@ KvCacheManager::KvCacheManager(const KvCacheConfig& config)
                                            pool_)),
       hash_fn_(&default_block_hash),
       tables_(config.block_size, config.group_windows),
-      block_group_(config.num_blocks, 0) {
+      block_group_(config.num_blocks, 0),
+      recent_(config.recent_window_slots) {
   KVS_CHECK_MSG(config.num_blocks > 0 && config.block_size > 0,
                 "KvCacheConfig needs num_blocks > 0 and block_size > 0");
   KVS_CHECK_MSG(!config.group_windows.empty() && config.group_windows.size() < 256,
@@ -193,6 +194,8 @@ Result<uint32_t> KvCacheManager::admit(SeqId seq, std::span<const int32_t> promp
                                        uint32_t chunk_budget, uint32_t max_cached_tokens) {
   if (prompt.empty()) return invalid_argument("admit: empty prompt");
   if (tables_.contains(seq)) return invalid_argument("admit: sequence already exists");
+  if (recent_.num_slots() > 0 && recent_.num_free() == 0)
+    return resource_exhausted("admit: every recent-window slot is held");
   const std::optional<TenantId> tenant = tenants_->find(cache_salt);
   Match m;
   lookup(prompt, tenant, &m, max_cached_tokens);
@@ -278,6 +281,7 @@ Result<uint32_t> KvCacheManager::admit(SeqId seq, std::span<const int32_t> promp
   tenants_->count_lookup(t, prompt.size(), cached, full);
   tenants_->add_sequence(t);
   tables_.insert(seq, std::move(s));
+  if (recent_.num_slots() > 0) (void)recent_.take(seq);  // checked free above
   if (config_.enable_prefix_caching) {
     register_in_flight(seq, prompt, m.hit_blocks, m.last_key);
   }
@@ -448,12 +452,15 @@ Status KvCacheManager::fork(SeqId parent, SeqId child) {
   if (p->num_committed != p->num_tokens()) {
     return invalid_argument("fork: parent has appended slots that are not committed");
   }
+  if (recent_.num_slots() > 0 && recent_.num_free() == 0)
+    return resource_exhausted("fork: every recent-window slot is held");
   SeqBlocks copy = *p;
   for (const BlockTable& table : copy.tables)
     for (BlockId b : table.blocks())
       if (b.is_valid()) pool_.add_ref(b);
   tenants_->add_sequence(copy.tenant);
   tables_.insert(child, std::move(copy));
+  KVS_CHECK(recent_.fork(parent, child));  // a slot is free (checked above)
   return Status::ok();
 }
 
@@ -463,6 +470,8 @@ Result<std::vector<BlockId>> KvCacheManager::admit_restored(SeqId seq,
                                                             uint32_t chunk) {
   if (tokens.empty()) return invalid_argument("admit_restored: no tokens");
   if (tables_.contains(seq)) return invalid_argument("admit_restored: sequence already exists");
+  if (recent_.num_slots() > 0 && recent_.num_free() == 0)
+    return resource_exhausted("admit_restored: every recent-window slot is held");
   const uint32_t bs = config_.block_size;
   const uint32_t n = static_cast<uint32_t>(tokens.size());
   // The restored blocks of every group, then the chunk's blocks beyond them.
@@ -501,6 +510,7 @@ Result<std::vector<BlockId>> KvCacheManager::admit_restored(SeqId seq,
   }
   tenants_->add_sequence(t);
   tables_.insert(seq, std::move(s));
+  if (recent_.num_slots() > 0) (void)recent_.take(seq);  // checked free above
   commit_tokens(seq, tokens);
   // The availability check above covered the chunk too (a fresh table needs no copy).
   const Status st = append_slots(seq, chunk, nullptr);
@@ -522,6 +532,7 @@ void KvCacheManager::free(SeqId seq) {
   }
   tenants_->remove_sequence(s.tenant);
   tables_.erase(seq);
+  recent_.release(seq);
 }
 
 uint32_t KvCacheManager::forget_idle_tenants(double now, double idle_seconds) {

@@ -54,6 +54,7 @@
 #include "kvcache/in_flight_blocks.h"
 #include "kvcache/kv_cache_groups.h"
 #include "kvcache/prefix_cache.h"
+#include "kvcache/recent_window_slots.h"
 #include "kvcache/sequence_block_tables.h"
 #include "kvcache/tenant_registry.h"
 #include "kvcache/tier_key.h"
@@ -98,6 +99,9 @@ struct KvCacheConfig {
   bool log_events = false;
   // The keys tier chains are rooted in (tier_key.h): from the server secret.
   TierSecrets tier_secrets;
+  // `--kv-recent-window` (quant/recent_window.h): slots of the recent-token window, one per
+  // sequence (recent_window_slots.h); 0 = no window.
+  uint32_t recent_window_slots = 0;
 };
 
 // Answer of a dry run (plan_admit); nothing changes.
@@ -293,6 +297,10 @@ class KvCacheManager {
   void build_step_inputs(std::span<const StepRow> rows, StepInputs* out) const {
     tables_.build_step_inputs(rows, out);
   }
+  // The sequence's recent-window slot (-1: none), and the slot copies that forks recorded since
+  // the last call (recent_window_slots.h), for the model runner to perform.
+  [[nodiscard]] int32_t recent_slot(SeqId seq) const { return recent_.slot_of(seq); }
+  [[nodiscard]] std::vector<RecentSlotCopy> take_recent_copies() { return recent_.take_copies(); }
   [[nodiscard]] uint32_t refcount(BlockId b) const { return pool_.refcount(b); }
   [[nodiscard]] BlockState block_state(BlockId b) const { return pool_.state(b); }
 
@@ -352,6 +360,7 @@ class KvCacheManager {
   // The lower tiers' view of the cache (config.tier_keys; else null). On the heap so that the
   // prefix cache's pointer to it survives moving the manager.
   std::unique_ptr<TierBridge> tiers_;
+  RecentWindowSlots recent_;
 };
 
 }  // namespace kvs

@@ -116,6 +116,10 @@ Status KvCacheManager::check_integrity() const {
     live.push_back(id);
   }
   KVS_RETURN_IF_ERROR(in_flight_.check_integrity(live));
+  if (!recent_.check_integrity()) return internal_error("recent-window slots: inconsistent");
+  for (SeqId id : live)
+    if (recent_.num_slots() > 0 && recent_.slot_of(id) < 0)
+      return internal_error("sequence " + std::to_string(id.value) + ": no recent-window slot");
   KVS_RETURN_IF_ERROR(tenants_->check_integrity(tenant_sequences));
   KVS_RETURN_IF_ERROR(pool_.check_integrity(refs));
   KVS_RETURN_IF_ERROR(cache_->check_integrity());

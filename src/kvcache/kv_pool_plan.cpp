@@ -7,6 +7,7 @@
 #include "core/byte_size.h"
 #include "quant/key_tails.h"
 #include "quant/kv_channel_groups.h"
+#include "quant/recent_window.h"
 
 namespace kvs {
 
@@ -35,10 +36,36 @@ Result<KvPoolPlan> plan_kv_layout(const KvModelShape& shape, uint32_t block_size
   return p;
 }
 
+Status check_recent_window(uint32_t tokens) {
+  if (tokens % kRecentWindowAlign != 0 || tokens > kMaxRecentWindow)
+    return invalid_argument("--kv-recent-window must be a multiple of " +
+                            std::to_string(kRecentWindowAlign) + " tokens up to " +
+                            std::to_string(kMaxRecentWindow) + ", got " + std::to_string(tokens));
+  return Status::ok();
+}
+
 Result<KvPoolPlan> plan_kv_pool(const KvModelShape& shape, uint64_t memory, uint32_t block_size,
-                                uint32_t max_num_seqs) {
+                                uint32_t max_num_seqs, uint32_t recent_window) {
   KVS_ASSIGN_OR_RETURN(KvPoolPlan p, plan_kv_layout(shape, block_size));
   p.max_num_seqs = max_num_seqs;
+  KVS_RETURN_IF_ERROR(check_recent_window(recent_window));
+  if (recent_window > 0) {
+    if (max_num_seqs == 0)
+      return invalid_argument("--kv-recent-window needs the number of sequences it holds");
+    const KvLayer& l0 = shape.layers.front();
+    p.recent_window = recent_window;
+    p.recent_window_slots = max_num_seqs;
+    p.recent_window_bytes =
+        RecentWindow::bytes(max_num_seqs, recent_window, static_cast<uint32_t>(shape.layers.size()),
+                            l0.kv_heads, l0.head_dim_k);
+    if (p.recent_window_bytes >= memory)
+      return invalid_argument(
+          "--kv-cache-memory " + format_bytes_binary(memory) +
+          " does not hold the recent-token window (" + format_thousands(p.recent_window_bytes) +
+          " B for " + std::to_string(max_num_seqs) + " sequences of " +
+          std::to_string(recent_window) + " + " + std::to_string(kRecentWindowAlign) + " tokens)");
+    memory -= p.recent_window_bytes;
+  }
   if (kv_dtype_per_channel(shape.k_dtype)) {
     if (block_size % kChannelGroupTokens != 0)
       return invalid_argument(
