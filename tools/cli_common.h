@@ -21,6 +21,7 @@ struct EngineFlags {
   int threads = 0;
   uint32_t max_num_batched_tokens = 512;
   uint32_t max_num_seqs = 64;
+  uint32_t kv_recent_window = 0;
   bool enable_prefix_caching = true;
   uint32_t max_model_len = 0;
   std::string kv_offload_memory = "0";
@@ -37,7 +38,8 @@ struct EngineFlags {
 };
 
 // Adds -m, --kv-cache-memory, --block-size, --kv-cache-dtype(-k/-v), -t, --max-num-batched-tokens,
-// --max-num-seqs, --[no-]enable-prefix-caching, --max-model-len, the --kv-offload-* tiers and the
+// --max-num-seqs, --kv-recent-window, --[no-]enable-prefix-caching, --max-model-len, the
+// --kv-offload-* tiers and the
 // --kv-remote-* tier (the flags other subcommands share too come from cli_common_flags.h).
 void add_engine_flags(CLI::App* cmd, EngineFlags* flags);
 

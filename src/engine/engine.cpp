@@ -53,8 +53,13 @@ class Engine::ModelBackend : public StepBackend {
     for (const ScheduledChunk& c : plan.chunks)
       rows_.push_back(
           {.seq = c.seq->id, .first_pos = c.seq->num_computed, .num_tokens = c.num_tokens});
-    e_.driver_->cache().build_step_inputs(rows_, &inputs_);
-    logits_ = e_.runner_->run(plan.chunks, inputs_);
+    KvCacheManager& cache = e_.driver_->cache();
+    cache.build_step_inputs(rows_, &inputs_);
+    recent_slots_.clear();
+    if (e_.kv_pool_.recent_window > 0)
+      for (const ScheduledChunk& c : plan.chunks)
+        recent_slots_.push_back(cache.recent_slot(c.seq->id));
+    logits_ = e_.runner_->run(plan.chunks, inputs_, recent_slots_, cache.take_recent_copies());
   }
   int32_t sample(size_t chunk, Sequence& s) override {
     const int32_t vocab = static_cast<int32_t>(e_.model_.spec().vocab_size);
@@ -92,6 +97,7 @@ class Engine::ModelBackend : public StepBackend {
 
   Engine& e_;
   std::vector<StepRow> rows_;
+  std::vector<int32_t> recent_slots_;
   StepInputs inputs_;
   StepLogits logits_;
 };
@@ -108,7 +114,10 @@ Result<std::unique_ptr<Engine>> Engine::create(TransformerModel& model,
   KVS_ASSIGN_OR_RETURN(
       KvPoolPlan pool,
       plan_kv_pool(spec.kv_model_shape(config.k_dtype, config.v_dtype), config.kv_cache_memory,
-                   config.block_size, config.max_num_seqs));
+                   config.block_size, config.max_num_seqs, config.recent_window));
+  if (config.recent_window > 0 && config.preemption_mode == PreemptionMode::kSwap)
+    return invalid_argument(
+        "--kv-recent-window needs --preemption-mode recompute: the window's rows are not swapped");
   if (config.offload.enabled()) KVS_RETURN_IF_ERROR(config.offload.validate());
   std::unique_ptr<Engine> e(new Engine(model, config, pool));
   if (config.secret) {
@@ -173,7 +182,8 @@ Result<std::unique_ptr<Engine>> Engine::create(TransformerModel& model,
                        .cache = cache,
                        .scheduler = {.max_num_batched_tokens = config.max_num_batched_tokens,
                                      .max_num_seqs = config.max_num_seqs,
-                                     .preemption_mode = config.preemption_mode},
+                                     .preemption_mode = config.preemption_mode,
+                                     .recent_window = config.recent_window},
                        .host_blocks = static_cast<uint32_t>(host_blocks),
                        .max_model_len = e->max_model_len_,
                        .vocab_size = spec.vocab_size,
@@ -190,7 +200,7 @@ Result<std::unique_ptr<Engine>> Engine::create(TransformerModel& model,
   e->transfers_ = std::make_unique<KvTransferExecutor>(
       *e->storage_, e->host_storage_.get(),
       e->offload_ != nullptr ? &e->offload_->stores() : nullptr);
-  e->runner_ = std::make_unique<ModelRunner>(model, *e->storage_, *e->threads_);
+  e->runner_ = std::make_unique<ModelRunner>(model, *e->storage_, *e->threads_, pool);
   if (e->offload_ != nullptr) e->driver_->scheduler().attach_tiers(&e->offload_->policy());
   e->backend_ = std::make_unique<ModelBackend>(*e);
   return e;
@@ -239,6 +249,7 @@ EngineSnapshot Engine::snapshot(bool with_fragmentation) const {
       (driver_->host_area().num_blocks() - s.offload.host_area_blocks) * kv_pool_.block_bytes;
   s.pool_bytes = kv_pool_.pool_bytes;
   s.key_tail_bytes = kv_pool_.key_tail_bytes;
+  s.recent_window_bytes = kv_pool_.recent_window_bytes;
   s.block_bytes = kv_pool_.block_bytes;
   s.weight_file_bytes = model_.weight_bytes();
   s.weight_resident_bytes = model_.resident_weight_bytes();

@@ -47,6 +47,9 @@ struct EngineConfig {
   bool enable_prefix_caching = true;
   uint32_t max_model_len = 0;  // 0 = the model's trained context length
   PreemptionMode preemption_mode = PreemptionMode::kRecompute;
+  // `--kv-recent-window`: each running sequence's newest tokens kept in f16 beside the pool
+  // (quant/recent_window.h); 0 = none. Needs recompute preemption.
+  uint32_t recent_window = 0;
   uint64_t swap_space = 0;         // host bytes for swapped-out KV blocks (swap mode)
   uint64_t model_fingerprint = 0;  // mixed into prefix-cache keys
   // Seed of the in-memory prefix-cache keys; unset = drawn at random when the engine is created,
@@ -79,8 +82,9 @@ struct EngineSnapshot {
   uint64_t preemptions_recompute = 0, preemptions_swap = 0;
   uint64_t swap_used_bytes = 0, swap_space_bytes = 0;
   uint64_t pool_bytes = 0, block_bytes = 0;
-  uint64_t key_tail_bytes = 0;  // per-channel K formats' f16 tails (kv_pool_plan.h)
-  KvOffloadStats offload;       // enabled == false when there are no tiers
+  uint64_t key_tail_bytes = 0;       // per-channel K formats' f16 tails (kv_pool_plan.h)
+  uint64_t recent_window_bytes = 0;  // the recent-token window's rings (kv_pool_plan.h)
+  KvOffloadStats offload;            // enabled == false when there are no tiers
   // The model's weights: as the file stores them, as they sit in memory (packed), and the load
   // time packing took (TransformerModel).
   uint64_t weight_file_bytes = 0, weight_resident_bytes = 0;

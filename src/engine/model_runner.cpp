@@ -4,7 +4,24 @@
 
 namespace kvs {
 
-StepLogits ModelRunner::run(std::span<const ScheduledChunk> chunks, const StepInputs& inputs) {
+ModelRunner::ModelRunner(TransformerModel& model, KvBlockStorage& storage, ThreadPool& threads,
+                         const KvPoolPlan& pool)
+    : model_(model), storage_(storage), threads_(threads) {
+  if (pool.recent_window > 0)
+    recent_ = std::make_unique<RecentWindow>(pool.recent_window_slots, pool.recent_window,
+                                             static_cast<uint32_t>(pool.shape.layers.size()),
+                                             pool.unit.kv_heads, pool.unit.head_dim_k);
+}
+
+StepLogits ModelRunner::run(std::span<const ScheduledChunk> chunks, const StepInputs& inputs,
+                            std::span<const int32_t> recent_slots,
+                            std::span<const RecentSlotCopy> recent_copies) {
+  if (recent_ != nullptr) {
+    KVS_CHECK(recent_slots.size() == chunks.size());
+    for (const RecentSlotCopy& c : recent_copies) recent_->copy_slot(c.src, c.dst);
+  }
+  recent_slot_.clear();
+  recent_floor_.clear();
   tokens_.clear();
   positions_.clear();
   context_len_.clear();
@@ -24,6 +41,11 @@ StepLogits ModelRunner::run(std::span<const ScheduledChunk> chunks, const StepIn
       positions_.push_back(static_cast<int32_t>(pos));
       context_len_.push_back(static_cast<int32_t>(pos + 1));
     }
+    if (recent_ != nullptr) {
+      recent_slot_.insert(recent_slot_.end(), n, recent_slots[c]);
+      recent_floor_.insert(recent_floor_.end(), n,
+                           static_cast<int32_t>(recent_window_floor(s, recent_->tokens())));
+    }
     row_begin_.push_back(static_cast<uint32_t>(logits_rows_.size()));
   }
   KVS_CHECK(inputs.num_tokens == tokens_.size());
@@ -40,9 +62,13 @@ StepLogits ModelRunner::run(std::span<const ScheduledChunk> chunks, const StepIn
                            .slot_mapping = inputs.slot_mapping.data(),
                            .context_len = context_len_.data(),
                            .block_table = tables_.data(),
+                           .recent_slot = recent_ != nullptr ? recent_slot_.data() : nullptr,
+                           .recent_floor = recent_ != nullptr ? recent_floor_.data() : nullptr,
                            .num_logits = static_cast<int64_t>(logits_rows_.size()),
                            .logits_rows = logits_rows_.data()};
-  model_.forward(batch, storage_.layout(), threads_, logits_.data());
+  PagedKvLayout kv = storage_.layout();
+  kv.recent = recent_.get();
+  model_.forward(batch, kv, threads_, logits_.data());
   return {.logits = logits_, .row_begin = row_begin_};
 }
 

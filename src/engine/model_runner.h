@@ -3,10 +3,12 @@
 // block tables, context lengths), flattens them into a ForwardBatch and returns the logits the
 // step needs: one row for a chunk that reaches the end of its sequence (the next token is
 // sampled from it), or one row per scored position of a prompt being scored (perplexity).
-// It moves no KV bytes other than the forward pass's own writes (transfers ran before).
+// It moves no KV bytes other than the forward pass's own writes (transfers ran before), and
+// owns the recent-token window's rows when the pool has one (quant/recent_window.h).
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -15,6 +17,7 @@
 #include "kvcache/kv_block_storage.h"
 #include "kvcache/kv_cache_manager.h"
 #include "model/transformer_model.h"
+#include "quant/recent_window.h"
 
 namespace kvs {
 
@@ -27,18 +30,25 @@ struct StepLogits {
 
 class ModelRunner {
  public:
-  ModelRunner(TransformerModel& model, KvBlockStorage& storage, ThreadPool& threads)
-      : model_(model), storage_(storage), threads_(threads) {}
+  // The pool's recent-token window (kv_pool_plan.h: recent_window, one ring per slot) is
+  // allocated here; none when the plan has no window.
+  ModelRunner(TransformerModel& model, KvBlockStorage& storage, ThreadPool& threads,
+              const KvPoolPlan& pool);
 
-  // `inputs` = KvCacheManager::build_step_inputs of the chunks' rows, in chunk order.
-  StepLogits run(std::span<const ScheduledChunk> chunks, const StepInputs& inputs);
+  // `inputs` = KvCacheManager::build_step_inputs of the chunks' rows, in chunk order;
+  // `recent_slots` their sequences' recent-window slots (KvCacheManager::recent_slot), empty
+  // without a window; `recent_copies` the forks' slot copies, done before the forward pass.
+  StepLogits run(std::span<const ScheduledChunk> chunks, const StepInputs& inputs,
+                 std::span<const int32_t> recent_slots = {},
+                 std::span<const RecentSlotCopy> recent_copies = {});
 
  private:
   TransformerModel& model_;
   KvBlockStorage& storage_;
   ThreadPool& threads_;
+  std::unique_ptr<RecentWindow> recent_;
   // Step arrays, reused across steps.
-  std::vector<int32_t> tokens_, positions_, context_len_, logits_rows_;
+  std::vector<int32_t> tokens_, positions_, context_len_, logits_rows_, recent_slot_, recent_floor_;
   std::vector<const uint32_t*> tables_;
   std::vector<uint32_t> row_begin_;
   std::vector<float> logits_;

@@ -137,11 +137,13 @@ std::optional<uint32_t> Scheduler::admit_swapped(Sequence* s, uint32_t budget, S
 }
 
 Scheduler::TierImport Scheduler::import_from_tiers(Sequence* s, const AdmitPlan& ap,
-                                                   uint32_t budget, StepPlan& plan) {
+                                                   uint32_t max_cached, uint32_t budget,
+                                                   StepPlan& plan) {
   const uint32_t bs = cache_.block_size();
-  // Whole blocks before the last prompt token (always recomputed, for its logits).
-  const uint32_t max_blocks = static_cast<uint32_t>(
-      std::min<uint64_t>(s->tokens.size() - 1, s->score_from.value_or(UINT32_MAX)) / bs);
+  // Whole blocks before the last prompt token (always recomputed, for its logits) and within
+  // what the sequence may reuse.
+  const uint32_t max_blocks =
+      static_cast<uint32_t>(std::min<uint64_t>(s->tokens.size() - 1, max_cached) / bs);
   const uint32_t first = ap.cached_blocks;
   if (first >= max_blocks) return TierImport::kNone;
   const std::vector<TierBlockMeta> chain = cache_.tier_chain(s->tokens, s->cache_salt, max_blocks);
@@ -230,21 +232,25 @@ StepPlan Scheduler::schedule() {
   // (then it is a prefix hit, not a second private copy); later ones may pass it meanwhile.
   for (size_t w = 0; w < waiting_.size() && budget > 0 && running_.size() < config_.max_num_seqs;) {
     Sequence* s = waiting_[w];
+    // A request of n samples becomes n running sequences once its prompt is in: it is admitted
+    // only when all n fit the cap (each may hold a recent-window slot).
+    if (running_.size() + 1 + s->pending_forks > config_.max_num_seqs) break;
     uint32_t n = 0;
     if (s->swapped) {
       const std::optional<uint32_t> admitted = admit_swapped(s, budget, plan);
       if (!admitted) break;
       n = *admitted;
     } else {
-      // A scored prompt reuses at most the positions before the ones it scores.
-      const uint32_t max_cached = s->score_from.value_or(UINT32_MAX);
+      // A scored prompt reuses at most the positions before the ones it scores; with a recent
+      // window, at most its window floor.
+      const uint32_t max_cached = max_cached_tokens(*s, config_.recent_window);
       AdmitPlan ap = cache_.plan_admit(s->tokens, s->cache_salt, max_cached);
       if (ap.prefix_in_flight) {
         ++w;
         continue;
       }
       if (tiers_ != nullptr) {
-        const TierImport got = import_from_tiers(s, ap, budget, plan);
+        const TierImport got = import_from_tiers(s, ap, max_cached, budget, plan);
         if (got == TierImport::kLoading) {
           if (s->tier_wait_start == Clock::time_point{}) s->tier_wait_start = Clock::now();
           ++num_loading_;

@@ -59,6 +59,9 @@ struct SchedulerConfig {
   uint32_t max_num_batched_tokens = 512;
   uint32_t max_num_seqs = 64;
   PreemptionMode preemption_mode = PreemptionMode::kRecompute;
+  // `--kv-recent-window` tokens (quant/recent_window.h): prefix hits stop at each sequence's
+  // window floor, and a preempted sequence is recomputed (its window is not swapped).
+  uint32_t recent_window = 0;
   // How long a sequence waits for its disk or remote tier reads before it takes what is ready
   // and recomputes the rest (bounds the wait when a device or Redis is slow or hung).
   double max_tier_wait_seconds = 2.0;
@@ -140,7 +143,8 @@ class Scheduler {
   // Continues s's cached prefix down the tiers: imports the hits into the cache and queues their
   // loads. kLoading: the prefix continues in disk extents being read; s waits ("loading").
   enum class TierImport : uint8_t { kNone, kImported, kLoading };
-  TierImport import_from_tiers(Sequence* s, const AdmitPlan& ap, uint32_t budget, StepPlan& plan);
+  TierImport import_from_tiers(Sequence* s, const AdmitPlan& ap, uint32_t max_cached,
+                               uint32_t budget, StepPlan& plan);
 
   SchedulerConfig config_;
   KvCacheManager& cache_;

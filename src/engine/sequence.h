@@ -13,6 +13,7 @@
 #include "engine/sampler.h"
 #include "engine/token_logprobs.h"
 #include "kvcache/kv_cache_manager.h"
+#include "quant/recent_window.h"
 
 namespace kvs {
 
@@ -102,6 +103,18 @@ struct Sequence {
   }
   uint32_t num_preemptions = 0;
 };
+
+// How many leading tokens of `s` the prefix cache may hand over: at most those before its scored
+// positions, and with a recent-token window of `window` tokens at most its window floor
+// (quant/recent_window.h), so that everything its windows read is computed by the sequence
+// itself. The cache manager further keeps the last token (admit).
+[[nodiscard]] inline uint32_t recent_window_floor(const Sequence& s, uint32_t window) {
+  return RecentWindow::floor_of(s.score_from.value_or(s.prompt_len - 1), window);
+}
+[[nodiscard]] inline uint32_t max_cached_tokens(const Sequence& s, uint32_t window) {
+  const uint32_t cap = s.score_from.value_or(UINT32_MAX);
+  return window == 0 ? cap : std::min(cap, recent_window_floor(s, window));
+}
 
 // The positions of a chunk [start, start + n) of `s` whose logits the step needs:
 // [first, first + count): the last position of a chunk that reaches the end of `s` (its next

@@ -21,7 +21,8 @@ KvCacheConfig pool_cache_config(const KvPoolPlan& pool, bool enable_prefix_cachi
                        .model_fingerprint = model_fingerprint,
                        .hash_seed = hash_seed,
                        .k_dtype = pool.unit.k_dtype,
-                       .v_dtype = pool.unit.v_dtype};
+                       .v_dtype = pool.unit.v_dtype,
+                       .recent_window_slots = pool.recent_window_slots};
 }
 
 Result<uint32_t> swap_host_blocks(PreemptionMode mode, uint64_t swap_space, uint64_t block_bytes) {
@@ -56,6 +57,10 @@ Result<SeqId> StepDriver::add(SequenceRequest req) {
   if (req.n < 1 || req.n > kMaxSamplesPerRequest)
     return invalid_argument("n must be between 1 and " + std::to_string(kMaxSamplesPerRequest) +
                             ", got " + std::to_string(req.n));
+  if (req.n > config_.scheduler.max_num_seqs)
+    return invalid_argument("n (" + std::to_string(req.n) + ") exceeds --max-num-seqs (" +
+                            std::to_string(config_.scheduler.max_num_seqs) +
+                            "): every sample is a running sequence");
   const uint64_t total = req.prompt.size() + uint64_t{req.max_tokens};
   const uint32_t max_len = config_.max_model_len;
   if (req.prompt.size() > max_len)

@@ -19,6 +19,10 @@ struct ForwardBatch {
   const int32_t* context_len = nullptr;   // [num_tokens] positions it attends to (= position + 1)
   // [num_groups][num_tokens] its sequence's block table in that group.
   const uint32_t* const* block_table = nullptr;
+  // The recent-token window (quant/recent_window.h), when the pool has one: per token its
+  // sequence's window slot and floor.
+  const int32_t* recent_slot = nullptr;
+  const int32_t* recent_floor = nullptr;
   // Which tokens produce logits (indices into the batch, any order); logits row i belongs to
   // logits_rows[i].
   int64_t num_logits = 0;

@@ -15,6 +15,7 @@
 #include "kernels/rms_norm.h"
 #include "kernels/rope.h"
 #include "model/gguf_file.h"
+#include "quant/recent_window.h"
 
 namespace kvs {
 namespace {
@@ -222,6 +223,13 @@ void TransformerModel::forward(const ForwardBatch& b, const PagedKvLayout& kv, T
                           .q = ws_.q.data(),
                           .out = ws_.att.data(),
                           .context_len = b.context_len};
+  // The recent-token window (quant/recent_window.h): the step's tokens, then per layer its new
+  // K and V before attention and into the rings after it.
+  RecentWindow* recent = kv.recent;
+  if (recent != nullptr) {
+    KVS_CHECK(b.recent_slot != nullptr && b.recent_floor != nullptr);
+    recent->begin_step(T, b.positions, b.recent_slot, b.recent_floor);
+  }
   for (uint32_t l = 0; l < spec_.n_layers; ++l) {
     const LayerWeights& w = layers_[l];
     const KvLayerSlot slot = groups_.layer_slots[l];
@@ -241,10 +249,13 @@ void TransformerModel::forward(const ForwardBatch& b, const PagedKvLayout& kv, T
                           .mode = arch_.rope_mode};
     rope_inplace_qk(ws_.q.data(), H, ws_.k.data(), KVH, T, b.positions, rope);
     write_kv(kv, slot.index, T, b.slot_mapping + slot.group * T, ws_.k.data(), ws_.v.data());
+    if (recent != nullptr) recent->store(ws_.k.data(), ws_.v.data());
     attn.layer = slot.index;
+    attn.model_layer = l;
     attn.window = la.window;
     attn.block_table = b.block_table + slot.group * T;
     paged_attention(attn, pool);
+    if (recent != nullptr) recent->commit(l);
     mm(w.wo, ws_.att.data(), T, ws_.tmp.data(), pool);
     if (arch_.post_norms)
       rms_norm_rows(ws_.tmp.data(), w.post_attn_norm, T, E, spec_.norm_eps, ws_.tmp.data());

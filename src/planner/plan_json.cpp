@@ -142,7 +142,10 @@ std::string render_plan_json(const PlanOutcome& out) {
                         {"num_tokens", out.engine_pool->num_tokens},
                         {"pool_bytes", out.engine_pool->pool_bytes},
                         {"key_tail_slots", out.engine_pool->key_tail_slots},
-                        {"key_tail_bytes", out.engine_pool->key_tail_bytes}};
+                        {"key_tail_bytes", out.engine_pool->key_tail_bytes},
+                        {"recent_window", out.engine_pool->recent_window},
+                        {"recent_window_slots", out.engine_pool->recent_window_slots},
+                        {"recent_window_bytes", out.engine_pool->recent_window_bytes}};
   if (out.engine_sequence) {
     const KvSequenceFootprint& q = *out.engine_sequence;
     j["engine_sequence"] = {{"tokens", q.tokens},

@@ -346,10 +346,14 @@ std::string render_plan_report(const PlanOutcome& out) {
       << "  bytes/token " << e.formula << "\n"
       << "  block " << out.request.workload.block_size
       << " tokens = " << format_thousands(e.block_bytes) << " B; blocks = floor(";
-    if (e.key_tail_slots > 0 || e.key_tail_bytes > 0) {
-      // Per-channel keys: the partly filled groups' f16 keys first (kv_pool_plan.h).
-      o << "(" << format_thousands(out.request.kv_cache_memory->bytes) << " - "
-        << format_thousands(e.key_tail_bytes) << " key tails)";
+    if (e.key_tail_bytes > 0 || e.recent_window_bytes > 0) {
+      // The per-sequence f16 rows first (kv_pool_plan.h): per-channel keys' partly filled
+      // groups, the recent-token window.
+      o << "(" << format_thousands(out.request.kv_cache_memory->bytes);
+      if (e.key_tail_bytes > 0) o << " - " << format_thousands(e.key_tail_bytes) << " key tails";
+      if (e.recent_window_bytes > 0)
+        o << " - " << format_thousands(e.recent_window_bytes) << " recent window";
+      o << ")";
     } else {
       o << format_thousands(out.request.kv_cache_memory->bytes);
     }
@@ -363,6 +367,12 @@ std::string render_plan_report(const PlanOutcome& out) {
         << e.unit.head_dim_k << " x 2 B = " << format_thousands(e.key_tail_bytes)
         << " B: the f16 keys of each "
         << "sequence's partly filled 16-token group\n";
+    if (e.recent_window_bytes > 0)
+      o << "  recent window " << e.recent_window_slots << " (--max-num-seqs) x "
+        << e.shape.layers.size() << " layers x " << e.unit.kv_heads << " kv heads x ("
+        << e.recent_window << " + 16) x " << e.unit.head_dim_k
+        << " x 2 B x 2 (K, V) = " << format_thousands(e.recent_window_bytes)
+        << " B: each sequence's newest tokens in f16\n";
   }
   if (out.engine_sequence) engine_sequence_section(o, out);
   return o.str();

@@ -45,6 +45,9 @@ struct PlanRequest {
   // The engine's --max-num-seqs: per-channel K formats hold one f16 key tail per sequence
   // (kv_pool_plan.h), taken from --kv-cache-memory before the blocks.
   uint32_t engine_max_num_seqs = 64;
+  // The engine's --kv-recent-window (quant/recent_window.h): its f16 rings, one per sequence,
+  // are taken from --kv-cache-memory before the blocks too.
+  uint32_t engine_recent_window = 0;
 };
 
 struct PlanOutcome {

@@ -13,17 +13,19 @@ uint64_t blocks_for(const KvPoolPlan& pool, uint64_t tokens, uint32_t prefill_ch
   return sequence_footprint(pool, tokens, prefill_chunk).blocks;
 }
 
-CapacityLever lever_for(const KvFormatLever& f, const KvModelShape& shape, uint32_t max_num_seqs,
-                        const CapacityLine& base) {
+// The pool in lever f's formats, keeping the engine's --max-num-seqs and recent-token window
+// (whose f16 rows come out of the same budget).
+CapacityLever lever_for(const KvFormatLever& f, const KvPoolPlan& pool, const CapacityLine& base) {
   CapacityLever l{.name = f.name,
                   .change = f.k_dtype == f.v_dtype
                                 ? std::string("--kv-cache-dtype ") + kv_dtype_name(f.k_dtype)
                                 : std::string("--kv-cache-dtype-k ") + kv_dtype_name(f.k_dtype) +
                                       " --kv-cache-dtype-v " + kv_dtype_name(f.v_dtype)};
-  KvModelShape s = shape;
+  KvModelShape s = pool.shape;
   s.k_dtype = f.k_dtype;
   s.v_dtype = f.v_dtype;
-  const Result<KvPoolPlan> p = plan_kv_pool(s, base.kv_cache_memory, base.block_size, max_num_seqs);
+  const Result<KvPoolPlan> p =
+      plan_kv_pool(s, base.kv_cache_memory, base.block_size, pool.max_num_seqs, pool.recent_window);
   if (!p.is_ok()) {
     l.applicable = false;
     l.why_not = p.status().message();
@@ -61,7 +63,7 @@ CapacityLine capacity_line(const KvPoolPlan& pool, uint64_t kv_cache_memory, uin
   // same).
   for (const KvFormatLever& f : kv_format_levers(shape.k_dtype, shape.v_dtype)) {
     if (f.why_not.empty())
-      c.levers.push_back(lever_for(f, shape, pool.max_num_seqs, c));
+      c.levers.push_back(lever_for(f, pool, c));
     else
       c.levers.push_back({.name = f.name, .applicable = false, .why_not = f.why_not});
   }

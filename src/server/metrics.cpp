@@ -310,6 +310,10 @@ std::string ServerMetrics::render(const MetricsSnapshot& snap) const {
          "Bytes of the f16 keys of partly filled 16-token groups (per-channel K formats; 0 "
          "otherwise), taken from the KV memory budget before the pool.",
          s.key_tail_bytes);
+  metric(&o, "kvserve_kv_recent_window_bytes", "gauge",
+         "Bytes of the recent-token window (--kv-recent-window: each running sequence's newest "
+         "tokens in f16, K and V; 0 without one), taken from the KV memory budget before the pool.",
+         s.recent_window_bytes);
   metric(&o, "kvserve_kv_block_bytes", "gauge", "Bytes of one KV block.", s.block_bytes);
   header(&o, "kvserve_model_weight_bytes", "gauge",
          "Bytes of the model's weights: as the file stores them, and resident in memory (packed "

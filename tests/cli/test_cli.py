@@ -98,6 +98,33 @@ class Generate(unittest.TestCase):
             timeout=300)
         self.assertEqual(json.loads(none.stdout)["weights_pack_seconds"], 0)
 
+    def test_recent_window_pool_is_the_planners_to_the_byte(self):
+        # --kv-recent-window keeps each sequence's newest tokens in f16 beside the pool: rings
+        # for --max-num-seqs sequences come out of the budget first, in the engine and the plan.
+        flags = ["--kv-cache-dtype-k", "int2_chan", "--kv-cache-dtype-v", "int2_had",
+                 "--kv-cache-memory", "96MiB", "--max-num-seqs", "8", "--kv-recent-window", "64"]
+        gen = json.loads(run("generate", "-p", "The sea", "-n", "20", "--ignore-eos", "--json",
+                             *flags).stdout)
+        plan = json.loads(run("plan", MODEL, "--context", "2048", "--json", *flags).stdout)
+        pool = plan["engine_pool"]
+        self.assertEqual(gen["kv_recent_window"], 64)
+        self.assertEqual(gen["kv_recent_window_bytes"], 8 * 30 * 3 * (64 + 16) * 64 * 2 * 2)
+        self.assertEqual(pool["recent_window_bytes"], gen["kv_recent_window_bytes"])
+        self.assertEqual(pool["num_blocks"], gen["kv_pool_blocks"])
+        self.assertEqual(pool["num_blocks"],
+                         (96 * 2**20 - gen["kv_key_tail_bytes"] - gen["kv_recent_window_bytes"])
+                         // (16 * gen["kv_bytes_per_token"]))
+        text = run("plan", MODEL, "--context", "2048", *flags).stdout
+        self.assertIn("recent window 8 (--max-num-seqs) x 30 layers", text)
+        # Windows the engine cannot keep exact: one clear line each.
+        for bad, says in ((["--kv-recent-window", "24"], "multiple of 16"),
+                          (["--kv-recent-window", "64", "--kv-cache-memory", "8MiB"],
+                           "does not hold the recent-token window")):
+            r = run("generate", "-p", "Hi", "-n", "1", *bad, check=False)
+            self.assertNotEqual(r.returncode, 0)
+            self.assertIn(says, r.stderr)
+            self.assertNotIn("internal error", r.stderr)
+
     def test_per_channel_keys_pool_is_the_planners_to_the_byte(self):
         # Per-channel keys take one f16 key tail per sequence (--max-num-seqs) from the budget
         # before the blocks; the planner sizes the same pool.

@@ -67,6 +67,23 @@ TEST(CapacityLevers, PerChannelLeversCountTheKeyTailsOfThePoolsSequences) {
   EXPECT_TRUE(ct.levers[2].applicable);
 }
 
+// With a recent-token window, every lever keeps it: its f16 rows for the pool's sequences come
+// out of the same memory in the lever's pool too.
+TEST(CapacityLevers, LeversKeepTheRecentWindow) {
+  const uint64_t memory = uint64_t{256} << 20;
+  const KvPoolPlan pool = *plan_kv_pool(shape(KvDtype::kF16, KvDtype::kF16), memory, 16, 8, 64);
+  ASSERT_GT(pool.recent_window_bytes, 0u);
+  const CapacityLine c = capacity_line(pool, memory, 1024);
+  const CapacityLever& two = c.levers[4];
+  ASSERT_TRUE(two.applicable) << two.why_not;
+  const KvPoolPlan want =
+      *plan_kv_pool(shape(KvDtype::kInt2Chan, KvDtype::kInt2Had), memory, 16, 8, 64);
+  EXPECT_EQ(want.recent_window_bytes, pool.recent_window_bytes);
+  EXPECT_EQ(two.num_blocks, want.num_blocks);
+  EXPECT_LT(two.num_blocks,
+            plan_kv_pool(shape(KvDtype::kInt2Chan, KvDtype::kInt2Had), memory, 16, 8)->num_blocks);
+}
+
 TEST(CapacityLevers, SameLeversAndReasonsAsThePlan) {
   const uint64_t memory = uint64_t{64} << 20;
   for (KvDtype k : {KvDtype::kF16, KvDtype::kBF16, KvDtype::kFp8E4M3, KvDtype::kFp8E5M2,

@@ -1,0 +1,206 @@
+// The recent-token window (`--kv-recent-window`, quant/recent_window.h) through the engine on the
+// real default model: what a sequence reads in f16 depends on its own tokens only, so greedy
+// output does not change with the prefill chunk, prefix hits (capped at the window floor),
+// preemption under a tight pool, or forked samples; the window changes what the model computes
+// (it is read); its bytes are the plan's; and what cannot keep it exact is refused.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/engine.h"
+#include "engine/engine_test_util.h"
+#include "kvcache/kv_pool_plan.h"
+#include "model/loaded_model.h"
+#include "model/model_paths.h"
+#include "quant/recent_window.h"
+
+namespace kvs {
+namespace {
+
+using test::run_all;
+
+constexpr uint32_t kWindow = 32;
+
+struct Formats {
+  KvDtype k, v;
+};
+
+class EngineRecentWindowTest : public ::testing::TestWithParam<Formats> {
+ protected:
+  std::unique_ptr<Engine> make(LoadedModel& m, EngineConfig c) {
+    c.k_dtype = GetParam().k;
+    c.v_dtype = GetParam().v;
+    c.model_fingerprint = m.fingerprint;
+    c.eog_ids = m.eog_ids;
+    c.threads = 2;
+    auto e = Engine::create(*m.model, c);
+    EXPECT_TRUE(e.is_ok()) << e.status().to_string();
+    return std::move(e).value();
+  }
+};
+
+std::vector<int32_t> long_prompt(LoadedModel& m) {
+  std::string p = "<|im_start|>system\nYou are a careful assistant. ";
+  for (int i = 0; i < 8; ++i)
+    p += "Always answer briefly and cite the rule number " + std::to_string(i) + ". ";
+  p += "<|im_end|>\n<|im_start|>user\nWhat is two plus two?<|im_end|>\n<|im_start|>assistant\n";
+  return m.tokenizer->encode(p, true, true);
+}
+
+TEST_P(EngineRecentWindowTest, ChunksAndPrefixHitsKeepOutput) {
+  REQUIRE_MODEL();
+  const auto p = long_prompt(*model);
+  auto whole = make(
+      *model,
+      {.kv_cache_memory = 256ull << 20, .enable_prefix_caching = false, .recent_window = kWindow});
+  const auto expect = run_all(*whole, {p}, 24)[0];
+  // Chunks of 16 and 48 tokens: every chunk reads the rows before it from the rings.
+  for (uint32_t chunk : {16u, 48u}) {
+    auto chunked = make(*model, {.kv_cache_memory = 256ull << 20,
+                                 .max_num_batched_tokens = chunk,
+                                 .enable_prefix_caching = false,
+                                 .recent_window = kWindow});
+    EXPECT_EQ(run_all(*chunked, {p}, 24)[0], expect) << "chunk " << chunk;
+  }
+  // The second run hits the cache up to the window floor only, and says the same.
+  auto on = make(*model, {.kv_cache_memory = 256ull << 20, .recent_window = kWindow});
+  std::vector<uint32_t> cached;
+  EXPECT_EQ(run_all(*on, {p}, 24, &cached)[0], expect);
+  EXPECT_EQ(run_all(*on, {p}, 24, &cached)[0], expect);
+  ASSERT_EQ(cached.size(), 2u);
+  EXPECT_EQ(cached[0], 0u);
+  EXPECT_EQ(cached[1], RecentWindow::floor_of(uint32_t(p.size()) - 1, kWindow));
+  EXPECT_GT(cached[1], 0u);
+}
+
+TEST_P(EngineRecentWindowTest, ParallelAndPreemptedSequencesKeepOutput) {
+  REQUIRE_MODEL();
+  std::vector<std::vector<int32_t>> prompts;
+  for (const char* t : {"The capital of France is", "def fibonacci(n):\n    ",
+                        "Once upon a time, in a small village by the sea, there lived"})
+    for (int r = 0; r < 2; ++r) prompts.push_back(model->tokenizer->encode(t, true, true));
+  std::vector<std::vector<int32_t>> expect;
+  {
+    auto e = make(*model, {.kv_cache_memory = 256ull << 20,
+                           .enable_prefix_caching = false,
+                           .recent_window = kWindow});
+    for (const auto& p : prompts) expect.push_back(run_all(*e, {p}, 40)[0]);
+  }
+  // All at once in a pool of 6 blocks: sequences are preempted and recomputed (their slots
+  // freed and taken again), identical prompts share cached blocks below their floors.
+  const auto [k, v] = GetParam();
+  const KvPoolPlan plan = *plan_kv_pool(model->spec.kv_model_shape(k, v), uint64_t{1} << 30, 16,
+                                        EngineConfig{}.max_num_seqs, kWindow);
+  auto tight = make(*model, {.kv_cache_memory = 6 * plan.block_bytes + plan.key_tail_bytes +
+                                                plan.recent_window_bytes,
+                             .recent_window = kWindow});
+  ASSERT_EQ(tight->kv_pool().num_blocks, 6u);
+  EXPECT_EQ(run_all(*tight, prompts, 40), expect);
+  EXPECT_GT(tight->num_preemptions(), 0u);
+  EXPECT_TRUE(tight->check_integrity().is_ok());
+}
+
+TEST_P(EngineRecentWindowTest, ForkedSamplesMatchOneSample) {
+  REQUIRE_MODEL();
+  const auto prompt = model->tokenizer->encode("Once upon a time, in a small village", true, true);
+  auto one = make(*model, {.kv_cache_memory = 256ull << 20, .recent_window = kWindow});
+  const auto expect = run_all(*one, {prompt}, 40)[0];
+  auto e = make(*model, {.kv_cache_memory = 256ull << 20, .recent_window = kWindow});
+  auto id = e->add_request({.prompt = prompt, .max_tokens = 40, .ignore_eos = true, .n = 3});
+  ASSERT_TRUE(id.is_ok()) << id.status().to_string();
+  std::map<uint32_t, std::vector<int32_t>> samples;
+  while (e->has_unfinished())
+    for (const StepOutput& o : e->step()) samples[o.index].push_back(o.token);
+  ASSERT_EQ(samples.size(), 3u);
+  for (const auto& [index, tokens] : samples) EXPECT_EQ(tokens, expect) << "sample " << index;
+}
+
+// The prompt's score (perplexity) under a quantized pool, with a window of `window` tokens.
+double score(LoadedModel& m, KvDtype k, KvDtype v, uint32_t window) {
+  EngineConfig c{
+      .kv_cache_memory = 256ull << 20, .k_dtype = k, .v_dtype = v, .threads = 2, .max_num_seqs = 4};
+  c.recent_window = window;
+  auto e = Engine::create(*m.model, c);
+  EXPECT_TRUE(e.is_ok()) << e.status().to_string();
+  auto id = (*e)->add_request({.prompt = long_prompt(m), .max_tokens = 0, .score_from = 48});
+  EXPECT_TRUE(id.is_ok());
+  while ((*e)->has_unfinished()) (void)(*e)->step();
+  const Sequence& s = (*e)->sequence(*id);
+  EXPECT_GT(s.prompt_scored, 0u);
+  return s.prompt_nll / s.prompt_scored;
+}
+
+// A window over the whole prompt (its floor is 0, its size beyond the prompt) leaves nothing to
+// read from the pool: every pool format scores the same, to the bit (formats whose V is not
+// rotated, so that the window's sums are the very same operations).
+TEST(EngineRecentWindowScoreTest, WholeWindowScoresAlikeInEveryFormat) {
+  REQUIRE_MODEL();
+  ASSERT_LT(long_prompt(*model).size(), 256u);
+  const double f16 = score(*model, KvDtype::kF16, KvDtype::kF16, 256);
+  EXPECT_EQ(score(*model, KvDtype::kInt2Chan, KvDtype::kInt8, 256), f16);
+  EXPECT_EQ(score(*model, KvDtype::kInt4Had, KvDtype::kQ8_0, 256), f16);
+  EXPECT_NE(score(*model, KvDtype::kInt2Chan, KvDtype::kInt8, 0), f16);
+}
+
+// A window is read (the score moves) and counted (the pool is the plan's, to the byte).
+TEST_P(EngineRecentWindowTest, WindowIsReadAndCounted) {
+  REQUIRE_MODEL();
+  const auto [k, v] = GetParam();
+  EXPECT_NE(score(*model, k, v, kWindow), score(*model, k, v, 0));
+  // The engine's pool is the plan's: rings for max_num_seqs sequences before the blocks.
+  auto e = make(*model, {.kv_cache_memory = 256ull << 20, .recent_window = kWindow});
+  const KvPoolPlan plan = *plan_kv_pool(model->spec.kv_model_shape(k, v), 256ull << 20, 16,
+                                        EngineConfig{}.max_num_seqs, kWindow);
+  EXPECT_EQ(e->kv_pool().recent_window_bytes, plan.recent_window_bytes);
+  EXPECT_EQ(e->kv_pool().num_blocks, plan.num_blocks);
+  const auto& spec = model->spec;
+  EXPECT_EQ(plan.recent_window_bytes, uint64_t{EngineConfig{}.max_num_seqs} * spec.n_layers *
+                                          spec.n_kv_heads * (kWindow + 16) * spec.head_dim * 4);
+  EXPECT_EQ(plan.num_blocks,
+            ((256ull << 20) - plan.key_tail_bytes - plan.recent_window_bytes) / plan.block_bytes);
+  EXPECT_EQ(e->snapshot().recent_window_bytes, plan.recent_window_bytes);
+}
+
+INSTANTIATE_TEST_SUITE_P(Formats, EngineRecentWindowTest,
+                         ::testing::Values(Formats{KvDtype::kInt4Had, KvDtype::kInt4Had},
+                                           Formats{KvDtype::kInt3Chan, KvDtype::kInt3Had},
+                                           Formats{KvDtype::kInt2Chan, KvDtype::kInt2Had}),
+                         [](const ::testing::TestParamInfo<Formats>& info) {
+                           return std::string(kv_dtype_name(info.param.k)) + "_" +
+                                  kv_dtype_name(info.param.v);
+                         });
+
+TEST(EngineRecentWindowConfigTest, RefusesWhatCannotKeepItExact) {
+  REQUIRE_MODEL();
+  EngineConfig c{.kv_cache_memory = 256ull << 20,
+                 .k_dtype = KvDtype::kInt2Chan,
+                 .v_dtype = KvDtype::kInt2Had,
+                 .preemption_mode = PreemptionMode::kSwap,
+                 .recent_window = kWindow,
+                 .swap_space = 16ull << 20};
+  auto swap = Engine::create(*model->model, c);
+  ASSERT_FALSE(swap.is_ok());
+  EXPECT_NE(swap.status().message().find("--kv-recent-window needs --preemption-mode recompute"),
+            std::string::npos)
+      << swap.status().message();
+  EXPECT_NE(swap.status().message().find("--kv-recent-window needs --preemption-mode recompute"),
+            std::string::npos);
+  c.preemption_mode = PreemptionMode::kRecompute;
+  c.recent_window = 24;
+  auto odd = Engine::create(*model->model, c);
+  ASSERT_FALSE(odd.is_ok());
+  EXPECT_NE(odd.status().message().find("multiple of 16"), std::string::npos);
+  c.recent_window = kWindow;
+  c.max_num_seqs = 2;
+  auto e = Engine::create(*model->model, c);
+  ASSERT_TRUE(e.is_ok());
+  auto many = (*e)->add_request({.prompt = {1, 2, 3}, .max_tokens = 4, .n = 3});
+  ASSERT_FALSE(many.is_ok());
+  EXPECT_NE(many.status().message().find("--max-num-seqs"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace kvs
