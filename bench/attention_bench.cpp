@@ -6,7 +6,10 @@
 //
 //   build/bench/attention_bench [--contexts 1024,4096,16384,32768] [--formats f16,int8,K/V,...]
 //                               [--threads N] [--block-size N] [--min-seconds S] [--markdown]
-//                               [--sequences N --shared-prefix TOKENS]
+//                               [--sequences N --shared-prefix TOKENS] [--recent-window W]
+//
+// With --recent-window W, each sequence also reads its newest W..W+15 positions in f16 from the
+// recent-token window (quant/recent_window.h), as the engine's --kv-recent-window does.
 //
 // With --sequences N, one decode step of N sequences whose first TOKENS positions are the same
 // physical blocks (a cached system prompt), timed with shared-prefix attention on and off in the
@@ -17,6 +20,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <memory>
 #include <numeric>
 #include <random>
 #include <string>
@@ -30,6 +34,7 @@
 #include "kvcache/kv_geometry.h"
 #include "quant/kv_channel_groups.h"
 #include "quant/kv_format.h"
+#include "quant/recent_window.h"
 
 namespace kvs {
 namespace {
@@ -86,6 +91,7 @@ double measure_read_bandwidth(ThreadPool& pool, int reps) {
 
 struct Model {
   uint32_t layers = 30, heads = 9, kv_heads = 3, head_dim = 64, block_size = 16;
+  uint32_t recent_window = 0;  // --recent-window
 };
 
 struct Result {
@@ -175,7 +181,35 @@ Result run(const Model& m, KvDtype dtype, KvDtype v_dtype, int ctx, ThreadPool& 
   const std::vector<int32_t> context_len(batch.sequences, ctx);
   std::vector<const uint32_t*> tabs;
   for (const auto& t : tables) tabs.push_back(t.data());
-  PagedAttentionArgs args{.kv = kv,
+  // The recent-token window: one slot per sequence, its rows before the step committed to every
+  // layer's ring, the step's own row stored (what the forward pass does before attention).
+  std::unique_ptr<RecentWindow> recent;
+  PagedKvLayout with_window = kv;
+  if (m.recent_window > 0) {
+    recent = std::make_unique<RecentWindow>(batch.sequences, m.recent_window, m.layers, m.kv_heads,
+                                            m.head_dim);
+    const int32_t before = std::min<int32_t>(ctx - 1, int32_t(recent->capacity()));
+    std::vector<int32_t> pos, slot, floor;
+    for (int sq = 0; sq < batch.sequences; ++sq)
+      for (int32_t p = ctx - 1 - before; p < ctx - 1; ++p) {
+        pos.push_back(p);
+        slot.push_back(sq);
+        floor.push_back(0);
+      }
+    std::vector<float> rows(pos.size() * m.kv_heads * m.head_dim);
+    for (auto& v : rows) v = nd(rng);
+    recent->begin_step(int64_t(pos.size()), pos.data(), slot.data(), floor.data());
+    recent->store(rows.data(), rows.data());
+    for (uint32_t l = 0; l < m.layers; ++l) recent->commit(l);
+    pos.assign(batch.sequences, ctx - 1);
+    slot.resize(batch.sequences);
+    std::iota(slot.begin(), slot.end(), 0);
+    floor.assign(batch.sequences, 0);
+    recent->begin_step(batch.sequences, pos.data(), slot.data(), floor.data());
+    recent->store(rows.data(), rows.data());
+    with_window.recent = recent.get();
+  }
+  PagedAttentionArgs args{.kv = with_window,
                           .num_tokens = batch.sequences,
                           .num_heads = m.heads,
                           .scale = 1.0f / 8,
@@ -187,6 +221,7 @@ Result run(const Model& m, KvDtype dtype, KvDtype v_dtype, int ctx, ThreadPool& 
   auto step = [&] {
     for (uint32_t l = 0; l < m.layers; ++l) {
       args.layer = l;
+      args.model_layer = l;
       paged_attention(args, pool);
     }
   };
@@ -251,6 +286,7 @@ int main_impl(int argc, char** argv) {
   bool markdown = false;
   uint32_t block_size = 16;
   int sequences = 1, shared_tokens = 0;
+  uint32_t recent_window = 0;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> std::string {
@@ -287,6 +323,13 @@ int main_impl(int argc, char** argv) {
         std::fprintf(stderr, "--shared-prefix must be at least 0\n");
         return 2;
       }
+    } else if (a == "--recent-window") {
+      recent_window = static_cast<uint32_t>(std::atoi(next().c_str()));
+      if (recent_window % kRecentWindowAlign != 0 || recent_window > kMaxRecentWindow) {
+        std::fprintf(stderr, "--recent-window must be a multiple of 16 up to %u\n",
+                     kMaxRecentWindow);
+        return 2;
+      }
     } else if (a == "--markdown") {
       markdown = true;
     } else {
@@ -300,12 +343,16 @@ int main_impl(int argc, char** argv) {
               bw / 1e9);
   Model m;
   m.block_size = block_size;
+  m.recent_window = recent_window;
   if (sequences > 1)
     return run_shared(m, contexts, formats, pool, min_seconds, sequences, shared_tokens);
   std::printf(
       "decode attention, one sequence, %u layers x %u heads (%u KV heads) x head dim %u, block "
       "size %u\n\n",
       m.layers, m.heads, m.kv_heads, m.head_dim, m.block_size);
+  if (m.recent_window > 0)
+    std::printf("recent-token window: the newest %u-%u positions read in f16\n\n", m.recent_window,
+                m.recent_window + 15);
   if (markdown)
     std::printf(
         "| format | context | KV bytes read | ms / step | KV GB/s | of bandwidth | vs f16 | CPU ms "
