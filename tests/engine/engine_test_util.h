@@ -39,6 +39,16 @@ inline std::vector<int32_t> tokens_of(LoadedModel& m, const std::string& text) {
   return m.tokenizer->encode(text, true, true);
 }
 
+// A chat prompt of about 130 tokens (a system prompt of eight rules, then a question): long
+// enough for several blocks and a prefix hit.
+inline std::vector<int32_t> long_chat_prompt(LoadedModel& m) {
+  std::string p = "<|im_start|>system\nYou are a careful assistant. ";
+  for (int i = 0; i < 8; ++i)
+    p += "Always answer briefly and cite the rule number " + std::to_string(i) + ". ";
+  p += "<|im_end|>\n<|im_start|>user\nWhat is two plus two?<|im_end|>\n<|im_start|>assistant\n";
+  return tokens_of(m, p);
+}
+
 // Runs the prompts to completion (greedy, EOS ignored), checking the cache's integrity after
 // every step, and returns each one's generated tokens (and, if asked, its cached token count).
 inline std::vector<std::vector<int32_t>> run_all(Engine& e,

@@ -36,26 +36,13 @@ class EngineKvFormatTest : public ::testing::TestWithParam<Formats> {
   std::unique_ptr<Engine> make(LoadedModel& m, EngineConfig c) {
     c.k_dtype = GetParam().k;
     c.v_dtype = GetParam().v;
-    c.model_fingerprint = m.fingerprint;
-    c.eog_ids = m.eog_ids;
-    c.threads = 2;
-    auto e = Engine::create(*m.model, c);
-    EXPECT_TRUE(e.is_ok()) << e.status().to_string();
-    return std::move(e).value();
+    return test::make_engine(m, c);
   }
 };
 
-std::vector<int32_t> long_prompt(LoadedModel& m) {
-  std::string p = "<|im_start|>system\nYou are a careful assistant. ";
-  for (int i = 0; i < 8; ++i)
-    p += "Always answer briefly and cite the rule number " + std::to_string(i) + ". ";
-  p += "<|im_end|>\n<|im_start|>user\nWhat is two plus two?<|im_end|>\n<|im_start|>assistant\n";
-  return m.tokenizer->encode(p, true, true);
-}
-
 TEST_P(EngineKvFormatTest, PrefixReuseKeepsOutput) {
   REQUIRE_MODEL();
-  const auto p = long_prompt(*model);
+  const auto p = test::long_chat_prompt(*model);
   auto off = make(*model, {.kv_cache_memory = 32ull << 20, .enable_prefix_caching = false});
   const auto expect = run_all(*off, {p}, 6);
   auto on = make(*model, {.kv_cache_memory = 32ull << 20});

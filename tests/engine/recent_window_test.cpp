@@ -33,26 +33,13 @@ class EngineRecentWindowTest : public ::testing::TestWithParam<Formats> {
   std::unique_ptr<Engine> make(LoadedModel& m, EngineConfig c) {
     c.k_dtype = GetParam().k;
     c.v_dtype = GetParam().v;
-    c.model_fingerprint = m.fingerprint;
-    c.eog_ids = m.eog_ids;
-    c.threads = 2;
-    auto e = Engine::create(*m.model, c);
-    EXPECT_TRUE(e.is_ok()) << e.status().to_string();
-    return std::move(e).value();
+    return test::make_engine(m, c);
   }
 };
 
-std::vector<int32_t> long_prompt(LoadedModel& m) {
-  std::string p = "<|im_start|>system\nYou are a careful assistant. ";
-  for (int i = 0; i < 8; ++i)
-    p += "Always answer briefly and cite the rule number " + std::to_string(i) + ". ";
-  p += "<|im_end|>\n<|im_start|>user\nWhat is two plus two?<|im_end|>\n<|im_start|>assistant\n";
-  return m.tokenizer->encode(p, true, true);
-}
-
 TEST_P(EngineRecentWindowTest, ChunksAndPrefixHitsKeepOutput) {
   REQUIRE_MODEL();
-  const auto p = long_prompt(*model);
+  const auto p = test::long_chat_prompt(*model);
   auto whole = make(
       *model,
       {.kv_cache_memory = 256ull << 20, .enable_prefix_caching = false, .recent_window = kWindow});
@@ -125,7 +112,8 @@ double score(LoadedModel& m, KvDtype k, KvDtype v, uint32_t window) {
   c.recent_window = window;
   auto e = Engine::create(*m.model, c);
   EXPECT_TRUE(e.is_ok()) << e.status().to_string();
-  auto id = (*e)->add_request({.prompt = long_prompt(m), .max_tokens = 0, .score_from = 48});
+  auto id =
+      (*e)->add_request({.prompt = test::long_chat_prompt(m), .max_tokens = 0, .score_from = 48});
   EXPECT_TRUE(id.is_ok());
   while ((*e)->has_unfinished()) (void)(*e)->step();
   const Sequence& s = (*e)->sequence(*id);
@@ -138,7 +126,7 @@ double score(LoadedModel& m, KvDtype k, KvDtype v, uint32_t window) {
 // rotated, so that the window's sums are the very same operations).
 TEST(EngineRecentWindowScoreTest, WholeWindowScoresAlikeInEveryFormat) {
   REQUIRE_MODEL();
-  ASSERT_LT(long_prompt(*model).size(), 256u);
+  ASSERT_LT(test::long_chat_prompt(*model).size(), 256u);
   const double f16 = score(*model, KvDtype::kF16, KvDtype::kF16, 256);
   EXPECT_EQ(score(*model, KvDtype::kInt2Chan, KvDtype::kInt8, 256), f16);
   EXPECT_EQ(score(*model, KvDtype::kInt4Had, KvDtype::kQ8_0, 256), f16);
