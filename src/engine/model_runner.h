@@ -47,6 +47,10 @@ class ModelRunner {
   KvBlockStorage& storage_;
   ThreadPool& threads_;
   std::unique_ptr<RecentWindow> recent_;
+  // Per window slot, the sequence whose rows it holds (0: none; kAdopt: a fork's copy, taken
+  // by the first sequence seen in it). Another sequence in a slot resets it first.
+  static constexpr uint64_t kAdopt = UINT64_MAX;
+  std::vector<uint64_t> slot_owner_;
   // Step arrays, reused across steps.
   std::vector<int32_t> tokens_, positions_, context_len_, logits_rows_, recent_slot_, recent_floor_;
   std::vector<const uint32_t*> tables_;

@@ -1,6 +1,7 @@
 #include "quant/recent_window.h"
 
 #include <algorithm>
+#include <limits>
 
 #include "core/check.h"
 #include "core/half.h"
@@ -16,7 +17,9 @@ RecentWindow::RecentWindow(uint32_t slots, uint32_t tokens, uint32_t layers, uin
       kv_heads_(kv_heads),
       dim_(dim),
       ring_k_(bytes(slots, tokens, layers, kv_heads, dim) / 4),
-      ring_v_(ring_k_.size()) {
+      ring_v_(ring_k_.size()),
+      next_pos_(slots, -1),
+      valid_from_(slots, 0) {
   KVS_CHECK(tokens % kRecentWindowAlign == 0 && tokens <= kMaxRecentWindow);
 }
 
@@ -43,6 +46,9 @@ void RecentWindow::begin_step(int64_t num_tokens, const int32_t* positions, cons
         t == 0 || slots[t] < 0 || slots[t] != slots[t - 1] || positions[t] != positions[t - 1] + 1;
     chunk_token_[t] = starts ? int32_t(t) : chunk_token_[t - 1];
     chunk_pos_[t] = starts ? positions[t] : chunk_pos_[t - 1];
+    if (slots[t] < 0) continue;
+    if (starts && positions[t] != next_pos_[slots[t]]) valid_from_[slots[t]] = positions[t];
+    next_pos_[slots[t]] = positions[t] + 1;
   }
   const uint64_t rows = uint64_t(num_tokens) * kv_heads_ * dim_;
   step_k_.resize(rows);
@@ -90,8 +96,14 @@ const uint16_t* RecentWindow::row(const std::vector<uint16_t>& ring,
   if (pos >= p0)
     return step.data() + ((uint64_t(chunk_token_[t]) + (pos - p0)) * kv_heads_ + head) * dim_;
   // Rows before the chunk come from the ring, which holds the cap_ positions before it.
-  KVS_CHECK(pos >= p0 - int32_t(cap_) && pos >= floor_[t]);
+  KVS_CHECK(pos >= p0 - int32_t(cap_) && pos >= floor_[t] && pos >= valid_from_[slot_[t]]);
   return ring.data() + ring_index(uint32_t(slot_[t]), layer, head, pos);
+}
+
+void RecentWindow::reset_slot(uint32_t slot) {
+  KVS_CHECK(slot < slots_);
+  next_pos_[slot] = -1;
+  valid_from_[slot] = std::numeric_limits<int32_t>::max();
 }
 
 void RecentWindow::copy_slot(uint32_t src, uint32_t dst) {
@@ -100,6 +112,8 @@ void RecentWindow::copy_slot(uint32_t src, uint32_t dst) {
   const uint64_t per_slot = uint64_t{layers_} * kv_heads_ * cap_ * dim_;
   std::copy_n(ring_k_.begin() + src * per_slot, per_slot, ring_k_.begin() + dst * per_slot);
   std::copy_n(ring_v_.begin() + src * per_slot, per_slot, ring_v_.begin() + dst * per_slot);
+  next_pos_[dst] = next_pos_[src];
+  valid_from_[dst] = valid_from_[src];
 }
 
 }  // namespace kvs

@@ -75,6 +75,9 @@ class RecentWindow {
 
   // The child of a fork goes on from its parent's rows (every layer).
   void copy_slot(uint32_t src, uint32_t dst);
+  // The slot changes hands: none of its rows is the next owner's (the owner's first chunk
+  // starts its rows).
+  void reset_slot(uint32_t slot);
 
  private:
   [[nodiscard]] const uint16_t* row(const std::vector<uint16_t>& ring,
@@ -85,6 +88,11 @@ class RecentWindow {
 
   uint32_t slots_, tokens_, cap_, layers_, kv_heads_, dim_;
   std::vector<uint16_t> ring_k_, ring_v_;  // [slots][layers][kv_heads][cap][dim]
+  // Per slot: the position after its last step, and the first position its rows hold for the
+  // sequence now in it. A chunk that does not continue the slot's last step (a new sequence, or
+  // one recomputed) starts it afresh, so no row of the slot's earlier owner is ever read: a
+  // read below it is a bug (CHECK), never another sequence's KV.
+  std::vector<int32_t> next_pos_, valid_from_;
   // The step: per token its slot, floor, position, and where its chunk starts (batch index and
   // position); the rows of the layer being run, [tokens][kv_heads][dim].
   int64_t num_tokens_ = 0;

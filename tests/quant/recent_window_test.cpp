@@ -90,5 +90,26 @@ TEST(RecentWindowTest, ChunksReadTheirOwnRowsAndTheRingBeforeThem) {
   for (int32_t p = w.first_position(0, 102); p <= 101; ++p) expect_row(w, 0, 1, p);
 }
 
+// A slot taken by another sequence (a chunk that does not continue the slot's last step)
+// holds none of the new owner's rows before it: reading one is a bug, caught, never the earlier
+// owner's KV.
+TEST(RecentWindowDeathTest, ANewOwnerNeverReadsTheLastOwnersRows) {
+  RecentWindow w(1, 32, kLayers, kHeads, kDim);
+  step(w, 0, 60, 0, 0);
+  w.commit(0);
+  step(w, 60, 1, 0, 0);  // the same sequence goes on: its ring rows are read
+  expect_row(w, 0, 0, 40);
+  step(w, 40, 1, 0, 0);  // another sequence at position 40 in the same slot
+  EXPECT_EQ(w.first_position(0, 41), 0);
+  EXPECT_DEATH((void)w.key(0, 0, 0, 39), "");
+  expect_row(w, 0, 0, 40);  // its own row, from the step
+  // Handed over between steps: even a chunk that happens to continue the last owner's
+  // positions starts afresh.
+  w.commit(0);
+  w.reset_slot(0);
+  step(w, 41, 1, 0, 0);
+  EXPECT_DEATH((void)w.key(0, 0, 0, 40), "");
+}
+
 }  // namespace
 }  // namespace kvs
