@@ -59,7 +59,7 @@ class Engine::ModelBackend : public StepBackend {
     if (e_.kv_pool_.recent_window > 0)
       for (const ScheduledChunk& c : plan.chunks)
         recent_slots_.push_back(cache.recent_slot(c.seq->id));
-    logits_ = e_.runner_->run(plan.chunks, inputs_, recent_slots_, cache.take_recent_copies());
+    logits_ = e_.runner_->run(plan.chunks, inputs_, recent_slots_, cache.take_recent_changes());
   }
   int32_t sample(size_t chunk, Sequence& s) override {
     const int32_t vocab = static_cast<int32_t>(e_.model_.spec().vocab_size);

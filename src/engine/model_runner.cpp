@@ -7,30 +7,22 @@ namespace kvs {
 ModelRunner::ModelRunner(TransformerModel& model, KvBlockStorage& storage, ThreadPool& threads,
                          const KvPoolPlan& pool)
     : model_(model), storage_(storage), threads_(threads) {
-  if (pool.recent_window > 0) {
+  if (pool.recent_window > 0)
     recent_ = std::make_unique<RecentWindow>(pool.recent_window_slots, pool.recent_window,
                                              static_cast<uint32_t>(pool.shape.layers.size()),
                                              pool.unit.kv_heads, pool.unit.head_dim_k);
-    slot_owner_.assign(pool.recent_window_slots, 0);
-  }
 }
 
 StepLogits ModelRunner::run(std::span<const ScheduledChunk> chunks, const StepInputs& inputs,
                             std::span<const int32_t> recent_slots,
-                            std::span<const RecentSlotCopy> recent_copies) {
+                            std::span<const RecentSlotChange> recent_changes) {
   if (recent_ != nullptr) {
     KVS_CHECK(recent_slots.size() == chunks.size());
-    for (const RecentSlotCopy& c : recent_copies) {
-      recent_->copy_slot(c.src, c.dst);
-      slot_owner_[c.dst] = kAdopt;
-    }
-    for (size_t c = 0; c < chunks.size(); ++c) {
-      if (recent_slots[c] < 0) continue;
-      uint64_t& owner = slot_owner_[static_cast<uint32_t>(recent_slots[c])];
-      const uint64_t seq = chunks[c].seq->id.value;
-      if (owner != seq && owner != kAdopt)
-        recent_->reset_slot(static_cast<uint32_t>(recent_slots[c]));
-      owner = seq;
+    for (const RecentSlotChange& c : recent_changes) {
+      if (c.copy_from < 0)
+        recent_->reset_slot(c.slot);
+      else
+        recent_->copy_slot(static_cast<uint32_t>(c.copy_from), c.slot);
     }
   }
   recent_slot_.clear();

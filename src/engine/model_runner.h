@@ -37,20 +37,17 @@ class ModelRunner {
 
   // `inputs` = KvCacheManager::build_step_inputs of the chunks' rows, in chunk order;
   // `recent_slots` their sequences' recent-window slots (KvCacheManager::recent_slot), empty
-  // without a window; `recent_copies` the forks' slot copies, done before the forward pass.
+  // without a window; `recent_changes` the slots' hand-overs (KvCacheManager::
+  // take_recent_changes), applied in order before the forward pass.
   StepLogits run(std::span<const ScheduledChunk> chunks, const StepInputs& inputs,
                  std::span<const int32_t> recent_slots = {},
-                 std::span<const RecentSlotCopy> recent_copies = {});
+                 std::span<const RecentSlotChange> recent_changes = {});
 
  private:
   TransformerModel& model_;
   KvBlockStorage& storage_;
   ThreadPool& threads_;
   std::unique_ptr<RecentWindow> recent_;
-  // Per window slot, the sequence whose rows it holds (0: none; kAdopt: a fork's copy, taken
-  // by the first sequence seen in it). Another sequence in a slot resets it first.
-  static constexpr uint64_t kAdopt = UINT64_MAX;
-  std::vector<uint64_t> slot_owner_;
   // Step arrays, reused across steps.
   std::vector<int32_t> tokens_, positions_, context_len_, logits_rows_, recent_slot_, recent_floor_;
   std::vector<const uint32_t*> tables_;

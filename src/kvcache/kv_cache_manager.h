@@ -297,10 +297,12 @@ class KvCacheManager {
   void build_step_inputs(std::span<const StepRow> rows, StepInputs* out) const {
     tables_.build_step_inputs(rows, out);
   }
-  // The sequence's recent-window slot (-1: none), and the slot copies that forks recorded since
-  // the last call (recent_window_slots.h), for the model runner to perform.
+  // The sequence's recent-window slot (-1: none), and the slots' hand-overs since the last call
+  // (recent_window_slots.h: resets and forks' copies), for the model runner to apply in order.
   [[nodiscard]] int32_t recent_slot(SeqId seq) const { return recent_.slot_of(seq); }
-  [[nodiscard]] std::vector<RecentSlotCopy> take_recent_copies() { return recent_.take_copies(); }
+  [[nodiscard]] std::vector<RecentSlotChange> take_recent_changes() {
+    return recent_.take_changes();
+  }
   [[nodiscard]] uint32_t refcount(BlockId b) const { return pool_.refcount(b); }
   [[nodiscard]] BlockState block_state(BlockId b) const { return pool_.state(b); }
 

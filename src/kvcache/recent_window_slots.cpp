@@ -1,7 +1,5 @@
 #include "kvcache/recent_window_slots.h"
 
-#include <algorithm>
-
 namespace kvs {
 
 RecentWindowSlots::RecentWindowSlots(uint32_t slots) : num_slots_(slots) {
@@ -20,6 +18,7 @@ std::optional<uint32_t> RecentWindowSlots::take(SeqId seq) {
   const uint32_t s = free_.back();
   free_.pop_back();
   held_.emplace(seq.value, s);
+  changes_.push_back({.slot = s});
   return s;
 }
 
@@ -28,24 +27,20 @@ bool RecentWindowSlots::fork(SeqId parent, SeqId child) {
   if (from < 0) return true;  // nothing to copy (no window)
   const std::optional<uint32_t> to = take(child);
   if (!to) return false;
-  copies_.push_back({.src = static_cast<uint32_t>(from), .dst = *to});
+  changes_.back().copy_from = from;  // take's reset becomes the copy
   return true;
 }
 
 void RecentWindowSlots::release(SeqId seq) {
   const auto it = held_.find(seq.value);
   if (it == held_.end()) return;
-  const uint32_t s = it->second;
+  free_.push_back(it->second);
   held_.erase(it);
-  // A copy into it is no longer wanted; one out of it has its rows still intact (nothing writes
-  // the slot before the copies run), so it stays.
-  std::erase_if(copies_, [s](const RecentSlotCopy& c) { return c.dst == s; });
-  free_.push_back(s);
 }
 
-std::vector<RecentSlotCopy> RecentWindowSlots::take_copies() {
-  std::vector<RecentSlotCopy> out;
-  out.swap(copies_);
+std::vector<RecentSlotChange> RecentWindowSlots::take_changes() {
+  std::vector<RecentSlotChange> out;
+  out.swap(changes_);
   return out;
 }
 

@@ -1,8 +1,9 @@
 // RecentWindowSlots: which recent-token window slot (quant/recent_window.h) each sequence of the
 // cache manager holds. Pure accounting, like the block pool: a sequence takes a slot when it is
 // admitted (fresh, or restored), gives it back when it is freed (finished or preempted), and a
-// forked child takes its own, to be filled with a copy of its parent's (take_copies: the model
-// runner copies the rows before the next forward pass reads them).
+// forked child takes its own. Every hand-over is recorded for the model runner, which applies
+// them in order before the next forward pass (take_changes): a slot taken by a new sequence is
+// reset (none of its rows are the new owner's), a fork's slot is filled with its parent's rows.
 //
 // The pool plan sizes the slots to max_num_seqs and the scheduler never runs more sequences
 // than that (a request's samples included), so a running sequence always has one.
@@ -17,10 +18,11 @@
 
 namespace kvs {
 
-struct RecentSlotCopy {
-  uint32_t src = 0;
-  uint32_t dst = 0;
-  friend bool operator==(const RecentSlotCopy&, const RecentSlotCopy&) = default;
+// Slot `slot` changed hands: reset it (copy_from < 0), or fill it with slot copy_from's rows.
+struct RecentSlotChange {
+  uint32_t slot = 0;
+  int32_t copy_from = -1;
+  friend bool operator==(const RecentSlotChange&, const RecentSlotChange&) = default;
 };
 
 class RecentWindowSlots {
@@ -32,14 +34,16 @@ class RecentWindowSlots {
   // The sequence's slot, or -1 (no window, or not held).
   [[nodiscard]] int32_t slot_of(SeqId seq) const;
 
-  // A slot for a new sequence; nullopt when none is free (the caller fails its admission).
+  // A slot for a new sequence (recorded as a reset); nullopt when none is free (the caller
+  // fails its admission).
   std::optional<uint32_t> take(SeqId seq);
-  // The child takes a slot and records a copy of the parent's rows; false when none is free.
+  // The child takes a slot, recorded as a copy of the parent's rows; false when none is free.
   bool fork(SeqId parent, SeqId child);
-  // Gives the sequence's slot back (no-op if it holds none); drops a pending copy into it.
+  // Gives the sequence's slot back (no-op if it holds none). Its rows stay until the next owner's
+  // reset, so a copy out of it recorded before still reads them.
   void release(SeqId seq);
-  // The copies recorded since the last call, in order.
-  [[nodiscard]] std::vector<RecentSlotCopy> take_copies();
+  // The changes recorded since the last call, in order.
+  [[nodiscard]] std::vector<RecentSlotChange> take_changes();
 
   // Every held slot is held once and is not free; held + free == all.
   [[nodiscard]] bool check_integrity() const;
@@ -48,7 +52,7 @@ class RecentWindowSlots {
   uint32_t num_slots_;
   std::vector<uint32_t> free_;  // taken from the back
   std::unordered_map<uint64_t, uint32_t> held_;
-  std::vector<RecentSlotCopy> copies_;
+  std::vector<RecentSlotChange> changes_;
 };
 
 }  // namespace kvs

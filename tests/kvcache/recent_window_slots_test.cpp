@@ -1,5 +1,6 @@
 // RecentWindowSlots (kvcache/recent_window_slots.h) against a simple model under random takes,
-// forks and releases; and the cache manager's use of it (admit, fork, free, restore).
+// forks and releases (and the hand-overs it records); and the cache manager's use of it (admit,
+// fork, free, restore).
 #include "kvcache/recent_window_slots.h"
 
 #include <gtest/gtest.h>
@@ -18,7 +19,7 @@ TEST(RecentWindowSlotsTest, RandomAgainstModel) {
   std::mt19937 rng(3);
   RecentWindowSlots slots(5);
   std::map<uint64_t, uint32_t> held;  // the model: sequence -> slot
-  std::vector<RecentSlotCopy> copies;
+  std::vector<RecentSlotChange> changes;
   uint64_t next = 1;
   for (int op = 0; op < 4000; ++op) {
     const int kind = int(rng() % 4);
@@ -29,6 +30,7 @@ TEST(RecentWindowSlotsTest, RandomAgainstModel) {
       if (got) {
         for (const auto& [seq, slot] : held) ASSERT_NE(slot, *got);
         held[s.value] = *got;
+        changes.push_back({.slot = *got});
       }
     } else if (kind == 1 && !held.empty()) {  // fork
       auto it = std::next(held.begin(), long(rng() % held.size()));
@@ -37,17 +39,15 @@ TEST(RecentWindowSlotsTest, RandomAgainstModel) {
       ASSERT_EQ(ok, held.size() < 5);
       if (ok) {
         held[child.value] = uint32_t(slots.slot_of(child));
-        copies.push_back({it->second, held[child.value]});
+        changes.push_back({.slot = held[child.value], .copy_from = int32_t(it->second)});
       }
     } else if (kind == 2 && !held.empty()) {  // release
       auto it = std::next(held.begin(), long(rng() % held.size()));
-      const uint32_t freed = it->second;
       slots.release(SeqId{it->first});
-      std::erase_if(copies, [&](const RecentSlotCopy& c) { return c.dst == freed; });
       held.erase(it);
     } else if (kind == 3) {
-      ASSERT_EQ(slots.take_copies(), copies);
-      copies.clear();
+      ASSERT_EQ(slots.take_changes(), changes);
+      changes.clear();
     }
     ASSERT_TRUE(slots.check_integrity());
     ASSERT_EQ(slots.num_free(), 5 - held.size());
@@ -63,7 +63,9 @@ TEST(RecentWindowSlotsTest, CacheManagerGivesEverySequenceOne) {
   EXPECT_EQ(cache.recent_slot(SeqId{1}), 0);
   ASSERT_TRUE(cache.fork(SeqId{1}, SeqId{2}).is_ok());
   EXPECT_EQ(cache.recent_slot(SeqId{2}), 1);
-  EXPECT_EQ(cache.take_recent_copies(), (std::vector<RecentSlotCopy>{{0, 1}}));
+  // Slot 0 reset for the new sequence, slot 1 filled with slot 0's rows for the child.
+  EXPECT_EQ(cache.take_recent_changes(),
+            (std::vector<RecentSlotChange>{{.slot = 0}, {.slot = 1, .copy_from = 0}}));
   // Every slot held: admission, a fork and a restore fail cleanly, changing nothing.
   const auto third = cache.admit(SeqId{3}, prompt, "", nullptr, 40);
   EXPECT_EQ(third.status().code(), StatusCode::kResourceExhausted);
