@@ -98,6 +98,14 @@ class Generate(unittest.TestCase):
             timeout=300)
         self.assertEqual(json.loads(none.stdout)["weights_pack_seconds"], 0)
 
+    def assert_generate_refuses(self, *cases):
+        # Each (flags, message): `generate` with those flags fails with that message, no crash.
+        for bad, says in cases:
+            r = run("generate", "-p", "Hi", "-n", "1", *bad, check=False)
+            self.assertNotEqual(r.returncode, 0)
+            self.assertIn(says, r.stderr)
+            self.assertNotIn("internal error", r.stderr)
+
     def test_recent_window_pool_is_the_planners_to_the_byte(self):
         # --kv-recent-window keeps each sequence's newest tokens in f16 beside the pool: rings
         # for --max-num-seqs sequences come out of the budget first, in the engine and the plan.
@@ -117,13 +125,10 @@ class Generate(unittest.TestCase):
         text = run("plan", MODEL, "--context", "2048", *flags).stdout
         self.assertIn("recent window 8 (--max-num-seqs) x 30 layers", text)
         # Windows the engine cannot keep exact: one clear line each.
-        for bad, says in ((["--kv-recent-window", "24"], "multiple of 16"),
-                          (["--kv-recent-window", "64", "--kv-cache-memory", "8MiB"],
-                           "does not hold the recent-token window")):
-            r = run("generate", "-p", "Hi", "-n", "1", *bad, check=False)
-            self.assertNotEqual(r.returncode, 0)
-            self.assertIn(says, r.stderr)
-            self.assertNotIn("internal error", r.stderr)
+        self.assert_generate_refuses(
+            (["--kv-recent-window", "24"], "multiple of 16"),
+            (["--kv-recent-window", "64", "--kv-cache-memory", "8MiB"],
+             "does not hold the recent-token window"))
 
     def test_per_channel_keys_pool_is_the_planners_to_the_byte(self):
         # Per-channel keys take one f16 key tail per sequence (--max-num-seqs) from the budget
@@ -143,13 +148,9 @@ class Generate(unittest.TestCase):
                          (96 * 2**20 - gen["kv_key_tail_bytes"]) // (16 * gen["kv_bytes_per_token"]))
         self.assertGreater(gen["generated_tokens"], 0)
         # Keys only, and whole 16-token groups: one clear line each.
-        for bad, says in ((["--kv-cache-dtype", "int4_chan"], "holds keys only"),
-                          (["--kv-cache-dtype-k", "int2_chan", "--block-size", "8"],
-                           "multiple of 16")):
-            r = run("generate", "-p", "Hi", "-n", "1", *bad, check=False)
-            self.assertNotEqual(r.returncode, 0)
-            self.assertIn(says, r.stderr)
-            self.assertNotIn("internal error", r.stderr)
+        self.assert_generate_refuses(
+            (["--kv-cache-dtype", "int4_chan"], "holds keys only"),
+            (["--kv-cache-dtype-k", "int2_chan", "--block-size", "8"], "multiple of 16"))
 
     def test_parallel_reports_every_sequence(self):
         out = json.loads(run("generate", "-p", "Once upon a time", "-n", "6", "--parallel", "3", "--temp", "0.8",

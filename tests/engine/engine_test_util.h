@@ -35,6 +35,23 @@ inline std::unique_ptr<Engine> make_engine(LoadedModel& m, EngineConfig c) {
   return std::move(e).value();
 }
 
+// Tests over K/V format pairs: the pair, its test name ("int2_chan_int2_had"), and a fixture
+// whose make() builds an engine (make_engine) in the pair.
+struct KvFormats {
+  KvDtype k, v;
+};
+inline std::string kv_formats_name(const ::testing::TestParamInfo<KvFormats>& info) {
+  return std::string(kv_dtype_name(info.param.k)) + "_" + kv_dtype_name(info.param.v);
+}
+class KvFormatEngineTest : public ::testing::TestWithParam<KvFormats> {
+ protected:
+  std::unique_ptr<Engine> make(LoadedModel& m, EngineConfig c) {
+    c.k_dtype = GetParam().k;
+    c.v_dtype = GetParam().v;
+    return make_engine(m, c);
+  }
+};
+
 inline std::vector<int32_t> tokens_of(LoadedModel& m, const std::string& text) {
   return m.tokenizer->encode(text, true, true);
 }

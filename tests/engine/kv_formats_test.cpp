@@ -23,22 +23,9 @@ namespace {
 
 using test::run_all;
 
-struct Formats {
-  KvDtype k, v;
-};
+using Formats = test::KvFormats;
 
-std::string name_of(const ::testing::TestParamInfo<Formats>& info) {
-  return std::string(kv_dtype_name(info.param.k)) + "_" + kv_dtype_name(info.param.v);
-}
-
-class EngineKvFormatTest : public ::testing::TestWithParam<Formats> {
- protected:
-  std::unique_ptr<Engine> make(LoadedModel& m, EngineConfig c) {
-    c.k_dtype = GetParam().k;
-    c.v_dtype = GetParam().v;
-    return test::make_engine(m, c);
-  }
-};
+class EngineKvFormatTest : public test::KvFormatEngineTest {};
 
 TEST_P(EngineKvFormatTest, PrefixReuseKeepsOutput) {
   REQUIRE_MODEL();
@@ -116,7 +103,7 @@ INSTANTIATE_TEST_SUITE_P(Formats, EngineKvFormatTest,
                                            Formats{KvDtype::kInt2Chan, KvDtype::kInt8},
                                            Formats{KvDtype::kInt3Chan, KvDtype::kInt3Had},
                                            Formats{KvDtype::kInt2Chan, KvDtype::kInt2Had}),
-                         name_of);
+                         test::kv_formats_name);
 
 TEST(KvFormatPrefixKeyTest, FormatIsPartOfThePrefixKey) {
   const KvDtype all[] = {

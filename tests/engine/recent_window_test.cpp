@@ -24,18 +24,9 @@ using test::run_all;
 
 constexpr uint32_t kWindow = 32;
 
-struct Formats {
-  KvDtype k, v;
-};
+using Formats = test::KvFormats;
 
-class EngineRecentWindowTest : public ::testing::TestWithParam<Formats> {
- protected:
-  std::unique_ptr<Engine> make(LoadedModel& m, EngineConfig c) {
-    c.k_dtype = GetParam().k;
-    c.v_dtype = GetParam().v;
-    return test::make_engine(m, c);
-  }
-};
+class EngineRecentWindowTest : public test::KvFormatEngineTest {};
 
 TEST_P(EngineRecentWindowTest, ChunksAndPrefixHitsKeepOutput) {
   REQUIRE_MODEL();
@@ -156,10 +147,7 @@ INSTANTIATE_TEST_SUITE_P(Formats, EngineRecentWindowTest,
                          ::testing::Values(Formats{KvDtype::kInt4Had, KvDtype::kInt4Had},
                                            Formats{KvDtype::kInt3Chan, KvDtype::kInt3Had},
                                            Formats{KvDtype::kInt2Chan, KvDtype::kInt2Had}),
-                         [](const ::testing::TestParamInfo<Formats>& info) {
-                           return std::string(kv_dtype_name(info.param.k)) + "_" +
-                                  kv_dtype_name(info.param.v);
-                         });
+                         test::kv_formats_name);
 
 TEST(EngineRecentWindowConfigTest, RefusesWhatCannotKeepItExact) {
   REQUIRE_MODEL();
