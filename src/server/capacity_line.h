@@ -33,6 +33,12 @@ struct CapacityLine {
   std::string k_dtype, v_dtype;
   uint64_t bytes_per_token = 0;
   uint64_t kv_cache_memory = 0;  // the budget (--kv-cache-memory)
+  // Taken from the budget before the blocks (kv_pool_plan.h): the per-channel keys' f16 tails and
+  // the --kv-recent-window rings (recent_window tokens each), for --max-num-seqs sequences.
+  uint64_t key_tail_bytes = 0;
+  uint32_t recent_window = 0;
+  uint64_t recent_window_bytes = 0;
+  uint32_t max_num_seqs = 0;
   uint64_t pool_bytes = 0;
   uint32_t num_blocks = 0;
   uint32_t block_size = 0;

@@ -79,6 +79,24 @@ TEST(CapacityLevers, LeversKeepTheRecentWindow) {
   const KvPoolPlan want =
       *plan_kv_pool(shape(KvDtype::kInt2Chan, KvDtype::kInt2Had), memory, 16, 8, 64);
   EXPECT_EQ(want.recent_window_bytes, pool.recent_window_bytes);
+  // The line says what the budget holds besides the blocks.
+  EXPECT_EQ(c.recent_window, 64u);
+  EXPECT_EQ(c.recent_window_bytes, pool.recent_window_bytes);
+  EXPECT_EQ(c.max_num_seqs, 8u);
+  EXPECT_EQ(c.key_tail_bytes, 0u);
+  EXPECT_LE(c.pool_bytes + c.recent_window_bytes, memory);
+  const nlohmann::json j = capacity_json(c);
+  EXPECT_EQ(j["recent_window_bytes"], pool.recent_window_bytes);
+  EXPECT_EQ(j["recent_window"], 64);
+  EXPECT_EQ(j["key_tail_bytes"], 0);
+  EXPECT_EQ(j["max_num_seqs"], 8);
+  const KvPoolPlan chan =
+      *plan_kv_pool(shape(KvDtype::kInt4Chan, KvDtype::kInt4Had), memory, 16, 8, 64);
+  const CapacityLine cc = capacity_line(chan, memory, 1024);
+  EXPECT_GT(cc.key_tail_bytes, 0u);
+  EXPECT_EQ(cc.key_tail_bytes, chan.key_tail_bytes);
+  EXPECT_EQ(capacity_json(cc)["key_tail_bytes"], chan.key_tail_bytes);
+  EXPECT_LE(cc.pool_bytes + cc.key_tail_bytes + cc.recent_window_bytes, memory);
   EXPECT_EQ(two.num_blocks, want.num_blocks);
   EXPECT_LT(two.num_blocks,
             plan_kv_pool(shape(KvDtype::kInt2Chan, KvDtype::kInt2Had), memory, 16, 8)->num_blocks);

@@ -15,6 +15,7 @@ The browser has a dead proxy for everything but loopback, so any request to the 
 """
 import colorsys
 import json
+import re
 import os
 import shutil
 import threading
@@ -547,4 +548,31 @@ def test_layer_groups_of_a_sliding_window_model(start_server, browser):
     label = driver.find_element(By.CSS_SELECTOR, "#group-filter button[data-group='1']").text
     cached = f" · {want[1]['cached_free']} cached" if want[1]["cached_free"] else ""
     assert label == f"g1 win 512 · {want[1]['in_use']} in use{cached}", label
+    assert console_errors(driver) == []
+
+
+def test_capacity_shows_what_the_budget_holds_besides_the_pool(start_server, browser):
+    # Per-channel keys and a recent-token window take their bytes from --kv-cache-memory before
+    # the blocks: the capacity line says how many, the same numbers as `kvserve plan`'s engine
+    # pool and /metrics.
+    server = start_server("--kv-cache-memory", "64MiB", "--max-model-len", "512",
+                          "--max-num-seqs", "4", "--kv-cache-dtype-k", "int4_chan",
+                          "--kv-cache-dtype-v", "int4_had", "--kv-recent-window", "32")
+    metrics = server.get("/metrics").text
+    tails = int(re.search(r"^kvserve_kv_key_tail_bytes (\d+)", metrics, re.M).group(1))
+    window = int(re.search(r"^kvserve_kv_recent_window_bytes (\d+)", metrics, re.M).group(1))
+    assert tails > 0 and window > 0
+    driver = browser
+    open_dashboard(driver, server)
+    login(driver, API_KEY)
+    wait_for(driver, "window.kvDashboard.ready()", what="the first frame")
+    cap = js(driver, "return window.kvDashboard.state.config.capacity")
+    assert (cap["key_tail_bytes"], cap["recent_window_bytes"]) == (tails, window), cap
+    assert cap["recent_window"] == 32 and cap["max_num_seqs"] == 4, cap
+    assert (cap["pool_bytes"] + tails + window <= cap["kv_cache_memory"] == 64 << 20), cap
+    caught_up(driver, frames=1)
+    text = driver.find_element(By.ID, "capacity").text
+    want = (f"{tails:,} B of key tails and {window:,} B of recent window "
+            "(--kv-recent-window 32) for --max-num-seqs 4")
+    assert want in text, text
     assert console_errors(driver) == []

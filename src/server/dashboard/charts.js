@@ -173,6 +173,15 @@ export function renderCapacity(container, cap) {
   p2.append(el('b', null, 'Pool '),
             `${formatBytes(cap.pool_bytes)} = ${commas(cap.pool_bytes)} B in ${commas(cap.num_blocks)} ` +
             `blocks of ${cap.block_size} tokens = ${commas(cap.pool_tokens)} tokens`);
+  // What --kv-cache-memory holds besides the blocks, sized for --max-num-seqs sequences.
+  const before = [];
+  if (cap.key_tail_bytes > 0) before.push(`${commas(cap.key_tail_bytes)} B of key tails`);
+  if (cap.recent_window_bytes > 0)
+    before.push(`${commas(cap.recent_window_bytes)} B of recent window ` +
+                `(--kv-recent-window ${cap.recent_window})`);
+  if (before.length > 0)
+    p2.append(`; before it, out of --kv-cache-memory ${formatBytes(cap.kv_cache_memory)}: ` +
+              `${before.join(' and ')} for --max-num-seqs ${cap.max_num_seqs}`);
   const p3 = el('p');
   p3.append(el('b', null, 'Maximum concurrency '),
             `at --max-model-len ${commas(cap.max_model_len)}: ${cap.max_concurrency.toFixed(2)} requests ` +
