@@ -186,8 +186,9 @@ Result run(const Model& m, KvDtype dtype, KvDtype v_dtype, int ctx, ThreadPool& 
   std::unique_ptr<RecentWindow> recent;
   PagedKvLayout with_window = kv;
   if (m.recent_window > 0) {
-    recent = std::make_unique<RecentWindow>(batch.sequences, m.recent_window, m.layers, m.kv_heads,
-                                            m.head_dim);
+    recent = std::make_unique<RecentWindow>(
+        RecentWindow::create(batch.sequences, m.recent_window, m.layers, m.kv_heads, m.head_dim)
+            .value());
     const int32_t before = std::min<int32_t>(ctx - 1, int32_t(recent->capacity()));
     std::vector<int32_t> pos, slot, floor;
     for (int sq = 0; sq < batch.sequences; ++sq)

@@ -200,7 +200,15 @@ Result<std::unique_ptr<Engine>> Engine::create(TransformerModel& model,
   e->transfers_ = std::make_unique<KvTransferExecutor>(
       *e->storage_, e->host_storage_.get(),
       e->offload_ != nullptr ? &e->offload_->stores() : nullptr);
-  e->runner_ = std::make_unique<ModelRunner>(model, *e->storage_, *e->threads_, pool);
+  std::unique_ptr<RecentWindow> recent;
+  if (pool.recent_window > 0) {
+    KVS_ASSIGN_OR_RETURN(RecentWindow w,
+                         RecentWindow::create(pool.recent_window_slots, pool.recent_window,
+                                              static_cast<uint32_t>(pool.shape.layers.size()),
+                                              pool.unit.kv_heads, pool.unit.head_dim_k));
+    recent = std::make_unique<RecentWindow>(std::move(w));
+  }
+  e->runner_ = std::make_unique<ModelRunner>(model, *e->storage_, *e->threads_, std::move(recent));
   if (e->offload_ != nullptr) e->driver_->scheduler().attach_tiers(&e->offload_->policy());
   e->backend_ = std::make_unique<ModelBackend>(*e);
   return e;

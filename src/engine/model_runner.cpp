@@ -5,13 +5,8 @@
 namespace kvs {
 
 ModelRunner::ModelRunner(TransformerModel& model, KvBlockStorage& storage, ThreadPool& threads,
-                         const KvPoolPlan& pool)
-    : model_(model), storage_(storage), threads_(threads) {
-  if (pool.recent_window > 0)
-    recent_ = std::make_unique<RecentWindow>(pool.recent_window_slots, pool.recent_window,
-                                             static_cast<uint32_t>(pool.shape.layers.size()),
-                                             pool.unit.kv_heads, pool.unit.head_dim_k);
-}
+                         std::unique_ptr<RecentWindow> recent)
+    : model_(model), storage_(storage), threads_(threads), recent_(std::move(recent)) {}
 
 StepLogits ModelRunner::run(std::span<const ScheduledChunk> chunks, const StepInputs& inputs,
                             std::span<const int32_t> recent_slots,

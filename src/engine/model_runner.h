@@ -30,10 +30,10 @@ struct StepLogits {
 
 class ModelRunner {
  public:
-  // The pool's recent-token window (kv_pool_plan.h: recent_window, one ring per slot) is
-  // allocated here; none when the plan has no window.
+  // `recent`: the pool's recent-token window (kv_pool_plan.h: recent_window, one ring per slot);
+  // null when the plan has no window.
   ModelRunner(TransformerModel& model, KvBlockStorage& storage, ThreadPool& threads,
-              const KvPoolPlan& pool);
+              std::unique_ptr<RecentWindow> recent);
 
   // `inputs` = KvCacheManager::build_step_inputs of the chunks' rows, in chunk order;
   // `recent_slots` their sequences' recent-window slots (KvCacheManager::recent_slot), empty

@@ -1,7 +1,5 @@
 #include "kvcache/kv_block_storage.h"
 
-#include <sys/mman.h>
-
 #include <cstring>
 #include <string>
 
@@ -11,8 +9,6 @@
 
 namespace kvs {
 
-void KvBlockStorage::Unmapper::operator()(uint8_t* p) const { munmap(p, bytes); }
-
 Result<KvBlockStorage> KvBlockStorage::create(const KvStorageShape& s) {
   if (s.num_blocks == 0) return invalid_argument("the KV pool needs at least one block");
   KvBlockStorage st;
@@ -21,15 +17,10 @@ Result<KvBlockStorage> KvBlockStorage::create(const KvStorageShape& s) {
   const PagedKvLayout& l = st.layout_;
   const unsigned __int128 total = static_cast<unsigned __int128>(l.block_bytes) * s.num_blocks;
   if (total > (uint64_t{1} << 46)) return invalid_argument("KV pool size is absurdly large");
-  // Anonymous pages: page-aligned and zero, and committed only when first written, so a large
-  // pool or host area costs memory as it fills rather than at startup.
-  const uint64_t bytes = static_cast<uint64_t>(total);
-  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (p == MAP_FAILED)
-    return resource_exhausted("could not allocate " + std::to_string(bytes) +
-                              " bytes for the KV pool");
-  st.memory_ = std::unique_ptr<uint8_t, Unmapper>(static_cast<uint8_t*>(p), Unmapper{bytes});
-  st.layout_.base = st.memory_.get();
+  // Zero pages, committed only when first written, so a large pool or host area costs memory as
+  // it fills rather than at startup.
+  KVS_ASSIGN_OR_RETURN(st.memory_, ZeroPages::map(static_cast<uint64_t>(total), "the KV pool"));
+  st.layout_.base = st.memory_.data();
   if (kv_dtype_per_channel(s.k_dtype)) {  // slots may be 0: the own-group rows still count
     st.key_tails_ =
         std::make_unique<KeyTails>(s.key_tail_slots, s.layers, s.kv_heads, s.head_dim,

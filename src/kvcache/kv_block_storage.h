@@ -13,6 +13,7 @@
 #include <memory>
 
 #include "core/status.h"
+#include "core/zero_pages.h"
 #include "kvcache/kv_geometry.h"
 #include "kvcache/kv_pool_plan.h"
 #include "quant/key_tails.h"
@@ -85,16 +86,12 @@ class KvBlockStorage {
   [[nodiscard]] uint8_t* mutable_block_data(uint32_t block);
 
  private:
-  struct Unmapper {
-    uint64_t bytes;
-    void operator()(uint8_t* p) const;
-  };
   KvStorageShape shape_;
   PagedKvLayout layout_;
   // A block overwritten other than by write_kv: its groups' tails no longer match it.
   void invalidate_tails(uint32_t block);
 
-  std::unique_ptr<uint8_t, Unmapper> memory_{nullptr, Unmapper{0}};
+  ZeroPages memory_;
   std::unique_ptr<KeyTails> key_tails_;
 };
 

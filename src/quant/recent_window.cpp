@@ -8,20 +8,27 @@
 
 namespace kvs {
 
+Result<RecentWindow> RecentWindow::create(uint32_t slots, uint32_t tokens, uint32_t layers,
+                                          uint32_t kv_heads, uint32_t dim) {
+  KVS_CHECK(tokens % kRecentWindowAlign == 0 && tokens <= kMaxRecentWindow);
+  KVS_ASSIGN_OR_RETURN(ZeroPages rings, ZeroPages::map(bytes(slots, tokens, layers, kv_heads, dim),
+                                                       "the recent-token window"));
+  return RecentWindow(slots, tokens, layers, kv_heads, dim, std::move(rings));
+}
+
 RecentWindow::RecentWindow(uint32_t slots, uint32_t tokens, uint32_t layers, uint32_t kv_heads,
-                           uint32_t dim)
+                           uint32_t dim, ZeroPages rings)
     : slots_(slots),
       tokens_(tokens),
       cap_(tokens + kRecentWindowAlign),
       layers_(layers),
       kv_heads_(kv_heads),
       dim_(dim),
-      ring_k_(bytes(slots, tokens, layers, kv_heads, dim) / 4),
-      ring_v_(ring_k_.size()),
+      rings_(std::move(rings)),
+      ring_k_(reinterpret_cast<uint16_t*>(rings_.data())),
+      ring_v_(ring_k_ + bytes(slots, tokens, layers, kv_heads, dim) / 4),
       next_pos_(slots, -1),
-      valid_from_(slots, 0) {
-  KVS_CHECK(tokens % kRecentWindowAlign == 0 && tokens <= kMaxRecentWindow);
-}
+      valid_from_(slots, 0) {}
 
 uint64_t RecentWindow::bytes(uint32_t slots, uint32_t tokens, uint32_t layers, uint32_t kv_heads,
                              uint32_t dim) {
@@ -75,8 +82,8 @@ void RecentWindow::commit(uint32_t layer) {
     for (uint32_t h = 0; h < kv_heads_; ++h) {
       const uint64_t from = (uint64_t(t) * kv_heads_ + h) * dim_;
       const uint64_t to = ring_index(uint32_t(slot_[t]), layer, h, pos_[t]);
-      std::copy_n(step_k_.begin() + from, dim_, ring_k_.begin() + to);
-      std::copy_n(step_v_.begin() + from, dim_, ring_v_.begin() + to);
+      std::copy_n(step_k_.begin() + from, dim_, ring_k_ + to);
+      std::copy_n(step_v_.begin() + from, dim_, ring_v_ + to);
     }
   }
 }
@@ -89,15 +96,14 @@ int32_t RecentWindow::first_position(int64_t t, int32_t context_len) const {
   return std::max(floor_[t], group - int32_t(tokens_));
 }
 
-const uint16_t* RecentWindow::row(const std::vector<uint16_t>& ring,
-                                  const std::vector<uint16_t>& step, int64_t t, uint32_t layer,
-                                  uint32_t head, int32_t pos) const {
+const uint16_t* RecentWindow::row(const uint16_t* ring, const std::vector<uint16_t>& step,
+                                  int64_t t, uint32_t layer, uint32_t head, int32_t pos) const {
   const int32_t p0 = chunk_pos_[t];
   if (pos >= p0)
     return step.data() + ((uint64_t(chunk_token_[t]) + (pos - p0)) * kv_heads_ + head) * dim_;
   // Rows before the chunk come from the ring, which holds the cap_ positions before it.
   KVS_CHECK(pos >= p0 - int32_t(cap_) && pos >= floor_[t] && pos >= valid_from_[slot_[t]]);
-  return ring.data() + ring_index(uint32_t(slot_[t]), layer, head, pos);
+  return ring + ring_index(uint32_t(slot_[t]), layer, head, pos);
 }
 
 void RecentWindow::reset_slot(uint32_t slot) {
@@ -110,8 +116,8 @@ void RecentWindow::copy_slot(uint32_t src, uint32_t dst) {
   KVS_CHECK(src < slots_ && dst < slots_);
   if (src == dst) return;
   const uint64_t per_slot = uint64_t{layers_} * kv_heads_ * cap_ * dim_;
-  std::copy_n(ring_k_.begin() + src * per_slot, per_slot, ring_k_.begin() + dst * per_slot);
-  std::copy_n(ring_v_.begin() + src * per_slot, per_slot, ring_v_.begin() + dst * per_slot);
+  std::copy_n(ring_k_ + src * per_slot, per_slot, ring_k_ + dst * per_slot);
+  std::copy_n(ring_v_ + src * per_slot, per_slot, ring_v_ + dst * per_slot);
   next_pos_[dst] = next_pos_[src];
   valid_from_[dst] = valid_from_[src];
 }

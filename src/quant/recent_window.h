@@ -27,11 +27,15 @@
 // chunk: a chunk starting at p has queries reaching back to p - 15 - W.
 //
 // Keys are stored after RoPE, both in the model's own space (not rotated for the Hadamard
-// formats). Not thread-safe for writes; attention's threads only read.
+// formats). The rings are ZeroPages (core/zero_pages.h): a slot costs memory once a sequence
+// writes it. Not thread-safe for writes; attention's threads only read.
 #pragma once
 
 #include <cstdint>
 #include <vector>
+
+#include "core/status.h"
+#include "core/zero_pages.h"
 
 namespace kvs {
 
@@ -40,7 +44,10 @@ inline constexpr uint32_t kMaxRecentWindow = 4096;
 
 class RecentWindow {
  public:
-  RecentWindow(uint32_t slots, uint32_t tokens, uint32_t layers, uint32_t kv_heads, uint32_t dim);
+  // `slots` rings of `tokens` (a multiple of 16, at most kMaxRecentWindow) + 16 rows per layer
+  // and KV head; resource_exhausted when the system cannot map them.
+  static Result<RecentWindow> create(uint32_t slots, uint32_t tokens, uint32_t layers,
+                                     uint32_t kv_heads, uint32_t dim);
 
   // What `slots` rings cost (kv_pool_plan.h takes it from the budget).
   [[nodiscard]] static uint64_t bytes(uint32_t slots, uint32_t tokens, uint32_t layers,
@@ -80,14 +87,16 @@ class RecentWindow {
   void reset_slot(uint32_t slot);
 
  private:
-  [[nodiscard]] const uint16_t* row(const std::vector<uint16_t>& ring,
-                                    const std::vector<uint16_t>& step, int64_t t, uint32_t layer,
-                                    uint32_t head, int32_t pos) const;
+  RecentWindow(uint32_t slots, uint32_t tokens, uint32_t layers, uint32_t kv_heads, uint32_t dim,
+               ZeroPages rings);
+  [[nodiscard]] const uint16_t* row(const uint16_t* ring, const std::vector<uint16_t>& step,
+                                    int64_t t, uint32_t layer, uint32_t head, int32_t pos) const;
   [[nodiscard]] uint64_t ring_index(uint32_t slot, uint32_t layer, uint32_t head,
                                     int32_t pos) const;
 
   uint32_t slots_, tokens_, cap_, layers_, kv_heads_, dim_;
-  std::vector<uint16_t> ring_k_, ring_v_;  // [slots][layers][kv_heads][cap][dim]
+  ZeroPages rings_;             // K's rings, then V's
+  uint16_t *ring_k_, *ring_v_;  // each [slots][layers][kv_heads][cap][dim]
   // Per slot: the position after its last step, and the first position its rows hold for the
   // sequence now in it. A chunk that does not continue the slot's last step (a new sequence, or
   // one recomputed) starts it afresh, so no row of the slot's earlier owner is ever read: a

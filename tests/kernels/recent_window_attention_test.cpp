@@ -79,7 +79,7 @@ TEST_P(RecentWindowAttentionTest, MatchesReference) {
   // Sequences (all reading the same pool blocks): A, slot 0, a chunk of 8 at 692 (floor 640);
   // B, slot 1, decoding at 400 (floor 0); C, slot 2, decoding at 300 below its floor 320; D, no
   // slot, decoding at 500.
-  RecentWindow w(3, kWindow, 2, kKvHeads, kDim);
+  RecentWindow w = RecentWindow::create(3, kWindow, 2, kKvHeads, kDim).value();
   Step fill;  // the rows before each chunk, committed by an earlier step
   fill.add(692 - 48, 48, 0, 640);
   fill.add(400 - 48, 48, 1, 0);
@@ -202,7 +202,7 @@ TEST(RecentWindowAttentionTest, SameRowsAsAnF16PoolSameOutput) {
   std::vector<int64_t> slots(n);
   for (int j = 0; j < n; ++j) slots[j] = j;
   write_kv(storage->layout(), 0, n, slots.data(), k.data(), v.data());
-  RecentWindow w(1, 256, 1, kKvHeads, kDim);
+  RecentWindow w = RecentWindow::create(1, 256, 1, kKvHeads, kDim).value();
   std::vector<int32_t> pos(n), slot(n, 0), floor(n, 0), ctx(n);
   std::iota(pos.begin(), pos.end(), 0);
   for (int j = 0; j < n; ++j) ctx[j] = j + 1;

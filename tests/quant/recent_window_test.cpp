@@ -55,7 +55,7 @@ TEST(RecentWindowTest, FloorAndBytes) {
 }
 
 TEST(RecentWindowTest, WindowStartsAtGroupMinusWindowAboveTheFloor) {
-  RecentWindow w(1, 32, kLayers, kHeads, kDim);
+  RecentWindow w = RecentWindow::create(1, 32, kLayers, kHeads, kDim).value();
   step(w, 0, 1, 0, 48);
   EXPECT_EQ(w.first_position(0, 48), 48);   // q = 47 < floor: none
   EXPECT_EQ(w.first_position(0, 49), 48);   // q = 48: group 48 - 32 = 16, floor 48
@@ -66,7 +66,7 @@ TEST(RecentWindowTest, WindowStartsAtGroupMinusWindowAboveTheFloor) {
 }
 
 TEST(RecentWindowTest, ChunksReadTheirOwnRowsAndTheRingBeforeThem) {
-  RecentWindow w(2, 32, kLayers, kHeads, kDim);
+  RecentWindow w = RecentWindow::create(2, 32, kLayers, kHeads, kDim).value();
   // Prefill 0..99 in chunks of 7, 50 and 43 (the last longer than the ring of 48), each
   // committed to layer 1 after its rows were read.
   int32_t at = 0;
@@ -94,7 +94,7 @@ TEST(RecentWindowTest, ChunksReadTheirOwnRowsAndTheRingBeforeThem) {
 // holds none of the new owner's rows before it: reading one is a bug, caught, never the earlier
 // owner's KV.
 TEST(RecentWindowDeathTest, ANewOwnerNeverReadsTheLastOwnersRows) {
-  RecentWindow w(1, 32, kLayers, kHeads, kDim);
+  RecentWindow w = RecentWindow::create(1, 32, kLayers, kHeads, kDim).value();
   step(w, 0, 60, 0, 0);
   w.commit(0);
   step(w, 60, 1, 0, 0);  // the same sequence goes on: its ring rows are read
