@@ -196,15 +196,26 @@ void add_max_num_seqs_flag(CLI::App& cmd, uint32_t* seqs, FlagRole role) {
 }
 
 void add_kv_recent_window_flag(CLI::App& cmd, uint32_t* tokens, FlagRole role) {
-  KVS_CHECK_MSG(role != FlagRole::kSimulatedEngine, "the simulator runs no recent-token window");
-  cmd.add_option("--kv-recent-window", *tokens,
-                 role == FlagRole::kEngine
-                     ? "keep each sequence's newest tokens (this many, a multiple of 16, plus up "
-                       "to 15) in f16 beside a quantized pool, as KIVI does; 0 = off "
-                       "(docs/kv-quantization.md)"
-                     : "the engine's recent-token window (tokens): with --kv-cache-memory, its "
-                       "f16 rows for --max-num-seqs sequences are counted in the pool")
-      ->capture_default_str();
+  const char* help = nullptr;
+  switch (role) {
+    case FlagRole::kEngine:
+      help =
+          "keep each sequence's newest tokens (this many, a multiple of 16, plus up to 15) in f16 "
+          "beside a quantized pool, as KIVI does; 0 = off (docs/kv-quantization.md)";
+      break;
+    case FlagRole::kSimulatedEngine:
+      help =
+          "the engine's recent-token window (tokens): its f16 rows for --max-num-seqs sequences "
+          "come out of the pool, and prefix hits stop at each sequence's window floor";
+      break;
+    case FlagRole::kPlanner:
+      help =
+          "the engine's recent-token window (tokens): with --kv-cache-memory, its f16 rows for "
+          "--max-num-seqs sequences are counted in the pool";
+      break;
+  }
+  if (help == nullptr) unknown_role("--kv-recent-window");
+  cmd.add_option("--kv-recent-window", *tokens, help)->capture_default_str();
 }
 
 void add_on_off_flags(CLI::App& cmd, const std::string& name, bool* value, const std::string& help,

@@ -40,7 +40,8 @@ void add_max_num_batched_tokens_flag(CLI::App& cmd, uint64_t* tokens, FlagRole r
 // --max-num-seqs (kEngine, kSimulatedEngine).
 void add_max_num_seqs_flag(CLI::App& cmd, uint32_t* seqs, FlagRole role);
 // --kv-recent-window: each running sequence's newest tokens in f16 beside the pool
-// (quant/recent_window.h); kEngine runs it, kPlanner counts its bytes in the engine's pool.
+// (quant/recent_window.h); kEngine runs it, kSimulatedEngine simulates the engine with it,
+// kPlanner counts its bytes in the engine's pool.
 void add_kv_recent_window_flag(CLI::App& cmd, uint32_t* tokens, FlagRole role);
 // --NAME / --no-NAME: a boolean set on or off, the last one given winning; --help shows the
 // default (*value when added) as "(default: on)" / "(default: off)" after `help`.

@@ -113,6 +113,7 @@ void add_simulate_command(CLI::App& app) {
   add_block_size_flag(*cmd, &f->sim.block_size, FlagRole::kSimulatedEngine);
   add_max_num_seqs_flag(*cmd, &f->sim.max_num_seqs, FlagRole::kSimulatedEngine);
   add_max_num_batched_tokens_flag(*cmd, &f->sim.max_num_batched_tokens, FlagRole::kSimulatedEngine);
+  add_kv_recent_window_flag(*cmd, &f->sim.recent_window, FlagRole::kSimulatedEngine);
   add_preemption_flags(*cmd, &f->sim.preemption_mode, &f->sim.swap_space,
                        FlagRole::kSimulatedEngine);
   add_prefix_caching_flag(*cmd, &f->sim.enable_prefix_caching);
@@ -135,10 +136,11 @@ void add_simulate_command(CLI::App& app) {
   cmd->add_option("--max-requests", f->max_requests, "replay only the first N requests");
   cmd->add_option("--vocab-size", f->sim.vocab_size,
                   "bound of the synthesized token ids (default: the model's vocabulary)");
-  cmd->add_option("--sweep", f->sweeps,
-                  "KEY=V1,V2: run every combination, one table (keys: kv-cache-dtype, gpu, "
-                  "gpus, tp, memory, block-size, max-num-seqs, max-num-batched-tokens, "
-                  "preemption-mode, enable-prefix-caching, rate-scale, ...)");
+  cmd->add_option(
+      "--sweep", f->sweeps,
+      "KEY=V1,V2: run every combination, one table (keys: kv-cache-dtype, gpu, "
+      "gpus, tp, memory, block-size, max-num-seqs, max-num-batched-tokens, kv-recent-window, "
+      "preemption-mode, enable-prefix-caching, rate-scale, ...)");
   cmd->add_flag("--json", f->json, "print the results as JSON");
   cmd->add_option("--svg", f->svg, "write running/waiting, KV occupancy and preemptions to FILE");
   cmd->add_option("--series-points", f->series_points, "time-series points in --json (0..100000)")

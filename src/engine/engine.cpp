@@ -115,9 +115,7 @@ Result<std::unique_ptr<Engine>> Engine::create(TransformerModel& model,
       KvPoolPlan pool,
       plan_kv_pool(spec.kv_model_shape(config.k_dtype, config.v_dtype), config.kv_cache_memory,
                    config.block_size, config.max_num_seqs, config.recent_window));
-  if (config.recent_window > 0 && config.preemption_mode == PreemptionMode::kSwap)
-    return invalid_argument(
-        "--kv-recent-window needs --preemption-mode recompute: the window's rows are not swapped");
+  KVS_RETURN_IF_ERROR(check_window_preemption(config.recent_window, config.preemption_mode));
   if (config.offload.enabled()) KVS_RETURN_IF_ERROR(config.offload.validate());
   std::unique_ptr<Engine> e(new Engine(model, config, pool));
   if (config.secret) {

@@ -16,6 +16,13 @@ Result<PreemptionMode> parse_preemption_mode(const std::string& name) {
   return invalid_argument("--preemption-mode must be recompute or swap, got '" + name + "'");
 }
 
+Status check_window_preemption(uint32_t recent_window, PreemptionMode mode) {
+  if (recent_window > 0 && mode == PreemptionMode::kSwap)
+    return invalid_argument(
+        "--kv-recent-window needs --preemption-mode recompute: the window's rows are not swapped");
+  return Status::ok();
+}
+
 namespace {
 // Admission order: more important (lower number) first, then first come first served.
 bool admitted_before(const Sequence* a, const Sequence* b) {

@@ -54,6 +54,9 @@ enum class PreemptionMode : uint8_t { kRecompute, kSwap };
 
 [[nodiscard]] const char* preemption_mode_name(PreemptionMode mode);
 [[nodiscard]] Result<PreemptionMode> parse_preemption_mode(const std::string& name);
+// invalid_argument for a recent-token window with swap preemption (the window's rows are not
+// swapped); the engine and the simulator refuse the same configurations.
+[[nodiscard]] Status check_window_preemption(uint32_t recent_window, PreemptionMode mode);
 
 struct SchedulerConfig {
   uint32_t max_num_batched_tokens = 512;

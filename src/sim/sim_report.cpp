@@ -74,6 +74,9 @@ ojson setup_json(const SimSetup& s) {
   j["num_blocks"] = s.pool.num_blocks;
   j["pool_bytes_per_rank"] = s.pool.pool_bytes;
   j["pool_tokens"] = s.pool.num_tokens;
+  j["key_tail_bytes_per_rank"] = s.pool.key_tail_bytes;
+  j["recent_window"] = s.pool.recent_window;
+  j["recent_window_bytes_per_rank"] = s.pool.recent_window_bytes;
   j["pool_origin"] = s.pool_origin;
   j["weights_bytes"] = s.plan.weights.bytes;
   j["gpu_memory_bytes"] = s.plan.gpu_memory.bytes;
@@ -175,7 +178,13 @@ std::string render_sim_report(const SimSetup& s, const SimResult& r) {
     << kv_dtype_name(s.pool.shape.k_dtype) << "); " << format_thousands(s.pool.num_blocks)
     << " blocks of " << s.pool.block_size << " = " << format_thousands(s.pool.num_tokens)
     << " tokens per replica\n";
-  o << "              from " << s.pool_origin << "\n";
+  o << "              from " << s.pool_origin;
+  if (s.pool.key_tail_bytes > 0)
+    o << ", less " << format_thousands(s.pool.key_tail_bytes) << " B of key tails";
+  if (s.pool.recent_window_bytes > 0)
+    o << ", less " << format_thousands(s.pool.recent_window_bytes)
+      << " B of recent window (--kv-recent-window " << s.pool.recent_window << ")";
+  o << "\n";
   o << "  scheduler   max-num-seqs " << s.scheduler.max_num_seqs << ", max-num-batched-tokens "
     << s.scheduler.max_num_batched_tokens << ", preemption "
     << preemption_mode_name(s.scheduler.preemption_mode)

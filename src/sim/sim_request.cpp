@@ -108,7 +108,13 @@ Result<SimSetup> resolve_sim(const SimArgs& a) {
                     format_thousands(cap.weights_per_gpu) + " B - workspace " +
                     format_thousands(s.plan.workspace.bytes) + " B per GPU";
   }
-  auto pool = plan_kv_pool(shape, pool_bytes, a.block_size);
+  // The engine's pool for these flags: per-channel keys' tails and the recent-token window for
+  // --max-num-seqs sequences come out of the budget first (kv_pool_plan.h).
+  s.scheduler.max_num_seqs =
+      a.max_num_seqs != 0 ? a.max_num_seqs : (cpu ? kCpuMaxNumSeqs : kGpuMaxNumSeqs);
+  s.scheduler.recent_window = a.recent_window;
+  auto pool =
+      plan_kv_pool(shape, pool_bytes, a.block_size, s.scheduler.max_num_seqs, a.recent_window);
   if (!pool.is_ok()) return Status(pool.status().code(), "KV pool: " + pool.status().message());
   s.pool = *pool;
 
@@ -128,12 +134,11 @@ Result<SimSetup> resolve_sim(const SimArgs& a) {
   const bool fp8_weights = a.hw.weight_dtype == "fp8" || model.weight_dtype == "fp8";
   KVS_ASSIGN_OR_RETURN(s.cost, model_cost(model, s.plan.weights.bytes, s.pool, s.tp, fp8_weights));
 
-  s.scheduler.max_num_seqs =
-      a.max_num_seqs != 0 ? a.max_num_seqs : (cpu ? kCpuMaxNumSeqs : kGpuMaxNumSeqs);
   s.scheduler.max_num_batched_tokens = a.max_num_batched_tokens != 0
                                            ? a.max_num_batched_tokens
                                            : (cpu ? kCpuMaxBatchedTokens : kGpuMaxBatchedTokens);
   KVS_ASSIGN_OR_RETURN(s.scheduler.preemption_mode, parse_preemption_mode(a.preemption_mode));
+  KVS_RETURN_IF_ERROR(check_window_preemption(a.recent_window, s.scheduler.preemption_mode));
   auto swap = parse_byte_size(a.swap_space);
   if (!swap.is_ok())
     return Status(swap.status().code(), "--swap-space: " + swap.status().message());
@@ -168,6 +173,7 @@ std::vector<std::string> sim_setting_keys() {
           "block-size",
           "max-num-seqs",
           "max-num-batched-tokens",
+          "kv-recent-window",
           "preemption-mode",
           "swap-space",
           "enable-prefix-caching",
@@ -210,6 +216,8 @@ Status apply_sim_setting(SimArgs& a, const std::string& key, const std::string& 
     KVS_ASSIGN_OR_RETURN(a.max_num_seqs, parse_number<uint32_t>(key, v));
   } else if (key == "max-num-batched-tokens") {
     KVS_ASSIGN_OR_RETURN(a.max_num_batched_tokens, parse_number<uint32_t>(key, v));
+  } else if (key == "kv-recent-window") {
+    KVS_ASSIGN_OR_RETURN(a.recent_window, parse_number<uint32_t>(key, v));
   } else if (key == "preemption-mode") {
     a.preemption_mode = v;
   } else if (key == "swap-space") {

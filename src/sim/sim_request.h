@@ -34,6 +34,9 @@ struct SimArgs {
   uint32_t block_size = 16;
   uint32_t max_num_seqs = 0;            // 0 = the device's default (gpu 256, cpu 64)
   uint32_t max_num_batched_tokens = 0;  // 0 = the device's default (gpu 8192, cpu 512)
+  // The engine's --kv-recent-window (tokens, 0 = none): its rings come out of the pool's budget
+  // and prefix hits stop at each sequence's window floor, as in the engine.
+  uint32_t recent_window = 0;
   std::string preemption_mode = "recompute";
   std::string swap_space = "0";  // host bytes per replica for swapped-out blocks
   bool enable_prefix_caching = true;

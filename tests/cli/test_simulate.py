@@ -149,6 +149,42 @@ class Simulate(unittest.TestCase):
             self.assertIn(message, p.stderr, args)
             self.assertEqual(len(p.stderr.strip().splitlines()), 1, p.stderr)
 
+    def test_pool_is_the_engines_with_key_tails_and_a_recent_window(self):
+        # The simulator sizes the pool as the engine does for the same flags (`kvserve plan
+        # --kv-cache-memory` shows the engine's pool): per-channel keys' tails and the recent-token
+        # window's rings for --max-num-seqs sequences come out of the budget first.
+        model = os.environ.get("KVSERVE_MODEL_DIR", os.path.expanduser("~/.cache/kvserve/models"))
+        gguf = os.path.join(model, "SmolLM2-135M-Instruct.Q4_1.gguf")
+        if not os.path.exists(gguf):
+            self.skipTest("SmolLM2 not fetched (scripts/fetch-model)")
+        flags = ["--kv-cache-memory", "64MiB", "--kv-cache-dtype-k", "int4_chan",
+                 "--kv-cache-dtype-v", "int4_had", "--max-num-seqs", "16"]
+        for window in ("0", "64"):
+            sim = json.loads(run("--device", "cpu", "--model", gguf, "--trace", self.trace, "--json",
+                                 *flags, "--kv-recent-window", window).stdout)
+            plan = subprocess.run([BIN, "plan", gguf, "--json", *flags, "--kv-recent-window", window],
+                                  capture_output=True, text=True, check=True, timeout=60)
+            engine = json.loads(plan.stdout)["engine_pool"]
+            setup = sim["setup"]
+            self.assertEqual(setup["num_blocks"], engine["num_blocks"], window)
+            self.assertEqual(setup["key_tail_bytes_per_rank"], engine["key_tail_bytes"], window)
+            self.assertEqual(setup["recent_window_bytes_per_rank"], engine["recent_window_bytes"],
+                             window)
+            self.assertEqual(setup["recent_window"], int(window))
+            self.assertGreater(setup["key_tail_bytes_per_rank"], 0)
+            self.assertEqual(sim["results"]["completed"], 30)
+        text = run("--device", "cpu", "--model", gguf, "--trace", self.trace, *flags,
+                   "--kv-recent-window", "64").stdout
+        self.assertIn("B of recent window (--kv-recent-window 64)", text)
+        for args, message in [(["--kv-recent-window", "17"], "--kv-recent-window must be a multiple"),
+                              (["--kv-recent-window", "64", "--preemption-mode", "swap",
+                                "--swap-space", "64MiB"], "needs --preemption-mode recompute")]:
+            p = run("--device", "cpu", "--model", gguf, "--trace", self.trace, *flags, *args,
+                    check=False)
+            self.assertNotEqual(p.returncode, 0, args)
+            self.assertIn(message, p.stderr, args)
+            self.assertEqual(len(p.stderr.strip().splitlines()), 1, p.stderr)
+
     def test_bad_input_is_one_clear_line(self):
         bad = os.path.join(self.dir.name, "bad.jsonl")
         with open(bad, "w") as f:

@@ -54,7 +54,13 @@ std::vector<nlohmann::json> steps_of(const std::string& path) {
 
 std::string model_file(const std::string& name) { return default_model_dir() + "/" + name; }
 
-void compare(const std::string& model_name) {
+// The engine's KV formats and recent-token window (default: f16, none).
+struct KvChoice {
+  std::string k_dtype, v_dtype;  // "" = f16
+  uint32_t recent_window = 0;
+};
+
+void compare(const std::string& model_name, const KvChoice& kv = {}) {
   const std::string path = model_file(model_name);
   if (!fs::exists(path)) SKIP_OR_FAIL_IN_CI() << path << " missing: run scripts/fetch-model";
   test::use_source_data_dir();
@@ -69,6 +75,9 @@ void compare(const std::string& model_name) {
   a.kv_cache_memory = "6MiB";  // tight: requests wait for blocks
   a.max_num_seqs = 3;
   a.max_num_batched_tokens = 64;  // prompts run in chunks
+  a.hw.k_dtype = kv.k_dtype;
+  a.hw.v_dtype = kv.v_dtype;
+  a.recent_window = kv.recent_window;
   const SimSetup setup = test::resolve_or_die(a);
   uint64_t sim_rejected = 0, engine_rejected = 0;
   {
@@ -88,8 +97,13 @@ void compare(const std::string& model_name) {
                  .max_num_batched_tokens = a.max_num_batched_tokens,
                  .max_num_seqs = a.max_num_seqs,
                  .max_model_len = setup.max_model_len};
+  if (!kv.k_dtype.empty()) c.k_dtype = *parse_kv_dtype(kv.k_dtype);
+  if (!kv.v_dtype.empty()) c.v_dtype = *parse_kv_dtype(kv.v_dtype);
+  c.recent_window = kv.recent_window;
   auto engine = test::make_engine(*loaded, c);
   ASSERT_EQ(engine->kv_pool().num_blocks, setup.pool.num_blocks) << "the planner's pool differs";
+  EXPECT_EQ(engine->kv_pool().key_tail_bytes, setup.pool.key_tail_bytes);
+  EXPECT_EQ(engine->kv_pool().recent_window_bytes, setup.pool.recent_window_bytes);
   {
     auto log = StepLog::open(engine_log);
     ASSERT_TRUE(log.is_ok());
@@ -121,6 +135,13 @@ TEST(EngineVsSimulationTest, AFullAttentionModelIsScheduledAlikeStepByStep) {
 
 TEST(EngineVsSimulationTest, ASlidingWindowModelIsScheduledAlikeStepByStep) {
   compare("gemma-3-270m-q4_k_m.gguf");
+}
+
+// Per-channel keys (their f16 tails) and a recent-token window (its rings, and prefix hits that
+// stop at each sequence's window floor) change both the pool and the schedule: the simulator
+// used to size its pool without them.
+TEST(EngineVsSimulationTest, PerChannelKeysAndARecentWindowAreScheduledAlike) {
+  compare("SmolLM2-135M-Instruct.Q4_1.gguf", {"int4_chan", "int4_had", 32});
 }
 
 }  // namespace
