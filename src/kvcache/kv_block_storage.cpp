@@ -22,9 +22,11 @@ Result<KvBlockStorage> KvBlockStorage::create(const KvStorageShape& s) {
   KVS_ASSIGN_OR_RETURN(st.memory_, ZeroPages::map(static_cast<uint64_t>(total), "the KV pool"));
   st.layout_.base = st.memory_.data();
   if (kv_dtype_per_channel(s.k_dtype)) {  // slots may be 0: the own-group rows still count
-    st.key_tails_ =
-        std::make_unique<KeyTails>(s.key_tail_slots, s.layers, s.kv_heads, s.head_dim,
-                                   uint64_t{s.num_blocks} * (s.block_size / kChannelGroupTokens));
+    KVS_ASSIGN_OR_RETURN(
+        KeyTails tails,
+        KeyTails::create(s.key_tail_slots, s.layers, s.kv_heads, s.head_dim,
+                         uint64_t{s.num_blocks} * (s.block_size / kChannelGroupTokens)));
+    st.key_tails_ = std::make_unique<KeyTails>(std::move(tails));
     st.layout_.key_tails = st.key_tails_.get();
   }
   return st;

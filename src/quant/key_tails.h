@@ -13,18 +13,25 @@
 // A slot holds one group (a "chunk": slot / 16 of the pool) for every layer and kv head. Slots are
 // reused least recently written first. The engine sizes it to one slot per sequence per layer
 // group (the last, partly filled group of each), counted in the KV memory budget
-// (kv_pool_plan.h). Not thread-safe: the forward pass writes KV from one thread.
+// (kv_pool_plan.h), in zero pages (core/zero_pages.h): a slot costs memory once a group is
+// written to it. Not thread-safe: the forward pass writes KV from one thread.
 #pragma once
 
 #include <cstdint>
 #include <unordered_map>
 #include <vector>
 
+#include "core/status.h"
+#include "core/zero_pages.h"
+
 namespace kvs {
 
 class KeyTails {
  public:
-  KeyTails(uint32_t slots, uint32_t layers, uint32_t kv_heads, uint32_t dim, uint64_t num_chunks);
+  // `slots` tails for a pool of `num_chunks` 16-token groups; resource_exhausted when the system
+  // cannot map them.
+  static Result<KeyTails> create(uint32_t slots, uint32_t layers, uint32_t kv_heads, uint32_t dim,
+                                 uint64_t num_chunks);
 
   [[nodiscard]] uint32_t slots() const { return static_cast<uint32_t>(chunk_of_.size()); }
   // f16 bytes of all slots: what the pool budget reserves for them.
@@ -70,6 +77,8 @@ class KeyTails {
   [[nodiscard]] bool check_integrity() const;
 
  private:
+  KeyTails(uint32_t slots, uint32_t layers, uint32_t kv_heads, uint32_t dim, uint64_t num_chunks,
+           ZeroPages data);
   static constexpr uint8_t kNoRows = 0xFF;
   [[nodiscard]] uint16_t* rows_of(uint32_t slot, uint32_t layer, uint32_t head);
   // The chunk's slot, taking a free one or the least recently written one if it has none.
@@ -81,7 +90,8 @@ class KeyTails {
   std::vector<int64_t> chunk_of_;  // [slots]: chunk or -1
   std::vector<uint64_t> stamp_;    // [slots]: last write
   std::vector<uint8_t> rows_;      // [slots][layers]: rows held, kNoRows = none
-  std::vector<uint16_t> data_;     // [slots][layers][kv_heads][16][dim]
+  ZeroPages pages_;
+  uint16_t* data_;  // in pages_: [slots][layers][kv_heads][16][dim]
   uint64_t clock_ = 0;
   std::unordered_map<uint64_t, uint32_t> step_index_;  // chunk -> index into step_data_
   std::vector<uint16_t> step_data_;                    // [index][kv_heads][16][dim]

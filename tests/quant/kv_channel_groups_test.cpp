@@ -106,7 +106,7 @@ TEST(ChannelGroupTest, NonFiniteKeysDecodeFinite) {
 TEST(KeyTailsTest, RandomOperationsAgreeWithAModel) {
   const uint32_t slots = 4, layers = 3, heads = 2, dim = 8;
   const uint64_t chunks = 12;
-  KeyTails tails(slots, layers, heads, dim, chunks);
+  KeyTails tails = KeyTails::create(slots, layers, heads, dim, chunks).value();
   EXPECT_EQ(KeyTails::bytes(slots, layers, heads, dim),
             uint64_t{slots} * layers * heads * 16 * dim * 2);
   struct Entry {
@@ -171,7 +171,7 @@ TEST(KeyTailsTest, RandomOperationsAgreeWithAModel) {
 // A copy holds the source's rows of every layer and head, under the source's counts, and the
 // source keeps its own.
 TEST(KeyTailsTest, CopyTakesEveryLayersRows) {
-  KeyTails tails(3, 2, 2, 8, 10);
+  KeyTails tails = KeyTails::create(3, 2, 2, 8, 10).value();
   for (uint32_t l = 0; l < 2; ++l)
     for (uint32_t h = 0; h < 2; ++h) {
       uint16_t* rows = tails.acquire(4, l, h);
@@ -199,7 +199,7 @@ TEST(KeyTailsTest, CopyTakesEveryLayersRows) {
 }
 
 TEST(KeyTailsTest, FullGroupsFreeTheirSlotAndTheOldestIsReusedFirst) {
-  KeyTails tails(2, 2, 1, 8, 10);
+  KeyTails tails = KeyTails::create(2, 2, 1, 8, 10).value();
   ASSERT_NE(tails.acquire(1, 0, 0), nullptr);
   tails.set_rows(1, 0, 5);
   ASSERT_NE(tails.acquire(2, 0, 0), nullptr);
