@@ -22,6 +22,11 @@ class ZeroPages {
   ZeroPages() = default;
 
   [[nodiscard]] uint8_t* data() const { return memory_.get(); }
+  // The pages as an array of T (page-aligned, so aligned for any T).
+  template <typename T>
+  [[nodiscard]] T* as() const {
+    return reinterpret_cast<T*>(memory_.get());
+  }
   [[nodiscard]] uint64_t size() const { return memory_.get_deleter().bytes; }
 
  private:

@@ -23,15 +23,14 @@ KeyTails::KeyTails(uint32_t slots, uint32_t layers, uint32_t kv_heads, uint32_t 
       chunk_of_(slots, -1),
       stamp_(slots, 0),
       rows_(uint64_t{slots} * layers, kNoRows),
-      pages_(std::move(data)),
-      data_(reinterpret_cast<uint16_t*>(pages_.data())) {}
+      data_(std::move(data)) {}
 
 uint64_t KeyTails::bytes(uint32_t slots, uint32_t layers, uint32_t kv_heads, uint32_t dim) {
   return uint64_t{slots} * layers * kv_heads * kChannelGroupTokens * dim * 2;
 }
 
 uint16_t* KeyTails::rows_of(uint32_t slot, uint32_t layer, uint32_t head) {
-  return data_ +
+  return data_.as<uint16_t>() +
          ((uint64_t{slot} * layers_ + layer) * kv_heads_ + head) * kChannelGroupTokens * dim_;
 }
 
@@ -78,7 +77,8 @@ void KeyTails::copy(uint64_t src, uint64_t dst) {
   const uint32_t to = slot_for(dst);
   const uint32_t from = static_cast<uint32_t>(slot_of_[src]);
   const uint64_t per_slot = uint64_t{layers_} * kv_heads_ * kChannelGroupTokens * dim_;
-  std::copy_n(data_ + from * per_slot, per_slot, data_ + to * per_slot);
+  uint16_t* d = data_.as<uint16_t>();
+  std::copy_n(d + from * per_slot, per_slot, d + to * per_slot);
   std::copy_n(rows_.begin() + uint64_t{from} * layers_, layers_,
               rows_.begin() + uint64_t{to} * layers_);
 }

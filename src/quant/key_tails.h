@@ -90,8 +90,7 @@ class KeyTails {
   std::vector<int64_t> chunk_of_;  // [slots]: chunk or -1
   std::vector<uint64_t> stamp_;    // [slots]: last write
   std::vector<uint8_t> rows_;      // [slots][layers]: rows held, kNoRows = none
-  ZeroPages pages_;
-  uint16_t* data_;  // in pages_: [slots][layers][kv_heads][16][dim]
+  ZeroPages data_;                 // u16 [slots][layers][kv_heads][16][dim]
   uint64_t clock_ = 0;
   std::unordered_map<uint64_t, uint32_t> step_index_;  // chunk -> index into step_data_
   std::vector<uint16_t> step_data_;                    // [index][kv_heads][16][dim]

@@ -25,8 +25,6 @@ RecentWindow::RecentWindow(uint32_t slots, uint32_t tokens, uint32_t layers, uin
       kv_heads_(kv_heads),
       dim_(dim),
       rings_(std::move(rings)),
-      ring_k_(reinterpret_cast<uint16_t*>(rings_.data())),
-      ring_v_(ring_k_ + bytes(slots, tokens, layers, kv_heads, dim) / 4),
       next_pos_(slots, -1),
       valid_from_(slots, 0) {}
 
@@ -82,8 +80,8 @@ void RecentWindow::commit(uint32_t layer) {
     for (uint32_t h = 0; h < kv_heads_; ++h) {
       const uint64_t from = (uint64_t(t) * kv_heads_ + h) * dim_;
       const uint64_t to = ring_index(uint32_t(slot_[t]), layer, h, pos_[t]);
-      std::copy_n(step_k_.begin() + from, dim_, ring_k_ + to);
-      std::copy_n(step_v_.begin() + from, dim_, ring_v_ + to);
+      std::copy_n(step_k_.begin() + from, dim_, ring_k() + to);
+      std::copy_n(step_v_.begin() + from, dim_, ring_v() + to);
     }
   }
 }
@@ -116,8 +114,8 @@ void RecentWindow::copy_slot(uint32_t src, uint32_t dst) {
   KVS_CHECK(src < slots_ && dst < slots_);
   if (src == dst) return;
   const uint64_t per_slot = uint64_t{layers_} * kv_heads_ * cap_ * dim_;
-  std::copy_n(ring_k_ + src * per_slot, per_slot, ring_k_ + dst * per_slot);
-  std::copy_n(ring_v_ + src * per_slot, per_slot, ring_v_ + dst * per_slot);
+  std::copy_n(ring_k() + src * per_slot, per_slot, ring_k() + dst * per_slot);
+  std::copy_n(ring_v() + src * per_slot, per_slot, ring_v() + dst * per_slot);
   next_pos_[dst] = next_pos_[src];
   valid_from_[dst] = valid_from_[src];
 }

@@ -74,10 +74,10 @@ class RecentWindow {
   [[nodiscard]] int32_t first_position(int64_t t, int32_t context_len) const;
   // Rows [dim] of f16 of position `pos` (within token t's window) for `layer` and `head`.
   [[nodiscard]] const uint16_t* key(int64_t t, uint32_t layer, uint32_t head, int32_t pos) const {
-    return row(ring_k_, step_k_, t, layer, head, pos);
+    return row(ring_k(), step_k_, t, layer, head, pos);
   }
   [[nodiscard]] const uint16_t* value(int64_t t, uint32_t layer, uint32_t head, int32_t pos) const {
-    return row(ring_v_, step_v_, t, layer, head, pos);
+    return row(ring_v(), step_v_, t, layer, head, pos);
   }
 
   // The child of a fork goes on from its parent's rows (every layer).
@@ -95,8 +95,12 @@ class RecentWindow {
                                     int32_t pos) const;
 
   uint32_t slots_, tokens_, cap_, layers_, kv_heads_, dim_;
-  ZeroPages rings_;             // K's rings, then V's
-  uint16_t *ring_k_, *ring_v_;  // each [slots][layers][kv_heads][cap][dim]
+  // K's rings, then V's, each [slots][layers][kv_heads][cap][dim].
+  ZeroPages rings_;
+  [[nodiscard]] uint16_t* ring_k() const { return rings_.as<uint16_t>(); }
+  [[nodiscard]] uint16_t* ring_v() const {
+    return ring_k() + uint64_t{slots_} * layers_ * kv_heads_ * cap_ * dim_;
+  }
   // Per slot: the position after its last step, and the first position its rows hold for the
   // sequence now in it. A chunk that does not continue the slot's last step (a new sequence, or
   // one recomputed) starts it afresh, so no row of the slot's earlier owner is ever read: a
