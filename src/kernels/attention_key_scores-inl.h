@@ -356,13 +356,14 @@ static void ScoreKeysD(const RangeArgs& r) {
 
 // Keys [j, end) of one per-channel group, as rows of R (kv_readers-inl.h): each key one dot
 // product of the heads' qs with its codes, the accumulators in registers, four keys at a time
-// reduced together (attention_key_scores-inl.h). Returns the first key not scored.
-template <class R, int NG>
+// reduced together (attention_key_scores-inl.h). Returns the first key not scored. With the
+// head dim known at compile time (kD, as ScoreKeys) the loop over a row's chunks unrolls.
+template <class R, int NG, uint32_t kD>
 static int32_t ScoreChannelRows(const RangeArgs& r, const uint8_t* group, const float* qs,
                                 const float* q_const, int32_t j, int32_t end, PrefetchCursor& pf,
                                 uint32_t lines_per_step) {
   const PagedAttentionArgs& a = *r.a;
-  const uint32_t D = a.kv.head_dim;
+  const uint32_t D = kD != 0 ? kD : a.kv.head_dim;
   const int32_t G = static_cast<int32_t>(kChannelGroupTokens);
   const int32_t len = r.j1 - r.j0;
   const DF df;
@@ -378,7 +379,7 @@ static int32_t ScoreChannelRows(const RangeArgs& r, const uint8_t* group, const 
       KVS_UNROLL
       for (int u = 0; u < 4; ++u) KVS_UNROLL
       for (int g = 0; g < NG; ++g) acc[u][g] = hn::Zero(df);
-      for (uint32_t e = 0; e < D; e += L) {
+      const auto chunk = [&](uint32_t e) HWY_ATTR {
         VF qv[NG];
         KVS_UNROLL
         for (int g = 0; g < NG; ++g) qv[g] = hn::LoadU(df, qs + g * D + e);
@@ -388,6 +389,12 @@ static int32_t ScoreChannelRows(const RangeArgs& r, const uint8_t* group, const 
           KVS_UNROLL
           for (int g = 0; g < NG; ++g) acc[u][g] = hn::MulAdd(qv[g], x, acc[u][g]);
         }
+      };
+      if constexpr (kD != 0) {
+        KVS_UNROLL
+        for (uint32_t e = 0; e < kD; e += L) chunk(e);
+      } else {
+        for (uint32_t e = 0; e < D; e += L) chunk(e);
       }
       KVS_UNROLL
       for (int g = 0; g < NG; ++g) {
@@ -414,6 +421,15 @@ static int32_t ScoreChannelRows(const RangeArgs& r, const uint8_t* group, const 
           (q_const[g] + hn::GetLane(hn::SumOfLanes(df, acc[g]))) * a.scale;
   }
   return j;
+}
+
+template <class R, int NG>
+static int32_t ScoreChannelRowsD(const RangeArgs& r, const uint8_t* group, const float* qs,
+                                 const float* q_const, int32_t j, int32_t end, PrefetchCursor& pf,
+                                 uint32_t lines_per_step) {
+  if (r.a->kv.head_dim == 64)
+    return ScoreChannelRows<R, NG, 64>(r, group, qs, q_const, j, end, pf, lines_per_step);
+  return ScoreChannelRows<R, NG, 0>(r, group, qs, q_const, j, end, pf, lines_per_step);
 }
 
 }  // namespace HWY_NAMESPACE

@@ -325,13 +325,13 @@ static void ScoreKeysChannel(const RangeArgs& r, float* codes) {
       }
     }
     if (q4_rows) {
-      j = ScoreChannelRows<ChannelRowQ4, NG>(r, group, qs.data(), q_const, j, end, pf,
-                                             lines_per_step);
+      j = ScoreChannelRowsD<ChannelRowQ4, NG>(r, group, qs.data(), q_const, j, end, pf,
+                                              lines_per_step);
     } else if (D % L == 0 && L <= 16) {
-      j = bits == 3 ? ScoreChannelRows<ChannelRowLowBit<3>, NG>(r, group, qs.data(), q_const, j,
-                                                                end, pf, lines_per_step)
-                    : ScoreChannelRows<ChannelRowLowBit<2>, NG>(r, group, qs.data(), q_const, j,
-                                                                end, pf, lines_per_step);
+      j = bits == 3 ? ScoreChannelRowsD<ChannelRowLowBit<3>, NG>(r, group, qs.data(), q_const, j,
+                                                                 end, pf, lines_per_step)
+                    : ScoreChannelRowsD<ChannelRowLowBit<2>, NG>(r, group, qs.data(), q_const, j,
+                                                                 end, pf, lines_per_step);
     }
     for (; j < end; ++j) {  // head dims the readers cannot tile
       const uint8_t* row = channel_group_codes(group, bits, uint32_t(j % G), D);
