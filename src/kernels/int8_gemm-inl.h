@@ -170,7 +170,12 @@ void quantize_typed(const float* x, int64_t t0, int64_t t1, const Acts& a) {
 // either way, so are the bits.
 namespace pl = packed_layout;
 constexpr int64_t kGroupRows = kVnni512 ? 16 : 8;
-constexpr int kGroupTokens = kVnni512 ? 8 : static_cast<int>(kTileTokens);
+// Tokens per tile: AVX-512 has 32 registers, which hold 12 tokens' sums and accumulators (Q6_K's
+// second half-sums leave room for 8); AVX2 has 16.
+template <WeightType kT>
+constexpr int kGroupTokens = !kVnni512                 ? static_cast<int>(kTileTokens)
+                             : kT == WeightType::kQ6_K ? 8
+                                                       : 12;
 static_assert(pl::kRows == kPackedRows && pl::kRows % kGroupRows == 0);
 typedef int32_t AliasedI32 __attribute__((may_alias));
 
@@ -282,6 +287,23 @@ KVS_AI GroupVec::I group_dot(GroupVec::I isum, GroupVec::I u, GroupVec::I bx) {
 #endif
 }
 
+// group_dot with the token's 4 bytes at x. On AVX-512 they are the dot product's embedded
+// broadcast ({1to16}): GCC 12 does not fold a broadcast into vpdpbusd, and a separate
+// vpbroadcastd per dot product doubles the instructions the front end must issue. The same
+// instruction either way, so the same bits.
+template <WeightType kT>
+KVS_AI GroupVec::I group_dot_x4(GroupVec::I isum, GroupVec::I u, const int8_t* x) {
+#if KVS_INT8_VNNI == 2
+  __asm__("vpdpbusd %[x]%{1to16%}, %[u], %[s]"
+          : [s] "+v"(isum)
+          : [u] "v"(u), [x] "m"(*reinterpret_cast<const AliasedI32*>(x)));
+  return isum;
+#else
+  // A plain (may_alias) load, broadcast.
+  return group_dot<kT>(isum, u, GroupVec::set1(*reinterpret_cast<const AliasedI32*>(x)));
+#endif
+}
+
 // The 5th bit (Q5_0) of dword J's bytes, as 0x10: bit J of each byte of hb moved to bit 4 (16-bit
 // shifts: the bit picked never crosses a byte).
 template <int J>
@@ -368,6 +390,8 @@ __attribute__((noinline)) void packed_tile(const uint8_t* group, int h, const Ac
       if constexpr (kHalves) {
         isum[t] = V::set1(a.half_osum[2 * (i0 + t)]);
         isum_hi[t] = V::set1(a.half_osum[2 * (i0 + t) + 1]);
+      } else if constexpr (kSumOffset<kT> == 0) {
+        isum[t] = V::set1(0);  // quantize_block stores no offset term: 0, without the loads
       } else {
         isum[t] = V::set1(a.osum[i0 + t]);
       }
@@ -376,13 +400,11 @@ __attribute__((noinline)) void packed_tile(const uint8_t* group, int h, const Ac
     const auto dots = [&](int k, V::I u) __attribute__((always_inline)) {
       KVS_UNROLL
       for (int t = 0; t < RT; ++t) {
-        // Plain (may_alias) loads, which the compiler can fold into the dot product as an
-        // embedded broadcast.
-        const V::I x4 = V::set1(*reinterpret_cast<const AliasedI32*>(xq + 32 * t + 4 * k));
+        const int8_t* x = xq + 32 * t + 4 * k;
         if (kHalves && k >= 4)
-          isum_hi[t] = group_dot<kT>(isum_hi[t], u, x4);
+          isum_hi[t] = group_dot_x4<kT>(isum_hi[t], u, x);
         else
-          isum[t] = group_dot<kT>(isum[t], u, x4);
+          isum[t] = group_dot_x4<kT>(isum[t], u, x);
       }
     };
     if constexpr (kT == WeightType::kQ8_0) {
@@ -439,16 +461,20 @@ __attribute__((noinline)) void packed_tile(const uint8_t* group, int h, const Ac
 }
 
 // ---------------------------------------------------------------- driver
+constexpr int narrower(int a, int b) { return a < b ? a : b; }
+
 template <WeightType kT>
 void gemm_typed(const uint8_t* group, const Acts& a, int64_t t0, int64_t t1, float* y, int64_t N,
                 int64_t n0, int rows) {
-  for (int64_t tt = t0; tt < t1; tt += kGroupTokens) {
-    const int rt = static_cast<int>(imin(kGroupTokens, t1 - tt));
+  // Tiles of equal width (16 tokens: 8 + 8, not 12 + 4). Each (row, token) sum runs the same
+  // operations in the same order whatever the tile's width: the bits do not change.
+  constexpr int kMax = kGroupTokens<kT>;
+  const int64_t tiles = (t1 - t0 + kMax - 1) / kMax;
+  for (int64_t i = 0, tt = t0; i < tiles; ++i) {
+    const int rt = static_cast<int>((t1 - tt) / (tiles - i) + ((t1 - tt) % (tiles - i) != 0));
     for (int h = 0; h * kGroupRows < rows; ++h) {
       const int64_t n = n0 + h * kGroupRows;
       const int rn = static_cast<int>(imin(kGroupRows, rows - h * kGroupRows));
-      // The last token tile as narrow as its tokens. Each (row, token) sum runs the same
-      // operations in the same order whatever the tile's width: the bits do not change.
       switch (rt) {
         case 1: packed_tile<kT, 1>(group, h, a, tt, y, N, n, rn); break;
         case 2: packed_tile<kT, 2>(group, h, a, tt, y, N, n, rn); break;
@@ -458,10 +484,15 @@ void gemm_typed(const uint8_t* group, const Acts& a, int64_t t0, int64_t t1, flo
         case 5: packed_tile<kT, 5>(group, h, a, tt, y, N, n, rn); break;
         case 6: packed_tile<kT, 6>(group, h, a, tt, y, N, n, rn); break;
         case 7: packed_tile<kT, 7>(group, h, a, tt, y, N, n, rn); break;
+        case 8: packed_tile<kT, 8>(group, h, a, tt, y, N, n, rn); break;
+        case 9: packed_tile<kT, narrower(kMax, 9)>(group, h, a, tt, y, N, n, rn); break;
+        case 10: packed_tile<kT, narrower(kMax, 10)>(group, h, a, tt, y, N, n, rn); break;
+        case 11: packed_tile<kT, narrower(kMax, 11)>(group, h, a, tt, y, N, n, rn); break;
 #endif
-        default: packed_tile<kT, kGroupTokens>(group, h, a, tt, y, N, n, rn);
+        default: packed_tile<kT, kMax>(group, h, a, tt, y, N, n, rn);
       }
     }
+    tt += rt;
   }
 }
 

@@ -49,7 +49,7 @@ struct Acts {
 };
 
 constexpr int64_t kPackedRows = 16;  // rows of a packed group (packed_layout::kRows)
-constexpr int64_t kTileTokens = 4;   // tokens per micro-kernel call on AVX2 (8 on AVX-512)
+constexpr int64_t kTileTokens = 4;   // tokens per micro-kernel call on AVX2 (up to 12 on AVX-512)
 
 struct Kernels {
   // Quantizes tokens [t0, t1) of x [T][K] into a (which has room for them).
