@@ -197,7 +197,6 @@ struct GroupVec {
   static KVS_AI I load_s8(const uint8_t* p) {
     return _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
   }
-  static KVS_AI I mullo(I a, I b) { return _mm512_mullo_epi32(a, b); }
   static KVS_AI I set1(int32_t v) { return _mm512_set1_epi32(v); }
   static KVS_AI I set1_8(int8_t v) { return _mm512_set1_epi8(v); }
   static KVS_AI F set1f(float v) { return _mm512_set1_ps(v); }
@@ -243,7 +242,6 @@ struct GroupVec {
   static KVS_AI I load_s8(const uint8_t* p) {
     return _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
   }
-  static KVS_AI I mullo(I a, I b) { return _mm256_mullo_epi32(a, b); }
   static KVS_AI I set1(int32_t v) { return _mm256_set1_epi32(v); }
   static KVS_AI I set1_8(int8_t v) { return _mm256_set1_epi8(v); }
   static KVS_AI F set1f(float v) { return _mm256_set1_ps(v); }
@@ -357,7 +355,7 @@ __attribute__((noinline)) void packed_tile(const uint8_t* group, int h, const Ac
     }
     const uint8_t* unit;  // the block's first vector
     V::F dw, mw = V::zero();
-    V::I sc_lo{}, sc_hi{};  // Q6_K: the sub-scales of elements 0..15 and 16..31
+    V::F sc_lo{}, sc_hi{};  // Q6_K: the sub-scales of elements 0..15 and 16..31
     if constexpr (kT == WeightType::kQ4_K) {
       const uint8_t* sb = group + (b / 8) * kBytes;
       const int64_t j = b % 8;
@@ -370,8 +368,8 @@ __attribute__((noinline)) void packed_tile(const uint8_t* group, int h, const Ac
       const int64_t j = b % 8;
       unit = sb + pl::kQ6KUnit * j;
       dw = V::load_f16(sb + pl::kQ6KD + h2);
-      sc_lo = V::load_s8(sb + pl::kQ6KSc + 32 * j + h1);
-      sc_hi = V::load_s8(sb + pl::kQ6KSc + 32 * j + 16 + h1);
+      sc_lo = V::cvt(V::load_s8(sb + pl::kQ6KSc + 32 * j + h1));
+      sc_hi = V::cvt(V::load_s8(sb + pl::kQ6KSc + 32 * j + 16 + h1));
     } else {
       unit = group + b * kBytes;
       const int64_t d_off = kBytes - (kHasMin<kT> ? 2 : 1) * pl::kF16;
@@ -441,9 +439,16 @@ __attribute__((noinline)) void packed_tile(const uint8_t* group, int h, const Ac
     }
     KVS_UNROLL
     for (int t = 0; t < RT; ++t) {
+      // Q6_K: the block's integer sum lo x sc_lo + hi x sc_hi, formed in f32 and exact there: a
+      // half's |sum of (q - 32) x x| <= 16 x 32 x 127 < 2^16 and |sub-scale| <= 128, so each
+      // product is below 2^23 and their sum below 2^24, all integers f32 holds exactly. The
+      // same value as the int32 sum converted, without vpmulld (two uops on one port on Intel).
+      V::F sum;
       if constexpr (kHalves)
-        isum[t] = V::add(V::mullo(isum[t], sc_lo), V::mullo(isum_hi[t], sc_hi));
-      acc[t] = V::fmadd(V::cvt(isum[t]), V::mul(dw, V::set1f(a.d[i0 + t])), acc[t]);
+        sum = V::fmadd(V::cvt(isum_hi[t]), sc_hi, V::mul(V::cvt(isum[t]), sc_lo));
+      else
+        sum = V::cvt(isum[t]);
+      acc[t] = V::fmadd(sum, V::mul(dw, V::set1f(a.d[i0 + t])), acc[t]);
       if constexpr (kHasMin<kT>) acc[t] = V::fmadd(mw, V::set1f(a.s[i0 + t]), acc[t]);
     }
   }
