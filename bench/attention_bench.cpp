@@ -136,16 +136,17 @@ Result run(const Model& m, KvDtype dtype, KvDtype v_dtype, int ctx, ThreadPool& 
   std::mt19937 rng(1);
   std::normal_distribution<float> nd(0.0f, 1.0f);
   const int distinct = 256;
-  // Per-channel keys (quant/kv_channel_groups.h) are sealed a 16-token group at a time.
+  // Per-channel keys (quant/kv_channel_groups.h) are sealed a group of G tokens at a time.
   const uint32_t k_bits = channel_group_bits(dtype);
-  const uint64_t gb = k_bits ? channel_group_bytes(k_bits, m.head_dim) : 0;
+  const uint32_t G = kv_channel_group_tokens(dtype);
+  const uint64_t gb = k_bits ? channel_group_bytes(k_bits, G, m.head_dim) : 0;
   const uint64_t kb = kv.k_vector_bytes, vb = kv.v_vector_bytes;
   std::vector<uint8_t> k_bytes(distinct * (k_bits ? gb : kb)), v_bytes(distinct * vb);
-  std::vector<float> x(m.head_dim), group(kChannelGroupTokens * m.head_dim);
+  std::vector<float> x(m.head_dim), group(uint64_t{std::max(1u, G)} * m.head_dim);
   for (int i = 0; i < distinct; ++i) {
     if (k_bits) {
       for (auto& v : group) v = nd(rng);
-      quantize_channel_group(k_bits, group.data(), m.head_dim, kChannelGroupTokens, m.head_dim,
+      quantize_channel_group(k_bits, group.data(), m.head_dim, G, m.head_dim,
                              k_bytes.data() + i * gb);
     } else {
       for (auto& v : x) v = nd(rng);
@@ -164,9 +165,9 @@ Result run(const Model& m, KvDtype dtype, KvDtype v_dtype, int ctx, ThreadPool& 
         for (uint32_t s = 0; s < m.block_size; ++s) {
           if (k_bits == 0)
             std::memcpy(kv.k_head(b, l, h) + s * kb, k_bytes.data() + (rng() % distinct) * kb, kb);
-          else if (s % kChannelGroupTokens == 0)
-            std::memcpy(kv.k_head(b, l, h) + (s / kChannelGroupTokens) * gb,
-                        k_bytes.data() + (rng() % distinct) * gb, gb);
+          else if (s % G == 0)
+            std::memcpy(kv.k_head(b, l, h) + (s / G) * gb, k_bytes.data() + (rng() % distinct) * gb,
+                        gb);
           std::memcpy(kv.v_head(b, l, h) + s * vb, v_bytes.data() + (rng() % distinct) * vb, vb);
         }
   // Sequence s: the shared blocks, then its own.

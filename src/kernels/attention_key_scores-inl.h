@@ -364,7 +364,7 @@ static int32_t ScoreChannelRows(const RangeArgs& r, const uint8_t* group, const 
                                 uint32_t lines_per_step) {
   const PagedAttentionArgs& a = *r.a;
   const uint32_t D = kD != 0 ? kD : a.kv.head_dim;
-  const int32_t G = static_cast<int32_t>(kChannelGroupTokens);
+  const int32_t G = static_cast<int32_t>(kv_channel_group_tokens(a.kv.k_dtype));
   const int32_t len = r.j1 - r.j0;
   const DF df;
   const size_t L = hn::Lanes(df);

@@ -106,7 +106,10 @@ void kv_vector_from_f32(KvDtype dtype, const float* src, uint32_t n, uint8_t* ds
     }
     case KvDtype::kInt4Chan:
     case KvDtype::kInt3Chan:
-    case KvDtype::kInt2Chan: break;  // a group of tokens, not one vector (kv_write.cpp)
+    case KvDtype::kInt2Chan:
+    case KvDtype::kInt4Chan64:
+    case KvDtype::kInt3Chan64:
+    case KvDtype::kInt2Chan64: break;  // a group of tokens, not one vector (kv_write.cpp)
   }
   KVS_CHECK_MSG(false, "KV format not supported by the kernels");
 }
@@ -120,9 +123,10 @@ void kv_key_to_f32(const PagedKvLayout& kv, uint64_t block, uint32_t layer, uint
                      0);
     return;
   }
+  const uint32_t tokens = kv_channel_group_tokens(kv.k_dtype);
   const uint8_t* group =
-      region + uint64_t{offset / kChannelGroupTokens} * channel_group_bytes(bits, kv.head_dim);
-  dequantize_channel_row(bits, group, offset % kChannelGroupTokens, kv.head_dim, dst);
+      region + uint64_t{offset / tokens} * channel_group_bytes(bits, tokens, kv.head_dim);
+  dequantize_channel_row(bits, group, offset % tokens, kv.head_dim, dst);
 }
 
 }  // namespace kvs

@@ -12,24 +12,25 @@
 namespace kvs {
 namespace {
 
-// Keys of a per-channel format: tokens [t0, t1) go to rows [r0, r0 + t1 - t0) of one 16-token
-// group (chunk) for every head. A whole group written at once is sealed from the keys; otherwise
+// Keys of a per-channel format: tokens [t0, t1) go to rows [r0, r0 + t1 - t0) of one group of G
+// tokens (chunk) for every head. A whole group written at once is sealed from the keys; otherwise
 // the group's earlier rows come from its tail (or, without one, from its bytes), the new rows are
 // added, and the group is sealed again over all of them.
 void write_channel_keys(const PagedKvLayout& kv, uint32_t layer, uint64_t chunk, uint32_t r0,
                         const float* k, int64_t t0, int64_t t1) {
   const uint32_t D = kv.head_dim, bits = channel_group_bits(kv.k_dtype);
   const uint32_t n = r0 + static_cast<uint32_t>(t1 - t0);
-  const uint64_t chunks_per_block = kv.block_size / kChannelGroupTokens;
+  const uint32_t G = kv_channel_group_tokens(kv.k_dtype);
+  const uint64_t chunks_per_block = kv.block_size / G;
   const uint64_t block = chunk / chunks_per_block;
-  const uint64_t group_bytes = channel_group_bytes(bits, D);
+  const uint64_t group_bytes = channel_group_bytes(bits, G, D);
   const uint64_t row_stride = uint64_t{kv.kv_heads} * D;
   thread_local std::vector<float> rows;
-  rows.resize(uint64_t{kChannelGroupTokens} * D);
+  rows.resize(uint64_t{G} * D);
   for (uint32_t h = 0; h < kv.kv_heads; ++h) {
     uint8_t* group = kv.k_head(block, layer, h) + (chunk % chunks_per_block) * group_bytes;
     KeyTails* tails = kv.key_tails;
-    if (r0 == 0 && n == kChannelGroupTokens) {
+    if (r0 == 0 && n == G) {
       quantize_channel_group(bits, k + t0 * row_stride + h * D, row_stride, n, D, group);
       if (tails != nullptr) {  // this step's queries in the group read its rows in f16
         uint16_t* own = tails->step_rows(chunk, h, true);
@@ -77,18 +78,18 @@ void write_kv(const PagedKvLayout& kv, uint32_t layer, int64_t num_tokens,
     }
   }
   if (!channel_keys) return;
-  KVS_CHECK(kv.block_size % kChannelGroupTokens == 0);
+  const uint32_t G = kv_channel_group_tokens(kv.k_dtype);
+  KVS_CHECK(kv.block_size % G == 0);
   if (kv.key_tails != nullptr) kv.key_tails->begin_step_rows();
-  // Runs of consecutive slots in one 16-token group.
+  // Runs of consecutive slots in one group.
   for (int64_t t0 = 0; t0 < num_tokens;) {
     const uint64_t slot = static_cast<uint64_t>(slot_mapping[t0]);
-    const uint64_t chunk = slot / kChannelGroupTokens;
+    const uint64_t chunk = slot / G;
     int64_t t1 = t0 + 1;
     while (t1 < num_tokens && static_cast<uint64_t>(slot_mapping[t1]) == slot + (t1 - t0) &&
-           static_cast<uint64_t>(slot_mapping[t1]) / kChannelGroupTokens == chunk)
+           static_cast<uint64_t>(slot_mapping[t1]) / G == chunk)
       ++t1;
-    write_channel_keys(kv, layer, chunk, static_cast<uint32_t>(slot % kChannelGroupTokens), k, t0,
-                       t1);
+    write_channel_keys(kv, layer, chunk, static_cast<uint32_t>(slot % G), k, t0, t1);
     t0 = t1;
   }
 }

@@ -241,8 +241,8 @@ static void ScoreKeysVnni(const RangeArgs& r, const int8_key_dots::Kernels& kd) 
   }
 }
 
-// Per-channel keys (quant/kv_channel_groups.h), a 16-token group at a time: with k = min + step x
-// code, q . k = sum q min + sum (q step) code, so each group folds its parameters into the
+// Per-channel keys (quant/kv_channel_groups.h), a group of G tokens at a time: with k = min + step
+// x code, q . k = sum q min + sum (q step) code, so each group folds its parameters into the
 // queries once (qs = q x step, and the constant sum q x min) and each key is one dot product of
 // qs with its codes, unpacked to floats.
 template <int NG>
@@ -251,9 +251,9 @@ static void ScoreKeysChannel(const RangeArgs& r, float* codes) {
   const PagedKvLayout& kv = a.kv;
   const uint32_t D = kv.head_dim;
   const int32_t bs = static_cast<int32_t>(kv.block_size);
-  const int32_t G = static_cast<int32_t>(kChannelGroupTokens);
+  const int32_t G = static_cast<int32_t>(kv_channel_group_tokens(kv.k_dtype));
   const uint32_t bits = channel_group_bits(kv.k_dtype);
-  const uint64_t group_bytes = channel_group_bytes(bits, D);
+  const uint64_t group_bytes = channel_group_bytes(bits, uint32_t(G), D);
   const int32_t len = r.j1 - r.j0;
   const uint32_t* table = a.block_table[r.t];
   const DF df;
@@ -368,7 +368,10 @@ static void ScoreKeysFor(KvDtype dtype, const RangeArgs& r, float* buf) {
     case KvDtype::kQ8_0: return ScoreKeysD<ReadQ8, NG>(r);
     case KvDtype::kInt4Chan:
     case KvDtype::kInt3Chan:
-    case KvDtype::kInt2Chan: return;  // above
+    case KvDtype::kInt2Chan:
+    case KvDtype::kInt4Chan64:
+    case KvDtype::kInt3Chan64:
+    case KvDtype::kInt2Chan64: return;  // above
   }
 }
 
@@ -391,7 +394,10 @@ static void AccumulateValuesFor(KvDtype dtype, const RangeArgs& r, float* out, f
     case KvDtype::kQ8_0: return AccumulateValues<ReadQ8, NG>(r, out);
     case KvDtype::kInt4Chan:
     case KvDtype::kInt3Chan:
-    case KvDtype::kInt2Chan: KVS_CHECK_MSG(false, "per-channel formats hold keys only");
+    case KvDtype::kInt2Chan:
+    case KvDtype::kInt4Chan64:
+    case KvDtype::kInt3Chan64:
+    case KvDtype::kInt2Chan64: KVS_CHECK_MSG(false, "per-channel formats hold keys only");
   }
 }
 

@@ -51,8 +51,9 @@ void paged_attention_reference(const PagedAttentionArgs& a) {
           d = double(isum) * dq * load_f16_scale(kp + D);
         } else {
           kv_key_to_f32(kv, blk, a.layer, kvh, j % kv.block_size, k.data());
-          // Per-channel keys: the query's own 16-token group in f16 (quant/key_tails.h).
-          const int32_t own_start = (n - 1) / int32_t(kChannelGroupTokens) * kChannelGroupTokens;
+          // Per-channel keys: the query's own group in f16 (quant/key_tails.h).
+          const int32_t G = static_cast<int32_t>(std::max(1u, kv_channel_group_tokens(kv.k_dtype)));
+          const int32_t own_start = (n - 1) / G * G;
           if (kv_dtype_per_channel(kv.k_dtype) && j >= own_start && kv.key_tails != nullptr) {
             if (const uint16_t* own =
                     kv.key_tails->step_key(blk, j % kv.block_size, kv.block_size, kvh))

@@ -24,8 +24,9 @@ Result<KvBlockStorage> KvBlockStorage::create(const KvStorageShape& s) {
   if (kv_dtype_per_channel(s.k_dtype)) {  // slots may be 0: the own-group rows still count
     KVS_ASSIGN_OR_RETURN(
         KeyTails tails,
-        KeyTails::create(s.key_tail_slots, s.layers, s.kv_heads, s.head_dim,
-                         uint64_t{s.num_blocks} * (s.block_size / kChannelGroupTokens)));
+        KeyTails::create(
+            s.key_tail_slots, s.layers, s.kv_heads, s.head_dim, kv_channel_group_tokens(s.k_dtype),
+            uint64_t{s.num_blocks} * (s.block_size / kv_channel_group_tokens(s.k_dtype))));
     st.key_tails_ = std::make_unique<KeyTails>(std::move(tails));
     st.layout_.key_tails = st.key_tails_.get();
   }
@@ -37,12 +38,12 @@ Result<PagedKvLayout> KvBlockStorage::layout_of(const KvStorageShape& s) {
     return invalid_argument("block size must be between 1 and " + std::to_string(kMaxBlockSize) +
                             " tokens, got " + std::to_string(s.block_size));
   if (s.layers == 0 || s.kv_heads == 0) return invalid_argument("model has no KV heads");
-  if (kv_dtype_per_channel(s.k_dtype) && s.block_size % kChannelGroupTokens != 0)
+  const uint32_t group = kv_channel_group_tokens(s.k_dtype);
+  if (group != 0 && s.block_size % group != 0)
     return invalid_argument(std::string("KV format ") + kv_dtype_name(s.k_dtype) +
-                            " quantizes keys in groups of " + std::to_string(kChannelGroupTokens) +
+                            " quantizes keys in groups of " + std::to_string(group) +
                             " tokens and needs a block size that is a multiple of " +
-                            std::to_string(kChannelGroupTokens) + ", got " +
-                            std::to_string(s.block_size));
+                            std::to_string(group) + ", got " + std::to_string(s.block_size));
   const KvUniformShape shape = s.uniform();
   KVS_RETURN_IF_ERROR(validate_kv_shape(KvModelShape::uniform(shape)));
   // The byte counts come from the one formula (kv_geometry); the layout only orders them.
@@ -69,13 +70,11 @@ void KvBlockStorage::copy_tokens(uint32_t src, uint32_t dst, uint32_t num_tokens
   invalidate_tails(dst);
   const PagedKvLayout& l = layout_;
   // Per-channel keys: whole groups (their parameters cover the group's rows together).
-  const uint64_t k_tokens =
-      kv_dtype_per_channel(shape_.k_dtype)
-          ? (num_tokens + kChannelGroupTokens - 1) / kChannelGroupTokens * kChannelGroupTokens
-          : num_tokens;
+  const uint64_t group = kv_channel_group_tokens(shape_.k_dtype);
+  const uint64_t k_tokens = group != 0 ? (num_tokens + group - 1) / group * group : num_tokens;
   if (key_tails_) {  // the copied groups' f16 tails go with them (key_tails.h: copy)
-    const uint64_t per_block = shape_.block_size / kChannelGroupTokens;
-    for (uint64_t g = 0; g < k_tokens / kChannelGroupTokens; ++g)
+    const uint64_t per_block = shape_.block_size / group;
+    for (uint64_t g = 0; g < k_tokens / group; ++g)
       key_tails_->copy(uint64_t{src} * per_block + g, uint64_t{dst} * per_block + g);
   }
   if (num_tokens == shape_.block_size) {
@@ -118,7 +117,7 @@ void KvBlockStorage::write_block(uint32_t block, const uint8_t* bytes) {
 
 void KvBlockStorage::invalidate_tails(uint32_t block) {
   if (!key_tails_) return;
-  const uint64_t per_block = shape_.block_size / kChannelGroupTokens;
+  const uint64_t per_block = shape_.block_size / key_tails_->tokens();
   key_tails_->invalidate(uint64_t{block} * per_block, uint64_t{block + 1} * per_block);
 }
 

@@ -142,11 +142,11 @@ void KvCacheManager::lookup(std::span<const int32_t> prompt, std::optional<Tenan
       prompt.subspan(pos, std::min<size_t>(bs, prompt.size() - pos));
   m->partial =
       cache_->find_partial(m->last_key, m->last_ref, t, rest, std::min(bs - 1, max_cached - pos));
-  // Per-channel keys: only whole 16-token groups. A group's minimum and step cover all its rows,
-  // so the first p < 16 rows of another sequence's group are not what this sequence would have
-  // written (their parameters saw rows it does not have); whole groups of the same tokens are.
+  // Per-channel keys: only whole groups (16 or 64 tokens). A group's minimum and step cover all
+  // its rows, so the first p rows of another sequence's group are not what this sequence would
+  // have written (their parameters saw rows it does not have); whole groups of the same tokens are.
   if (m->partial && kv_dtype_per_channel(config_.k_dtype)) {
-    m->partial->num_tokens -= m->partial->num_tokens % kChannelGroupTokens;
+    m->partial->num_tokens -= m->partial->num_tokens % kv_channel_group_tokens(config_.k_dtype);
     if (m->partial->num_tokens == 0) m->partial.reset();
   }
 }

@@ -67,15 +67,15 @@ Result<KvPoolPlan> plan_kv_pool(const KvModelShape& shape, uint64_t memory, uint
     memory -= p.recent_window_bytes;
   }
   if (kv_dtype_per_channel(shape.k_dtype)) {
-    if (block_size % kChannelGroupTokens != 0)
-      return invalid_argument(
-          std::string("--kv-cache-dtype-k ") + kv_dtype_name(shape.k_dtype) +
-          " quantizes keys in groups of " + std::to_string(kChannelGroupTokens) +
-          " tokens: --block-size must be a multiple of " + std::to_string(kChannelGroupTokens) +
-          ", got " + std::to_string(block_size));
+    const uint32_t group = kv_channel_group_tokens(shape.k_dtype);
+    if (block_size % group != 0)
+      return invalid_argument(std::string("--kv-cache-dtype-k ") + kv_dtype_name(shape.k_dtype) +
+                              " quantizes keys in groups of " + std::to_string(group) +
+                              " tokens: --block-size must be a multiple of " +
+                              std::to_string(group) + ", got " + std::to_string(block_size));
     p.key_tail_slots = max_num_seqs * p.groups.num_groups();
     p.key_tail_bytes =
-        KeyTails::bytes(p.key_tail_slots, p.unit.layers, p.unit.kv_heads, p.unit.head_dim_k);
+        KeyTails::bytes(p.key_tail_slots, p.unit.layers, p.unit.kv_heads, p.unit.head_dim_k, group);
     if (p.key_tail_bytes >= memory)
       return invalid_argument("--kv-cache-memory " + format_bytes_binary(memory) +
                               " does not hold the keys of the partly filled groups (" +

@@ -1,4 +1,4 @@
-// KeyTails: the f16 keys of the partly filled 16-token groups of a per-channel K format
+// KeyTails: the f16 keys of the partly filled G-token groups of a per-channel K format
 // (quant/kv_channel_groups.h), so that a group filled one token at a time is re-sealed from its
 // keys at every token and ends with exactly the bytes it would have had if written at once.
 //
@@ -10,10 +10,10 @@
 // those tokens. A copy-on-write within the pool copies the tails with the bytes (copy()), so a
 // forked sample goes on exactly as its parent would.
 //
-// A slot holds one group (a "chunk": slot / 16 of the pool) for every layer and kv head. Slots are
-// reused least recently written first. The engine sizes it to one slot per sequence per layer
-// group (the last, partly filled group of each), counted in the KV memory budget
-// (kv_pool_plan.h), in zero pages (core/zero_pages.h): a slot costs memory once a group is
+// A slot holds one group (a "chunk": slot / G of the pool, G = the format's group tokens) for every
+// layer and kv head. Slots are reused least recently written first. The engine sizes it to one slot
+// per sequence per layer group (the last, partly filled group of each), counted in the KV memory
+// budget (kv_pool_plan.h), in zero pages (core/zero_pages.h): a slot costs memory once a group is
 // written to it. Not thread-safe: the forward pass writes KV from one thread.
 #pragma once
 
@@ -28,23 +28,25 @@ namespace kvs {
 
 class KeyTails {
  public:
-  // `slots` tails for a pool of `num_chunks` 16-token groups; resource_exhausted when the system
-  // cannot map them.
+  // `slots` tails for a pool of `num_chunks` groups of `tokens` rows (kv_channel_group_tokens);
+  // resource_exhausted when the system cannot map them.
   static Result<KeyTails> create(uint32_t slots, uint32_t layers, uint32_t kv_heads, uint32_t dim,
-                                 uint64_t num_chunks);
+                                 uint32_t tokens, uint64_t num_chunks);
 
   [[nodiscard]] uint32_t slots() const { return static_cast<uint32_t>(chunk_of_.size()); }
   // f16 bytes of all slots: what the pool budget reserves for them.
   [[nodiscard]] static uint64_t bytes(uint32_t slots, uint32_t layers, uint32_t kv_heads,
-                                      uint32_t dim);
+                                      uint32_t dim, uint32_t tokens);
+  // Rows per group.
+  [[nodiscard]] uint32_t tokens() const { return tokens_; }
 
-  // Rows [16][dim] of f16 of (chunk, layer, head) if the chunk's tail holds exactly `rows` rows of
+  // Rows [G][dim] of f16 of (chunk, layer, head) if the chunk's tail holds exactly `rows` rows of
   // that layer, else null.
   [[nodiscard]] uint16_t* find(uint64_t chunk, uint32_t layer, uint32_t head, uint32_t rows);
   // The chunk's slot (taking the least recently written one if it has none); its other layers'
   // rows are kept when it already had the slot. Returns the rows of (layer, head).
   [[nodiscard]] uint16_t* acquire(uint64_t chunk, uint32_t layer, uint32_t head);
-  // Records that `layer` of the chunk now holds `rows` rows; 16 (a full group) frees the layer,
+  // Records that `layer` of the chunk now holds `rows` rows; G (a full group) frees the layer,
   // and the slot once no layer holds a partial group.
   void set_rows(uint64_t chunk, uint32_t layer, uint32_t rows);
   // Forgets the tails of chunks [first, end) (their block was overwritten by a copy).
@@ -55,14 +57,14 @@ class KeyTails {
   void copy(uint64_t src, uint64_t dst);
 
   // ---- the groups of the last write ----
-  // A query reads the keys of its own group (the 16-token group holding its position) in f16, as
+  // A query reads the keys of its own group (the G-token group holding its position) in f16, as
   // KIVI reads its recent window, and every earlier group sealed. So what a query sees does not
   // depend on whether its group was written at once or one token at a time, and a sequence's
   // output does not change with how it is chunked, batched or preempted. The f16 rows of every
   // group a write_kv call touched are kept here until the next call (one layer's, which the
   // attention of that layer reads).
   void begin_step_rows();
-  // Rows [16][dim] of (chunk, head) of the last write; `create` adds them (the writer).
+  // Rows [G][dim] of (chunk, head) of the last write; `create` adds them (the writer).
   [[nodiscard]] uint16_t* step_rows(uint64_t chunk, uint32_t head, bool create);
   [[nodiscard]] const uint16_t* step_rows(uint64_t chunk, uint32_t head) const;
   // The f16 key of token slot `offset` of `block` (a pool of block_size-token blocks) for
@@ -77,23 +79,23 @@ class KeyTails {
   [[nodiscard]] bool check_integrity() const;
 
  private:
-  KeyTails(uint32_t slots, uint32_t layers, uint32_t kv_heads, uint32_t dim, uint64_t num_chunks,
-           ZeroPages data);
+  KeyTails(uint32_t slots, uint32_t layers, uint32_t kv_heads, uint32_t dim, uint32_t tokens,
+           uint64_t num_chunks, ZeroPages data);
   static constexpr uint8_t kNoRows = 0xFF;
   [[nodiscard]] uint16_t* rows_of(uint32_t slot, uint32_t layer, uint32_t head);
   // The chunk's slot, taking a free one or the least recently written one if it has none.
   [[nodiscard]] uint32_t slot_for(uint64_t chunk);
   void release(uint32_t slot);
 
-  uint32_t layers_, kv_heads_, dim_;
+  uint32_t layers_, kv_heads_, dim_, tokens_;
   std::vector<int32_t> slot_of_;   // [num_chunks]: slot or -1
   std::vector<int64_t> chunk_of_;  // [slots]: chunk or -1
   std::vector<uint64_t> stamp_;    // [slots]: last write
   std::vector<uint8_t> rows_;      // [slots][layers]: rows held, kNoRows = none
-  ZeroPages data_;                 // u16 [slots][layers][kv_heads][16][dim]
+  ZeroPages data_;                 // u16 [slots][layers][kv_heads][G][dim]
   uint64_t clock_ = 0;
   std::unordered_map<uint64_t, uint32_t> step_index_;  // chunk -> index into step_data_
-  std::vector<uint16_t> step_data_;                    // [index][kv_heads][16][dim]
+  std::vector<uint16_t> step_data_;                    // [index][kv_heads][G][dim]
 };
 
 }  // namespace kvs

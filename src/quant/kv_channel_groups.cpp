@@ -51,21 +51,16 @@ uint16_t channel_key_f16(float x) {
 }
 
 uint32_t channel_group_bits(KvDtype dtype) {
-  switch (dtype) {
-    case KvDtype::kInt4Chan: return 4;
-    case KvDtype::kInt3Chan: return 3;
-    case KvDtype::kInt2Chan: return 2;
-    default: return 0;
-  }
+  return kv_dtype_per_channel(dtype) ? kv_dtype_info(dtype).elem_bits : 0;
 }
 
-uint64_t channel_group_bytes(uint32_t bits, uint32_t dim) {
-  return 4 * uint64_t{dim} + uint64_t{kChannelGroupTokens} * dim * bits / 8;
+uint64_t channel_group_bytes(uint32_t bits, uint32_t tokens, uint32_t dim) {
+  return 4 * uint64_t{dim} + uint64_t{tokens} * dim * bits / 8;
 }
 
 void quantize_channel_group(uint32_t bits, const float* x, uint64_t x_stride, uint32_t n,
                             uint32_t dim, uint8_t* group) {
-  KVS_CHECK(bits >= 2 && bits <= 4 && n >= 1 && n <= kChannelGroupTokens && dim % 8 == 0);
+  KVS_CHECK(bits >= 2 && bits <= 4 && n >= 1 && n <= kMaxChannelGroupTokens && dim % 8 == 0);
   KVS_CHECK(bits != 4 || dim % 32 == 0);
   const uint32_t qmax = (1u << bits) - 1;
   const uint64_t row_bytes = uint64_t{dim} * bits / 8;

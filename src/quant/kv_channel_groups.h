@@ -1,11 +1,12 @@
-// Per-channel key groups (the int4_chan, int3_chan and int2_chan formats): keys quantized per
-// channel over 16 tokens, as KIVI (2024) quantizes keys. A key's large channels keep their size
-// from token to token, so a per-channel range fits them and leaves the small channels their own
-// fine step, where a per-token scale is set by the largest channel.
+// Per-channel key groups (the int4_chan, int3_chan and int2_chan formats, and their *_chan64
+// forms): keys quantized per channel over 16 (64) tokens, as KIVI (2024) quantizes keys. A key's
+// large channels keep their size from token to token, so a per-channel range fits them and leaves
+// the small channels their own fine step, where a per-token scale is set by the largest channel.
 //
-// One (block, layer, kv head) K region of a pool with block size B (a multiple of 16) holds B / 16
-// groups, each of kv_vector_bytes(dtype, dim) x 16 bytes:
-//   [dim x f16 minimum][dim x f16 step][16 rows of dim codes of `bits` bits (channel_code)]
+// One (block, layer, kv head) K region of a pool with block size B (a multiple of the group's G
+// tokens, kv_channel_group_tokens) holds B / G groups, each of kv_vector_bytes(dtype, dim) x G
+// bytes:
+//   [dim x f16 minimum][dim x f16 step][G rows of dim codes of `bits` bits (channel_code)]
 // value = minimum + step x code, code in [0, 2^bits - 1]. A group may be partly filled: its
 // parameters then cover its first n rows only, and are recomputed when rows are added
 // (quant/key_tails.h keeps the rows' f16 keys for that, so a group filled one token at a time ends
@@ -25,14 +26,15 @@ namespace kvs {
 
 // 4, 3 or 2 for the per-channel formats, 0 for every other.
 [[nodiscard]] uint32_t channel_group_bits(KvDtype dtype);
-// Bytes of one group of `dim` channels (16 x kv_vector_bytes).
-[[nodiscard]] uint64_t channel_group_bytes(uint32_t bits, uint32_t dim);
+// Bytes of one group of `tokens` rows of `dim` channels (tokens x kv_vector_bytes).
+[[nodiscard]] uint64_t channel_group_bytes(uint32_t bits, uint32_t tokens, uint32_t dim);
 
 // A key as groups are sealed from it: NaN -> 0, clamped to +-65504, rounded to f16 (the bits).
 [[nodiscard]] uint16_t channel_key_f16(float x);
 
-// Seals rows [0, n) (1 <= n <= 16) of a group from x[n][dim] (row stride x_stride floats): each
-// channel's minimum and step over those rows, and their codes. Rows n.. are left as they are.
+// Seals rows [0, n) (1 <= n <= the group's tokens) of a group from x[n][dim] (row stride x_stride
+// floats): each channel's minimum and step over those rows, and their codes. Rows n.. are left as
+// they are.
 void quantize_channel_group(uint32_t bits, const float* x, uint64_t x_stride, uint32_t n,
                             uint32_t dim, uint8_t* group);
 // Row t of a group, decoded.

@@ -1,5 +1,6 @@
 #include "quant/kv_format.h"
 
+#include <algorithm>
 #include <array>
 #include <string>
 
@@ -33,6 +34,12 @@ constexpr std::array<KvDtypeInfo, kNumKvDtypes> kTable = {{
      "one f16 scale per 32 elements of the Hadamard-rotated vector"},
     {KvDtype::kInt2Had, "int2_had", 32, 10, 0, 0,
      "one f16 scale per 32 elements of the Hadamard-rotated vector"},
+    {KvDtype::kInt4Chan64, "int4_chan64", 0, 0, 4, 0,
+     "keys only: f16 minimum and step per channel per 64 tokens", kMaxChannelGroupTokens},
+    {KvDtype::kInt3Chan64, "int3_chan64", 0, 0, 3, 0,
+     "keys only: f16 minimum and step per channel per 64 tokens", kMaxChannelGroupTokens},
+    {KvDtype::kInt2Chan64, "int2_chan64", 0, 0, 2, 0,
+     "keys only: f16 minimum and step per channel per 64 tokens", kMaxChannelGroupTokens},
 }};
 
 // Row i is the format whose value is i: kv_dtype_from_code and all_kv_dtypes rely on it.
@@ -79,6 +86,10 @@ static_assert(info_of(KvDtype::kFp8E4M3).vector_scale_bytes == Fp8Traits::kScale
 }  // namespace
 
 bool kv_dtype_per_channel(KvDtype dtype) { return kv_dtype_info(dtype).channel_group_tokens != 0; }
+
+uint32_t kv_channel_group_tokens(KvDtype dtype) {
+  return kv_dtype_info(dtype).channel_group_tokens;
+}
 
 const KvDtypeInfo& kv_dtype_info(KvDtype dtype) {
   for (const auto& info : kTable)
@@ -132,7 +143,9 @@ Result<uint64_t> kv_vector_bytes_checked(KvDtype dtype, uint64_t dim) {
     return invalid_argument(std::string("KV format ") + info.name +
                             " needs a head dimension that is a multiple of " +
                             std::to_string(info.group_elems) + ", got " + std::to_string(dim));
-  const uint64_t channel_multiple = info.elem_bits == 4 ? 32 : 8;  // q4_0-ordered 4-bit rows
+  // q4_0-ordered 4-bit rows; and 4 parameter bytes per channel that divide by the group's tokens.
+  const uint64_t channel_multiple =
+      info.elem_bits == 4 ? 32 : std::max<uint64_t>(8, info.channel_group_tokens / 4);
   if (info.channel_group_tokens != 0 && dim % channel_multiple != 0)
     return invalid_argument(std::string("KV format ") + info.name +
                             " needs a head dimension that is a multiple of " +

@@ -38,12 +38,18 @@ enum class KvDtype : uint8_t {
   // they make the 3- and 2-bit KV formats.
   kInt3Had,
   kInt2Had,
+  // As kInt4Chan .. kInt2Chan over groups of 64 tokens: a quarter of the parameters' bytes per
+  // token (head_dim / 16), so 4-bit keys take int4_had's bytes. The pool's block size must be a
+  // multiple of 64. Appended: a format's value is its code in files and tier keys.
+  kInt4Chan64,
+  kInt3Chan64,
+  kInt2Chan64,
 };
 
 // How many formats there are: the values of KvDtype are 0 .. kNumKvDtypes - 1, and the table
 // (kv_format.cpp) has one row per value, in this order (a static_assert holds it to that). The
 // one place that names the last format; everything else counts through all_kv_dtypes().
-inline constexpr size_t kNumKvDtypes = static_cast<size_t>(KvDtype::kInt2Had) + 1;
+inline constexpr size_t kNumKvDtypes = static_cast<size_t>(KvDtype::kInt2Chan64) + 1;
 
 // Formats that store H x (H the normalized Walsh-Hadamard matrix, its own inverse) instead of x:
 // q . k = (H q) . (H k), and sum p (H v) = H (sum p v), so attention rotates q once and the
@@ -65,12 +71,16 @@ struct KvDtypeInfo {
   uint32_t channel_group_tokens = 0;
 };
 
-// Tokens per group of the per-channel formats (quant/kv_channel_groups.h).
+// Tokens per group of the per-channel formats (quant/kv_channel_groups.h): 16 for int4_chan,
+// int3_chan and int2_chan, 64 for their *_chan64 forms; kMaxChannelGroupTokens bounds both.
 inline constexpr uint32_t kChannelGroupTokens = 16;
+inline constexpr uint32_t kMaxChannelGroupTokens = 64;
 
 // Formats quantized per channel over groups of tokens: keys only, and the pool's block size must
-// be a multiple of the group (16 tokens).
+// be a multiple of the group (kv_channel_group_tokens).
 [[nodiscard]] bool kv_dtype_per_channel(KvDtype dtype);
+// Tokens per group of a per-channel format; 0 for every other format.
+[[nodiscard]] uint32_t kv_channel_group_tokens(KvDtype dtype);
 
 [[nodiscard]] const KvDtypeInfo& kv_dtype_info(KvDtype dtype);
 // Every format, in the table's (and the enum's) order.

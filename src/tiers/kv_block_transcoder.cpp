@@ -28,6 +28,8 @@ void KvBlockTranscoder::convert(const PagedKvLayout& from, const uint8_t* src,
   const uint32_t D = from.head_dim, bs = from.block_size;
   const uint32_t from_bits = channel_group_bits(from.k_dtype),
                  to_bits = channel_group_bits(to.k_dtype);
+  const uint32_t from_g = kv_channel_group_tokens(from.k_dtype),
+                 to_g = kv_channel_group_tokens(to.k_dtype);
   std::vector<float> x(D), keys(uint64_t{bs} * D);
   for (uint32_t layer = 0; layer < layers_; ++layer) {
     for (uint32_t h = 0; h < from.kv_heads; ++h) {
@@ -38,23 +40,22 @@ void KvBlockTranscoder::convert(const PagedKvLayout& from, const uint8_t* src,
       const uint64_t tk = layer * to.layer_bytes + uint64_t{h} * to.block_size * to.k_vector_bytes;
       const uint64_t tv =
           layer * to.layer_bytes + to.v_offset + uint64_t{h} * to.block_size * to.v_vector_bytes;
-      // Keys: a per-channel format is decoded and encoded a 16-token group at a time.
+      // Keys: a per-channel format is decoded and encoded a group at a time.
       for (uint32_t t = 0; t < bs; ++t) {
         float* k = keys.data() + uint64_t{t} * D;
         if (from_bits == 0) {
           kv_vector_to_f32(from.k_dtype, src + fk + t * from.k_vector_bytes, D, k, 0);
         } else {
           dequantize_channel_row(
-              from_bits, src + fk + (t / kChannelGroupTokens) * channel_group_bytes(from_bits, D),
-              t % kChannelGroupTokens, D, k);
+              from_bits, src + fk + (t / from_g) * channel_group_bytes(from_bits, from_g, D),
+              t % from_g, D, k);
         }
         if (to_bits == 0) kv_vector_from_f32(to.k_dtype, k, D, dst + tk + t * to.k_vector_bytes);
       }
       if (to_bits != 0)
-        for (uint32_t g = 0; g < bs / kChannelGroupTokens; ++g)
-          quantize_channel_group(to_bits, keys.data() + uint64_t{g} * kChannelGroupTokens * D, D,
-                                 kChannelGroupTokens, D,
-                                 dst + tk + g * channel_group_bytes(to_bits, D));
+        for (uint32_t g = 0; g < bs / to_g; ++g)
+          quantize_channel_group(to_bits, keys.data() + uint64_t{g} * to_g * D, D, to_g, D,
+                                 dst + tk + g * channel_group_bytes(to_bits, to_g, D));
       for (uint32_t t = 0; t < bs; ++t) {
         kv_vector_to_f32(from.v_dtype, src + fv + t * from.v_vector_bytes, D, x.data(), 0);
         kv_vector_from_f32(to.v_dtype, x.data(), D, dst + tv + t * to.v_vector_bytes);

@@ -152,6 +152,27 @@ class Generate(unittest.TestCase):
             (["--kv-cache-dtype", "int4_chan"], "holds keys only"),
             (["--kv-cache-dtype-k", "int2_chan", "--block-size", "8"], "multiple of 16"))
 
+    def test_keys_per_64_tokens_take_int4_hads_bytes_and_the_planners_pool(self):
+        # int4_chan64 keys (per channel over 64 tokens) with int4_had values: int4_had's bytes per
+        # token (36 + 36 per head), tails of 64 rows per sequence, and the planner's pool.
+        flags = ["--kv-cache-dtype-k", "int4_chan64", "--kv-cache-dtype-v", "int4_had",
+                 "--kv-cache-memory", "96MiB", "--max-num-seqs", "8", "--block-size", "64"]
+        gen = json.loads(run("generate", "-p", "The sea", "-n", "20", "--ignore-eos", "--json",
+                             *flags).stdout)
+        plan = json.loads(run("plan", MODEL, "--context", "2048", "--json", *flags).stdout)
+        pool = plan["engine_pool"]
+        self.assertEqual(gen["kv_bytes_per_token"], 30 * 3 * (36 + 36))
+        self.assertEqual(gen["kv_key_tail_bytes"], 8 * 30 * 3 * 64 * 64 * 2)
+        self.assertEqual(pool["key_tail_bytes"], gen["kv_key_tail_bytes"])
+        self.assertEqual(pool["num_blocks"], gen["kv_pool_blocks"])
+        self.assertEqual(pool["pool_bytes"], gen["kv_pool_bytes"])
+        self.assertEqual(pool["num_blocks"],
+                         (96 * 2**20 - gen["kv_key_tail_bytes"]) // (64 * gen["kv_bytes_per_token"]))
+        self.assertGreater(gen["generated_tokens"], 0)
+        self.assert_generate_refuses(
+            (["--kv-cache-dtype-k", "int2_chan64", "--block-size", "32"], "multiple of 64"),
+            (["--kv-cache-dtype", "int3_chan64", "--block-size", "64"], "holds keys only"))
+
     def test_parallel_reports_every_sequence(self):
         out = json.loads(run("generate", "-p", "Once upon a time", "-n", "6", "--parallel", "3", "--temp", "0.8",
                              "--seed", "5", "--json").stdout)

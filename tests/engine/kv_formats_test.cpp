@@ -105,15 +105,89 @@ INSTANTIATE_TEST_SUITE_P(Formats, EngineKvFormatTest,
                                            Formats{KvDtype::kInt2Chan, KvDtype::kInt2Had}),
                          test::kv_formats_name);
 
+// Keys per channel over 64 tokens (int4_chan64 .. int2_chan64) in blocks of 64 and 128: the
+// same greedy output with and without a prefix hit (whole 64-token groups only), in any prefill
+// chunking, and for every forked sample; and with a recent-token window.
+class EngineChannel64Test : public test::KvFormatEngineTest {};
+
+TEST_P(EngineChannel64Test, OutputDoesNotDependOnHitsChunkingOrForks) {
+  REQUIRE_MODEL();
+  auto p = test::long_chat_prompt(*model);
+  p.insert(p.end(), p.begin() + 1, p.end());  // two chats: past two 128-token blocks
+  ASSERT_GT(p.size(), 200u);
+  for (const uint32_t bs : {64u, 128u}) {
+    auto off =
+        make(*model,
+             {.kv_cache_memory = 128ull << 20, .block_size = bs, .enable_prefix_caching = false});
+    const auto expect = run_all(*off, {p}, 8);
+    auto on = make(*model, {.kv_cache_memory = 128ull << 20, .block_size = bs});
+    std::vector<uint32_t> cached;
+    EXPECT_EQ(run_all(*on, {p}, 8, &cached)[0], expect[0]) << bs;
+    EXPECT_EQ(run_all(*on, {p}, 8, &cached)[0], expect[0]) << bs;
+    EXPECT_EQ(cached[1], (p.size() - 1) / bs * bs) << bs;
+    // A prompt sharing 100 tokens: one whole 64-token group from the cache, the rest computed.
+    std::vector<int32_t> q(p.begin(), p.begin() + 100);
+    q.push_back(p[200]);
+    auto fresh =
+        make(*model,
+             {.kv_cache_memory = 128ull << 20, .block_size = bs, .enable_prefix_caching = false});
+    EXPECT_EQ(run_all(*on, {q}, 8, &cached)[0], run_all(*fresh, {q}, 8)[0]) << bs;
+    EXPECT_EQ(cached[2], 64u) << bs;
+    auto chunked = make(*model, {.kv_cache_memory = 128ull << 20,
+                                 .block_size = bs,
+                                 .max_num_batched_tokens = 24,
+                                 .enable_prefix_caching = false});
+    EXPECT_EQ(run_all(*chunked, {p}, 8)[0], expect[0]) << bs;
+    auto forks = make(*model, {.kv_cache_memory = 128ull << 20, .block_size = bs});
+    auto id = forks->add_request({.prompt = p, .max_tokens = 8, .ignore_eos = true, .n = 3});
+    ASSERT_TRUE(id.is_ok()) << id.status().to_string();
+    std::map<uint32_t, std::vector<int32_t>> samples;
+    while (forks->has_unfinished())
+      for (const StepOutput& o : forks->step()) samples[o.index].push_back(o.token);
+    ASSERT_EQ(samples.size(), 3u);
+    for (const auto& [index, tokens] : samples) EXPECT_EQ(tokens, expect[0]) << "sample " << index;
+  }
+  // With a recent-token window (shorter or longer than a group): the same output with a prefix
+  // hit and in small chunks as without.
+  for (const uint32_t w : {32u, 128u}) {
+    auto off = make(*model, {.kv_cache_memory = 256ull << 20,
+                             .block_size = 64,
+                             .enable_prefix_caching = false,
+                             .recent_window = w});
+    const auto expect = run_all(*off, {p}, 8);
+    auto on = make(*model, {.kv_cache_memory = 256ull << 20, .block_size = 64, .recent_window = w});
+    std::vector<uint32_t> cached;
+    EXPECT_EQ(run_all(*on, {p}, 8, &cached)[0], expect[0]) << w;
+    EXPECT_EQ(run_all(*on, {p}, 8, &cached)[0], expect[0]) << w;
+    EXPECT_GT(cached[1], 0u) << w;
+    auto chunked = make(*model, {.kv_cache_memory = 256ull << 20,
+                                 .block_size = 64,
+                                 .max_num_batched_tokens = 24,
+                                 .enable_prefix_caching = false,
+                                 .recent_window = w});
+    EXPECT_EQ(run_all(*chunked, {p}, 8)[0], expect[0]) << w;
+  }
+  // A block size that is not a multiple of the group is refused with a clear error. (The
+  // tails of 64 sequences' partly filled 64-token groups are 47 MB on this model: 128 MiB.)
+  EngineConfig c{.kv_cache_memory = 128ull << 20, .block_size = 16, .threads = 2};
+  c.k_dtype = GetParam().k;
+  c.v_dtype = GetParam().v;
+  auto bad = Engine::create(*model->model, c);
+  ASSERT_FALSE(bad.is_ok());
+  EXPECT_NE(bad.status().message().find("multiple of 64"), std::string::npos)
+      << bad.status().to_string();
+}
+
+INSTANTIATE_TEST_SUITE_P(Formats, EngineChannel64Test,
+                         ::testing::Values(Formats{KvDtype::kInt4Chan64, KvDtype::kInt4Had},
+                                           Formats{KvDtype::kInt3Chan64, KvDtype::kInt3Had},
+                                           Formats{KvDtype::kInt2Chan64, KvDtype::kInt2Had}),
+                         test::kv_formats_name);
+
 TEST(KvFormatPrefixKeyTest, FormatIsPartOfThePrefixKey) {
-  const KvDtype all[] = {
-      KvDtype::kF32,      KvDtype::kF16,        KvDtype::kBF16,    KvDtype::kFp8E4M3,
-      KvDtype::kFp8E5M2,  KvDtype::kFp8E4M3Dyn, KvDtype::kInt8,    KvDtype::kInt4,
-      KvDtype::kQ8_0,     KvDtype::kQ4_0,       KvDtype::kInt4Had, KvDtype::kInt4Chan,
-      KvDtype::kInt3Chan, KvDtype::kInt2Chan,   KvDtype::kInt3Had, KvDtype::kInt2Had};
   std::vector<uint64_t> keys;
-  for (KvDtype k : all)
-    for (KvDtype v : all) keys.push_back(extra_keys_hash(1234, k, v));
+  for (KvDtype k : all_kv_dtypes())
+    for (KvDtype v : all_kv_dtypes()) keys.push_back(extra_keys_hash(1234, k, v));
   std::sort(keys.begin(), keys.end());
   EXPECT_EQ(std::unique(keys.begin(), keys.end()), keys.end());
 }

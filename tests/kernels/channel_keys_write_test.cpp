@@ -4,6 +4,7 @@
 // rows come back from the group's bytes, within the format's error.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -19,9 +20,12 @@ namespace {
 
 constexpr uint32_t kLayers = 2, kHeads = 2, kDim = 64, kBlock = 32, kBlocks = 4;
 
+// Blocks of kBlock tokens, or of one group for the 64-token formats.
+uint32_t block_of(KvDtype k) { return std::max(kBlock, kv_channel_group_tokens(k)); }
+
 KvBlockStorage make_storage(KvDtype k, uint32_t tail_slots) {
   return std::move(KvBlockStorage::create({.num_blocks = kBlocks,
-                                           .block_size = kBlock,
+                                           .block_size = block_of(k),
                                            .layers = kLayers,
                                            .kv_heads = kHeads,
                                            .head_dim = kDim,
@@ -36,12 +40,13 @@ KvBlockStorage make_storage(KvDtype k, uint32_t tail_slots) {
 void write_sequence(KvBlockStorage& st, const std::vector<float>& k, const std::vector<float>& v,
                     uint32_t n, const std::vector<uint32_t>& chunks) {
   const uint32_t table[] = {2, 0};
+  const uint32_t block = st.shape().block_size;
   uint32_t t = 0;
   for (size_t i = 0; t < n; ++i) {
     const uint32_t len = std::min(n - t, chunks[i % chunks.size()]);
     std::vector<int64_t> slots(len);
     for (uint32_t j = 0; j < len; ++j)
-      slots[j] = int64_t{table[(t + j) / kBlock]} * kBlock + (t + j) % kBlock;
+      slots[j] = int64_t{table[(t + j) / block]} * block + (t + j) % block;
     for (uint32_t layer = 0; layer < kLayers; ++layer)
       write_kv(st.layout(), layer, len, slots.data(), k.data() + uint64_t{t} * kHeads * kDim,
                v.data() + uint64_t{t} * kHeads * kDim);
@@ -58,13 +63,16 @@ std::vector<float> random_keys(uint32_t n, std::mt19937& rng) {
 
 TEST(ChannelKeysWriteTest, AnyChunkingEndsWithTheBytesOfOneWrite) {
   std::mt19937 rng(5);
-  for (KvDtype d : {KvDtype::kInt4Chan, KvDtype::kInt3Chan, KvDtype::kInt2Chan})
-    for (uint32_t n : {1u, 15u, 16u, 17u, 40u, 64u}) {
+  for (KvDtype d : {KvDtype::kInt4Chan, KvDtype::kInt3Chan, KvDtype::kInt2Chan,
+                    KvDtype::kInt4Chan64, KvDtype::kInt3Chan64, KvDtype::kInt2Chan64})
+    for (uint32_t n : {1u, 15u, 16u, 17u, 40u, 64u, 65u, 100u}) {
+      if (n > 2 * block_of(d)) continue;
+      const uint32_t group = kv_channel_group_tokens(d);
       const std::vector<float> k = random_keys(n, rng), v = random_keys(n, rng);
       KvBlockStorage once = make_storage(d, 4);
       write_sequence(once, k, v, n, {n});
       for (const std::vector<uint32_t>& chunks :
-           std::vector<std::vector<uint32_t>>{{1}, {3}, {5, 1, 11}, {16}, {17, 2}}) {
+           std::vector<std::vector<uint32_t>>{{1}, {3}, {5, 1, 11}, {16}, {17, 2}, {63, 1, 64}}) {
         KvBlockStorage steps = make_storage(d, 4);
         write_sequence(steps, k, v, n, chunks);
         for (uint32_t b : {2u, 0u})
@@ -72,7 +80,7 @@ TEST(ChannelKeysWriteTest, AnyChunkingEndsWithTheBytesOfOneWrite) {
               << kv_dtype_name(d) << " n " << n << " first chunk " << chunks[0] << " block " << b;
         ASSERT_TRUE(steps.key_tails()->check_integrity());
         // Only the last, partly filled group still has a tail.
-        EXPECT_EQ(steps.key_tails()->in_use(), n % 16 != 0 ? 1u : 0u);
+        EXPECT_EQ(steps.key_tails()->in_use(), n % group != 0 ? 1u : 0u);
       }
     }
 }

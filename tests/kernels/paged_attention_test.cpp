@@ -94,7 +94,7 @@ TEST_P(PagedAttentionTest, MatchesContiguousWithShuffledBlocks) {
   auto seal = [&](int s) {
     ks_written[s] = ks[s];
     for (auto [arr, dtype] : {std::pair{&ks[s], c.k_dtype}, std::pair{&vs[s], c.v_dtype}}) {
-      if (kv_dtype_per_channel(dtype)) {  // keys sealed per 16-token group: read them back
+      if (kv_dtype_per_channel(dtype)) {  // keys sealed per group: read them back
         for (int j = 0; j < lens[s]; ++j)
           for (uint32_t h = 0; h < KVH; ++h)
             kv_key_to_f32(kv, tables[s][j / c.block_size], layer, h, j % c.block_size,
@@ -170,8 +170,9 @@ TEST_P(PagedAttentionTest, MatchesContiguousWithShuffledBlocks) {
   }
   for (int64_t t = 0; t < T; ++t) {
     std::vector<float> keys = ks[owner[t]];
-    if (kv_dtype_per_channel(c.k_dtype))  // the query's own group: the keys in f16
-      for (int j = (ctx[t] - 1) / 16 * 16; j < ctx[t]; ++j)
+    const int G = static_cast<int>(kv_channel_group_tokens(c.k_dtype));
+    if (G != 0)  // the query's own group: the keys in f16
+      for (int j = (ctx[t] - 1) / G * G; j < ctx[t]; ++j)
         for (uint32_t i = 0; i < KVH * D; ++i)
           keys[j * KVH * D + i] = f16_to_f32(f32_to_f16(ks_written[owner[t]][j * KVH * D + i]));
     contiguous_attention(q_seen.data() + t * H * D, keys, vs[owner[t]], ctx[t], H, KVH, D, 0.125f,
@@ -209,12 +210,14 @@ std::vector<Case> all_cases() {
     for (KvDtype v : kAllFormats)
       if (k != v) cases.push_back({16, k, v});
   // Per-channel keys (keys only) with the V formats they are paired with, at block sizes of one
-  // and several 16-token groups.
-  for (KvDtype k : {KvDtype::kInt4Chan, KvDtype::kInt3Chan, KvDtype::kInt2Chan})
+  // and several groups (16 or 64 tokens).
+  for (KvDtype k : {KvDtype::kInt4Chan, KvDtype::kInt3Chan, KvDtype::kInt2Chan,
+                    KvDtype::kInt4Chan64, KvDtype::kInt3Chan64, KvDtype::kInt2Chan64})
     for (KvDtype v : {KvDtype::kF16, KvDtype::kInt8, KvDtype::kInt4Had, KvDtype::kQ4_0,
                       KvDtype::kInt3Had, KvDtype::kInt2Had}) {
-      cases.push_back({16, k, v});
-      cases.push_back({48, k, v});
+      const uint32_t g = kv_channel_group_tokens(k);
+      cases.push_back({g, k, v});
+      cases.push_back({3 * g, k, v});
     }
   return cases;
 }

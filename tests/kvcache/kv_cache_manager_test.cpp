@@ -309,7 +309,7 @@ TEST(KvCacheManager, PartialBlockCopyOnWritePrefixReuse) {
   EXPECT_INTEGRITY(t);
 }
 
-// Per-channel keys share a minimum and step per channel over 16 tokens, so a partial copy
+// Per-channel keys share a minimum and step per channel over 16 (64) tokens, so a partial copy
 // takes whole groups only: the first rows of another sequence's group were quantized with rows
 // this sequence does not have (the engine's outputs would change with what was cached).
 TEST(KvCacheManager, PerChannelKeysCopyWholeGroupsOnly) {
@@ -326,6 +326,19 @@ TEST(KvCacheManager, PerChannelKeysCopyWholeGroupsOnly) {
     EXPECT_EQ(copies[0].num_tokens, 32u);
     // Less than one group shared: nothing is copied.
     std::vector<int32_t> d = iota_tokens(1, 10);
+    d.push_back(901);
+    EXPECT_EQ(m.plan_admit(d, "").cached_tokens, 0u);
+    EXPECT_INTEGRITY(m);
+  }
+  // Groups of 64 tokens: 100 shared tokens copy one whole group.
+  for (const KvDtype k : {KvDtype::kInt4Chan64, KvDtype::kInt2Chan64}) {
+    KvCacheConfig c{.num_blocks = 8, .block_size = 128, .k_dtype = k};
+    KvCacheManager m(c);
+    prefill(m, S1, iota_tokens(1, 128));
+    std::vector<int32_t> b = iota_tokens(1, 100);
+    b.push_back(900);
+    EXPECT_EQ(m.plan_admit(b, "").cached_tokens, 64u);
+    std::vector<int32_t> d = iota_tokens(1, 60);
     d.push_back(901);
     EXPECT_EQ(m.plan_admit(d, "").cached_tokens, 0u);
     EXPECT_INTEGRITY(m);

@@ -35,9 +35,9 @@ TEST(ChannelGroupTest, EveryElementWithinHalfItsChannelsStep) {
   std::mt19937 rng(7);
   for (const uint32_t bits : {2u, 3u, 4u})
     for (const uint32_t dim : {bits == 4 ? 32u : 8u, 64u, 256u})  // 4-bit rows: 32s
-      for (uint32_t n = 1; n <= kChannelGroupTokens; ++n) {
+      for (uint32_t n = 1; n <= kMaxChannelGroupTokens; ++n) {    // up to the *_chan64 groups
         const std::vector<float> x = keys_with_outlier_channels(n, dim, rng);
-        std::vector<uint8_t> group(channel_group_bytes(bits, dim), 0xAB);
+        std::vector<uint8_t> group(channel_group_bytes(bits, kMaxChannelGroupTokens, dim), 0xAB);
         quantize_channel_group(bits, x.data(), dim, n, dim, group.data());
         const float qmax = float((1u << bits) - 1);
         std::vector<float> y(dim);
@@ -63,7 +63,7 @@ TEST(ChannelGroupTest, BeatsAPerTokenScaleOnOutlierChannels) {
   std::mt19937 rng(11);
   const uint32_t dim = 64, n = 16;
   const std::vector<float> x = keys_with_outlier_channels(n, dim, rng);
-  std::vector<uint8_t> group(channel_group_bytes(4, dim));
+  std::vector<uint8_t> group(channel_group_bytes(4, kChannelGroupTokens, dim));
   quantize_channel_group(4, x.data(), dim, n, dim, group.data());
   double err_channel = 0, err_token = 0;
   std::vector<float> y(dim);
@@ -88,7 +88,7 @@ TEST(ChannelGroupTest, NonFiniteKeysDecodeFinite) {
   x[0] = NAN;
   x[1] = INFINITY;
   x[dim + 2] = -INFINITY;
-  std::vector<uint8_t> group(channel_group_bytes(3, dim));
+  std::vector<uint8_t> group(channel_group_bytes(3, kChannelGroupTokens, dim));
   quantize_channel_group(3, x.data(), dim, 2, dim, group.data());
   std::vector<float> y(dim);
   for (uint32_t t = 0; t < 2; ++t) {
@@ -106,8 +106,8 @@ TEST(ChannelGroupTest, NonFiniteKeysDecodeFinite) {
 TEST(KeyTailsTest, RandomOperationsAgreeWithAModel) {
   const uint32_t slots = 4, layers = 3, heads = 2, dim = 8;
   const uint64_t chunks = 12;
-  KeyTails tails = KeyTails::create(slots, layers, heads, dim, chunks).value();
-  EXPECT_EQ(KeyTails::bytes(slots, layers, heads, dim),
+  KeyTails tails = KeyTails::create(slots, layers, heads, dim, 16, chunks).value();
+  EXPECT_EQ(KeyTails::bytes(slots, layers, heads, dim, 16),
             uint64_t{slots} * layers * heads * 16 * dim * 2);
   struct Entry {
     std::vector<int> rows;
@@ -171,7 +171,7 @@ TEST(KeyTailsTest, RandomOperationsAgreeWithAModel) {
 // A copy holds the source's rows of every layer and head, under the source's counts, and the
 // source keeps its own.
 TEST(KeyTailsTest, CopyTakesEveryLayersRows) {
-  KeyTails tails = KeyTails::create(3, 2, 2, 8, 10).value();
+  KeyTails tails = KeyTails::create(3, 2, 2, 8, 16, 10).value();
   for (uint32_t l = 0; l < 2; ++l)
     for (uint32_t h = 0; h < 2; ++h) {
       uint16_t* rows = tails.acquire(4, l, h);
@@ -199,7 +199,7 @@ TEST(KeyTailsTest, CopyTakesEveryLayersRows) {
 }
 
 TEST(KeyTailsTest, FullGroupsFreeTheirSlotAndTheOldestIsReusedFirst) {
-  KeyTails tails = KeyTails::create(2, 2, 1, 8, 10).value();
+  KeyTails tails = KeyTails::create(2, 2, 1, 8, 16, 10).value();
   ASSERT_NE(tails.acquire(1, 0, 0), nullptr);
   tails.set_rows(1, 0, 5);
   ASSERT_NE(tails.acquire(2, 0, 0), nullptr);

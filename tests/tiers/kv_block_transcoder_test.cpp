@@ -80,53 +80,57 @@ TEST(KvBlockTranscoderTest, AFormatTheHeadDimCannotHoldIsAClearError) {
 // two 4-bit steps of what the pool held (one rounding by the tier, one by re-sealing), V exactly
 // through int8 -> int8; and a per-channel tier format is refused as V.
 TEST(KvBlockTranscoderTest, PerChannelKeysGoThroughATierAGroupAtATime) {
-  KvStorageShape s = shape(KvDtype::kInt4Chan, KvDtype::kInt8);
-  s.block_size = 32;
-  auto t = KvBlockTranscoder::create(s, KvDtype::kInt8, KvDtype::kInt8);
-  ASSERT_TRUE(t.is_ok()) << t.status().to_string();
-  auto pl = KvBlockStorage::layout_of(s);
-  ASSERT_TRUE(pl.is_ok());
-  // Fill the pool block through write_kv's codec: seal every group from random keys.
-  std::mt19937 rng(5);
-  std::normal_distribution<float> nd(0, 2);
-  std::vector<uint8_t> block(pl->block_bytes);
-  std::vector<float> keys(32 * 64), v(64);
-  for (uint32_t layer = 0; layer < 3; ++layer)
-    for (uint32_t h = 0; h < 2; ++h) {
-      for (float& e : keys) e = nd(rng);
-      uint8_t* region = block.data() + layer * pl->layer_bytes + h * 32 * pl->k_vector_bytes;
-      for (uint32_t g = 0; g < 2; ++g)
-        quantize_channel_group(4, keys.data() + g * 16 * 64, 64, 16, 64,
-                               region + g * channel_group_bytes(4, 64));
-      for (uint32_t tok = 0; tok < 32; ++tok) {
-        for (float& e : v) e = nd(rng);
-        kv_vector_from_f32(KvDtype::kInt8, v.data(), 64,
-                           block.data() + layer * pl->layer_bytes + pl->v_offset +
-                               (h * 32 + tok) * pl->v_vector_bytes);
+  for (const KvDtype kd : {KvDtype::kInt4Chan, KvDtype::kInt4Chan64}) {
+    SCOPED_TRACE(kv_dtype_name(kd));
+    const uint32_t G = kv_channel_group_tokens(kd), bs = 2 * G;  // two groups per block
+    KvStorageShape s = shape(kd, KvDtype::kInt8);
+    s.block_size = bs;
+    auto t = KvBlockTranscoder::create(s, KvDtype::kInt8, KvDtype::kInt8);
+    ASSERT_TRUE(t.is_ok()) << t.status().to_string();
+    auto pl = KvBlockStorage::layout_of(s);
+    ASSERT_TRUE(pl.is_ok());
+    // Fill the pool block through write_kv's codec: seal every group from random keys.
+    std::mt19937 rng(5);
+    std::normal_distribution<float> nd(0, 2);
+    std::vector<uint8_t> block(pl->block_bytes);
+    std::vector<float> keys(uint64_t{bs} * 64), v(64);
+    for (uint32_t layer = 0; layer < 3; ++layer)
+      for (uint32_t h = 0; h < 2; ++h) {
+        for (float& e : keys) e = nd(rng);
+        uint8_t* region = block.data() + layer * pl->layer_bytes + h * bs * pl->k_vector_bytes;
+        for (uint32_t g = 0; g < 2; ++g)
+          quantize_channel_group(4, keys.data() + g * G * 64, 64, G, 64,
+                                 region + g * channel_group_bytes(4, G, 64));
+        for (uint32_t tok = 0; tok < bs; ++tok) {
+          for (float& e : v) e = nd(rng);
+          kv_vector_from_f32(KvDtype::kInt8, v.data(), 64,
+                             block.data() + layer * pl->layer_bytes + pl->v_offset +
+                                 (h * bs + tok) * pl->v_vector_bytes);
+        }
       }
-    }
-  std::vector<uint8_t> tier_block(t->tier_block_bytes()), back(pl->block_bytes);
-  t->encode(block.data(), tier_block.data());
-  t->decode(tier_block.data(), back.data());
-  PagedKvLayout a = *pl, b = *pl;
-  a.base = block.data();
-  b.base = back.data();
-  std::vector<float> x(64), y(64);
-  for (uint32_t layer = 0; layer < 3; ++layer)
-    for (uint32_t h = 0; h < 2; ++h)
-      for (uint32_t tok = 0; tok < 32; ++tok) {
-        kv_key_to_f32(a, 0, layer, h, tok, x.data());
-        kv_key_to_f32(b, 0, layer, h, tok, y.data());
-        // N(0, 2) over 16 tokens spans about 10: a 4-bit step of about 0.7.
-        for (uint32_t i = 0; i < 64; ++i) ASSERT_NEAR(x[i], y[i], 1.5) << layer << " " << h;
-      }
-  for (uint32_t layer = 0; layer < 3; ++layer)
-    ASSERT_EQ(0, std::memcmp(block.data() + layer * pl->layer_bytes + pl->v_offset,
-                             back.data() + layer * pl->layer_bytes + pl->v_offset,
-                             2 * 32 * pl->v_vector_bytes));
-  auto keys_only = KvBlockTranscoder::create(s, KvDtype::kInt4Chan, KvDtype::kInt4Chan);
-  ASSERT_FALSE(keys_only.is_ok());
-  EXPECT_NE(keys_only.status().message().find("keys only"), std::string::npos);
+    std::vector<uint8_t> tier_block(t->tier_block_bytes()), back(pl->block_bytes);
+    t->encode(block.data(), tier_block.data());
+    t->decode(tier_block.data(), back.data());
+    PagedKvLayout a = *pl, b = *pl;
+    a.base = block.data();
+    b.base = back.data();
+    std::vector<float> x(64), y(64);
+    for (uint32_t layer = 0; layer < 3; ++layer)
+      for (uint32_t h = 0; h < 2; ++h)
+        for (uint32_t tok = 0; tok < bs; ++tok) {
+          kv_key_to_f32(a, 0, layer, h, tok, x.data());
+          kv_key_to_f32(b, 0, layer, h, tok, y.data());
+          // N(0, 2) over 16 tokens spans about 10 (64 tokens: about 13): a 4-bit step of 0.7-0.9.
+          for (uint32_t i = 0; i < 64; ++i) ASSERT_NEAR(x[i], y[i], 1.8) << layer << " " << h;
+        }
+    for (uint32_t layer = 0; layer < 3; ++layer)
+      ASSERT_EQ(0, std::memcmp(block.data() + layer * pl->layer_bytes + pl->v_offset,
+                               back.data() + layer * pl->layer_bytes + pl->v_offset,
+                               2 * bs * pl->v_vector_bytes));
+    auto keys_only = KvBlockTranscoder::create(s, kd, kd);
+    ASSERT_FALSE(keys_only.is_ok());
+    EXPECT_NE(keys_only.status().message().find("keys only"), std::string::npos);
+  }
 }
 
 }  // namespace
