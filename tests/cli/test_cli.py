@@ -98,6 +98,13 @@ class Generate(unittest.TestCase):
             timeout=300)
         self.assertEqual(json.loads(none.stdout)["weights_pack_seconds"], 0)
 
+    def generate_and_plan(self, flags):
+        # `generate --json` and `plan --json`'s engine pool with the same flags.
+        gen = json.loads(run("generate", "-p", "The sea", "-n", "20", "--ignore-eos", "--json",
+                             *flags).stdout)
+        plan = json.loads(run("plan", MODEL, "--context", "2048", "--json", *flags).stdout)
+        return gen, plan["engine_pool"]
+
     def assert_generate_refuses(self, *cases):
         # Each (flags, message): `generate` with those flags fails with that message, no crash.
         for bad, says in cases:
@@ -111,10 +118,7 @@ class Generate(unittest.TestCase):
         # for --max-num-seqs sequences come out of the budget first, in the engine and the plan.
         flags = ["--kv-cache-dtype-k", "int2_chan", "--kv-cache-dtype-v", "int2_had",
                  "--kv-cache-memory", "96MiB", "--max-num-seqs", "8", "--kv-recent-window", "64"]
-        gen = json.loads(run("generate", "-p", "The sea", "-n", "20", "--ignore-eos", "--json",
-                             *flags).stdout)
-        plan = json.loads(run("plan", MODEL, "--context", "2048", "--json", *flags).stdout)
-        pool = plan["engine_pool"]
+        gen, pool = self.generate_and_plan(flags)
         self.assertEqual(gen["kv_recent_window"], 64)
         self.assertEqual(gen["kv_recent_window_bytes"], 8 * 30 * 3 * (64 + 16) * 64 * 2 * 2)
         self.assertEqual(pool["recent_window_bytes"], gen["kv_recent_window_bytes"])
@@ -135,10 +139,7 @@ class Generate(unittest.TestCase):
         # before the blocks; the planner sizes the same pool.
         flags = ["--kv-cache-dtype-k", "int4_chan", "--kv-cache-dtype-v", "int4_had",
                  "--kv-cache-memory", "96MiB", "--max-num-seqs", "8"]
-        gen = json.loads(run("generate", "-p", "The sea", "-n", "20", "--ignore-eos", "--json",
-                             *flags).stdout)
-        plan = json.loads(run("plan", MODEL, "--context", "2048", "--json", *flags).stdout)
-        pool = plan["engine_pool"]
+        gen, pool = self.generate_and_plan(flags)
         self.assertEqual(gen["kv_key_tail_bytes"], 8 * 30 * 3 * 16 * 64 * 2)
         self.assertEqual(pool["key_tail_bytes"], gen["kv_key_tail_bytes"])
         self.assertEqual(pool["num_blocks"], gen["kv_pool_blocks"])
@@ -157,10 +158,7 @@ class Generate(unittest.TestCase):
         # token (36 + 36 per head), tails of 64 rows per sequence, and the planner's pool.
         flags = ["--kv-cache-dtype-k", "int4_chan64", "--kv-cache-dtype-v", "int4_had",
                  "--kv-cache-memory", "96MiB", "--max-num-seqs", "8", "--block-size", "64"]
-        gen = json.loads(run("generate", "-p", "The sea", "-n", "20", "--ignore-eos", "--json",
-                             *flags).stdout)
-        plan = json.loads(run("plan", MODEL, "--context", "2048", "--json", *flags).stdout)
-        pool = plan["engine_pool"]
+        gen, pool = self.generate_and_plan(flags)
         self.assertEqual(gen["kv_bytes_per_token"], 30 * 3 * (36 + 36))
         self.assertEqual(gen["kv_key_tail_bytes"], 8 * 30 * 3 * 64 * 64 * 2)
         self.assertEqual(pool["key_tail_bytes"], gen["kv_key_tail_bytes"])
