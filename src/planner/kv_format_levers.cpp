@@ -1,5 +1,7 @@
 #include "planner/kv_format_levers.h"
 
+#include <string>
+
 namespace kvs {
 namespace {
 
@@ -20,7 +22,7 @@ KvFormatLever lever(const char* name, KvDtype k, KvDtype v, KvDtype lever_k, KvD
 
 }  // namespace
 
-std::vector<KvFormatLever> kv_format_levers(KvDtype k, KvDtype v) {
+std::vector<KvFormatLever> kv_format_levers(KvDtype k, KvDtype v, uint32_t block_size) {
   std::vector<KvFormatLever> out;
   KvFormatLever fp8 = lever("KV fp8 (e4m3)", k, v, KvDtype::kFp8E4M3, KvDtype::kFp8E4M3);
   if (fp8.why_not.empty() && at_most_a_byte(k) && at_most_a_byte(v))
@@ -30,6 +32,13 @@ std::vector<KvFormatLever> kv_format_levers(KvDtype k, KvDtype v) {
   out.push_back(lever("KV 4-bit, K per channel", k, v, KvDtype::kInt4Chan, KvDtype::kInt4Had));
   out.push_back(lever("KV 3-bit, K per channel", k, v, KvDtype::kInt3Chan, KvDtype::kInt3Had));
   out.push_back(lever("KV 2-bit, K per channel", k, v, KvDtype::kInt2Chan, KvDtype::kInt2Had));
+  KvFormatLever wide =
+      lever("KV 4-bit, K per channel /64", k, v, KvDtype::kInt4Chan64, KvDtype::kInt4Had);
+  const uint32_t group = kv_channel_group_tokens(KvDtype::kInt4Chan64);
+  if (wide.why_not.empty() && block_size % group != 0)
+    wide.why_not = "needs --block-size a multiple of " + std::to_string(group) + " (it is " +
+                   std::to_string(block_size) + ")";
+  out.push_back(std::move(wide));
   return out;
 }
 

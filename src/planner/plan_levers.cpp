@@ -47,7 +47,8 @@ std::vector<Lever> compute_levers(const PlanInputs& base, const CapacityPlan& ba
     out.push_back(l);
   }
   // The KV-format levers (kv_format_levers.h: which apply, the dashboard offers the same).
-  for (const KvFormatLever& f : kv_format_levers(base.shape.k_dtype, base.shape.v_dtype)) {
+  for (const KvFormatLever& f :
+       kv_format_levers(base.shape.k_dtype, base.shape.v_dtype, base.workload.block_size)) {
     if (!f.why_not.empty()) {
       out.push_back(not_applicable(f.name, f.why_not));
       continue;

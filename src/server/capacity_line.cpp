@@ -65,7 +65,7 @@ CapacityLine capacity_line(const KvPoolPlan& pool, uint64_t kv_cache_memory, uin
   const KvModelShape& shape = pool.shape;
   // The KV-format levers (planner/kv_format_levers.h: which apply, `kvserve plan` offers the
   // same).
-  for (const KvFormatLever& f : kv_format_levers(shape.k_dtype, shape.v_dtype)) {
+  for (const KvFormatLever& f : kv_format_levers(shape.k_dtype, shape.v_dtype, pool.block_size)) {
     if (f.why_not.empty())
       c.levers.push_back(lever_for(f, pool, c));
     else

@@ -17,8 +17,8 @@ const KvFormatLever& lever(const std::vector<KvFormatLever>& levers, const std::
 }
 
 TEST(KvFormatLevers, Fp8AppliesUnlessEveryElementIsAByteOrLess) {
-  auto l = kv_format_levers(KvDtype::kF16, KvDtype::kF16);
-  ASSERT_EQ(l.size(), 5u);
+  auto l = kv_format_levers(KvDtype::kF16, KvDtype::kF16, 64);
+  ASSERT_EQ(l.size(), 6u);
   EXPECT_EQ(l[0].name, "KV fp8 (e4m3)");
   EXPECT_EQ(l[0].k_dtype, KvDtype::kFp8E4M3);
   EXPECT_EQ(l[0].v_dtype, KvDtype::kFp8E4M3);
@@ -35,32 +35,36 @@ TEST(KvFormatLevers, Fp8AppliesUnlessEveryElementIsAByteOrLess) {
   EXPECT_EQ(l[4].name, "KV 2-bit, K per channel");
   EXPECT_EQ(l[4].k_dtype, KvDtype::kInt2Chan);
   EXPECT_EQ(l[4].v_dtype, KvDtype::kInt2Had);
+  EXPECT_EQ(l[5].name, "KV 4-bit, K per channel /64");
+  EXPECT_EQ(l[5].k_dtype, KvDtype::kInt4Chan64);
+  EXPECT_EQ(l[5].v_dtype, KvDtype::kInt4Had);
   for (const KvFormatLever& f : l) EXPECT_TRUE(f.why_not.empty()) << f.name;
   // One side wider than a byte: fp8 still shrinks it.
-  EXPECT_TRUE(lever(kv_format_levers(KvDtype::kF16, KvDtype::kInt8), "KV fp8").why_not.empty());
-  EXPECT_EQ(lever(kv_format_levers(KvDtype::kInt8, KvDtype::kQ4_0), "KV fp8").why_not,
+  EXPECT_TRUE(lever(kv_format_levers(KvDtype::kF16, KvDtype::kInt8, 16), "KV fp8").why_not.empty());
+  EXPECT_EQ(lever(kv_format_levers(KvDtype::kInt8, KvDtype::kQ4_0, 16), "KV fp8").why_not,
             "KV is already 8 bits or less");
-  EXPECT_EQ(lever(kv_format_levers(KvDtype::kFp8E5M2, KvDtype::kFp8E5M2), "KV fp8").why_not,
+  EXPECT_EQ(lever(kv_format_levers(KvDtype::kFp8E5M2, KvDtype::kFp8E5M2, 16), "KV fp8").why_not,
             "KV is already 8 bits or less");
 }
 
 // The two homes disagreed here: `kvserve plan` said "already fp8_e4m3", the dashboard "KV is
 // already 8 bits or less". The precise reason wins (as "already int4" does for the int4 lever).
 TEST(KvFormatLevers, AlreadyInTheLeversFormatSaysSo) {
-  const auto fp8 = kv_format_levers(KvDtype::kFp8E4M3, KvDtype::kFp8E4M3);
+  const auto fp8 = kv_format_levers(KvDtype::kFp8E4M3, KvDtype::kFp8E4M3, 16);
   EXPECT_EQ(lever(fp8, "KV fp8").why_not, "already fp8_e4m3");
   EXPECT_TRUE(lever(fp8, "KV int4").why_not.empty());
-  const auto int4 = kv_format_levers(KvDtype::kInt4, KvDtype::kInt4);
+  const auto int4 = kv_format_levers(KvDtype::kInt4, KvDtype::kInt4, 16);
   EXPECT_EQ(lever(int4, "KV fp8").why_not, "KV is already 8 bits or less");
   EXPECT_EQ(lever(int4, "KV int4").why_not, "already int4");
-  const auto two = kv_format_levers(KvDtype::kInt2Chan, KvDtype::kInt2Had);
+  const auto two = kv_format_levers(KvDtype::kInt2Chan, KvDtype::kInt2Had, 16);
   EXPECT_EQ(lever(two, "KV 2-bit").why_not, "already int2_chan/int2_had");
   EXPECT_TRUE(lever(two, "KV 3-bit").why_not.empty());
   // Only the keys per channel: the lever still moves V.
   EXPECT_TRUE(
-      lever(kv_format_levers(KvDtype::kInt2Chan, KvDtype::kInt8), "KV 2-bit").why_not.empty());
+      lever(kv_format_levers(KvDtype::kInt2Chan, KvDtype::kInt8, 16), "KV 2-bit").why_not.empty());
   // Only K in int4: the lever still moves V.
-  EXPECT_TRUE(lever(kv_format_levers(KvDtype::kInt4, KvDtype::kF16), "KV int4").why_not.empty());
+  EXPECT_TRUE(
+      lever(kv_format_levers(KvDtype::kInt4, KvDtype::kF16, 16), "KV int4").why_not.empty());
 }
 
 TEST(KvFormatLevers, HalfTheContextIsAtLeastOneToken) {
@@ -85,7 +89,7 @@ TEST(KvFormatLevers, PlanLeversFollowTheRule) {
       const auto plan = plan_capacity(in);
       ASSERT_TRUE(plan.is_ok()) << plan.status().to_string();
       const std::vector<Lever> levers = compute_levers(in, *plan);
-      for (const KvFormatLever& f : kv_format_levers(k->dtype, v->dtype)) {
+      for (const KvFormatLever& f : kv_format_levers(k->dtype, v->dtype, in.workload.block_size)) {
         bool seen = false;
         for (const Lever& l : levers) {
           if (l.name != f.name) continue;
@@ -100,6 +104,16 @@ TEST(KvFormatLevers, PlanLeversFollowTheRule) {
       EXPECT_TRUE(half);
     }
   }
+}
+
+// Keys per channel over 64 tokens take int4_had's bytes, but only a pool whose blocks hold whole
+// 64-token groups can store them: at any other block size the lever says what to change.
+TEST(KvFormatLevers, KeysPer64TokensNeedABlockSizeThatHoldsAGroup) {
+  EXPECT_EQ(kv_format_levers(KvDtype::kF16, KvDtype::kF16, 16)[5].why_not,
+            "needs --block-size a multiple of 64 (it is 16)");
+  EXPECT_TRUE(kv_format_levers(KvDtype::kF16, KvDtype::kF16, 128)[5].why_not.empty());
+  EXPECT_EQ(kv_format_levers(KvDtype::kInt4Chan64, KvDtype::kInt4Had, 64)[5].why_not,
+            "already int4_chan64/int4_had");
 }
 
 }  // namespace

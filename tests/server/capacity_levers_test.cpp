@@ -19,13 +19,13 @@ TEST(CapacityLevers, AnFp8PoolSaysItIsAlreadyFp8) {
   const uint64_t memory = uint64_t{64} << 20;
   const KvPoolPlan pool = *plan_kv_pool(shape(KvDtype::kFp8E4M3, KvDtype::kFp8E4M3), memory, 16);
   const CapacityLine c = capacity_line(pool, memory, 1024);
-  ASSERT_EQ(c.levers.size(), 6u);
+  ASSERT_EQ(c.levers.size(), 7u);
   EXPECT_EQ(c.levers[0].name, "KV fp8 (e4m3)");
   EXPECT_FALSE(c.levers[0].applicable);
   EXPECT_EQ(c.levers[0].why_not, "already fp8_e4m3");
   EXPECT_TRUE(c.levers[1].applicable);  // int4 still halves it
-  EXPECT_EQ(c.levers[5].name, "half the context");
-  EXPECT_EQ(c.levers[5].change, "--max-model-len 512");
+  EXPECT_EQ(c.levers[6].name, "half the context");
+  EXPECT_EQ(c.levers[6].change, "--max-model-len 512");
 }
 
 // The per-channel levers are priced as the engine would size its pool in those formats: the
@@ -34,7 +34,7 @@ TEST(CapacityLevers, PerChannelLeversCountTheKeyTailsOfThePoolsSequences) {
   const uint64_t memory = uint64_t{64} << 20;
   const KvPoolPlan pool = *plan_kv_pool(shape(KvDtype::kF16, KvDtype::kF16), memory, 16, 48);
   const CapacityLine c = capacity_line(pool, memory, 1024);
-  ASSERT_EQ(c.levers.size(), 6u);
+  ASSERT_EQ(c.levers.size(), 7u);
   const KvDtype formats[3][2] = {{KvDtype::kInt4Chan, KvDtype::kInt4Had},
                                  {KvDtype::kInt3Chan, KvDtype::kInt3Had},
                                  {KvDtype::kInt2Chan, KvDtype::kInt2Had}};
@@ -65,6 +65,30 @@ TEST(CapacityLevers, PerChannelLeversCountTheKeyTailsOfThePoolsSequences) {
   EXPECT_FALSE(ct.levers[4].applicable);
   EXPECT_EQ(ct.levers[4].why_not, "already int2_chan/int2_had");
   EXPECT_TRUE(ct.levers[2].applicable);
+}
+
+// Keys per channel over 64 tokens: at a block size of 64 the lever is priced as the engine would
+// size that pool (int4_had's bytes per token, 64-row key tails first); at 16 it says what to
+// change.
+TEST(CapacityLevers, KeysPer64TokensArePricedAtABlockSizeThatHoldsAGroup) {
+  const uint64_t memory = uint64_t{256} << 20;
+  const KvPoolPlan pool = *plan_kv_pool(shape(KvDtype::kF16, KvDtype::kF16), memory, 64, 8);
+  const CapacityLine c = capacity_line(pool, memory, 1024);
+  ASSERT_EQ(c.levers.size(), 7u);
+  const CapacityLever& l = c.levers[5];
+  EXPECT_EQ(l.name, "KV 4-bit, K per channel /64");
+  ASSERT_TRUE(l.applicable) << l.why_not;
+  const KvPoolPlan want =
+      *plan_kv_pool(shape(KvDtype::kInt4Chan64, KvDtype::kInt4Had), memory, 64, 8);
+  EXPECT_EQ(l.num_blocks, want.num_blocks);
+  EXPECT_EQ(
+      l.bytes_per_token,
+      plan_kv_pool(shape(KvDtype::kInt4Had, KvDtype::kInt4Had), memory, 64, 8)->bytes_per_token);
+  EXPECT_EQ(l.change, "--kv-cache-dtype-k int4_chan64 --kv-cache-dtype-v int4_had");
+  const KvPoolPlan small = *plan_kv_pool(shape(KvDtype::kF16, KvDtype::kF16), memory, 16, 8);
+  const CapacityLine cs = capacity_line(small, memory, 1024);
+  EXPECT_FALSE(cs.levers[5].applicable);
+  EXPECT_EQ(cs.levers[5].why_not, "needs --block-size a multiple of 64 (it is 16)");
 }
 
 // With a recent-token window, every lever keeps it: its f16 rows for the pool's sequences come
@@ -114,7 +138,7 @@ TEST(CapacityLevers, SameLeversAndReasonsAsThePlan) {
                     .gpu_memory_bytes = uint64_t{1} << 30,
                     .workload = {.context = 1024}};
       const std::vector<Lever> plan = compute_levers(in, *plan_capacity(in));
-      const std::vector<KvFormatLever> rule = kv_format_levers(k, v);
+      const std::vector<KvFormatLever> rule = kv_format_levers(k, v, 16);
       ASSERT_EQ(c.levers.size(), rule.size() + 1);
       for (size_t i = 0; i < rule.size(); ++i) {
         EXPECT_EQ(c.levers[i].name, rule[i].name);
