@@ -358,13 +358,13 @@ static void ScoreKeysD(const RangeArgs& r) {
 // product of the heads' qs with its codes, the accumulators in registers, four keys at a time
 // reduced together (attention_key_scores-inl.h). Returns the first key not scored. With the
 // head dim known at compile time (kD, as ScoreKeys) the loop over a row's chunks unrolls.
+// G: the format's tokens per group.
 template <class R, int NG, uint32_t kD>
-static int32_t ScoreChannelRows(const RangeArgs& r, const uint8_t* group, const float* qs,
-                                const float* q_const, int32_t j, int32_t end, PrefetchCursor& pf,
-                                uint32_t lines_per_step) {
+static int32_t ScoreChannelRows(const RangeArgs& r, const uint8_t* group, int32_t G,
+                                const float* qs, const float* q_const, int32_t j, int32_t end,
+                                PrefetchCursor& pf, uint32_t lines_per_step) {
   const PagedAttentionArgs& a = *r.a;
   const uint32_t D = kD != 0 ? kD : a.kv.head_dim;
-  const int32_t G = static_cast<int32_t>(kv_channel_group_tokens(a.kv.k_dtype));
   const int32_t len = r.j1 - r.j0;
   const DF df;
   const size_t L = hn::Lanes(df);
@@ -424,12 +424,12 @@ static int32_t ScoreChannelRows(const RangeArgs& r, const uint8_t* group, const 
 }
 
 template <class R, int NG>
-static int32_t ScoreChannelRowsD(const RangeArgs& r, const uint8_t* group, const float* qs,
-                                 const float* q_const, int32_t j, int32_t end, PrefetchCursor& pf,
-                                 uint32_t lines_per_step) {
+static int32_t ScoreChannelRowsD(const RangeArgs& r, const uint8_t* group, int32_t G,
+                                 const float* qs, const float* q_const, int32_t j, int32_t end,
+                                 PrefetchCursor& pf, uint32_t lines_per_step) {
   if (r.a->kv.head_dim == 64)
-    return ScoreChannelRows<R, NG, 64>(r, group, qs, q_const, j, end, pf, lines_per_step);
-  return ScoreChannelRows<R, NG, 0>(r, group, qs, q_const, j, end, pf, lines_per_step);
+    return ScoreChannelRows<R, NG, 64>(r, group, G, qs, q_const, j, end, pf, lines_per_step);
+  return ScoreChannelRows<R, NG, 0>(r, group, G, qs, q_const, j, end, pf, lines_per_step);
 }
 
 }  // namespace HWY_NAMESPACE

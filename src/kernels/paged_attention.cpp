@@ -325,12 +325,12 @@ static void ScoreKeysChannel(const RangeArgs& r, float* codes) {
       }
     }
     if (q4_rows) {
-      j = ScoreChannelRowsD<ChannelRowQ4, NG>(r, group, qs.data(), q_const, j, end, pf,
+      j = ScoreChannelRowsD<ChannelRowQ4, NG>(r, group, G, qs.data(), q_const, j, end, pf,
                                               lines_per_step);
     } else if (D % L == 0 && L <= 16) {
-      j = bits == 3 ? ScoreChannelRowsD<ChannelRowLowBit<3>, NG>(r, group, qs.data(), q_const, j,
+      j = bits == 3 ? ScoreChannelRowsD<ChannelRowLowBit<3>, NG>(r, group, G, qs.data(), q_const, j,
                                                                  end, pf, lines_per_step)
-                    : ScoreChannelRowsD<ChannelRowLowBit<2>, NG>(r, group, qs.data(), q_const, j,
+                    : ScoreChannelRowsD<ChannelRowLowBit<2>, NG>(r, group, G, qs.data(), q_const, j,
                                                                  end, pf, lines_per_step);
     }
     for (; j < end; ++j) {  // head dims the readers cannot tile

@@ -92,10 +92,11 @@ uint32_t kv_channel_group_tokens(KvDtype dtype) {
 }
 
 const KvDtypeInfo& kv_dtype_info(KvDtype dtype) {
-  for (const auto& info : kTable)
-    if (info.dtype == dtype) return info;
-  KVS_CHECK_MSG(false, "unknown KvDtype");
-  return kTable[0];
+  // Row i is the format whose value is i (rows_in_enum_order): per-group callers (the attention
+  // kernel, the writer) look formats up without a scan.
+  const auto i = static_cast<size_t>(dtype);
+  KVS_CHECK_MSG(i < kTable.size(), "unknown KvDtype");
+  return kTable[i];
 }
 
 std::span<const KvDtype, kNumKvDtypes> all_kv_dtypes() { return kAllDtypes; }
