@@ -28,12 +28,10 @@ struct KvFormatLever {
 //   KV 4-bit, K per channel  K int4_chan, V int4_had;
 //   KV 3-bit, K per channel  K int3_chan, V int3_had;
 //   KV 2-bit, K per channel  K int2_chan, V int2_had;
-//   KV 4-bit, K per channel /64  K int4_chan64, V int4_had (int4_had's bytes), only where
-//                            `block_size` is a multiple of 64 (else "needs --block-size a
-//                            multiple of 64 (it is 16)");
-// each of the last four unless K and V are those already ("already int2_chan/int2_had").
-// The 16-token ones also need a block size that is a multiple of 16 tokens, which the
-// callers' pool plans check (and report as the reason).
+//   KV 4-bit, K per channel /64  K int4_chan64, V int4_had (int4_had's bytes);
+// each of the last five unless K and V are those already ("already int2_chan/int2_had"), and
+// the per-channel ones only where `block_size` holds their groups of 16 or 64 tokens whole
+// ("--block-size must be a multiple of 64 (it is 16)"; 0, no paging, holds any).
 [[nodiscard]] std::vector<KvFormatLever> kv_format_levers(KvDtype k, KvDtype v,
                                                           uint32_t block_size);
 

@@ -110,8 +110,13 @@ TEST(KvFormatLevers, PlanLeversFollowTheRule) {
 // 64-token groups can store them: at any other block size the lever says what to change.
 TEST(KvFormatLevers, KeysPer64TokensNeedABlockSizeThatHoldsAGroup) {
   EXPECT_EQ(kv_format_levers(KvDtype::kF16, KvDtype::kF16, 16)[5].why_not,
-            "needs --block-size a multiple of 64 (it is 16)");
+            "--block-size must be a multiple of 64 (it is 16)");
   EXPECT_TRUE(kv_format_levers(KvDtype::kF16, KvDtype::kF16, 128)[5].why_not.empty());
+  // One rule for every per-channel lever: the 16-token ones at a block size of 8, none unpaged.
+  EXPECT_EQ(kv_format_levers(KvDtype::kF16, KvDtype::kF16, 8)[2].why_not,
+            "--block-size must be a multiple of 16 (it is 8)");
+  for (const KvFormatLever& l : kv_format_levers(KvDtype::kF16, KvDtype::kF16, 0))
+    EXPECT_TRUE(l.why_not.empty()) << l.name;
   EXPECT_EQ(kv_format_levers(KvDtype::kInt4Chan64, KvDtype::kInt4Had, 64)[5].why_not,
             "already int4_chan64/int4_had");
 }

@@ -88,7 +88,7 @@ TEST(CapacityLevers, KeysPer64TokensArePricedAtABlockSizeThatHoldsAGroup) {
   const KvPoolPlan small = *plan_kv_pool(shape(KvDtype::kF16, KvDtype::kF16), memory, 16, 8);
   const CapacityLine cs = capacity_line(small, memory, 1024);
   EXPECT_FALSE(cs.levers[5].applicable);
-  EXPECT_EQ(cs.levers[5].why_not, "needs --block-size a multiple of 64 (it is 16)");
+  EXPECT_EQ(cs.levers[5].why_not, "--block-size must be a multiple of 64 (it is 16)");
 }
 
 // With a recent-token window, every lever keeps it: its f16 rows for the pool's sequences come
