@@ -5,6 +5,7 @@
 
 #include "core/check.h"
 #include "core/half.h"
+#include "quant/f16_rows.h"
 #include "quant/hadamard.h"
 #include "quant/kv_channel_groups.h"
 #include "quant/kv_codecs.h"
@@ -67,12 +68,13 @@ void kv_vector_to_f32(KvDtype dtype, const uint8_t* src, uint32_t n, float* dst,
 void kv_vector_from_f32(KvDtype dtype, const float* src, uint32_t n, uint8_t* dst) {
   switch (dtype) {
     case KvDtype::kF32: std::memcpy(dst, src, n * sizeof(float)); return;
-    case KvDtype::kF16:
-      for (uint32_t i = 0; i < n; ++i) {
-        const uint16_t h = f32_to_f16(src[i]);
-        std::memcpy(dst + 2 * i, &h, 2);
-      }
+    case KvDtype::kF16: {
+      // The pool's bytes are 2-byte aligned for f16 vectors (a vector is 2 x dim bytes from an
+      // aligned block), so they may be written as uint16_t.
+      KVS_DCHECK(reinterpret_cast<uintptr_t>(dst) % alignof(uint16_t) == 0);
+      f16_from_f32_rows(src, n, reinterpret_cast<uint16_t*>(dst));
       return;
+    }
     case KvDtype::kBF16:
       for (uint32_t i = 0; i < n; ++i) {
         const uint16_t h = f32_to_bf16(src[i]);

@@ -4,7 +4,7 @@
 #include <limits>
 
 #include "core/check.h"
-#include "core/half.h"
+#include "quant/f16_rows.h"
 
 namespace kvs {
 
@@ -61,10 +61,8 @@ void RecentWindow::begin_step(int64_t num_tokens, const int32_t* positions, cons
 }
 
 void RecentWindow::store(const float* k, const float* v) {
-  for (uint64_t i = 0; i < step_k_.size(); ++i) {
-    step_k_[i] = f32_to_f16(k[i]);
-    step_v_[i] = f32_to_f16(v[i]);
-  }
+  f16_from_f32_rows(k, step_k_.size(), step_k_.data());
+  f16_from_f32_rows(v, step_v_.size(), step_v_.data());
 }
 
 uint64_t RecentWindow::ring_index(uint32_t slot, uint32_t layer, uint32_t head, int32_t pos) const {

@@ -1,0 +1,58 @@
+#include "quant/f16_rows.h"
+
+#include "core/half.h"
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "quant/f16_rows.cpp"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+
+HWY_BEFORE_NAMESPACE();
+namespace kvs {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// Highway emulates the f16 demotion where the CPU has no F16C, and that emulation truncates:
+// only the hardware instruction rounds as f32_to_f16 does, so other targets keep the scalar
+// loop.
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2 && !defined(HWY_DISABLE_F16C)
+constexpr bool kHardwareF16 = true;
+#else
+constexpr bool kHardwareF16 = false;
+#endif
+
+void F16FromF32Rows(const float* HWY_RESTRICT x, size_t n, uint16_t* HWY_RESTRICT out) {
+  size_t i = 0;
+  if constexpr (kHardwareF16) {
+    const hn::ScalableTag<float> df;
+    const hn::Rebind<hwy::float16_t, decltype(df)> dh;
+    const size_t N = hn::Lanes(df);
+    for (; i + N <= n; i += N) {
+      const auto v = hn::LoadU(df, x + i);
+      // The hardware keeps a NaN's payload; the scalar routine stores one NaN. NaN never comes
+      // from a finite model, so a vector holding one simply takes the scalar loop.
+      if (!hn::AllFalse(df, hn::IsNaN(v))) {
+        for (size_t j = i; j < i + N; ++j) out[j] = f32_to_f16(x[j]);
+        continue;
+      }
+      hn::StoreU(hn::DemoteTo(dh, v), dh, reinterpret_cast<hwy::float16_t*>(out + i));
+    }
+  }
+  for (; i < n; ++i) out[i] = f32_to_f16(x[i]);
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace kvs
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace kvs {
+
+HWY_EXPORT(F16FromF32Rows);
+
+void f16_from_f32_rows(const float* x, size_t n, uint16_t* out) {
+  HWY_DYNAMIC_DISPATCH(F16FromF32Rows)(x, n, out);
+}
+
+}  // namespace kvs
+#endif  // HWY_ONCE

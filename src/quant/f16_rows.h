@@ -1,0 +1,16 @@
+// Rows of f32 stored as f16 (IEEE binary16), as core/half.h's f32_to_f16 stores one value: round
+// to nearest even, overflow to +-inf, every NaN as the one quiet NaN 0x7E00 (with its sign). On
+// CPUs with F16C the conversion is the hardware's (vcvtps2ph), 8 or 16 values per instruction;
+// the bits are the scalar routine's for every input (tests/quant/f16_rows_test.cpp). This is
+// what every f16 KV write goes through: the pool's f16 vectors, the recent-token window's rings.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace kvs {
+
+// out[i] = f32_to_f16(x[i]) for i < n.
+void f16_from_f32_rows(const float* x, size_t n, uint16_t* out);
+
+}  // namespace kvs
