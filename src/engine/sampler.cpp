@@ -7,6 +7,8 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "kernels/argmax.h"
+
 namespace kvs {
 namespace {
 
@@ -71,26 +73,6 @@ int32_t Sampler::sample(const float* logits, int32_t n, const SamplingContext& c
   adjusted_.assign(logits, logits + n);
   apply_penalties(params_, context, adjusted_.data(), n);
   return sample(adjusted_.data(), n);
-}
-
-int32_t argmax(const float* logits, int32_t n) {
-  // Two passes the compiler vectorizes (16 independent running maxima, then a search for the
-  // first element equal to the maximum) instead of one loop that carries its index: the same
-  // answer, the lowest id of the largest logit, at a fraction of the time over a 262K vocabulary
-  // (one per sequence per step). NaN logits are never the maximum, as before.
-  constexpr int32_t kLanes = 16;
-  float lane_max[kLanes];
-  for (float& m : lane_max) m = -std::numeric_limits<float>::infinity();
-  int32_t i = 0;
-  for (; i + kLanes <= n; i += kLanes)
-    for (int32_t j = 0; j < kLanes; ++j)
-      lane_max[j] = logits[i + j] > lane_max[j] ? logits[i + j] : lane_max[j];
-  float best = -std::numeric_limits<float>::infinity();
-  for (float m : lane_max) best = m > best ? m : best;
-  for (; i < n; ++i) best = logits[i] > best ? logits[i] : best;
-  for (int32_t k = 0; k < n; ++k)
-    if (logits[k] == best) return k;
-  return 0;  // every logit NaN or -inf
 }
 
 Sampler::Sampler(const SamplingParams& params)

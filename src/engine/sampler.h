@@ -87,6 +87,4 @@ class Sampler {
 void apply_penalties(const SamplingParams& params, const SamplingContext& context, float* logits,
                      int32_t vocab_size);
 
-[[nodiscard]] int32_t argmax(const float* logits, int32_t n);
-
 }  // namespace kvs

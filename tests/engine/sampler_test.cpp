@@ -25,29 +25,6 @@ TEST(SamplerTest, ZeroAndTinyTemperaturesAreGreedy) {
   }
 }
 
-// argmax is the lowest id of the largest logit, for any length (the vectorized passes' tail
-// included), ties anywhere, -inf and NaN entries; all -inf or NaN gives 0.
-TEST(SamplerTest, ArgmaxIsTheLowestIdOfTheLargestLogit) {
-  std::mt19937 rng(3);
-  std::uniform_int_distribution<int> small(-3, 3);
-  const float inf = std::numeric_limits<float>::infinity();
-  const float nan = std::numeric_limits<float>::quiet_NaN();
-  for (int n = 1; n < 80; ++n)
-    for (int rep = 0; rep < 20; ++rep) {
-      std::vector<float> v(n);
-      for (float& x : v) x = static_cast<float>(small(rng));  // many ties
-      if (rep % 3 == 1) v[rng() % n] = -inf;
-      if (rep % 3 == 2) v[rng() % n] = nan;
-      int32_t want = -1;
-      for (int i = 0; i < n; ++i)
-        if (!std::isnan(v[i]) && (want < 0 || v[i] > v[want])) want = i;
-      ASSERT_EQ(argmax(v.data(), n), want < 0 ? 0 : want) << n << " " << rep;
-    }
-  const std::vector<float> all_low(33, -inf), all_nan(17, nan);
-  EXPECT_EQ(argmax(all_low.data(), 33), 0);
-  EXPECT_EQ(argmax(all_nan.data(), 17), 0);
-}
-
 // Temperature alone (no top-k, no top-p) draws from softmax(logits / T) without sorting: the
 // frequencies of 40,000 draws match the probabilities, a NaN or -inf logit is never drawn, and a
 // row whose largest logit is not finite falls back to argmax.
