@@ -140,6 +140,14 @@ void silu_mul(const float* gate, const float* up, int64_t n, float* out) {
 void gelu_tanh_mul(const float* gate, const float* up, int64_t n, float* out) {
   HWY_DYNAMIC_DISPATCH(GeluTanhMul)(gate, up, n, out);
 }
+void gated_activation(GateActivation act, const float* gate, const float* up, int64_t n,
+                      float* out) {
+  if (act == GateActivation::kGeluTanh) {
+    gelu_tanh_mul(gate, up, n, out);
+  } else {
+    silu_mul(gate, up, n, out);
+  }
+}
 void softmax_inplace(float* x, int64_t n) {
   KVS_CHECK(n >= 1);
   HWY_DYNAMIC_DISPATCH(Softmax)(x, n);

@@ -13,6 +13,10 @@ void silu_mul(const float* gate, const float* up, int64_t n, float* out);
 // (g + 0.044715 g^3))), torch's gelu(approximate="tanh"). Abs. error vs reference <= 2e-6 *
 // (|g| + 1) * |up| (f32 tanh approximation).
 void gelu_tanh_mul(const float* gate, const float* up, int64_t n, float* out);
+// The gated FFN's activation: out = act(gate) * up, act being SiLU (SwiGLU) or gelu_tanh (GeGLU).
+enum class GateActivation { kSilu, kGeluTanh };
+void gated_activation(GateActivation act, const float* gate, const float* up, int64_t n,
+                      float* out);
 // x = softmax(x) (max-subtracted, so any finite input is safe). n >= 1.
 void softmax_inplace(float* x, int64_t n);
 // x[i] += y[i] (residual connection).

@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <array>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 
 #include "core/check.h"
+#include "kernels/activations.h"
 #include "kernels/int8_gemm.h"
 #include "kernels/packed_weights.h"
 
@@ -68,13 +70,18 @@ bool int8_matmul(const WeightMatrix& w, const float* x, int64_t T, float* y, Thr
   return int8_matmul_group(std::span<const MatmulOutput>(&one, 1), x, T, pool);
 }
 
-bool int8_matmul_group(std::span<const MatmulOutput> outs, const float* x, int64_t T,
-                       ThreadPool& pool) {
-  KVS_CHECK(!outs.empty() && outs.size() <= kMaxMatmulGroup);
-  const WeightMatrix& w0 = *outs[0].w;
-  for (const MatmulOutput& o : outs) KVS_CHECK(o.w->type == w0.type && o.w->cols == w0.cols);
+namespace {
+
+// X quantized once for a call on weights of w0's type and K, or null where the 8-bit GEMM does
+// not take it (no ISA, or a type it does not handle).
+struct QuantizedActs {
+  const int8_gemm::Kernels* k = nullptr;
+  int8_gemm::Acts a{};
+};
+
+QuantizedActs quantize_acts(const WeightMatrix& w0, const float* x, int64_t T, ThreadPool& pool) {
   const Int8Isa isa = int8_isa_active();
-  if (isa == Int8Isa::kNone || !int8_matmul_supports(w0.type)) return false;
+  if (isa == Int8Isa::kNone || !int8_matmul_supports(w0.type)) return {};
   const int8_gemm::Kernels& k = kernels_for(isa);
   const int64_t K = w0.cols, KB = K / 32;
   thread_local ActScratch scratch;
@@ -98,6 +105,52 @@ bool int8_matmul_group(std::span<const MatmulOutput> outs, const float* x, int64
   } else {
     k.quantize(w0.type, x, 0, T, a);
   }
+  return {&k, a};
+}
+
+// Work items: a group of kPackedRows rows x a range of tokens. The tokens are split only when the
+// groups are too few to keep every thread busy (a token's result does not depend on the split).
+struct ItemSplit {
+  int64_t splits = 1, per_split = 0;
+  size_t grain = 1;  // neighbouring items in one chunk (about 8 chunks per thread), so that a
+                     // thread reads a long run of the weights rather than every other group
+};
+
+ItemSplit split_items(int64_t groups, int64_t T, int threads) {
+  ItemSplit s;
+  while (groups * s.splits < 4 * threads && T / (2 * s.splits) >= 2 * kTileTokens) s.splits *= 2;
+  s.per_split = ((T + s.splits - 1) / s.splits + kTileTokens - 1) / kTileTokens * kTileTokens;
+  s.splits = (T + s.per_split - 1) / s.per_split;
+  s.grain = static_cast<size_t>(std::max<int64_t>(1, groups * s.splits / (8 * threads)));
+  return s;
+}
+
+// Group g of w's rows x tokens [t0, t1) into y[t * N + n0 + r] (r < the group's rows).
+void gemm_group(const QuantizedActs& q, const WeightMatrix& w, int64_t g, int64_t t0, int64_t t1,
+                float* y, int64_t N, int64_t n0) {
+  const uint8_t* group;
+  if (w.packed != nullptr) {
+    group = w.packed + g * packed_group_bytes(w.type, w.cols);
+  } else {
+    // Not packed at load: pack this group now.
+    thread_local AlignedBytes scratch;
+    uint8_t* p = scratch.get(packed_group_bytes(w.type, w.cols));
+    pack_group(w, g, p);
+    group = p;
+  }
+  q.k->gemm(w.type, group, q.a, t0, t1, y, N, n0,
+            static_cast<int>(std::min(kPackedRows, w.rows - g * kPackedRows)));
+}
+
+}  // namespace
+
+bool int8_matmul_group(std::span<const MatmulOutput> outs, const float* x, int64_t T,
+                       ThreadPool& pool) {
+  KVS_CHECK(!outs.empty() && outs.size() <= kMaxMatmulGroup);
+  const WeightMatrix& w0 = *outs[0].w;
+  for (const MatmulOutput& o : outs) KVS_CHECK(o.w->type == w0.type && o.w->cols == w0.cols);
+  const QuantizedActs q = quantize_acts(w0, x, T, pool);
+  if (q.k == nullptr) return false;
   // The weights' rows laid end to end: weight i owns the groups [first_group[i],
   // first_group[i + 1]) of 16 rows. Fixed arrays: this runs several times per layer.
   const size_t count = outs.size();
@@ -106,38 +159,50 @@ bool int8_matmul_group(std::span<const MatmulOutput> outs, const float* x, int64
     first_group[i + 1] = first_group[i] + (outs[i].w->rows + kPackedRows - 1) / kPackedRows;
   const int64_t groups = first_group[count];
   if (groups == 0) return true;
-  // Work items: a group of one weight's rows x a range of tokens. Split the tokens only when the
-  // groups are too few to keep every thread busy (a token's result does not depend on the split).
-  int64_t splits = 1;
-  while (groups * splits < 4 * threads && T / (2 * splits) >= 2 * kTileTokens) splits *= 2;
-  const int64_t per_split =
-      ((T + splits - 1) / splits + kTileTokens - 1) / kTileTokens * kTileTokens;
-  splits = (T + per_split - 1) / per_split;
-  const uint64_t group_bytes = packed_group_bytes(w0.type, K);
-  // Neighbouring items in one chunk (about 8 chunks per thread), so that a thread reads a long
-  // run of the weights rather than every other group.
-  const int64_t items = groups * splits;
-  const auto grain = static_cast<size_t>(std::max<int64_t>(1, items / (8 * threads)));
-  pool.parallel_for(static_cast<size_t>(items), grain, [&](size_t b, size_t e, int) {
+  const ItemSplit s = split_items(groups, T, pool.num_threads());
+  pool.parallel_for(static_cast<size_t>(groups * s.splits), s.grain, [&](size_t b, size_t e, int) {
     for (size_t item = b; item < e; ++item) {
-      const int64_t gi = static_cast<int64_t>(item) / splits;
-      const int64_t si = static_cast<int64_t>(item) % splits;
+      const int64_t gi = static_cast<int64_t>(item) / s.splits;
+      const int64_t t0 = static_cast<int64_t>(item) % s.splits * s.per_split;
       size_t i = 0;
       while (gi >= first_group[i + 1]) ++i;
       const WeightMatrix& w = *outs[i].w;
-      const int64_t g = gi - first_group[i], n0 = g * kPackedRows, t0 = si * per_split;
-      const uint8_t* group;
-      if (w.packed != nullptr) {
-        group = w.packed + g * group_bytes;
-      } else {
-        // Not packed at load: pack this group now.
-        thread_local AlignedBytes scratch;
-        uint8_t* p = scratch.get(group_bytes);
-        pack_group(w, g, p);
-        group = p;
-      }
-      k.gemm(w.type, group, a, t0, std::min(T, t0 + per_split), outs[i].y, w.rows, n0,
-             static_cast<int>(std::min(kPackedRows, w.rows - n0)));
+      const int64_t g = gi - first_group[i];
+      gemm_group(q, w, g, t0, std::min(T, t0 + s.per_split), outs[i].y, w.rows, g * kPackedRows);
+    }
+  });
+  return true;
+}
+
+bool int8_matmul_gated(const WeightMatrix& gate, const WeightMatrix& up, GateActivation act,
+                       const float* x, int64_t T, float* out, ThreadPool& pool) {
+  KVS_CHECK(gate.type == up.type && gate.cols == up.cols && gate.rows == up.rows);
+  // Whole groups only: the activation then runs on whole rows of 16 values, which every target
+  // converts in full vectors, as it does the whole [T][F] array unfused.
+  if (gate.rows % kPackedRows != 0) return false;
+  const QuantizedActs q = quantize_acts(gate, x, T, pool);
+  if (q.k == nullptr) return false;
+  const int64_t F = gate.rows, groups = F / kPackedRows;
+  if (groups == 0) return true;
+  const ItemSplit s = split_items(groups, T, pool.num_threads());
+  pool.parallel_for(static_cast<size_t>(groups * s.splits), s.grain, [&](size_t b, size_t e, int) {
+    // An item's gate and up rows as [T][16] in this thread's buffers (in L1), so that the
+    // activation is one call over the item's tokens, then the result's rows to out.
+    thread_local AlignedBytes tiles;
+    float* gt = reinterpret_cast<float*>(
+        tiles.get(static_cast<size_t>(2 * T * kPackedRows) * sizeof(float)));
+    float* ut = gt + T * kPackedRows;
+    for (size_t item = b; item < e; ++item) {
+      const int64_t g = static_cast<int64_t>(item) / s.splits;
+      const int64_t t0 = static_cast<int64_t>(item) % s.splits * s.per_split;
+      const int64_t t1 = std::min(T, t0 + s.per_split);
+      gemm_group(q, gate, g, t0, t1, gt, kPackedRows, 0);
+      gemm_group(q, up, g, t0, t1, ut, kPackedRows, 0);
+      float* tile = gt + t0 * kPackedRows;
+      gated_activation(act, tile, ut + t0 * kPackedRows, (t1 - t0) * kPackedRows, tile);
+      for (int64_t t = t0; t < t1; ++t)
+        std::memcpy(out + t * F + g * kPackedRows, gt + t * kPackedRows,
+                    kPackedRows * sizeof(float));
     }
   });
   return true;

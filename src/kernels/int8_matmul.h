@@ -8,6 +8,7 @@
 #include <span>
 
 #include "core/thread_pool.h"
+#include "kernels/activations.h"
 #include "kernels/int8_isa.h"
 #include "kernels/weight_matrix.h"
 
@@ -27,6 +28,13 @@ inline constexpr size_t kMaxMatmulGroup = 4;
 // at most kMaxMatmulGroup of them.
 bool int8_matmul_group(std::span<const MatmulOutput> outputs, const float* x, int64_t T,
                        ThreadPool& pool);
+
+// matmul_gated() through the 8-bit GEMM: each work item computes one group of 16 rows of the gate
+// and of the up projection into this thread's buffers and writes act(gate) * up to out ([T][rows])
+// while they are in cache. Returns false, doing nothing, where int8_matmul would, or when the rows
+// are not whole groups of 16. Preconditions: gate and up share type, rows and cols.
+bool int8_matmul_gated(const WeightMatrix& gate, const WeightMatrix& up, GateActivation act,
+                       const float* x, int64_t T, float* out, ThreadPool& pool);
 
 // matmul_bench's peak: `iters` rounds of the ISA's tight dot-product loop (12 independent dot
 // products of the GEMM's vector width: 256 bits, 512 on AVX512-VNNI) on the calling thread.

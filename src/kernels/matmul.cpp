@@ -13,6 +13,7 @@
 #include "kernels/matmul.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -539,6 +540,18 @@ void matmul_group(std::span<const MatmulOutput> outputs, const float* x, int64_t
   if (uniform && outputs.size() <= kMaxMatmulGroup && int8_matmul_group(outputs, x, T, pool))
     return;
   for (const MatmulOutput& o : outputs) matmul(*o.w, x, T, o.y, pool);
+}
+
+void matmul_gated(const WeightMatrix& gate, const WeightMatrix& up, GateActivation act,
+                  const float* x, int64_t T, float* out, float* up_scratch, ThreadPool& pool) {
+  KVS_CHECK(gate.type == up.type && gate.cols == up.cols && gate.rows == up.rows);
+  KVS_CHECK(gate.row_bytes == weight_row_bytes(gate.type, static_cast<uint64_t>(gate.cols)));
+  KVS_CHECK(gate.cols % weight_type_info(gate.type).block_elems == 0);
+  KVS_CHECK(T >= 1);
+  if (int8_matmul_gated(gate, up, act, x, T, out, pool)) return;
+  const std::array<MatmulOutput, 2> gate_up = {{{&gate, out}, {&up, up_scratch}}};
+  matmul_group(gate_up, x, T, pool);
+  gated_activation(act, out, up_scratch, T * gate.rows, out);
 }
 
 namespace matmul_detail {

@@ -34,6 +34,7 @@
 #include <span>
 
 #include "core/thread_pool.h"
+#include "kernels/activations.h"
 #include "kernels/weight_matrix.h"
 
 namespace kvs {
@@ -52,6 +53,14 @@ void matmul(const WeightMatrix& w, const float* x, int64_t T, float* y, ThreadPo
 // panels) are split over the threads in one region. Otherwise one matmul() per weight.
 void matmul_group(std::span<const MatmulOutput> outputs, const float* x, int64_t T,
                   ThreadPool& pool);
+
+// A gated FFN's first half: out = act(X W_gate^T) * (X W_up^T), [T][F] (F = the weights' rows),
+// with the bits of matmul_group({gate, up}) followed by gated_activation over [T][F]. Where the
+// 8-bit GEMM takes the step, the activation runs inside the GEMM's parallel region on each group
+// of rows as it is computed (no pass of its own on the calling thread, no [T][F] up array);
+// elsewhere up_scratch ([T][F]) takes the up projection. Neither may overlap x or each other.
+void matmul_gated(const WeightMatrix& gate, const WeightMatrix& up, GateActivation act,
+                  const float* x, int64_t T, float* out, float* up_scratch, ThreadPool& pool);
 
 // Scalar oracle: dequantize_row_reference per row, dot in double.
 void matmul_reference(const WeightMatrix& w, const float* x, int64_t T, float* y);

@@ -1,7 +1,8 @@
 // matmul_group (a layer's Q, K and V, its gate and up, over one input) gives the bits of one
 // matmul() per weight, for every weight type, code path, step size and thread count, with rows
 // that do not fill a chunk or a panel; and where the 8-bit GEMM takes the step it runs them in
-// one parallel region (plus one for quantizing a large input) instead of one or two each.
+// one parallel region (plus one for quantizing a large input) instead of one or two each. The
+// gated form (gate and up with their activation) keeps those bits.
 #include <gtest/gtest.h>
 
 #include <array>
@@ -51,6 +52,43 @@ TEST(MatmulGroupTest, SameBitsAsOneMatmulPerWeight) {
       });
     }
   }
+}
+
+// matmul_gated (the activation applied inside the GEMM's region, a group of rows at a time) gives
+// the bits of matmul_group({gate, up}) followed by the activation over the whole [T][F], for
+// every weight type, both activations, every code path, step size and thread count; and where
+// the rows are not whole groups of 16 (the unfused path) too.
+TEST(MatmulGroupTest, GatedSameBitsAsGroupThenActivation) {
+  const WeightType types[] = {WeightType::kF32,  WeightType::kQ8_0, WeightType::kQ4_0,
+                              WeightType::kQ4_1, WeightType::kQ5_0, WeightType::kQ4_K,
+                              WeightType::kQ6_K};
+  std::mt19937 rng(11);
+  ThreadPool pools[] = {ThreadPool(1), ThreadPool(2), ThreadPool(3)};
+  for (WeightType type : types)
+    for (int64_t F : {96, 40}) {
+      const int64_t cols = weight_type_info(type).block_elems == 256 ? 512 : 576;
+      const auto gb = test::random_weights(type, F, cols, 1.0f, rng);
+      const auto ub = test::random_weights(type, F, cols, 1.0f, rng);
+      const WeightMatrix gate{type, gb.data(), F, cols, weight_row_bytes(type, cols)};
+      const WeightMatrix up{type, ub.data(), F, cols, weight_row_bytes(type, cols)};
+      for (int64_t T : {1, 5, 17, 64})
+        for (GateActivation act : {GateActivation::kSilu, GateActivation::kGeluTanh}) {
+          const auto x = test::random_floats(T * cols, 2.0f, rng);
+          test::for_each_matmul_path([&] {
+            for (ThreadPool& pool : pools) {
+              std::vector<float> want(T * F), want_up(T * F), got(T * F, -1.0f), scratch(T * F);
+              const std::array<MatmulOutput, 2> outs = {
+                  {{&gate, want.data()}, {&up, want_up.data()}}};
+              matmul_group(outs, x.data(), T, pool);
+              gated_activation(act, want.data(), want_up.data(), T * F, want.data());
+              matmul_gated(gate, up, act, x.data(), T, got.data(), scratch.data(), pool);
+              ASSERT_EQ(std::memcmp(want.data(), got.data(), want.size() * 4), 0)
+                  << weight_type_info(type).name << " F=" << F << " T=" << T << " threads "
+                  << pool.num_threads();
+            }
+          });
+        }
+    }
 }
 
 TEST(MatmulGroupTest, MixedTypesFallBackToOneMatmulEach) {
