@@ -57,16 +57,15 @@ using namespace kvs::rope_detail;  // NOLINT
 
 // Rotates x [T][heads] and, when x2 is not null, x2 [T][heads2] with the same angles.
 void RopeInplace(float* HWY_RESTRICT x, int64_t heads, float* HWY_RESTRICT x2, int64_t heads2,
-                 int64_t T, const int32_t* positions, const RopeConfig& cfg) {
+                 const RopeAngles& angles) {
   const hn::ScalableTag<float> d;
   const auto N = static_cast<int64_t>(hn::Lanes(d));
+  const RopeConfig& cfg = angles.config();
   const int64_t rot = cfg.rot_dim, half = rot / 2;
-  HWY_ALIGN float c[kMaxRotDim], s[kMaxRotDim];
-  double freq[kMaxRotDim / 2];
-  rope_frequencies(cfg, freq);
   const int64_t all = x2 != nullptr ? heads + heads2 : heads;
-  for (int64_t t = 0; t < T; ++t) {
-    rope_angles(positions[t], cfg, freq, c, s);
+  for (int64_t t = 0; t < angles.tokens(); ++t) {
+    const float* c = angles.cos_row(t);
+    const float* s = angles.sin_row(t);
     for (int64_t hh = 0; hh < all; ++hh) {
       float* v = hh < heads ? x + (t * heads + hh) * cfg.head_dim
                             : x2 + (t * heads2 + hh - heads) * cfg.head_dim;
@@ -77,7 +76,7 @@ void RopeInplace(float* HWY_RESTRICT x, int64_t heads, float* HWY_RESTRICT x2, i
         for (; i + N <= rot; i += N) {
           const auto a = hn::LoadU(d, v + i);
           const auto r =
-              hn::MulAdd(hn::Shuffle2301(a), hn::Load(d, s + i), hn::Mul(a, hn::Load(d, c + i)));
+              hn::MulAdd(hn::Shuffle2301(a), hn::LoadU(d, s + i), hn::Mul(a, hn::LoadU(d, c + i)));
           hn::StoreU(r, d, v + i);
         }
 #endif
@@ -90,7 +89,7 @@ void RopeInplace(float* HWY_RESTRICT x, int64_t heads, float* HWY_RESTRICT x2, i
         float* w = v + half;
         for (; i + N <= half; i += N) {
           const auto a = hn::LoadU(d, v + i), b = hn::LoadU(d, w + i);
-          const auto ci = hn::Load(d, c + i), si = hn::Load(d, s + i);
+          const auto ci = hn::LoadU(d, c + i), si = hn::LoadU(d, s + i);
           hn::StoreU(hn::NegMulAdd(b, si, hn::Mul(a, ci)), d, v + i);
           hn::StoreU(hn::MulAdd(a, si, hn::Mul(b, ci)), d, w + i);
         }
@@ -135,18 +134,37 @@ void rope_inplace_reference(float* x, int64_t T, int64_t heads, const int32_t* p
   }
 }
 
-void rope_inplace(float* x, int64_t T, int64_t heads, const int32_t* positions,
-                  const RopeConfig& cfg) {
+void RopeAngles::compute(const int32_t* positions, int64_t T, const RopeConfig& cfg) {
   KVS_CHECK(cfg.rot_dim % 2 == 0 && cfg.rot_dim >= 2 && cfg.rot_dim <= cfg.head_dim);
   KVS_CHECK(cfg.rot_dim <= rope_detail::kMaxRotDim);
-  HWY_DYNAMIC_DISPATCH(RopeInplace)(x, heads, nullptr, 0, T, positions, cfg);
+  cfg_ = cfg;
+  tokens_ = T;
+  c_.resize(static_cast<size_t>(T * cfg.rot_dim));
+  s_.resize(c_.size());
+  double freq[rope_detail::kMaxRotDim / 2];
+  rope_detail::rope_frequencies(cfg, freq);
+  for (int64_t t = 0; t < T; ++t)
+    rope_detail::rope_angles(positions[t], cfg, freq, c_.data() + t * cfg.rot_dim,
+                             s_.data() + t * cfg.rot_dim);
+}
+
+void rope_inplace(float* x, int64_t T, int64_t heads, const int32_t* positions,
+                  const RopeConfig& cfg) {
+  RopeAngles angles;
+  angles.compute(positions, T, cfg);
+  HWY_DYNAMIC_DISPATCH(RopeInplace)(x, heads, nullptr, 0, angles);
 }
 
 void rope_inplace_qk(float* q, int64_t q_heads, float* k, int64_t k_heads, int64_t T,
                      const int32_t* positions, const RopeConfig& cfg) {
-  KVS_CHECK(cfg.rot_dim % 2 == 0 && cfg.rot_dim >= 2 && cfg.rot_dim <= cfg.head_dim);
-  KVS_CHECK(cfg.rot_dim <= rope_detail::kMaxRotDim);
-  HWY_DYNAMIC_DISPATCH(RopeInplace)(q, q_heads, k, k_heads, T, positions, cfg);
+  RopeAngles angles;
+  angles.compute(positions, T, cfg);
+  rope_inplace_qk(q, q_heads, k, k_heads, angles);
+}
+
+void rope_inplace_qk(float* q, int64_t q_heads, float* k, int64_t k_heads,
+                     const RopeAngles& angles) {
+  HWY_DYNAMIC_DISPATCH(RopeInplace)(q, q_heads, k, k_heads, angles);
 }
 
 }  // namespace kvs

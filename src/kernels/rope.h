@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 namespace kvs {
 
@@ -20,6 +21,29 @@ struct RopeConfig {
   float freq_base = 10000.0f;
   RopeMode mode = RopeMode::kNormal;
 };
+
+// The cos/sin of a step's tokens under one RopeConfig, in double and rounded once (a position of
+// 100k times a frequency near 1 loses too many bits in f32): computed once per step and applied
+// to every layer that shares the config, the same floats rope_inplace computes per call.
+class RopeAngles {
+ public:
+  void compute(const int32_t* positions, int64_t T, const RopeConfig& cfg);
+  [[nodiscard]] const RopeConfig& config() const { return cfg_; }
+  [[nodiscard]] int64_t tokens() const { return tokens_; }
+  // Token t's factors: normal mode per element (c[2i] = c[2i+1] = cos, s[2i] = -sin,
+  // s[2i+1] = sin, so that x' = x*c + swap_pairs(x)*s), NeoX mode per pair (c[i], s[i]).
+  [[nodiscard]] const float* cos_row(int64_t t) const { return c_.data() + t * cfg_.rot_dim; }
+  [[nodiscard]] const float* sin_row(int64_t t) const { return s_.data() + t * cfg_.rot_dim; }
+
+ private:
+  RopeConfig cfg_;
+  int64_t tokens_ = 0;
+  std::vector<float> c_, s_;
+};
+
+// rope_inplace_qk with angles computed before (angles.tokens() tokens, its config).
+void rope_inplace_qk(float* q, int64_t q_heads, float* k, int64_t k_heads,
+                     const RopeAngles& angles);
 
 // x: [T][heads][head_dim]; positions: [T]. cos/sin are computed per call, once per (token, pair)
 // and shared by all heads (angles in double, so large positions stay accurate); the pairs'

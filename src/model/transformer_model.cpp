@@ -191,6 +191,32 @@ void TransformerModel::mm_group(std::span<const MatmulOutput> outputs, const flo
   }
 }
 
+void TransformerModel::mm_gated(const WeightMatrix& gate, const WeightMatrix& up,
+                                GateActivation act, const float* x, int64_t T, float* out,
+                                float* up_scratch, ThreadPool& pool) const {
+  if (reference_matmul_) {
+    matmul_reference(gate, x, T, out, pool);
+    matmul_reference(up, x, T, up_scratch, pool);
+    gated_activation(act, out, up_scratch, T * gate.rows, out);
+  } else {
+    matmul_gated(gate, up, act, x, T, out, up_scratch, pool);
+  }
+}
+
+const RopeAngles& TransformerModel::rope_angles(const RopeConfig& cfg, const int32_t* positions,
+                                                int64_t T) {
+  for (size_t i = 0; i < ws_.rope_used; ++i) {
+    const RopeConfig& c = ws_.rope[i].config();
+    if (c.freq_base == cfg.freq_base && c.rot_dim == cfg.rot_dim && c.head_dim == cfg.head_dim &&
+        c.mode == cfg.mode)
+      return ws_.rope[i];
+  }
+  if (ws_.rope.size() == ws_.rope_used) ws_.rope.emplace_back();
+  RopeAngles& a = ws_.rope[ws_.rope_used++];
+  a.compute(positions, T, cfg);
+  return a;
+}
+
 void TransformerModel::forward(const ForwardBatch& b, const PagedKvLayout& kv, ThreadPool& pool,
                                float* logits) {
   const int64_t T = b.num_tokens;
@@ -198,8 +224,8 @@ void TransformerModel::forward(const ForwardBatch& b, const PagedKvLayout& kv, T
   KVS_CHECK(kv.head_dim == spec_.head_dim && kv.kv_heads == spec_.n_kv_heads);
   KVS_CHECK(b.num_groups == groups_.num_groups());
   ensure_workspace(T, b.num_logits);
-  const int64_t E = spec_.d_model, H = spec_.n_heads, KVH = spec_.n_kv_heads, D = spec_.head_dim,
-                F = spec_.ffn_dim;
+  ws_.rope_used = 0;  // the angles of the previous step's positions are stale
+  const int64_t E = spec_.d_model, H = spec_.n_heads, KVH = spec_.n_kv_heads, D = spec_.head_dim;
   float* x = ws_.x.data();
   for (int64_t t = 0; t < T; ++t) {
     const int32_t id = b.tokens[t];
@@ -247,7 +273,7 @@ void TransformerModel::forward(const ForwardBatch& b, const PagedKvLayout& kv, T
                           .rot_dim = spec_.rope_dim,
                           .freq_base = la.rope_base,
                           .mode = arch_.rope_mode};
-    rope_inplace_qk(ws_.q.data(), H, ws_.k.data(), KVH, T, b.positions, rope);
+    rope_inplace_qk(ws_.q.data(), H, ws_.k.data(), KVH, rope_angles(rope, b.positions, T));
     write_kv(kv, slot.index, T, b.slot_mapping + slot.group * T, ws_.k.data(), ws_.v.data());
     if (recent != nullptr) recent->store(ws_.k.data(), ws_.v.data());
     attn.layer = slot.index;
@@ -261,14 +287,9 @@ void TransformerModel::forward(const ForwardBatch& b, const PagedKvLayout& kv, T
       rms_norm_rows(ws_.tmp.data(), w.post_attn_norm, T, E, spec_.norm_eps, ws_.tmp.data());
     add_inplace(x, ws_.tmp.data(), T * E);
     rms_norm_rows(x, w.ffn_norm, T, E, spec_.norm_eps, ws_.xn.data());
-    const std::array<MatmulOutput, 2> gate_up = {
-        {{&w.w_gate, ws_.gate.data()}, {&w.w_up, ws_.up.data()}}};
-    mm_group(gate_up, ws_.xn.data(), T, pool);
-    if (arch_.ffn == FfnKind::kGeGluTanh) {
-      gelu_tanh_mul(ws_.gate.data(), ws_.up.data(), T * F, ws_.gate.data());
-    } else {
-      silu_mul(ws_.gate.data(), ws_.up.data(), T * F, ws_.gate.data());
-    }
+    const GateActivation act =
+        arch_.ffn == FfnKind::kGeGluTanh ? GateActivation::kGeluTanh : GateActivation::kSilu;
+    mm_gated(w.w_gate, w.w_up, act, ws_.xn.data(), T, ws_.gate.data(), ws_.up.data(), pool);
     mm(w.w_down, ws_.gate.data(), T, ws_.tmp.data(), pool);
     if (arch_.post_norms)
       rms_norm_rows(ws_.tmp.data(), w.post_ffn_norm, T, E, spec_.norm_eps, ws_.tmp.data());

@@ -19,6 +19,7 @@
 #include "core/status.h"
 #include "core/thread_pool.h"
 #include "kernels/matmul.h"
+#include "kernels/rope.h"
 #include "kvcache/kv_cache_groups.h"
 #include "model/architecture.h"
 #include "model/forward_batch.h"
@@ -72,6 +73,10 @@ class TransformerModel {
   struct Workspace {
     std::vector<float> x, xn, q, k, v, att, tmp, gate, up, last;
     std::vector<uint8_t> embedding_row;  // a packed embedding row, back in its GGUF bytes
+    // This step's RoPE angles, one per distinct rope base among the layers (Gemma 3: local and
+    // global); rope_used of them were computed by the current forward.
+    std::vector<RopeAngles> rope;
+    size_t rope_used = 0;
   };
   struct FreeBytes {
     void operator()(uint8_t* p) const { std::free(p); }
@@ -83,6 +88,11 @@ class TransformerModel {
   void mm(const WeightMatrix& w, const float* x, int64_t T, float* y, ThreadPool& pool) const;
   void mm_group(std::span<const MatmulOutput> outputs, const float* x, int64_t T,
                 ThreadPool& pool) const;
+  // This step's angles for cfg: computed by the first layer that needs them, reused by the rest.
+  const RopeAngles& rope_angles(const RopeConfig& cfg, const int32_t* positions, int64_t T);
+  // The gate and up projections with the FFN's activation into out (kernels/matmul.h).
+  void mm_gated(const WeightMatrix& gate, const WeightMatrix& up, GateActivation act,
+                const float* x, int64_t T, float* out, float* up_scratch, ThreadPool& pool) const;
 
   ModelSpec spec_;
   Architecture arch_;

@@ -114,6 +114,31 @@ TEST(Rope, QAndKInOneCallGiveTheBitsOfTwoCalls) {
   }
 }
 
+// Angles computed once (RopeAngles) and applied to several layers' Q and K give the bits of
+// computing them in every call, for both modes and a partial rotary dimension.
+TEST(Rope, AnglesComputedOnceGiveTheBitsOfEveryCall) {
+  std::mt19937 rng(6);
+  for (RopeMode mode : {RopeMode::kNormal, RopeMode::kNeox})
+    for (int64_t rot : {64, 40}) {
+      const RopeConfig cfg{.head_dim = 64, .rot_dim = rot, .freq_base = 1e6f, .mode = mode};
+      const int64_t T = 6, qh = 4, kh = 1;
+      std::vector<int32_t> pos = {3, 0, 511, 512, 40000, 9};
+      test::for_each_target([&] {
+        RopeAngles angles;
+        angles.compute(pos.data(), T, cfg);
+        for (int layer = 0; layer < 3; ++layer) {
+          const auto q0 = test::random_floats(T * qh * 64, 2.0f, rng);
+          const auto k0 = test::random_floats(T * kh * 64, 2.0f, rng);
+          std::vector<float> q1(q0), k1(k0), q2(q0), k2(k0);
+          rope_inplace_qk(q1.data(), qh, k1.data(), kh, T, pos.data(), cfg);
+          rope_inplace_qk(q2.data(), qh, k2.data(), kh, angles);
+          ASSERT_EQ(q1, q2) << layer;
+          ASSERT_EQ(k1, k2) << layer;
+        }
+      });
+    }
+}
+
 TEST(Activations, SiluMulMatchesReference) {
   std::mt19937 rng(4);
   for (int64_t n : kSizes) {
