@@ -220,8 +220,7 @@ static void ScoreKeysVnni(const RangeArgs& r, const int8_key_dots::Kernels& kd) 
     const int32_t end = std::min<int32_t>(r.j1, (b + 1) * bs);
     const uint8_t* kb = kv.k_head(table[b], a.layer, r.kvh);
     const PrefetchCursor plan = BlockPrefetch(r, j, b);
-    const int8_key_dots::Prefetch pf{.p = {plan.p[0], plan.p[1]},
-                                     .bytes = {plan.left[0], plan.left[1]}};
+    const int8_key_dots::Prefetch pf{.p = {plan.p0, plan.p1}, .bytes = {plan.bytes0, plan.bytes1}};
     const uint8_t* k0 = kb + int64_t{j - b * bs} * kvb;
     kd.dots(r.q8, r.qsum, NG, D, k0, kvb, end - j, r.scores + (j - r.j0), len, pf);
     for (int32_t i = 0; i < end - j; ++i)
