@@ -108,6 +108,17 @@ QuantizedActs quantize_acts(const WeightMatrix& w0, const float* x, int64_t T, T
   return {&k, a};
 }
 
+// The same activations seen from token t0: its token i is a's token t0 + i (same strides).
+int8_gemm::Acts acts_from(const int8_gemm::Acts& a, int64_t t0) {
+  int8_gemm::Acts v = a;
+  v.q += t0 * 32;
+  v.d += t0;
+  v.s += t0;
+  v.osum += t0;
+  v.half_osum += 2 * t0;
+  return v;
+}
+
 // Work items: a group of kPackedRows rows x a range of tokens. The tokens are split only when the
 // groups are too few to keep every thread busy (a token's result does not depend on the split).
 struct ItemSplit {
@@ -186,23 +197,27 @@ bool int8_matmul_gated(const WeightMatrix& gate, const WeightMatrix& up, GateAct
   if (groups == 0) return true;
   const ItemSplit s = split_items(groups, T, pool.num_threads());
   pool.parallel_for(static_cast<size_t>(groups * s.splits), s.grain, [&](size_t b, size_t e, int) {
-    // An item's gate and up rows as [T][16] in this thread's buffers (in L1), so that the
-    // activation is one call over the item's tokens, then the result's rows to out.
-    thread_local AlignedBytes tiles;
-    float* gt = reinterpret_cast<float*>(
-        tiles.get(static_cast<size_t>(2 * T * kPackedRows) * sizeof(float)));
-    float* ut = gt + T * kPackedRows;
+    // An item's gate and up rows, kChunk tokens at a time, as [kChunk][16] in this thread's
+    // buffers (6 KB: in L1), so that the activation is one call per chunk, then the result's rows
+    // to out. (Whole-item tiles spilled to L2 at prefill's hundreds of tokens: slower than
+    // unfused.) How the tokens are cut does not change a (row, token) sum.
+    constexpr int64_t kChunk = 48;
+    alignas(64) float gt[kChunk * kPackedRows], ut[kChunk * kPackedRows];
     for (size_t item = b; item < e; ++item) {
       const int64_t g = static_cast<int64_t>(item) / s.splits;
       const int64_t t0 = static_cast<int64_t>(item) % s.splits * s.per_split;
       const int64_t t1 = std::min(T, t0 + s.per_split);
-      gemm_group(q, gate, g, t0, t1, gt, kPackedRows, 0);
-      gemm_group(q, up, g, t0, t1, ut, kPackedRows, 0);
-      float* tile = gt + t0 * kPackedRows;
-      gated_activation(act, tile, ut + t0 * kPackedRows, (t1 - t0) * kPackedRows, tile);
-      for (int64_t t = t0; t < t1; ++t)
-        std::memcpy(out + t * F + g * kPackedRows, gt + t * kPackedRows,
-                    kPackedRows * sizeof(float));
+      for (int64_t c0 = t0; c0 < t1; c0 += kChunk) {
+        const int64_t c1 = std::min(t1, c0 + kChunk);
+        // The activations from token c0 on, so that the GEMM writes token c0 + i at row i.
+        const QuantizedActs qc{q.k, acts_from(q.a, c0)};
+        gemm_group(qc, gate, g, 0, c1 - c0, gt, kPackedRows, 0);
+        gemm_group(qc, up, g, 0, c1 - c0, ut, kPackedRows, 0);
+        gated_activation(act, gt, ut, (c1 - c0) * kPackedRows, gt);
+        for (int64_t t = c0; t < c1; ++t)
+          std::memcpy(out + t * F + g * kPackedRows, gt + (t - c0) * kPackedRows,
+                      kPackedRows * sizeof(float));
+      }
     }
   });
   return true;
