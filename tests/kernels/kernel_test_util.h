@@ -14,6 +14,7 @@
 #include "core/half.h"
 #include "core/weight_type.h"
 #include "kernels/int8_isa.h"
+#include "support/simd_targets.h"  // for_each_target
 
 namespace kvs::test {
 
@@ -70,18 +71,6 @@ inline std::vector<float> random_floats(int64_t n, float scale, std::mt19937& rn
   std::vector<float> v(static_cast<size_t>(n));
   for (auto& x : v) x = u(rng) * scale;
   return v;
-}
-
-// Runs f() once per SIMD target compiled into the binary that this CPU supports (e.g. AVX3_DL,
-// AVX3, AVX2, SSE4, SSSE3, EMU128), so every Highway code path is tested, not just the best one.
-template <class F>
-void for_each_target(F&& f) {
-  for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
-    hwy::SetSupportedTargetsForTest(target);
-    SCOPED_TRACE(hwy::TargetName(target));
-    f();
-  }
-  hwy::SetSupportedTargetsForTest(0);
 }
 
 // Runs f() once with the default path choice, then once per matmul code path this CPU

@@ -6,7 +6,6 @@
 #include "quant/f16_rows.h"
 
 #include <gtest/gtest.h>
-#include <hwy/targets.h>
 
 #include <cmath>
 #include <cstdint>
@@ -16,6 +15,7 @@
 #include <vector>
 
 #include "core/half.h"
+#include "support/simd_targets.h"
 
 namespace kvs {
 namespace {
@@ -60,32 +60,22 @@ void expect_scalar_bits(const std::vector<float>& x, size_t offset = 0) {
   }
 }
 
-template <class F>
-void for_each_target(F&& f) {
-  for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
-    hwy::SetSupportedTargetsForTest(target);
-    SCOPED_TRACE(hwy::TargetName(target));
-    f();
-  }
-  hwy::SetSupportedTargetsForTest(0);
-}
-
 TEST(F16RowsTest, EveryHalfValueTieAndEdgeAsTheScalarRoutine) {
   const std::vector<float> x = edge_values();
-  for_each_target([&] { expect_scalar_bits(x); });
+  test::for_each_target([&] { expect_scalar_bits(x); });
 }
 
 TEST(F16RowsTest, RandomBitPatternsAsTheScalarRoutine) {
   std::mt19937 rng(7);
   std::vector<float> x(1 << 20);
   for (float& f : x) f = from_bits(static_cast<uint32_t>(rng()));
-  for_each_target([&] { expect_scalar_bits(x); });
+  test::for_each_target([&] { expect_scalar_bits(x); });
 }
 
 TEST(F16RowsTest, NaNAmongFiniteValuesAndEveryLengthAndOffset) {
   std::mt19937 rng(3);
   std::normal_distribution<float> normal(0.0f, 4.0f);
-  for_each_target([&] {
+  test::for_each_target([&] {
     for (size_t n = 0; n <= 70; ++n)
       for (size_t offset = 0; offset < 3; ++offset) {
         std::vector<float> x(n + offset);
