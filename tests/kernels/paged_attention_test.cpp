@@ -318,7 +318,8 @@ INSTANTIATE_TEST_SUITE_P(Formats, QuantizedVsF32Test,
 // Kernel vs scalar reference on the same quantized data, on shapes that take the other code
 // paths: decode of one sequence with a long context (split into key ranges that are merged),
 // query-head groups larger than one register batch (5, 8), head dims 128 and 40 (40 is not a
-// multiple of the SIMD width: the scalar-decode fallback).
+// multiple of the SIMD width: the scalar-decode fallback), and Gemma 3's 4 heads over one KV head
+// of 256 (f16 keys have a head-dim-256 instantiation, as every format has one for 64).
 struct Shape {
   uint32_t heads, kv_heads, head_dim;
   int tokens;  // decode tokens, each with its own long context
@@ -334,7 +335,7 @@ std::vector<std::tuple<KvDtype, Shape>> format_shape_cases() {
   std::vector<std::tuple<KvDtype, Shape>> cases;
   for (KvDtype d : kAllFormats)
     for (Shape sh : {Shape{10, 2, 128, 1, 3001}, Shape{8, 1, 64, 2, 1500}, Shape{9, 3, 64, 1, 4100},
-                     Shape{4, 4, 40, 3, 300}})
+                     Shape{4, 4, 40, 3, 300}, Shape{4, 1, 256, 2, 700}})
       if (kv_dtype_info(d).group_elems == 0 || sh.head_dim % 32 == 0) cases.emplace_back(d, sh);
   return cases;
 }
