@@ -68,13 +68,7 @@ void kv_vector_to_f32(KvDtype dtype, const uint8_t* src, uint32_t n, float* dst,
 void kv_vector_from_f32(KvDtype dtype, const float* src, uint32_t n, uint8_t* dst) {
   switch (dtype) {
     case KvDtype::kF32: std::memcpy(dst, src, n * sizeof(float)); return;
-    case KvDtype::kF16: {
-      // The pool's bytes are 2-byte aligned for f16 vectors (a vector is 2 x dim bytes from an
-      // aligned block), so they may be written as uint16_t.
-      KVS_DCHECK(reinterpret_cast<uintptr_t>(dst) % alignof(uint16_t) == 0);
-      f16_from_f32_rows(src, n, reinterpret_cast<uint16_t*>(dst));
-      return;
-    }
+    case KvDtype::kF16: f16_from_f32_rows(src, n, dst); return;
     case KvDtype::kBF16:
       for (uint32_t i = 0; i < n; ++i) {
         const uint16_t h = f32_to_bf16(src[i]);

@@ -1,5 +1,7 @@
 #include "quant/f16_rows.h"
 
+#include <cstring>
+
 #include "core/half.h"
 
 #undef HWY_TARGET_INCLUDE
@@ -21,7 +23,13 @@ constexpr bool kHardwareF16 = true;
 constexpr bool kHardwareF16 = false;
 #endif
 
-void F16FromF32Rows(const float* HWY_RESTRICT x, size_t n, uint16_t* HWY_RESTRICT out) {
+// One value the scalar way, stored bytewise (out may be unaligned).
+inline void StoreOne(const float* x, size_t i, uint8_t* out) {
+  const uint16_t h = f32_to_f16(x[i]);
+  std::memcpy(out + 2 * i, &h, 2);
+}
+
+void F16FromF32Rows(const float* HWY_RESTRICT x, size_t n, uint8_t* HWY_RESTRICT out) {
   size_t i = 0;
   if constexpr (kHardwareF16) {
     const hn::ScalableTag<float> df;
@@ -32,13 +40,13 @@ void F16FromF32Rows(const float* HWY_RESTRICT x, size_t n, uint16_t* HWY_RESTRIC
       // The hardware keeps a NaN's payload; the scalar routine stores one NaN. NaN never comes
       // from a finite model, so a vector holding one simply takes the scalar loop.
       if (!hn::AllFalse(df, hn::IsNaN(v))) {
-        for (size_t j = i; j < i + N; ++j) out[j] = f32_to_f16(x[j]);
+        for (size_t j = i; j < i + N; ++j) StoreOne(x, j, out);
         continue;
       }
-      hn::StoreU(hn::DemoteTo(dh, v), dh, reinterpret_cast<hwy::float16_t*>(out + i));
+      hn::StoreU(hn::DemoteTo(dh, v), dh, reinterpret_cast<hwy::float16_t*>(out + 2 * i));
     }
   }
-  for (; i < n; ++i) out[i] = f32_to_f16(x[i]);
+  for (; i < n; ++i) StoreOne(x, i, out);
 }
 
 }  // namespace HWY_NAMESPACE
@@ -50,8 +58,8 @@ namespace kvs {
 
 HWY_EXPORT(F16FromF32Rows);
 
-void f16_from_f32_rows(const float* x, size_t n, uint16_t* out) {
-  HWY_DYNAMIC_DISPATCH(F16FromF32Rows)(x, n, out);
+void f16_from_f32_rows(const float* x, size_t n, void* out) {
+  HWY_DYNAMIC_DISPATCH(F16FromF32Rows)(x, n, static_cast<uint8_t*>(out));
 }
 
 }  // namespace kvs

@@ -10,7 +10,8 @@
 
 namespace kvs {
 
-// out[i] = f32_to_f16(x[i]) for i < n.
-void f16_from_f32_rows(const float* x, size_t n, uint16_t* out);
+// The n values f32_to_f16(x[i]) to out, 2 bytes each in the machine's order (as a uint16_t
+// array holds them); out needs no alignment.
+void f16_from_f32_rows(const float* x, size_t n, void* out);
 
 }  // namespace kvs

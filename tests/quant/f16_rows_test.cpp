@@ -2,7 +2,7 @@
 // every SIMD target this CPU runs: each f16 value and the midpoints between neighbours (the
 // round-to-nearest-even ties) with the floats either side of them, subnormals, the overflow
 // edge, infinities, NaNs among finite values, random bit patterns, and every length and offset
-// around the vector widths.
+// around the vector widths, into aligned and unaligned destinations.
 #include "quant/f16_rows.h"
 
 #include <gtest/gtest.h>
@@ -50,13 +50,18 @@ std::vector<float> edge_values() {
   return v;
 }
 
-void expect_scalar_bits(const std::vector<float>& x, size_t offset = 0) {
-  std::vector<uint16_t> got(x.size() - offset, 0xDEAD);
-  f16_from_f32_rows(x.data() + offset, x.size() - offset, got.data());
-  for (size_t i = offset; i < x.size(); ++i) {
+// x[offset..] converted into a byte buffer at byte `out_offset` (1: an unaligned destination),
+// each value compared with the scalar routine's bits.
+void expect_scalar_bits(const std::vector<float>& x, size_t offset = 0, size_t out_offset = 0) {
+  const size_t n = x.size() - offset;
+  std::vector<uint8_t> got(2 * n + out_offset, 0xAD);
+  f16_from_f32_rows(x.data() + offset, n, got.data() + out_offset);
+  for (size_t i = 0; i < n; ++i) {
+    uint16_t h;
+    std::memcpy(&h, got.data() + out_offset + 2 * i, 2);
     uint32_t bits;
-    std::memcpy(&bits, &x[i], 4);
-    ASSERT_EQ(got[i - offset], f32_to_f16(x[i])) << "input bits 0x" << std::hex << bits;
+    std::memcpy(&bits, &x[offset + i], 4);
+    ASSERT_EQ(h, f32_to_f16(x[offset + i])) << "input bits 0x" << std::hex << bits;
   }
 }
 
@@ -72,7 +77,7 @@ TEST(F16RowsTest, RandomBitPatternsAsTheScalarRoutine) {
   test::for_each_target([&] { expect_scalar_bits(x); });
 }
 
-TEST(F16RowsTest, NaNAmongFiniteValuesAndEveryLengthAndOffset) {
+TEST(F16RowsTest, NaNAmongFiniteValuesAndEveryLengthAndOffsetAlignedOrNot) {
   std::mt19937 rng(3);
   std::normal_distribution<float> normal(0.0f, 4.0f);
   test::for_each_target([&] {
@@ -81,7 +86,7 @@ TEST(F16RowsTest, NaNAmongFiniteValuesAndEveryLengthAndOffset) {
         std::vector<float> x(n + offset);
         for (float& f : x) f = normal(rng);
         if (n > 5) x[offset + n / 2] = std::numeric_limits<float>::quiet_NaN();
-        expect_scalar_bits(x, offset);
+        expect_scalar_bits(x, offset, offset % 2);
       }
   });
 }
