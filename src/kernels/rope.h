@@ -20,6 +20,7 @@ struct RopeConfig {
   int64_t rot_dim = 0;   // rotated elements per head, even, <= head_dim (usually == head_dim)
   float freq_base = 10000.0f;
   RopeMode mode = RopeMode::kNormal;
+  bool operator==(const RopeConfig&) const = default;
 };
 
 // The cos/sin of a step's tokens under one RopeConfig, in double and rounded once (a position of

@@ -205,12 +205,8 @@ void TransformerModel::mm_gated(const WeightMatrix& gate, const WeightMatrix& up
 
 const RopeAngles& TransformerModel::rope_angles(const RopeConfig& cfg, const int32_t* positions,
                                                 int64_t T) {
-  for (size_t i = 0; i < ws_.rope_used; ++i) {
-    const RopeConfig& c = ws_.rope[i].config();
-    if (c.freq_base == cfg.freq_base && c.rot_dim == cfg.rot_dim && c.head_dim == cfg.head_dim &&
-        c.mode == cfg.mode)
-      return ws_.rope[i];
-  }
+  for (size_t i = 0; i < ws_.rope_used; ++i)
+    if (ws_.rope[i].config() == cfg) return ws_.rope[i];
   if (ws_.rope.size() == ws_.rope_used) ws_.rope.emplace_back();
   RopeAngles& a = ws_.rope[ws_.rope_used++];
   a.compute(positions, T, cfg);
