@@ -27,7 +27,7 @@
 
 #include "kernels/kv_readers-inl.h"
 // After the readers: the score pass and the per-range arguments (RangeArgs, Partial), and the
-// softmax steps.
+// softmax steps (with the merge of a token's segments).
 #include "kernels/attention_key_scores-inl.h"
 #include "kernels/attention_softmax-inl.h"
 
@@ -580,51 +580,6 @@ static void AttendRecent(const PagedAttentionArgs& a, int64_t t, uint32_t kvh, K
   }
   if (v_rotated)
     for (uint32_t g = 0; g < group; ++g) hadamard_inplace(acc + size_t{g} * D, D);
-}
-
-// o[i] = acc[i] x f for the D values of one head. Vectors, then the same product for the rest:
-// one rounding per value either way.
-static HWY_INLINE void ScaleRow(const float* acc, float f, uint32_t D, float* o) {
-  const DF df;
-  const size_t L = hn::Lanes(df);
-  const VF vf = hn::Set(df, f);
-  uint32_t i = 0;
-  for (; i + L <= D; i += L) hn::StoreU(hn::Mul(hn::LoadU(df, acc + i), vf), df, o + i);
-  for (; i < D; ++i) o[i] = acc[i] * f;
-}
-
-// Token t's output for kv head kvh from its ns segments' partials (segment-major, seg_stride
-// apart), in segment order: out = sum_s e^(m_s - M) acc_s / sum_s e^(m_s - M) l_s. Each value is
-// fma(w, acc_s, out) per segment (a fused multiply-add where the target has one, as the scalar
-// loop it replaces compiled to), then one product by 1 / l.
-static void MergeSegments(const PagedAttentionArgs& a, int64_t t, uint32_t kvh, const float* parts,
-                          int64_t ns, size_t seg_stride, bool v_rotated) {
-  const uint32_t D = a.kv.head_dim;
-  const uint32_t group = a.num_heads / a.kv.kv_heads;
-  const DF df;
-  const size_t L = hn::Lanes(df);
-  for (uint32_t g = 0; g < group; ++g) {
-    float M = -INFINITY;
-    for (int64_t sg = 0; sg < ns; ++sg) M = std::max(M, parts[sg * seg_stride + group * D + g]);
-    float* o = a.out + (t * a.num_heads + kvh * group + g) * D;
-    std::memset(o, 0, D * sizeof(float));
-    float l = 0;
-    for (int64_t sg = 0; sg < ns; ++sg) {
-      const float* b = parts + sg * seg_stride;
-      const float ms = b[group * D + g];
-      if (ms == -INFINITY) continue;
-      const float w = std::exp(ms - M);
-      l += w * b[group * (D + 1) + g];
-      const float* acc = b + g * D;
-      const VF vw = hn::Set(df, w);
-      uint32_t i = 0;
-      for (; i + L <= D; i += L)
-        hn::StoreU(hn::MulAdd(vw, hn::LoadU(df, acc + i), hn::LoadU(df, o + i)), df, o + i);
-      for (; i < D; ++i) o[i] += w * acc[i];
-    }
-    ScaleRow(o, 1.0f / l, D, o);
-    if (v_rotated) hadamard_inplace(o, D);
-  }
 }
 
 void PagedAttention(const PagedAttentionArgs& a, ThreadPool& pool) {
