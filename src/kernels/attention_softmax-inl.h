@@ -28,7 +28,32 @@ namespace hn = hwy::HWY_NAMESPACE;
 
 // DF and VF come from kernels/kv_readers-inl.h.
 
-// In place: x[i] = exp(x[i] - m); returns the sum.
+// e^x for the x <= 0 of a softmax (a score minus its row's maximum), within 1 ulp of the exact
+// value (tests/kernels/small_kernels_test.cpp): x = k ln 2 + r with |r| <= ln 2 / 2 (ln 2 in two
+// parts, as Highway's Exp), e^r by its Taylor polynomial of degree 7 (truncation below 5e-9
+// there), times 2^k built in the exponent bits. Below -87 (e^x < 2^-125: beyond any sum's
+// precision) it is 0, as -inf. About half the operations of hn::Exp, which also handles the
+// positive range and subnormal results a softmax never needs.
+static HWY_INLINE VF ExpNonPositive(DF df, VF x) {
+  const hn::RebindToSigned<DF> di;
+  const auto tiny = hn::Lt(x, hn::Set(df, -87.0f));
+  const VF k = hn::Round(hn::Mul(x, hn::Set(df, 1.44269504088896341f)));
+  VF r = hn::MulAdd(k, hn::Set(df, -0.693145751953125f), x);
+  r = hn::MulAdd(k, hn::Set(df, -1.428606765330187045e-6f), r);
+  VF p = hn::Set(df, 1.0f / 5040);
+  p = hn::MulAdd(p, r, hn::Set(df, 1.0f / 720));
+  p = hn::MulAdd(p, r, hn::Set(df, 1.0f / 120));
+  p = hn::MulAdd(p, r, hn::Set(df, 1.0f / 24));
+  p = hn::MulAdd(p, r, hn::Set(df, 1.0f / 6));
+  p = hn::MulAdd(p, r, hn::Set(df, 0.5f));
+  p = hn::MulAdd(p, r, hn::Set(df, 1.0f));
+  p = hn::MulAdd(p, r, hn::Set(df, 1.0f));
+  const auto bits = hn::ShiftLeft<23>(hn::Add(hn::ConvertTo(di, k), hn::Set(di, 127)));
+  return hn::IfThenZeroElse(tiny, hn::Mul(p, hn::BitCast(df, bits)));
+}
+
+// In place: x[i] = exp(x[i] - m); returns the sum. The last partial vector goes through the same
+// function (padded), so a score's weight does not depend on where its range ends.
 static float ExpSubAndSum(float* x, int32_t n, float m) {
   const DF df;
   const size_t L = hn::Lanes(df);
@@ -36,12 +61,18 @@ static float ExpSubAndSum(float* x, int32_t n, float m) {
   VF sum = hn::Zero(df);
   int32_t i = 0;
   for (; i + static_cast<int32_t>(L) <= n; i += L) {
-    const VF e = hn::Exp(df, hn::Sub(hn::LoadU(df, x + i), vm));
+    const VF e = ExpNonPositive(df, hn::Sub(hn::LoadU(df, x + i), vm));
     hn::StoreU(e, df, x + i);
     sum = hn::Add(sum, e);
   }
   float s = hn::GetLane(hn::SumOfLanes(df, sum));
-  for (; i < n; ++i) s += (x[i] = std::exp(x[i] - m));
+  if (i < n) {
+    HWY_ALIGN float tail[hn::MaxLanes(df)];
+    const int32_t rest = n - i;
+    for (size_t u = 0; u < L; ++u) tail[u] = static_cast<int32_t>(u) < rest ? x[i + u] : m;
+    hn::Store(ExpNonPositive(df, hn::Sub(hn::Load(df, tail), vm)), df, tail);
+    for (int32_t u = 0; u < rest; ++u) s += (x[i + u] = tail[u]);
+  }
   return s;
 }
 

@@ -750,6 +750,8 @@ void PagedAttention(const PagedAttentionArgs& a, ThreadPool& pool) {
   });
 }
 
+static float AttentionExpSubAndSum(float* x, int32_t n, float m) { return ExpSubAndSum(x, n, m); }
+
 }  // namespace HWY_NAMESPACE
 }  // namespace kvs
 HWY_AFTER_NAMESPACE();
@@ -757,6 +759,11 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 namespace kvs {
 HWY_EXPORT(PagedAttention);
+HWY_EXPORT(AttentionExpSubAndSum);
+
+float attention_exp_sub_and_sum(float* x, int32_t n, float m) {
+  return HWY_DYNAMIC_DISPATCH(AttentionExpSubAndSum)(x, n, m);
+}
 
 void paged_attention(const PagedAttentionArgs& args, ThreadPool& pool) {
   KVS_CHECK(args.kv.kv_heads > 0 && args.num_heads % args.kv.kv_heads == 0);

@@ -18,4 +18,8 @@ void paged_attention(const PagedAttentionArgs& args, ThreadPool& pool);
 // Scalar reference (the test oracle): double accumulation, plain loops.
 void paged_attention_reference(const PagedAttentionArgs& args);
 
+// The kernel's softmax step alone, for tests: x[i] = e^(x[i] - m) in place (m >= every x[i], the
+// row's maximum), returning their sum.
+float attention_exp_sub_and_sum(float* x, int32_t n, float m);
+
 }  // namespace kvs

@@ -1,11 +1,14 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <vector>
 
 #include "kernels/activations.h"
 #include "kernels/kernel_test_util.h"
+#include "kernels/paged_attention.h"
 #include "kernels/rms_norm.h"
 #include "kernels/rope.h"
 
@@ -200,6 +203,58 @@ TEST(Activations, SoftmaxMatchesReference) {
       });
     }
   }
+}
+
+// The attention's softmax step (its own exponential, for x <= 0): within 1 ulp of e^x computed in
+// double where the target fuses multiply-adds, 1.5 where it does not (SSE4, scalar), for every
+// 997th float of [-87, 0] (every exponent, many mantissas); 0 below -87.
+TEST(AttentionSoftmax, ExpWithinOneUlpOfExact) {
+  std::vector<float> xs;
+  uint32_t top;
+  const float limit = 87.0f;
+  std::memcpy(&top, &limit, 4);
+  for (uint32_t bits = 0; bits <= top; bits += 997) {
+    float x;
+    std::memcpy(&x, &bits, 4);
+    xs.push_back(-x);
+  }
+  xs.push_back(-87.0f);
+  test::for_each_target([&] {
+    const bool fma = (hwy::SupportedTargets() & (HWY_AVX2 | HWY_AVX3 | HWY_AVX3_DL)) != 0;
+    std::vector<float> y(xs);
+    attention_exp_sub_and_sum(y.data(), static_cast<int32_t>(y.size()), 0.0f);
+    for (size_t i = 0; i < xs.size(); ++i) {
+      const double ref = std::exp(double(xs[i]));
+      const float r = static_cast<float>(ref);
+      const double ulp = double(std::nextafter(r, INFINITY)) - double(r);
+      ASSERT_LE(std::fabs(double(y[i]) - ref), (fma ? 1.0 : 1.5) * ulp) << "x " << xs[i];
+    }
+    float low[3] = {-87.5f, -200.0f, -INFINITY};
+    attention_exp_sub_and_sum(low, 3, 0.0f);
+    for (float v : low) EXPECT_EQ(v, 0.0f);
+  });
+}
+
+// A row's weights are the same whatever its length's remainder (the tail goes through the vector
+// code), and the returned sum is theirs.
+TEST(AttentionSoftmax, WeightsDoNotDependOnTheRowLength) {
+  std::mt19937 rng(8);
+  auto x = test::random_floats(100, 5.0f, rng);
+  const float m = *std::max_element(x.begin(), x.end());
+  test::for_each_target([&] {
+    std::vector<float> full(x);
+    attention_exp_sub_and_sum(full.data(), 100, m);
+    for (int32_t n : {1, 3, 15, 16, 17, 33, 99}) {
+      std::vector<float> part(x.begin(), x.begin() + n);
+      const float s = attention_exp_sub_and_sum(part.data(), n, m);
+      double sum = 0;
+      for (int32_t i = 0; i < n; ++i) {
+        ASSERT_EQ(part[i], full[i]) << n << " " << i;
+        sum += part[i];
+      }
+      EXPECT_NEAR(s, sum, 1e-6 * sum) << n;
+    }
+  });
 }
 
 TEST(Activations, AddInplace) {
