@@ -26,10 +26,12 @@
 #include <hwy/contrib/math/math-inl.h>
 
 #include "kernels/kv_readers-inl.h"
-// After the readers: the score pass and the per-range arguments (RangeArgs, Partial), and the
-// softmax steps (with the merge of a token's segments).
+// After the readers: the score pass and the per-range arguments (RangeArgs, Partial), its form
+// over key tiles, the softmax steps (with the merge of a token's segments) and the value pass.
 #include "kernels/attention_key_scores-inl.h"
+#include "kernels/attention_key_tiles-inl.h"
 #include "kernels/attention_softmax-inl.h"
+#include "kernels/attention_values-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace kvs {
@@ -37,117 +39,8 @@ namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
 // DF, VF and the format readers (Read*) come from kernels/kv_readers-inl.h; RangeArgs, Partial,
-// BlockPrefetch and the score pass (ScoreKeysD) from kernels/attention_key_scores-inl.h.
-
-// acc[g] += sum_j p[g][j] v_j for the NC chunks of L elements starting at chunk c0, over keys
-// [k0, k1) of the range: V converted in registers once for all NG heads, the NG x NC
-// accumulators held in registers across the keys.
-template <class R, int NG, int NC>
-static HWY_INLINE void AccumulateTile(const RangeArgs& r, float* out, size_t c0, int32_t k0,
-                                      int32_t k1) {
-  const PagedAttentionArgs& a = *r.a;
-  const PagedKvLayout& kv = a.kv;
-  const DF df;
-  const size_t L = hn::Lanes(df);
-  const uint32_t D = kv.head_dim;
-  const uint32_t bs = kv.block_size;
-  const int32_t len = r.j1 - r.j0;
-  const uint32_t* table = a.block_table[r.t];
-  VF acc[NG][NC];
-  KVS_UNROLL
-  for (int g = 0; g < NG; ++g) KVS_UNROLL
-  for (int c = 0; c < NC; ++c) acc[g][c] = hn::LoadU(df, out + g * D + (c0 + c) * L);
-  for (int32_t j = k0; j < k1;) {
-    const int32_t b = j / bs;
-    const int32_t end = std::min<int32_t>(k1, (b + 1) * bs);
-    const int32_t first = b * static_cast<int32_t>(bs);
-    const uint8_t* vb = kv.v_head(table[b], a.layer, r.kvh);
-    for (; j < end; ++j) {
-      const uint8_t* v = vb + int64_t{j - first} * kv.v_vector_bytes;
-      const float* p = r.scores + (j - r.j0);
-      VF w[NG];
-      if constexpr (!R::kGrouped) {
-        // The vector's scale is already in p (ScaleWeights).
-        KVS_UNROLL
-        for (int g = 0; g < NG; ++g) w[g] = hn::Set(df, p[g * len]);
-        KVS_UNROLL
-        for (int c = 0; c < NC; ++c) {
-          const VF x = R::Load(df, v, (c0 + c) * L);
-          KVS_UNROLL
-          for (int g = 0; g < NG; ++g) acc[g][c] = hn::MulAdd(w[g], x, acc[g][c]);
-        }
-      } else {
-        KVS_UNROLL
-        for (int g = 0; g < NG; ++g) w[g] = hn::Set(df, p[g * len]);
-        KVS_UNROLL
-        for (int c = 0; c < NC; ++c) {
-          const size_t e = (c0 + c) * L;
-          const uint8_t* gp = v + (e / 32) * R::kGroupBytes;
-          const VF x = hn::Mul(R::Load(df, gp, e % 32), hn::Set(df, R::Scale(gp)));
-          KVS_UNROLL
-          for (int g = 0; g < NG; ++g) acc[g][c] = hn::MulAdd(w[g], x, acc[g][c]);
-        }
-      }
-    }
-  }
-  KVS_UNROLL
-  for (int g = 0; g < NG; ++g) KVS_UNROLL
-  for (int c = 0; c < NC; ++c) hn::StoreU(acc[g][c], df, out + g * D + (c0 + c) * L);
-}
-
-// Accumulator registers available for the V pass (the rest hold weights and converted V).
-#if HWY_TARGET <= HWY_AVX3
-constexpr int kAccRegs = 16;  // of 32
-#else
-constexpr int kAccRegs = 8;  // of 16
-#endif
-
-// p[g][j] *= scale of v_j, for ungrouped formats whose vectors carry a scale (or a constant
-// factor): once per key here instead of once per key and head inside the tile loop, which
-// then broadcasts the weight straight from memory. The products are the same floats.
-template <class R, int NG>
-static void ScaleWeights(const RangeArgs& r) {
-  const PagedAttentionArgs& a = *r.a;
-  const PagedKvLayout& kv = a.kv;
-  const uint32_t D = kv.head_dim, bs = kv.block_size;
-  const int32_t len = r.j1 - r.j0;
-  const uint32_t* table = a.block_table[r.t];
-  for (int32_t j = r.j0; j < r.j1;) {
-    const int32_t b = j / bs;
-    const int32_t end = std::min<int32_t>(r.j1, (b + 1) * bs);
-    const int32_t first = b * static_cast<int32_t>(bs);
-    const uint8_t* vb = kv.v_head(table[b], a.layer, r.kvh);
-    for (; j < end; ++j) {
-      const float s = R::Scale(vb + int64_t{j - first} * kv.v_vector_bytes, D);
-      KVS_UNROLL
-      for (int g = 0; g < NG; ++g) r.scores[g * len + (j - r.j0)] *= s;
-    }
-  }
-}
-
-template <class R, int NG>
-static void AccumulateValues(const RangeArgs& r, float* out) {
-  const DF df;
-  const size_t L = hn::Lanes(df);
-  const size_t chunks = r.a->kv.head_dim / L;
-  if constexpr (!R::kGrouped) {
-    if constexpr (R::kVectorScale || R::kFactor != 1.0f) ScaleWeights<R, NG>(r);
-  }
-  constexpr int kMaxNC = std::max(1, std::min(4, kAccRegs / NG));
-  // Key tiles small enough that a tile's V stays in L1 while each chunk tile passes over it.
-  constexpr int32_t kKeyTile = 128;
-  for (int32_t k0 = r.j0; k0 < r.j1; k0 += kKeyTile) {
-    const int32_t k1 = std::min(r.j1, k0 + kKeyTile);
-    size_t c0 = 0;
-    for (; c0 + kMaxNC <= chunks; c0 += kMaxNC) AccumulateTile<R, NG, kMaxNC>(r, out, c0, k0, k1);
-    switch (chunks - c0) {
-      case 0: break;
-      case 1: AccumulateTile<R, NG, 1>(r, out, c0, k0, k1); break;
-      case 2: AccumulateTile<R, NG, std::min(2, kMaxNC)>(r, out, c0, k0, k1); break;
-      default: AccumulateTile<R, NG, std::min(3, kMaxNC)>(r, out, c0, k0, k1); break;
-    }
-  }
-}
+// BlockPrefetch and the score pass (ScoreKeysD) from kernels/attention_key_scores-inl.h; the value
+// pass (AccumulateValues) from kernels/attention_values-inl.h.
 
 // Fallback for head dims the readers cannot tile (D % Lanes != 0, or a grouped format on a
 // target with more than 16 f32 lanes): scalar decode of each vector, plain loops.
@@ -438,6 +331,7 @@ struct Scratch {
   std::vector<float> buf;         // [head_dim] for the scalar fallback
   std::vector<float> part;        // [heads][D + 2] when not written to the call's partials
   std::vector<float> q;           // [heads][D]: queries gathered and/or rotated
+  std::vector<float> tile;        // [head_dim][16] (key tiles), from its first 64-byte boundary
   // A shared segment's int8 queries, gathered from QueriesInt8.
   std::vector<int8_t> q8;
   std::vector<int16_t> q16;
@@ -490,6 +384,62 @@ struct HeadRows {
   const float* dq = nullptr;
 };
 
+#if KVS_ATTENTION_KEY_TILES
+// More heads than one pass takes (a shared segment's rows) over f16 keys, on targets with key
+// tiles (kernels/attention_key_tiles-inl.h): the scores of 16 keys at a time for every pass from
+// one converted, transposed tile, then each pass's softmax and value sum over the whole range as
+// AttendRange. Every float is AttendRange's (the tiles' scores are ScoreKeys', bit for bit).
+static void AttendHeadsTiled(const PagedAttentionArgs& a, int64_t t, uint32_t kvh, KeyRange k,
+                             const HeadRows& rows, float* base, Scratch& s) {
+  const uint32_t D = a.kv.head_dim, n = rows.heads;
+  const int32_t len = k.end - k.first;
+  if (s.scores.size() < size_t{n} * len) s.scores.resize(size_t{n} * len);
+  if (s.tile.size() < size_t{D} * kTileKeys + 16) s.tile.resize(size_t{D} * kTileKeys + 16);
+  float* const tile =
+      reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(s.tile.data()) + 63) & ~uintptr_t{63});
+  float* const scores = s.scores.data();  // [n][len]
+  for (int32_t j = k.first; j < k.end; j += kTileKeys) {
+    const int32_t m = std::min(kTileKeys, k.end - j);
+    BuildKeyTile(a, t, kvh, j, m, tile);
+    for (uint32_t h0 = 0; h0 < n; h0 += kMaxNG) {
+      const float* q = rows.q + size_t{h0} * D;
+      float* out = scores + size_t{h0} * len + (j - k.first);
+      switch (std::min<uint32_t>(kMaxNG, n - h0)) {
+        case 1: TileScoresD<1>(tile, q, D, a.scale, m, out, len); break;
+        case 2: TileScoresD<2>(tile, q, D, a.scale, m, out, len); break;
+        case 3: TileScoresD<3>(tile, q, D, a.scale, m, out, len); break;
+        default: TileScoresD<4>(tile, q, D, a.scale, m, out, len); break;
+      }
+    }
+  }
+  for (uint32_t h0 = 0; h0 < n; h0 += kMaxNG) {
+    const int ng = static_cast<int>(std::min<uint32_t>(kMaxNG, n - h0));
+    const RangeArgs r{.a = &a,
+                      .t = t,
+                      .kvh = kvh,
+                      .j0 = k.first,
+                      .j1 = k.end,
+                      .q = rows.q + size_t{h0} * D,
+                      .scores = scores + size_t{h0} * len,
+                      .key_scales = nullptr};
+    float* acc = base + size_t{h0} * D;
+    std::memset(acc, 0, sizeof(float) * ng * D);
+    for (int g = 0; g < ng; ++g) {
+      float* sc = r.scores + size_t(g) * len;
+      base[n * D + h0 + g] = MaxOf(sc, len);
+      base[n * (D + 1) + h0 + g] = ExpSubAndSum(sc, len, base[n * D + h0 + g]);
+    }
+    switch (ng) {
+      case 1: AccumulateValues<ReadF16, 1>(r, acc); break;
+      case 2: AccumulateValues<ReadF16, 2>(r, acc); break;
+      case 3: AccumulateValues<ReadF16, 3>(r, acc); break;
+      default: AccumulateValues<ReadF16, 4>(r, acc); break;
+    }
+  }
+}
+
+#endif
+
 // Keys k of kv head kvh, through token t's block table, for every head of `rows`, kMaxNG heads
 // per pass. The partials go to `base`: acc [heads][D], then m [heads], then l [heads]. Each head's
 // arithmetic is independent of the others in its pass, so a head's partial does not depend on
@@ -498,6 +448,11 @@ static void AttendHeads(const PagedAttentionArgs& a, int64_t t, uint32_t kvh, Ke
                         const HeadRows& rows, const int8_key_dots::Kernels* int8_dots, float* base,
                         Scratch& s) {
   const uint32_t D = a.kv.head_dim, n = rows.heads;
+#if KVS_ATTENTION_KEY_TILES
+  if (n > kMaxNG && k.end > k.first && a.kv.k_dtype == KvDtype::kF16 &&
+      a.kv.v_dtype == KvDtype::kF16 && D % 16 == 0)
+    return AttendHeadsTiled(a, t, kvh, k, rows, base, s);
+#endif
   const size_t need = size_t(kMaxNG) * std::max(1, k.end - k.first);
   if (s.scores.size() < need) s.scores.resize(need);
   if (s.key_scales.size() < size_t(std::max(1, k.end - k.first)))

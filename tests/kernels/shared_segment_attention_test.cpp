@@ -156,7 +156,10 @@ std::vector<std::tuple<KvDtype, KvDtype, uint32_t>> format_cases() {
                     KvDtype::kQ4_0, KvDtype::kInt4Had, KvDtype::kInt3Had, KvDtype::kInt2Had})
     c.emplace_back(d, d, 64);
   c.emplace_back(KvDtype::kInt8, KvDtype::kF16, 64);
-  c.emplace_back(KvDtype::kF16, KvDtype::kF16, 40);    // scalar fallback (head dim not tiled)
+  c.emplace_back(KvDtype::kF16, KvDtype::kF16, 40);  // scalar fallback (head dim not tiled)
+  // f16 key tiles (kernels/attention_key_tiles-inl.h) at Gemma 3's head dim and a runtime one.
+  c.emplace_back(KvDtype::kF16, KvDtype::kF16, 256);
+  c.emplace_back(KvDtype::kF16, KvDtype::kF16, 128);
   c.emplace_back(KvDtype::kInt8, KvDtype::kInt8, 40);  // int8 scalar scores
   return c;
 }
