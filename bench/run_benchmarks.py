@@ -15,6 +15,10 @@ system prompt; unique prompts) at 1, 16 and 32 streaming clients, 64 output toke
 With --ik-llama-bench PATH it also runs ik_llama.cpp's llama-bench (the CPU-focused fork, the speed
 to beat) on the same GGUF, prompt length and threads, alternating with the other two.
 
+It ends with the prefill of a ~2,000-token prompt: cold against cached (the prefix cache), and cold
+against the peers' llama-bench at the same prompt length with flash attention, where attention's
+share of the work grows with the context.
+
 Usage: bench/run_benchmarks.py [--llama-bench PATH] [--ik-llama-bench PATH] [--llama-server PATH]
                                [--model GGUF] [--repeats 3] [--sections generate,serving] > table.md
 llama.cpp and ik_llama.cpp are optional: build them outside the repository and pass their paths.
@@ -56,8 +60,9 @@ def kvserve(args, threads):
     return json.loads(sh([KVSERVE, "generate", "-m", MODEL, "--json", "--ignore-eos", "-t", str(threads), *args]))
 
 
-def llama_bench(path, threads, p, n):
-    out = json.loads(sh([path, "-m", MODEL, "-t", str(threads), "-p", str(p), "-n", str(n), "-r", "3", "-o", "json"]))
+def llama_bench(path, threads, p, n, extra=()):
+    out = json.loads(sh([path, "-m", MODEL, "-t", str(threads), "-p", str(p), "-n", str(n), "-r", "3", "-o", "json",
+                         *extra]))
     res = {}
     for r in out:
         if r["n_prompt"] > 0:
@@ -196,8 +201,28 @@ def main():
           f"({max(int(x) for x in a.threads.split(','))} threads): cold {best_cold['prefill_ms']:.0f} ms; "
           f"second run {best_warm['prefill_ms']:.1f} ms with {best_warm['cached_tokens']} tokens from the prefix "
           f"cache ({best_cold['prefill_ms'] / best_warm['prefill_ms']:.0f}x faster).")
+    long_prefill(a, long_prompt, best_cold["prompt_tokens"])
     if a.llama_server and "serving" in sections:
         serving(a.llama_server, max(int(x) for x in a.threads.split(",")))
+
+
+def long_prefill(a, prompt, tokens):
+    """Prefill of the long prompt, cold, next to the peers' llama-bench at the same length: where
+    attention, not the weights, sets the pace (its cost grows with the context)."""
+    print(f"\nPrefill of a {tokens}-token prompt, cold (tokens/s; the peers' llama-bench -p {tokens}, "
+          "flash attention on):\n")
+    print("| threads | kvserve | llama.cpp | ik_llama.cpp | vs llama.cpp / ik |")
+    print("|---|---|---|---|---|")
+    for t in [int(x) for x in a.threads.split(",")]:
+        best = {}
+        for _ in range(a.repeats):
+            best["kv"] = max(best.get("kv", 0), kvserve(["-p", prompt, "-n", "1"], t)["prefill_tokens_per_s"])
+            for key, path in (("ll", a.llama_bench), ("ik", a.ik_llama_bench)):
+                if path:
+                    best[key] = max(best.get(key, 0), llama_bench(path, t, tokens, 0, ["-fa", "1"])["prefill"])
+        cells = " | ".join(f"{best[k]:.0f}" if k in best else "-" for k in ("ll", "ik"))
+        ratios = " / ".join(f"{best['kv'] / best[k]:.2f}x" if k in best else "-" for k in ("ll", "ik"))
+        print(f"| {t} | {best['kv']:.0f} | {cells} | {ratios} |", flush=True)
 
 
 if __name__ == "__main__":
