@@ -293,9 +293,10 @@ static void AccumulateValuesFor(KvDtype dtype, const RangeArgs& r, float* out, f
   }
 }
 
-// One range of keys for NG query heads -> Partial (acc zeroed here).
+// One range of keys for NG query heads -> Partial (acc zeroed here). `scored`: r.scores already
+// holds the range's scores (key tiles, AttendHeadsTiled); only the softmax and values remain.
 template <int NG>
-static void AttendRange(const RangeArgs& r, const Partial& out, float* buf) {
+static void AttendRange(const RangeArgs& r, const Partial& out, float* buf, bool scored) {
   const PagedKvLayout& kv = r.a->kv;
   const uint32_t D = kv.head_dim;
   const int32_t len = r.j1 - r.j0;
@@ -307,7 +308,7 @@ static void AttendRange(const RangeArgs& r, const Partial& out, float* buf) {
     }
     return;
   }
-  ScoreKeysFor<NG>(kv.k_dtype, r, buf);
+  if (!scored) ScoreKeysFor<NG>(kv.k_dtype, r, buf);
   for (int g = 0; g < NG; ++g) {
     float* sc = r.scores + g * len;
     out.m[g] = MaxOf(sc, len);
@@ -316,12 +317,13 @@ static void AttendRange(const RangeArgs& r, const Partial& out, float* buf) {
   AccumulateValuesFor<NG>(kv.v_dtype, r, out.acc, buf);
 }
 
-static void AttendRangeAnyNG(int ng, const RangeArgs& r, const Partial& out, float* buf) {
+static void AttendRangeAnyNG(int ng, const RangeArgs& r, const Partial& out, float* buf,
+                             bool scored = false) {
   switch (ng) {
-    case 1: return AttendRange<1>(r, out, buf);
-    case 2: return AttendRange<2>(r, out, buf);
-    case 3: return AttendRange<3>(r, out, buf);
-    default: return AttendRange<4>(r, out, buf);
+    case 1: return AttendRange<1>(r, out, buf, scored);
+    case 2: return AttendRange<2>(r, out, buf, scored);
+    case 3: return AttendRange<3>(r, out, buf, scored);
+    default: return AttendRange<4>(r, out, buf, scored);
   }
 }
 
@@ -384,6 +386,27 @@ struct HeadRows {
   const float* dq = nullptr;
 };
 
+// The arguments of the pass over keys k for the query heads h0.. of `rows` (up to kMaxNG), with
+// their scores at `scores` ([heads][range]).
+static RangeArgs PassArgs(const PagedAttentionArgs& a, int64_t t, uint32_t kvh, KeyRange k,
+                          const HeadRows& rows, uint32_t h0, float* scores, float* key_scales,
+                          const int8_key_dots::Kernels* int8_dots) {
+  const uint32_t D = a.kv.head_dim;
+  return RangeArgs{.a = &a,
+                   .t = t,
+                   .kvh = kvh,
+                   .j0 = k.first,
+                   .j1 = k.end,
+                   .q = rows.q + h0 * D,
+                   .scores = scores,
+                   .key_scales = key_scales,
+                   .q8 = rows.q8 != nullptr ? rows.q8 + h0 * D : nullptr,
+                   .q16 = rows.q16 != nullptr ? rows.q16 + h0 * D : nullptr,
+                   .qsum = rows.qsum != nullptr ? rows.qsum + h0 : nullptr,
+                   .dq = rows.dq != nullptr ? rows.dq + h0 : nullptr,
+                   .int8_dots = int8_dots};
+}
+
 #if KVS_ATTENTION_KEY_TILES
 // More heads than one pass takes (a shared segment's rows) over f16 keys, on targets with key
 // tiles (kernels/attention_key_tiles-inl.h): the scores of 16 keys at a time for every pass from
@@ -414,27 +437,10 @@ static void AttendHeadsTiled(const PagedAttentionArgs& a, int64_t t, uint32_t kv
   }
   for (uint32_t h0 = 0; h0 < n; h0 += kMaxNG) {
     const int ng = static_cast<int>(std::min<uint32_t>(kMaxNG, n - h0));
-    const RangeArgs r{.a = &a,
-                      .t = t,
-                      .kvh = kvh,
-                      .j0 = k.first,
-                      .j1 = k.end,
-                      .q = rows.q + size_t{h0} * D,
-                      .scores = scores + size_t{h0} * len,
-                      .key_scales = nullptr};
-    float* acc = base + size_t{h0} * D;
-    std::memset(acc, 0, sizeof(float) * ng * D);
-    for (int g = 0; g < ng; ++g) {
-      float* sc = r.scores + size_t(g) * len;
-      base[n * D + h0 + g] = MaxOf(sc, len);
-      base[n * (D + 1) + h0 + g] = ExpSubAndSum(sc, len, base[n * D + h0 + g]);
-    }
-    switch (ng) {
-      case 1: AccumulateValues<ReadF16, 1>(r, acc); break;
-      case 2: AccumulateValues<ReadF16, 2>(r, acc); break;
-      case 3: AccumulateValues<ReadF16, 3>(r, acc); break;
-      default: AccumulateValues<ReadF16, 4>(r, acc); break;
-    }
+    const RangeArgs r =
+        PassArgs(a, t, kvh, k, rows, h0, scores + size_t{h0} * len, nullptr, nullptr);
+    const Partial p{.acc = base + h0 * D, .m = base + n * D + h0, .l = base + n * (D + 1) + h0};
+    AttendRangeAnyNG(ng, r, p, s.buf.data(), /*scored=*/true);
   }
 }
 
@@ -459,19 +465,8 @@ static void AttendHeads(const PagedAttentionArgs& a, int64_t t, uint32_t kvh, Ke
     s.key_scales.resize(k.end - k.first);
   for (uint32_t h0 = 0; h0 < n; h0 += kMaxNG) {
     const int ng = static_cast<int>(std::min<uint32_t>(kMaxNG, n - h0));
-    const RangeArgs r{.a = &a,
-                      .t = t,
-                      .kvh = kvh,
-                      .j0 = k.first,
-                      .j1 = k.end,
-                      .q = rows.q + h0 * D,
-                      .scores = s.scores.data(),
-                      .key_scales = s.key_scales.data(),
-                      .q8 = rows.q8 != nullptr ? rows.q8 + h0 * D : nullptr,
-                      .q16 = rows.q16 != nullptr ? rows.q16 + h0 * D : nullptr,
-                      .qsum = rows.qsum != nullptr ? rows.qsum + h0 : nullptr,
-                      .dq = rows.dq != nullptr ? rows.dq + h0 : nullptr,
-                      .int8_dots = int8_dots};
+    const RangeArgs r =
+        PassArgs(a, t, kvh, k, rows, h0, s.scores.data(), s.key_scales.data(), int8_dots);
     const Partial p{.acc = base + h0 * D, .m = base + n * D + h0, .l = base + n * (D + 1) + h0};
     AttendRangeAnyNG(ng, r, p, s.buf.data());
   }
