@@ -23,8 +23,8 @@ namespace kvs {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-// DF, VF and the format readers (Read*) come from kernels/kv_readers-inl.h, RangeArgs and
-// ScoreStride from kernels/attention_key_scores-inl.h.
+// DF, VF and the format readers (Read*) come from kernels/kv_readers-inl.h, RangeArgs from
+// kernels/attention_key_scores-inl.h.
 
 // acc[g] += sum_j p[g][j] v_j for the NC chunks of L elements starting at chunk c0, over keys
 // [k0, k1) of the range: V converted in registers once for all NG heads, the NG x NC

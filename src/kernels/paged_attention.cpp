@@ -410,8 +410,9 @@ static RangeArgs PassArgs(const PagedAttentionArgs& a, int64_t t, uint32_t kvh, 
 #if KVS_ATTENTION_KEY_TILES
 // More heads than one pass takes (a shared segment's rows) over f16 keys, on targets with key
 // tiles (kernels/attention_key_tiles-inl.h): the scores of 16 keys at a time for every pass from
-// one converted, transposed tile, then each pass's softmax and value sum over the whole range as
-// AttendRange. Every float is AttendRange's (the tiles' scores are ScoreKeys', bit for bit).
+// one converted, transposed tile, then each pass's softmax and value sum (V in any format) over
+// the whole range by AttendRange. Every float is AttendRange's (the tiles' scores are ScoreKeys',
+// bit for bit).
 static void AttendHeadsTiled(const PagedAttentionArgs& a, int64_t t, uint32_t kvh, KeyRange k,
                              const HeadRows& rows, float* base, Scratch& s) {
   const uint32_t D = a.kv.head_dim, n = rows.heads;
@@ -455,8 +456,7 @@ static void AttendHeads(const PagedAttentionArgs& a, int64_t t, uint32_t kvh, Ke
                         Scratch& s) {
   const uint32_t D = a.kv.head_dim, n = rows.heads;
 #if KVS_ATTENTION_KEY_TILES
-  if (n > kMaxNG && k.end > k.first && a.kv.k_dtype == KvDtype::kF16 &&
-      a.kv.v_dtype == KvDtype::kF16 && D % 16 == 0)
+  if (n > kMaxNG && k.end > k.first && a.kv.k_dtype == KvDtype::kF16 && D % 16 == 0)
     return AttendHeadsTiled(a, t, kvh, k, rows, base, s);
 #endif
   const size_t need = size_t(kMaxNG) * std::max(1, k.end - k.first);

@@ -160,7 +160,9 @@ std::vector<std::tuple<KvDtype, KvDtype, uint32_t>> format_cases() {
   // f16 key tiles (kernels/attention_key_tiles-inl.h) at Gemma 3's head dim and a runtime one.
   c.emplace_back(KvDtype::kF16, KvDtype::kF16, 256);
   c.emplace_back(KvDtype::kF16, KvDtype::kF16, 128);
-  c.emplace_back(KvDtype::kInt8, KvDtype::kInt8, 40);  // int8 scalar scores
+  c.emplace_back(KvDtype::kF16, KvDtype::kInt4Had, 64);  // key tiles, rotated V
+  c.emplace_back(KvDtype::kF16, KvDtype::kInt8, 64);     // key tiles, V with a scale per vector
+  c.emplace_back(KvDtype::kInt8, KvDtype::kInt8, 40);    // int8 scalar scores
   return c;
 }
 
