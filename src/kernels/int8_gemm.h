@@ -45,6 +45,8 @@ struct Acts {
   float* s;            // [KB][T] d * (sum of the block's q): the min terms of Q4_1 / Q4_K
   int32_t* osum;       // [KB][T] start of the block's integer sum: -offset x (sum of its q)
   int32_t* half_osum;  // [KB][T][2] Q6_K: -32 x (sum of the q of elements 0..15, of 16..31)
+  // T: the tokens from one block's row to the next (a multiple of 16, at least the call's
+  // tokens; the rows' tail is never read).
   int64_t K, KB, T;
 };
 
