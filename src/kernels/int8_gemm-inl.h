@@ -329,7 +329,7 @@ KVS_AI GroupVec::I q6_high(GroupVec::I hb) {
 // all) of a packed group. Per (row, token) and block b in order: isum_b exact in int32, then
 // acc = fma(f32(isum_b), dw_b * dx_b, acc) and, for Q4_1 / Q4_K, acc = fma(m_b, s_b, acc):
 // matmul.h's arithmetic on every path.
-template <WeightType kT, int RT>
+template <WeightType kT, int RT, bool kPrefetch = (RT > 1)>
 __attribute__((noinline)) void packed_tile(const uint8_t* group, int h, const Acts& a, int64_t t0,
                                            float* y, int64_t N, int64_t n0, int rn) {
   using V = GroupVec;
@@ -343,12 +343,13 @@ __attribute__((noinline)) void packed_tile(const uint8_t* group, int h, const Ac
   KVS_UNROLL
   for (int t = 0; t < RT; ++t) acc[t] = V::zero();
   for (int64_t b = 0; b < KB; ++b) {
-    // Steps of 2+ tokens prefetch the weights kPrefetchBytes ahead, at the rate they are consumed
-    // (the next groups follow this one in memory). Without it, a matrix read from DRAM (an LM
-    // head) streams at half the read bandwidth at 4 tokens: the hardware prefetchers do not run
-    // far enough ahead of a loop that spends that long on each block. At 1 token they do, and
-    // the prefetches cost a quarter of the speed (measured: 22 against 16 GB/s).
-    if constexpr (RT > 1) {
+    // Prefetch the weights kPrefetchBytes ahead, at the rate they are consumed (the next groups
+    // follow this one in memory). Without it, a matrix read from DRAM (an LM head) streams at
+    // half the read bandwidth at 4 tokens: the hardware prefetchers do not run far enough ahead
+    // of a loop that spends that long on each block. At 1 token it depends on the CPU
+    // (int8_prefetch_one_token): on Zen 4 the prefetches cost a quarter of the LM head's speed
+    // (22 against 16 GB/s), on Zen 5 they make decode 12-29% faster.
+    if constexpr (kPrefetch) {
       const uint8_t* pf = group + b * kIterBytes + kPrefetchBytes;
       KVS_UNROLL
       for (int64_t o = 0; o < kIterBytes; o += 64) __builtin_prefetch(pf + o);
@@ -470,7 +471,7 @@ constexpr int narrower(int a, int b) { return a < b ? a : b; }
 
 template <WeightType kT>
 void gemm_typed(const uint8_t* group, const Acts& a, int64_t t0, int64_t t1, float* y, int64_t N,
-                int64_t n0, int rows) {
+                int64_t n0, int rows, bool prefetch_one) {
   // Tiles of equal width (16 tokens: 8 + 8, not 12 + 4). Each (row, token) sum runs the same
   // operations in the same order whatever the tile's width: the bits do not change.
   constexpr int kMax = kGroupTokens<kT>;
@@ -481,7 +482,12 @@ void gemm_typed(const uint8_t* group, const Acts& a, int64_t t0, int64_t t1, flo
       const int64_t n = n0 + h * kGroupRows;
       const int rn = static_cast<int>(imin(kGroupRows, rows - h * kGroupRows));
       switch (rt) {
-        case 1: packed_tile<kT, 1>(group, h, a, tt, y, N, n, rn); break;
+        case 1:
+          if (prefetch_one)
+            packed_tile<kT, 1, true>(group, h, a, tt, y, N, n, rn);
+          else
+            packed_tile<kT, 1, false>(group, h, a, tt, y, N, n, rn);
+          break;
         case 2: packed_tile<kT, 2>(group, h, a, tt, y, N, n, rn); break;
         case 3: packed_tile<kT, 3>(group, h, a, tt, y, N, n, rn); break;
 #if KVS_INT8_VNNI == 2
@@ -502,14 +508,20 @@ void gemm_typed(const uint8_t* group, const Acts& a, int64_t t0, int64_t t1, flo
 }
 
 void gemm(WeightType type, const uint8_t* group, const Acts& a, int64_t t0, int64_t t1, float* y,
-          int64_t N, int64_t n0, int rows) {
+          int64_t N, int64_t n0, int rows, bool prefetch_one) {
   switch (type) {
-    case WeightType::kQ4_0: return gemm_typed<WeightType::kQ4_0>(group, a, t0, t1, y, N, n0, rows);
-    case WeightType::kQ4_1: return gemm_typed<WeightType::kQ4_1>(group, a, t0, t1, y, N, n0, rows);
-    case WeightType::kQ5_0: return gemm_typed<WeightType::kQ5_0>(group, a, t0, t1, y, N, n0, rows);
-    case WeightType::kQ8_0: return gemm_typed<WeightType::kQ8_0>(group, a, t0, t1, y, N, n0, rows);
-    case WeightType::kQ4_K: return gemm_typed<WeightType::kQ4_K>(group, a, t0, t1, y, N, n0, rows);
-    case WeightType::kQ6_K: return gemm_typed<WeightType::kQ6_K>(group, a, t0, t1, y, N, n0, rows);
+    case WeightType::kQ4_0:
+      return gemm_typed<WeightType::kQ4_0>(group, a, t0, t1, y, N, n0, rows, prefetch_one);
+    case WeightType::kQ4_1:
+      return gemm_typed<WeightType::kQ4_1>(group, a, t0, t1, y, N, n0, rows, prefetch_one);
+    case WeightType::kQ5_0:
+      return gemm_typed<WeightType::kQ5_0>(group, a, t0, t1, y, N, n0, rows, prefetch_one);
+    case WeightType::kQ8_0:
+      return gemm_typed<WeightType::kQ8_0>(group, a, t0, t1, y, N, n0, rows, prefetch_one);
+    case WeightType::kQ4_K:
+      return gemm_typed<WeightType::kQ4_K>(group, a, t0, t1, y, N, n0, rows, prefetch_one);
+    case WeightType::kQ6_K:
+      return gemm_typed<WeightType::kQ6_K>(group, a, t0, t1, y, N, n0, rows, prefetch_one);
     default: return;  // the driver sends only the types above
   }
 }

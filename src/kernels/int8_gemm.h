@@ -57,9 +57,10 @@ struct Kernels {
   // Quantizes tokens [t0, t1) of x [T][K] into a (which has room for them).
   void (*quantize)(WeightType type, const float* x, int64_t t0, int64_t t1, const Acts& a);
   // y[t * N + n0 + r] for the first `rows` (<= 16) rows of one packed group of type `type` and
-  // tokens [t0, t1).
+  // tokens [t0, t1). Tiles of one token prefetch the weights only with `prefetch_one`
+  // (int8_prefetch_one_token()); wider tiles always do.
   void (*gemm)(WeightType type, const uint8_t* group, const Acts& a, int64_t t0, int64_t t1,
-               float* y, int64_t N, int64_t n0, int rows);
+               float* y, int64_t N, int64_t n0, int rows, bool prefetch_one);
   // The tight loop of the ISA's best 8-bit dot product (matmul_bench's peak): `iters` rounds of
   // 12 independent dot products of the GEMM's vector width, peak_macs_per_iter multiply-adds in
   // all. Returns a checksum.

@@ -1,5 +1,7 @@
 #include "kernels/int8_isa.h"
 
+#include <cpuid.h>
+
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -65,6 +67,27 @@ Int8Isa startup() {
 // 0xFF: no override.
 std::atomic<uint8_t> g_forced{0xFF};
 
+// CPUID leaf 1's family: the base family, plus the extended family where the base is 0xF.
+unsigned cpu_family() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (__get_cpuid(1, &eax, &ebx, &ecx, &edx) == 0) return 0;
+  const unsigned base = (eax >> 8) & 0xF;
+  return base == 0xF ? base + ((eax >> 20) & 0xFF) : base;
+}
+
+bool prefetch_one_token_startup() {
+  const bool def = __builtin_cpu_is("amd") && cpu_family() >= 0x1A;
+  const char* env = std::getenv("KVSERVE_INT8_PREFETCH_1TOKEN");
+  if (env == nullptr || *env == '\0') return def;
+  if (std::strcmp(env, "0") == 0 || std::strcmp(env, "1") == 0) return *env == '1';
+  std::fprintf(stderr, "KVSERVE_INT8_PREFETCH_1TOKEN=%s: not 0 or 1; using the default (%d)\n", env,
+               def ? 1 : 0);
+  return def;
+}
+
+// 0xFF: no override.
+std::atomic<uint8_t> g_prefetch_forced{0xFF};
+
 }  // namespace
 
 const char* int8_isa_name(Int8Isa isa) {
@@ -91,6 +114,16 @@ Int8Isa int8_isa_active() {
 void set_int8_isa_for_test(std::optional<Int8Isa> isa) {
   if (isa) KVS_CHECK_MSG(int8_isa_supported(*isa), "this CPU cannot run the requested int8 ISA");
   g_forced.store(isa ? static_cast<uint8_t>(*isa) : 0xFF, std::memory_order_relaxed);
+}
+
+bool int8_prefetch_one_token() {
+  static const bool startup = prefetch_one_token_startup();
+  const uint8_t forced = g_prefetch_forced.load(std::memory_order_relaxed);
+  return forced == 0xFF ? startup : forced != 0;
+}
+
+void set_int8_prefetch_one_token_for_test(std::optional<bool> on) {
+  g_prefetch_forced.store(on ? static_cast<uint8_t>(*on) : 0xFF, std::memory_order_relaxed);
 }
 
 }  // namespace kvs

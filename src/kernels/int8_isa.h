@@ -36,4 +36,15 @@ const char* int8_isa_name(Int8Isa isa);
 // CPUID choice. Not thread-safe against concurrent matmul() calls.
 void set_int8_isa_for_test(std::optional<Int8Isa> isa);
 
+// Whether steps of one token (decode's matrix-vector products) prefetch the weights in software,
+// as steps of 2+ tokens always do. It depends on the CPU's hardware prefetchers, so it is chosen
+// per CPU from what was measured there (docs/kernels.md, "Prefetch"): on for AMD family 0x1A and
+// later (Zen 5: single-stream decode 12-29% faster), off elsewhere (Zen 4: the LM head streamed a
+// quarter slower with it; Intel not measured with it). KVSERVE_INT8_PREFETCH_1TOKEN=0|1, read
+// once, overrides that; a test override (below) overrides both. The bits never depend on it.
+[[nodiscard]] bool int8_prefetch_one_token();
+
+// Tests: force the choice above; nullopt restores it.
+void set_int8_prefetch_one_token_for_test(std::optional<bool> on);
+
 }  // namespace kvs

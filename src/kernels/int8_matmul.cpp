@@ -77,6 +77,7 @@ namespace {
 struct QuantizedActs {
   const int8_gemm::Kernels* k = nullptr;
   int8_gemm::Acts a{};
+  bool prefetch_one = false;  // int8_prefetch_one_token(), read once per call
 };
 
 QuantizedActs quantize_acts(const WeightMatrix& w0, const float* x, int64_t T, ThreadPool& pool) {
@@ -112,7 +113,7 @@ QuantizedActs quantize_acts(const WeightMatrix& w0, const float* x, int64_t T, T
   } else {
     k.quantize(w0.type, x, 0, T, a);
   }
-  return {&k, a};
+  return {&k, a, int8_prefetch_one_token()};
 }
 
 // The same activations seen from token t0: its token i is a's token t0 + i (same strides).
@@ -157,7 +158,7 @@ void gemm_group(const QuantizedActs& q, const WeightMatrix& w, int64_t g, int64_
     group = p;
   }
   q.k->gemm(w.type, group, q.a, t0, t1, y, N, n0,
-            static_cast<int>(std::min(kPackedRows, w.rows - g * kPackedRows)));
+            static_cast<int>(std::min(kPackedRows, w.rows - g * kPackedRows)), q.prefetch_one);
 }
 
 }  // namespace

@@ -3,9 +3,11 @@
 // kernels/int8_gemm.h), including at the extremes where a u8 x s8 pair sum could saturate.
 // ISAs the CPU lacks are compiled but reported as skipped. (matmul_test.cpp and
 // matmul_batch_invariance_test.cpp check every path against the scalar reference.)
+#include <cpuid.h>
 #include <gtest/gtest.h>
 #include <hwy/targets.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <random>
@@ -47,10 +49,12 @@ class Int8IsaTest : public ::testing::TestWithParam<Int8Isa> {
   }
   void TearDown() override {
     set_int8_isa_for_test(std::nullopt);
+    set_int8_prefetch_one_token_for_test(std::nullopt);
     hwy::SetSupportedTargetsForTest(0);
   }
 
-  // y of the ISA under test and of the Highway int16 path on AVX2, same inputs.
+  // y of the ISA under test, with and without the one-token prefetch (every CPU runs both
+  // variants here, whichever it uses), and of the Highway int16 path on AVX2, same inputs.
   void expect_same_bits(const WeightMatrix& w, const std::vector<float>& x, int64_t T,
                         ThreadPool& pool) {
     std::vector<float> y(T * w.rows), y_hwy(T * w.rows);
@@ -59,13 +63,18 @@ class Int8IsaTest : public ::testing::TestWithParam<Int8Isa> {
     matmul(w, x.data(), T, y_hwy.data(), pool);
     hwy::SetSupportedTargetsForTest(0);
     set_int8_isa_for_test(GetParam());
-    matmul(w, x.data(), T, y.data(), pool);
-    for (int64_t i = 0; i < T * w.rows; ++i) {
-      if (std::memcmp(&y[i], &y_hwy[i], sizeof(float)) != 0) {
-        ADD_FAILURE() << weight_type_info(w.type).name << " N=" << w.rows << " K=" << w.cols
-                      << " T=" << T << " t=" << i / w.rows << " n=" << i % w.rows << ": " << y[i]
-                      << " vs Highway AVX2 " << y_hwy[i];
-        return;
+    for (bool prefetch_one : {false, true}) {
+      set_int8_prefetch_one_token_for_test(prefetch_one);
+      std::fill(y.begin(), y.end(), -1.0f);
+      matmul(w, x.data(), T, y.data(), pool);
+      for (int64_t i = 0; i < T * w.rows; ++i) {
+        if (std::memcmp(&y[i], &y_hwy[i], sizeof(float)) != 0) {
+          ADD_FAILURE() << weight_type_info(w.type).name << " N=" << w.rows << " K=" << w.cols
+                        << " T=" << T << " t=" << i / w.rows << " n=" << i % w.rows
+                        << " prefetch_one=" << prefetch_one << ": " << y[i] << " vs Highway AVX2 "
+                        << y_hwy[i];
+          return;
+        }
       }
     }
   }
@@ -149,6 +158,23 @@ TEST(Int8Isa, DefaultChoiceUnlessForced) {
   }
   set_int8_isa_for_test(std::nullopt);
   EXPECT_EQ(int8_isa_active(), active);
+}
+
+TEST(Int8Isa, OneTokenPrefetchByCpuUnlessForced) {
+  const bool chosen = int8_prefetch_one_token();
+  const char* env = std::getenv("KVSERVE_INT8_PREFETCH_1TOKEN");
+  if (env == nullptr || *env == '\0') {
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    ASSERT_NE(__get_cpuid(1, &eax, &ebx, &ecx, &edx), 0);
+    const unsigned family =
+        ((eax >> 8) & 0xF) == 0xF ? 0xF + ((eax >> 20) & 0xFF) : (eax >> 8) & 0xF;
+    EXPECT_EQ(chosen, __builtin_cpu_is("amd") && family >= 0x1A)
+        << "family 0x" << std::hex << family;
+  }
+  set_int8_prefetch_one_token_for_test(!chosen);
+  EXPECT_EQ(int8_prefetch_one_token(), !chosen);
+  set_int8_prefetch_one_token_for_test(std::nullopt);
+  EXPECT_EQ(int8_prefetch_one_token(), chosen);
 }
 
 }  // namespace
