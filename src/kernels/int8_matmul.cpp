@@ -218,7 +218,7 @@ bool int8_matmul_gated(const WeightMatrix& gate, const WeightMatrix& up, GateAct
       for (int64_t c0 = t0; c0 < t1; c0 += kChunk) {
         const int64_t c1 = std::min(t1, c0 + kChunk);
         // The activations from token c0 on, so that the GEMM writes token c0 + i at row i.
-        const QuantizedActs qc{q.k, acts_from(q.a, c0)};
+        const QuantizedActs qc{q.k, acts_from(q.a, c0), q.prefetch_one};
         gemm_group(qc, gate, g, 0, c1 - c0, gt, kPackedRows, 0);
         gemm_group(qc, up, g, 0, c1 - c0, ut, kPackedRows, 0);
         gated_activation(act, gt, ut, (c1 - c0) * kPackedRows, gt);
