@@ -131,8 +131,12 @@ int8_gemm::Acts acts_from(const int8_gemm::Acts& a, int64_t t0) {
 // groups are too few to keep every thread busy (a token's result does not depend on the split).
 struct ItemSplit {
   int64_t splits = 1, per_split = 0;
-  size_t grain = 1;  // neighbouring items in one chunk (about 8 chunks per thread), so that a
-                     // thread reads a long run of the weights rather than every other group
+  // Neighbouring items in one chunk, about 2 chunks per thread, so that a thread reads a long
+  // run of the weights rather than every other group, and a step claims few chunks (each claim
+  // and count is an atomic on a line both threads write). With 8 chunks per thread,
+  // single-stream decode at 2 threads on Zen 5 was 20-33% slower (docs/kernels.md); 2 rather
+  // than 1 still lets the other threads take a late thread's second chunk.
+  size_t grain = 1;
 };
 
 ItemSplit split_items(int64_t groups, int64_t T, int threads) {
@@ -140,7 +144,7 @@ ItemSplit split_items(int64_t groups, int64_t T, int threads) {
   while (groups * s.splits < 4 * threads && T / (2 * s.splits) >= 2 * kTileTokens) s.splits *= 2;
   s.per_split = ((T + s.splits - 1) / s.splits + kTileTokens - 1) / kTileTokens * kTileTokens;
   s.splits = (T + s.per_split - 1) / s.per_split;
-  s.grain = static_cast<size_t>(std::max<int64_t>(1, groups * s.splits / (8 * threads)));
+  s.grain = static_cast<size_t>(std::max<int64_t>(1, groups * s.splits / (2 * threads)));
   return s;
 }
 
