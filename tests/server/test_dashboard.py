@@ -167,41 +167,49 @@ def open_dashboard(driver, server):
                                                         message="the key prompt")
 
 
-def click_still_request(driver, server, wanted, hook, timeout):
+def click_request_in_view(driver, server, wanted, hook, timeout):
     """Clicks (in the request list) a running sequence of /v1/kv for which wanted(seq) holds, and
-    returns it with window.kvDashboard.<hook> read after the page's frames caught up: only once
-    /v1/kv taken before and after shows the same tables, so the page and the server describe
-    the same instant. (None, None) if no such request held still within `timeout` seconds."""
+    returns it as /v1/kv describes it with window.kvDashboard.<hook>, both taken from one view:
+    /v1/kv and the stream serve the views of one cache (kv_view_cache.h), so a /v1/kv reply with
+    the page's frame's view_ms and the sequence at the page's token count describes the instant
+    the page shows, however fast the sequence grows. The hook is read only once the map has
+    drawn the page's own table of the sequence. (None, None) if no such pair came within
+    `timeout` seconds."""
+    by_group = hook.startswith("highlightedByGroup")
     deadline = time.time() + timeout
     while time.time() < deadline:
-        before = server.get("/v1/kv").json()
-        running = [s for s in before["sequences"] if wanted(s)]
+        running = [s for s in server.get("/v1/kv").json()["sequences"] if wanted(s)]
         if not running:
-            time.sleep(0.1)
+            time.sleep(0.05)
             continue
         seq = running[0]
-        frame = js(driver, "return window.kvDashboard.state.frame")
         try:
-            wait_for(driver, f"window.kvDashboard.state.frame >= {frame + 2} && "
-                             f"window.kvDashboard.state.seqs.has({seq['id']})", timeout=10)
+            wait_for(driver, f"window.kvDashboard.state.seqs.has({seq['id']})", timeout=10)
             item = driver.find_element(By.CSS_SELECTOR, f"#requests li[data-seq='{seq['id']}']")
             if "selected" not in (item.get_attribute("class") or ""):
                 item.click()
         except Exception:  # noqa: BLE001 - the request finished meanwhile: try another
             continue
-        lit = js(driver, "return window.kvDashboard." + hook)
-        after = server.get("/v1/kv").json()
-        same = [s for s in after["sequences"] if s["id"] == seq["id"]]
-        if same and same[0]["groups"] == seq["groups"] and \
-                js(driver, "return window.kvDashboard.map.selected") == seq["id"]:
-            return seq, lit
+        while time.time() < deadline:
+            ms, tokens, selected, tables, lit = js(driver, f"""
+                const d = window.kvDashboard, s = d.state.seqs.get(arguments[0]);
+                return [d.state.frameMs, s ? s.tokens : -1, d.map.selected,
+                        d.state.tables(arguments[0]), d.{hook}];""", seq["id"])
+            view = server.get("/v1/kv").json()
+            same = [s for s in view["sequences"] if s["id"] == seq["id"]]
+            if tokens < 0 or not same:
+                break  # finished: try another
+            own = tables if by_group else [b for t in tables for b in t]
+            if selected == seq["id"] and lit == own and view["view_ms"] == ms and \
+                    same[0]["tokens"] == tokens:
+                return same[0], lit
+            time.sleep(0.02)
     return None, None
 
 
 def test_dashboard_under_load(start_server, browser, tmp_path):
-    # Blocks of 64 tokens: a decoding request's table then holds still for 64 tokens, long enough
-    # for click_still_request to see the page and the server agree (with blocks of 16, a request
-    # decoding at ~150 tokens/s changes its table faster than two frames and a click).
+    # Blocks of 64 tokens: a few cells per request, so that a table of two or more is one the
+    # eye can follow.
     server = start_server("--kv-cache-memory", "24MiB", "--max-model-len", "512",
                           "--max-num-seqs", "8", "--block-size", "64")
     kv = server.get("/v1/kv").json()
@@ -246,9 +254,9 @@ def test_dashboard_under_load(start_server, browser, tmp_path):
     assert http_count(server, "/v1/kv") == kv_polls
 
     # Clicking a running request lights up exactly its block table.
-    matched, lit = click_still_request(driver, server, lambda s: len(s["blocks"]) >= 2,
-                                       "highlighted()", timeout=120)
-    assert matched, "no running request held still long enough to compare"
+    matched, lit = click_request_in_view(driver, server, lambda s: len(s["blocks"]) >= 2,
+                                         "highlighted()", timeout=120)
+    assert matched, "the page and /v1/kv never showed a running request from one view"
     assert lit == matched["blocks"], (lit, matched)
     overlay = js(driver, """
         const c = document.getElementById('map-overlay');
@@ -513,9 +521,9 @@ def test_layer_groups_of_a_sliding_window_model(start_server, browser):
         t.start()
     # A running request past its window: its sliding tables have released entries (null in
     # /v1/kv). Clicking it lights up exactly the blocks of all its tables, group by group.
-    matched, lit = click_still_request(driver, server, lambda s: None in s["groups"][1],
-                                       "highlightedByGroup()", timeout=240)
-    assert matched, "no request past its window held still long enough to compare"
+    matched, lit = click_request_in_view(driver, server, lambda s: None in s["groups"][1],
+                                         "highlightedByGroup()", timeout=240)
+    assert matched, "the page and /v1/kv never showed a request past its window from one view"
     assert lit == [held(t) for t in matched["groups"]], (lit, matched)
     assert len(lit[0]) == len(matched["blocks"]) > len(lit[1]), lit
     assert "6 layer groups" in driver.find_element(By.ID, "selection").text
