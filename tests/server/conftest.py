@@ -176,6 +176,11 @@ def start_server():
         started.append(s)
         return s
 
+    def stop_all():
+        for s in started:
+            s.stop()
+
+    start.stop_all = stop_all  # for fixtures whose teardown must follow the servers' exit
     yield start
     for s in started:
         s.stop()

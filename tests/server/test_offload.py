@@ -23,9 +23,12 @@ def metric(s, name, tier):
 
 
 @pytest.fixture
-def tier_dir():
+def tier_dir(start_server):
+    """The disk tier's directory, removed only after every server of the test has exited: a
+    server still running writes into it, and removing it first raced with that."""
     with tempfile.TemporaryDirectory(prefix="kvs-offload-e2e-") as d:
         yield d
+        start_server.stop_all()
 
 
 def extents(d):
