@@ -55,15 +55,16 @@ namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 using namespace kvs::rope_detail;  // NOLINT
 
-// Rotates x [T][heads] and, when x2 is not null, x2 [T][heads2] with the same angles.
+// Rotates tokens [t0, t1) of x [T][heads] and, when x2 is not null, of x2 [T][heads2] with the
+// same angles.
 void RopeInplace(float* HWY_RESTRICT x, int64_t heads, float* HWY_RESTRICT x2, int64_t heads2,
-                 const RopeAngles& angles) {
+                 const RopeAngles& angles, int64_t t0, int64_t t1) {
   const hn::ScalableTag<float> d;
   const auto N = static_cast<int64_t>(hn::Lanes(d));
   const RopeConfig& cfg = angles.config();
   const int64_t rot = cfg.rot_dim, half = rot / 2;
   const int64_t all = x2 != nullptr ? heads + heads2 : heads;
-  for (int64_t t = 0; t < angles.tokens(); ++t) {
+  for (int64_t t = t0; t < t1; ++t) {
     const float* c = angles.cos_row(t);
     const float* s = angles.sin_row(t);
     for (int64_t hh = 0; hh < all; ++hh) {
@@ -152,7 +153,7 @@ void rope_inplace(float* x, int64_t T, int64_t heads, const int32_t* positions,
                   const RopeConfig& cfg) {
   RopeAngles angles;
   angles.compute(positions, T, cfg);
-  HWY_DYNAMIC_DISPATCH(RopeInplace)(x, heads, nullptr, 0, angles);
+  HWY_DYNAMIC_DISPATCH(RopeInplace)(x, heads, nullptr, 0, angles, 0, T);
 }
 
 void rope_inplace_qk(float* q, int64_t q_heads, float* k, int64_t k_heads, int64_t T,
@@ -164,7 +165,13 @@ void rope_inplace_qk(float* q, int64_t q_heads, float* k, int64_t k_heads, int64
 
 void rope_inplace_qk(float* q, int64_t q_heads, float* k, int64_t k_heads,
                      const RopeAngles& angles) {
-  HWY_DYNAMIC_DISPATCH(RopeInplace)(q, q_heads, k, k_heads, angles);
+  rope_inplace_qk(q, q_heads, k, k_heads, angles, 0, angles.tokens());
+}
+
+void rope_inplace_qk(float* q, int64_t q_heads, float* k, int64_t k_heads, const RopeAngles& angles,
+                     int64_t t0, int64_t t1) {
+  KVS_CHECK(0 <= t0 && t0 <= t1 && t1 <= angles.tokens());
+  HWY_DYNAMIC_DISPATCH(RopeInplace)(q, q_heads, k, k_heads, angles, t0, t1);
 }
 
 }  // namespace kvs

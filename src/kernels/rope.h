@@ -45,6 +45,10 @@ class RopeAngles {
 // rope_inplace_qk with angles computed before (angles.tokens() tokens, its config).
 void rope_inplace_qk(float* q, int64_t q_heads, float* k, int64_t k_heads,
                      const RopeAngles& angles);
+// The same for tokens [t0, t1) only (q and k still point at token 0), so that threads can take
+// disjoint ranges: each token's bits are those of the whole call.
+void rope_inplace_qk(float* q, int64_t q_heads, float* k, int64_t k_heads, const RopeAngles& angles,
+                     int64_t t0, int64_t t1);
 
 // x: [T][heads][head_dim]; positions: [T]. cos/sin are computed per call, once per (token, pair)
 // and shared by all heads (angles in double, so large positions stay accurate); the pairs'

@@ -142,6 +142,29 @@ TEST(Rope, AnglesComputedOnceGiveTheBitsOfEveryCall) {
     }
 }
 
+// Threads that take disjoint token ranges of one step's angles give the bits of the whole call,
+// and a range leaves the other tokens untouched.
+TEST(Rope, TokenRangesGiveTheBitsOfTheWholeCall) {
+  std::mt19937 rng(7);
+  const RopeConfig cfg{.head_dim = 64, .rot_dim = 64, .freq_base = 10000.0f};
+  const int64_t T = 7, qh = 3, kh = 1;
+  std::vector<int32_t> pos = {0, 1, 2, 300, 301, 9000, 9001};
+  RopeAngles angles;
+  angles.compute(pos.data(), T, cfg);
+  const auto q0 = test::random_floats(T * qh * 64, 2.0f, rng);
+  const auto k0 = test::random_floats(T * kh * 64, 2.0f, rng);
+  test::for_each_target([&] {
+    std::vector<float> q1(q0), k1(k0), q2(q0), k2(k0);
+    rope_inplace_qk(q1.data(), qh, k1.data(), kh, angles);
+    rope_inplace_qk(q2.data(), qh, k2.data(), kh, angles, 4, 7);
+    ASSERT_TRUE(std::equal(q0.begin(), q0.begin() + 4 * qh * 64, q2.begin()));
+    ASSERT_TRUE(std::equal(k0.begin(), k0.begin() + 4 * kh * 64, k2.begin()));
+    rope_inplace_qk(q2.data(), qh, k2.data(), kh, angles, 0, 4);
+    ASSERT_EQ(q1, q2);
+    ASSERT_EQ(k1, k2);
+  });
+}
+
 TEST(Activations, SiluMulMatchesReference) {
   std::mt19937 rng(4);
   for (int64_t n : kSizes) {
