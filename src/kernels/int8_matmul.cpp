@@ -221,8 +221,10 @@ bool int8_matmul_gated(const WeightMatrix& gate, const WeightMatrix& up, GateAct
       const int64_t t1 = std::min(T, t0 + s.per_split);
       for (int64_t c0 = t0; c0 < t1; c0 += kChunk) {
         const int64_t c1 = std::min(t1, c0 + kChunk);
-        // The activations from token c0 on, so that the GEMM writes token c0 + i at row i.
-        const QuantizedActs qc{q.k, acts_from(q.a, c0), q.prefetch_one};
+        // The activations from token c0 on, so that the GEMM writes token c0 + i at row i (the
+        // rest of the call's choices, such as the one-token prefetch, carried along).
+        QuantizedActs qc = q;
+        qc.a = acts_from(q.a, c0);
         gemm_group(qc, gate, g, 0, c1 - c0, gt, kPackedRows, 0);
         gemm_group(qc, up, g, 0, c1 - c0, ut, kPackedRows, 0);
         gated_activation(act, gt, ut, (c1 - c0) * kPackedRows, gt);
