@@ -18,6 +18,7 @@
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/paged_attention.cpp"
+#include <hwy/aligned_allocator.h>
 #include <hwy/cache_control.h>
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
@@ -333,7 +334,8 @@ struct Scratch {
   std::vector<float> buf;         // [head_dim] for the scalar fallback
   std::vector<float> part;        // [heads][D + 2] when not written to the call's partials
   std::vector<float> q;           // [heads][D]: queries gathered and/or rotated
-  std::vector<float> tile;        // [head_dim][16] (key tiles), from its first 64-byte boundary
+  hwy::AlignedFreeUniquePtr<float[]> tile;  // [head_dim][16] (key tiles), aligned for stores
+  size_t tile_floats = 0;
   // A shared segment's int8 queries, gathered from QueriesInt8.
   std::vector<int8_t> q8;
   std::vector<int16_t> q16;
@@ -418,9 +420,11 @@ static void AttendHeadsTiled(const PagedAttentionArgs& a, int64_t t, uint32_t kv
   const uint32_t D = a.kv.head_dim, n = rows.heads;
   const int32_t len = k.end - k.first;
   if (s.scores.size() < size_t{n} * len) s.scores.resize(size_t{n} * len);
-  if (s.tile.size() < size_t{D} * kTileKeys + 16) s.tile.resize(size_t{D} * kTileKeys + 16);
-  float* const tile =
-      reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(s.tile.data()) + 63) & ~uintptr_t{63});
+  if (s.tile_floats < size_t{D} * kTileKeys) {
+    s.tile_floats = size_t{D} * kTileKeys;
+    s.tile = hwy::AllocateAligned<float>(s.tile_floats);
+  }
+  float* const tile = s.tile.get();
   float* const scores = s.scores.data();  // [n][len]
   for (int32_t j = k.first; j < k.end; j += kTileKeys) {
     const int32_t m = std::min(kTileKeys, k.end - j);
