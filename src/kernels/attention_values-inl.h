@@ -53,27 +53,20 @@ static HWY_INLINE void AccumulateTile(const RangeArgs& r, float* out, size_t c0,
       const uint8_t* v = vb + int64_t{j - first} * kv.v_vector_bytes;
       const float* p = r.scores + (j - r.j0);
       VF w[NG];
-      if constexpr (!R::kGrouped) {
-        // The vector's scale is already in p (ScaleWeights).
-        KVS_UNROLL
-        for (int g = 0; g < NG; ++g) w[g] = hn::Set(df, p[g * len]);
-        KVS_UNROLL
-        for (int c = 0; c < NC; ++c) {
-          const VF x = R::Load(df, v, (c0 + c) * L);
-          KVS_UNROLL
-          for (int g = 0; g < NG; ++g) acc[g][c] = hn::MulAdd(w[g], x, acc[g][c]);
-        }
-      } else {
-        KVS_UNROLL
-        for (int g = 0; g < NG; ++g) w[g] = hn::Set(df, p[g * len]);
-        KVS_UNROLL
-        for (int c = 0; c < NC; ++c) {
+      KVS_UNROLL
+      for (int g = 0; g < NG; ++g) w[g] = hn::Set(df, p[g * len]);
+      KVS_UNROLL
+      for (int c = 0; c < NC; ++c) {
+        VF x;
+        if constexpr (!R::kGrouped) {
+          x = R::Load(df, v, (c0 + c) * L);  // the vector's scale is already in p (ScaleWeights)
+        } else {
           const size_t e = (c0 + c) * L;
           const uint8_t* gp = v + (e / 32) * R::kGroupBytes;
-          const VF x = hn::Mul(R::Load(df, gp, e % 32), hn::Set(df, R::Scale(gp)));
-          KVS_UNROLL
-          for (int g = 0; g < NG; ++g) acc[g][c] = hn::MulAdd(w[g], x, acc[g][c]);
+          x = hn::Mul(R::Load(df, gp, e % 32), hn::Set(df, R::Scale(gp)));
         }
+        KVS_UNROLL
+        for (int g = 0; g < NG; ++g) acc[g][c] = hn::MulAdd(w[g], x, acc[g][c]);
       }
     }
   }
