@@ -7,6 +7,7 @@
 //   build/bench/attention_bench [--contexts 1024,4096,16384,32768] [--formats f16,int8,K/V,...]
 //                               [--threads N] [--block-size N] [--min-seconds S] [--markdown]
 //                               [--sequences N --shared-prefix TOKENS] [--recent-window W]
+//                               [--prefill] [--shape smollm2|gemma3]
 //
 // With --recent-window W, each sequence also reads its newest W..W+15 positions in f16 from the
 // recent-token window (quant/recent_window.h), as the engine's --kv-recent-window does.
@@ -14,6 +15,10 @@
 // With --sequences N, one decode step of N sequences whose first TOKENS positions are the same
 // physical blocks (a cached system prompt), timed with shared-prefix attention on and off in the
 // same run (PagedAttentionArgs::share_segments).
+//
+// With --prefill, each context is one prefill chunk of that many tokens of one sequence (token i
+// sees positions 0..i), timed with shared and causal-group attention on and off in the same run.
+// --shape gemma3 takes Gemma 3 270M's shape (18 layers, 4 query heads, 1 KV head, head dim 256).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -112,6 +117,7 @@ struct Batch {
   int sequences = 1;
   int shared_tokens = 0;
   bool share = true;
+  bool prefill = false;  // one sequence's chunk of ctx tokens at positions 0..ctx-1 instead
 };
 
 Result run(const Model& m, KvDtype dtype, KvDtype v_dtype, int ctx, ThreadPool& pool,
@@ -177,11 +183,17 @@ Result run(const Model& m, KvDtype dtype, KvDtype v_dtype, int ctx, ThreadPool& 
     const auto own = table.begin() + shared_blocks + sq * (per_seq - shared_blocks);
     tables[sq].insert(tables[sq].end(), own, own + (per_seq - shared_blocks));
   }
-  std::vector<float> q(size_t(batch.sequences) * m.heads * m.head_dim), out(q.size());
+  const int tokens = batch.prefill ? ctx : batch.sequences;
+  std::vector<float> q(size_t(tokens) * m.heads * m.head_dim), out(q.size());
   for (auto& v : q) v = nd(rng);
-  const std::vector<int32_t> context_len(batch.sequences, ctx);
+  std::vector<int32_t> context_len(batch.sequences, ctx);
   std::vector<const uint32_t*> tabs;
   for (const auto& t : tables) tabs.push_back(t.data());
+  if (batch.prefill) {
+    context_len.resize(ctx);
+    std::iota(context_len.begin(), context_len.end(), 1);
+    tabs.assign(ctx, tables[0].data());
+  }
   // The recent-token window: one slot per sequence, its rows before the step committed to every
   // layer's ring, the step's own row stored (what the forward pass does before attention).
   std::unique_ptr<RecentWindow> recent;
@@ -212,7 +224,7 @@ Result run(const Model& m, KvDtype dtype, KvDtype v_dtype, int ctx, ThreadPool& 
     with_window.recent = recent.get();
   }
   PagedAttentionArgs args{.kv = with_window,
-                          .num_tokens = batch.sequences,
+                          .num_tokens = tokens,
                           .num_heads = m.heads,
                           .scale = 1.0f / 8,
                           .q = q.data(),
@@ -246,8 +258,10 @@ Result run(const Model& m, KvDtype dtype, KvDtype v_dtype, int ctx, ThreadPool& 
                                           .v_dtype = v_dtype});
   // The bytes a step must read at least: the shared prefix once, each sequence's own part.
   const double tokens_read =
-      double(shared_blocks) * m.block_size +
-      double(batch.sequences) * (double(ctx) - double(shared_blocks) * m.block_size);
+      batch.prefill
+          ? double(ctx)
+          : double(shared_blocks) * m.block_size +
+                double(batch.sequences) * (double(ctx) - double(shared_blocks) * m.block_size);
   return {times[times.size() / 2], cpu, double(tb.bytes_per_token) * tokens_read};
 }
 
@@ -279,6 +293,37 @@ int run_shared(const Model& m, const std::vector<int>& contexts,
   return 0;
 }
 
+// --prefill: each format's prefill chunk with shared (and causal-group) attention on and off.
+int run_prefill(const Model& m, const std::vector<int>& contexts,
+                const std::vector<std::string>& formats, ThreadPool& pool, double min_seconds) {
+  std::printf(
+      "prefill attention, one chunk of one sequence, %u layers x %u heads (%u KV heads) x head "
+      "dim %u, block size %u\n\n",
+      m.layers, m.heads, m.kv_heads, m.head_dim, m.block_size);
+  std::printf(
+      "| format | chunk | ms shared | ms unshared | speedup | CPU ms shared | CPU ms unshared "
+      "|\n|---|---:|---:|---:|---:|---:|---:|\n");
+  for (int ctx : contexts)
+    for (const auto& name : formats) {
+      const size_t slash = name.find('/');
+      auto d = parse_kv_dtype(name.substr(0, slash));
+      auto dv = parse_kv_dtype(slash == std::string::npos ? name : name.substr(slash + 1));
+      if (!d.is_ok() || !dv.is_ok()) {
+        std::fprintf(stderr, "%s\n", (d.is_ok() ? dv : d).status().message().c_str());
+        return 2;
+      }
+      const Batch on{.share = true, .prefill = true};
+      const Batch off{.share = false, .prefill = true};
+      const Result a = run(m, *d, *dv, ctx, pool, min_seconds, on);
+      const Result b = run(m, *d, *dv, ctx, pool, min_seconds, off);
+      std::printf("| %s | %d | %.3f | %.3f | %.2fx | %.3f | %.3f |\n", name.c_str(), ctx,
+                  a.step_seconds * 1e3, b.step_seconds * 1e3, b.step_seconds / a.step_seconds,
+                  a.cpu_seconds * 1e3, b.cpu_seconds * 1e3);
+      std::fflush(stdout);
+    }
+  return 0;
+}
+
 int main_impl(int argc, char** argv) {
   std::vector<int> contexts = {1024, 4096, 16384, 32768};
   std::vector<std::string> formats = {"f32",          "f16",  "bf16", "fp8_e4m3", "fp8_e5m2",
@@ -289,6 +334,8 @@ int main_impl(int argc, char** argv) {
   uint32_t block_size = 16;
   int sequences = 1, shared_tokens = 0;
   uint32_t recent_window = 0;
+  bool prefill = false;
+  Model m;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> std::string {
@@ -334,6 +381,16 @@ int main_impl(int argc, char** argv) {
       }
     } else if (a == "--markdown") {
       markdown = true;
+    } else if (a == "--prefill") {
+      prefill = true;
+    } else if (a == "--shape") {
+      const std::string shape = next();
+      if (shape == "gemma3") {
+        m.layers = 18, m.heads = 4, m.kv_heads = 1, m.head_dim = 256;
+      } else if (shape != "smollm2") {
+        std::fprintf(stderr, "--shape must be smollm2 or gemma3\n");
+        return 2;
+      }
     } else {
       std::fprintf(stderr, "unknown argument %s\n", a.c_str());
       return 2;
@@ -343,9 +400,15 @@ int main_impl(int argc, char** argv) {
   const double bw = measure_read_bandwidth(pool, 5);
   std::printf("measured read bandwidth (%d threads, sum over 1 GiB): %.2f GB/s\n", threads,
               bw / 1e9);
-  Model m;
   m.block_size = block_size;
   m.recent_window = recent_window;
+  if (prefill) {
+    if (sequences > 1 || recent_window > 0) {
+      std::fprintf(stderr, "--prefill takes neither --sequences nor --recent-window\n");
+      return 2;
+    }
+    return run_prefill(m, contexts, formats, pool, min_seconds);
+  }
   if (sequences > 1)
     return run_shared(m, contexts, formats, pool, min_seconds, sequences, shared_tokens);
   std::printf(

@@ -1,6 +1,8 @@
 #include "kernels/attention_segments.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <numeric>
 
 #include "core/check.h"
 #include "quant/recent_window.h"
@@ -65,10 +67,100 @@ uint64_t hash_segment(const PagedAttentionArgs& a, int64_t t, KeyRange k) {
   return h;
 }
 
+// Splits the n >= 2 candidates cand[members[..]] into ceil(n / kMaxSharers) groups of near-equal
+// size (each of at least 2 members) with the given keys.
+template <typename Candidate>
+void add_groups(const std::vector<Candidate>& cand, const std::vector<size_t>& members,
+                KeyRange keys, bool causal, const std::vector<int64_t>& first_segment,
+                SharedSegmentPlan* plan) {
+  const size_t n = members.size();
+  const size_t groups = (n + SharedSegmentPlan::kMaxSharers - 1) / SharedSegmentPlan::kMaxSharers;
+  size_t m = 0;
+  for (size_t g = 0; g < groups; ++g) {
+    const size_t size = n / groups + (g < n % groups ? 1 : 0);
+    SharedSegmentPlan::Group grp{.keys = {keys.first, causal ? keys.first : keys.end},
+                                 .first = static_cast<uint32_t>(plan->tokens.size()),
+                                 .count = static_cast<uint32_t>(size),
+                                 .causal = causal};
+    for (size_t k = 0; k < size; ++k, ++m) {
+      const auto& x = cand[members[m]];
+      plan->tokens.push_back(x.token);
+      plan->segments.push_back(x.segment);
+      plan->shared[static_cast<size_t>(first_segment[x.token] + x.segment)] = 1;
+      grp.keys.end = std::max(grp.keys.end, x.keys.end);  // a causal group's longest member
+    }
+    plan->groups.push_back(grp);
+  }
+}
+
+// Exact groups from plan->candidates (the segments of tokens with 2+ segments).
+void plan_exact_groups(const PagedAttentionArgs& a, const std::vector<int64_t>& first_segment,
+                       SharedSegmentPlan* plan) {
+  auto& cand = plan->candidates;
+  std::sort(cand.begin(), cand.end(), [](const auto& x, const auto& y) {
+    if (x.hash != y.hash) return x.hash < y.hash;
+    return x.token < y.token;
+  });
+  std::vector<size_t> members;
+  for (size_t i = 0; i < cand.size();) {
+    size_t e = i + 1;
+    while (e < cand.size() && cand[e].hash == cand[i].hash) ++e;
+    // The run's candidates that truly match its first one (a hash collision stays unshared).
+    members.clear();
+    const auto& lead = cand[i];
+    for (size_t c = i; c < e; ++c) {
+      const auto& x = cand[c];
+      if (x.keys.first == lead.keys.first && x.keys.end == lead.keys.end &&
+          (c == i || same_blocks(a, lead.token, x.token, lead.keys)))
+        members.push_back(c);
+    }
+    if (members.size() >= 2)
+      add_groups(cand, members, lead.keys, /*causal=*/false, first_segment, plan);
+    i = e;
+  }
+}
+
+// Causal groups from the segments the exact groups left: (table, first key) runs in token order.
+void plan_causal_groups(const PagedAttentionArgs& a, const std::vector<int64_t>& first_segment,
+                        SharedSegmentPlan* plan) {
+  auto& cand = plan->candidates;
+  cand.clear();
+  const bool channel_keys = kv_dtype_per_channel(a.kv.k_dtype);
+  for (int64_t t = 0; t < a.num_tokens; ++t) {
+    const int32_t ns = attention_segments(a, t);
+    for (int32_t s = 0; s < ns; ++s) {
+      if (plan->shared[static_cast<size_t>(first_segment[t] + s)] != 0) continue;
+      const KeyRange k = attention_segment_keys(a, t, s);
+      if (k.recent || k.end <= k.first) continue;
+      if (channel_keys && k.end == a.context_len[t]) continue;  // its own group, in f16
+      cand.push_back({0, t, s, k});
+    }
+  }
+  auto table = [&](int64_t t) { return reinterpret_cast<uintptr_t>(a.block_table[t]); };
+  std::sort(cand.begin(), cand.end(), [&](const auto& x, const auto& y) {
+    if (table(x.token) != table(y.token)) return table(x.token) < table(y.token);
+    if (x.keys.first != y.keys.first) return x.keys.first < y.keys.first;
+    return x.token < y.token;
+  });
+  std::vector<size_t> members;
+  for (size_t i = 0; i < cand.size();) {
+    size_t e = i + 1;
+    while (e < cand.size() && table(cand[e].token) == table(cand[i].token) &&
+           cand[e].keys.first == cand[i].keys.first)
+      ++e;
+    if (e - i >= 2) {
+      members.resize(e - i);
+      std::iota(members.begin(), members.end(), i);
+      add_groups(cand, members, cand[i].keys, /*causal=*/true, first_segment, plan);
+    }
+    i = e;
+  }
+}
+
 }  // namespace
 
 void plan_shared_segments(const PagedAttentionArgs& a, const std::vector<int64_t>& first_segment,
-                          SharedSegmentPlan* plan) {
+                          bool causal, SharedSegmentPlan* plan) {
   plan->groups.clear();
   plan->tokens.clear();
   plan->segments.clear();
@@ -89,46 +181,8 @@ void plan_shared_segments(const PagedAttentionArgs& a, const std::vector<int64_t
     }
   }
   plan->shared.assign(static_cast<size_t>(first_segment[T]), 0);
-  if (cand.size() < 2) return;
-  std::sort(cand.begin(), cand.end(), [](const auto& x, const auto& y) {
-    if (x.hash != y.hash) return x.hash < y.hash;
-    return x.token < y.token;
-  });
-  std::vector<size_t> members;
-  for (size_t i = 0; i < cand.size();) {
-    size_t e = i + 1;
-    while (e < cand.size() && cand[e].hash == cand[i].hash) ++e;
-    // The run's candidates that truly match its first one (a hash collision stays unshared).
-    members.clear();
-    const auto& lead = cand[i];
-    for (size_t c = i; c < e; ++c) {
-      const auto& x = cand[c];
-      if (x.keys.first == lead.keys.first && x.keys.end == lead.keys.end &&
-          (c == i || same_blocks(a, lead.token, x.token, lead.keys)))
-        members.push_back(c);
-    }
-    const size_t n = members.size();
-    if (n >= 2) {
-      // ceil(n / kMaxSharers) groups of near-equal size, each of at least 2 members.
-      const size_t groups =
-          (n + SharedSegmentPlan::kMaxSharers - 1) / SharedSegmentPlan::kMaxSharers;
-      size_t m = 0;
-      for (size_t g = 0; g < groups; ++g) {
-        const size_t size = n / groups + (g < n % groups ? 1 : 0);
-        SharedSegmentPlan::Group grp{.keys = lead.keys,
-                                     .first = static_cast<uint32_t>(plan->tokens.size()),
-                                     .count = static_cast<uint32_t>(size)};
-        for (size_t k = 0; k < size; ++k, ++m) {
-          const auto& x = cand[members[m]];
-          plan->tokens.push_back(x.token);
-          plan->segments.push_back(x.segment);
-          plan->shared[static_cast<size_t>(first_segment[x.token] + x.segment)] = 1;
-        }
-        plan->groups.push_back(grp);
-      }
-    }
-    i = e;
-  }
+  if (cand.size() >= 2) plan_exact_groups(a, first_segment, plan);
+  if (causal) plan_causal_groups(a, first_segment, plan);
 }
 
 bool SharedSegmentPlan::integrity_ok(const PagedAttentionArgs& a,
@@ -142,19 +196,29 @@ bool SharedSegmentPlan::integrity_ok(const PagedAttentionArgs& a,
     if (g.keys.end <= g.keys.first) return false;
     next += g.count;
     if (next > tokens.size()) return false;
+    int32_t longest = g.keys.first;
     for (uint32_t i = g.first; i < g.first + g.count; ++i) {
       const int64_t t = tokens[i];
       if (t < 0 || t >= a.num_tokens) return false;
       if (i > g.first && tokens[i - 1] >= t) return false;
       const int32_t s = segments[i];
-      if (attention_segments(a, t) < 2 || s < 0 || s >= attention_segments(a, t)) return false;
+      const int32_t ns = attention_segments(a, t);
+      if ((!g.causal && ns < 2) || s < 0 || s >= ns) return false;
       const KeyRange k = attention_segment_keys(a, t, s);
-      if (k.first != g.keys.first || k.end != g.keys.end) return false;
-      if (!same_blocks(a, tokens[g.first], t, k)) return false;
+      if (g.causal) {
+        if (k.recent || k.first != g.keys.first || k.end <= k.first || k.end > g.keys.end)
+          return false;
+        if (a.block_table[t] != a.block_table[tokens[g.first]]) return false;
+        longest = std::max(longest, k.end);
+      } else {
+        if (k.first != g.keys.first || k.end != g.keys.end) return false;
+        if (!same_blocks(a, tokens[g.first], t, k)) return false;
+      }
       uint8_t& mark = seen[static_cast<size_t>(first_segment[t] + s)];
       if (mark != 0) return false;
       mark = 1;
     }
+    if (g.causal && longest != g.keys.end) return false;
   }
   return next == tokens.size() && seen == shared;
 }

@@ -42,12 +42,19 @@ KeyRange attention_segment_keys(const PagedAttentionArgs& a, int64_t t, int32_t 
 
 // Segments read by more than one token of a call, in groups of at most kMaxSharers tokens (a
 // longer list is split, so that the groups spread over the threads).
+//
+// A group is exact (every member reads the group's keys) or causal: the tokens of one sequence
+// in one call (a prefill chunk) whose segments start at the same key and end at their own
+// context, which plain sharing never groups because no two ends are equal. A causal group's keys
+// run to its longest member's end; each member reads the prefix up to its own (its segment's
+// keys, attention_segment_keys), so its arithmetic is still its own.
 struct SharedSegmentPlan {
   static constexpr uint32_t kMaxSharers = 8;
   struct Group {
     KeyRange keys;
     uint32_t first = 0;  // into tokens / segments
     uint32_t count = 0;  // 2..kMaxSharers
+    bool causal = false;
   };
   std::vector<Group> groups;
   std::vector<int64_t> tokens;    // the members of each group, ascending
@@ -65,14 +72,19 @@ struct SharedSegmentPlan {
 
   bool empty() const { return groups.empty(); }
   // Checks the plan's structure against the call (tests): every member's segment has the
-  // group's keys through the same block ids, appears in exactly one group and is flagged.
+  // group's keys through the same block ids (a causal member: the group's first key, an end
+  // within the group's keys, the table of the group's first member, and the longest member's end
+  // is the group's), appears in exactly one group and is flagged.
   bool integrity_ok(const PagedAttentionArgs& a, const std::vector<int64_t>& first_segment) const;
 };
 
 // Plans the call's shared segments. first_segment[t] = sum of attention_segments over tokens
-// before t (size num_tokens + 1). Only tokens with more than one segment take part (a token with
-// one segment writes its output directly). Clears the plan first.
+// before t (size num_tokens + 1). Exact groups: only tokens with more than one segment take part.
+// `causal`: then also causal groups, from every segment left unshared (one-segment tokens
+// included) that is neither empty nor the recent window, grouped by (block table, first key), in
+// token order; the kernel sets it where it reads such groups (f16 key tiles). Clears the plan
+// first.
 void plan_shared_segments(const PagedAttentionArgs& a, const std::vector<int64_t>& first_segment,
-                          SharedSegmentPlan* plan);
+                          bool causal, SharedSegmentPlan* plan);
 
 }  // namespace kvs

@@ -333,6 +333,7 @@ struct Scratch {
   std::vector<float> key_scales;  // [range]
   std::vector<float> buf;         // [head_dim] for the scalar fallback
   std::vector<float> part;        // [heads][D + 2] when not written to the call's partials
+  std::vector<int32_t> ends;      // a causal group's members' key ends
   std::vector<float> q;           // [heads][D]: queries gathered and/or rotated
   hwy::AlignedFreeUniquePtr<float[]> tile;  // [head_dim][16] (key tiles), aligned for stores
   size_t tile_floats = 0;
@@ -413,39 +414,56 @@ static RangeArgs PassArgs(const PagedAttentionArgs& a, int64_t t, uint32_t kvh, 
 // More heads than one pass takes (a shared segment's rows) over f16 keys, on targets with key
 // tiles (kernels/attention_key_tiles-inl.h): the scores of 16 keys at a time for every pass from
 // one converted, transposed tile, then each pass's softmax and value sum (V in any format) over
-// the whole range by AttendRange. Every float is AttendRange's (the tiles' scores are ScoreKeys',
-// bit for bit).
+// its keys by AttendRange. Every float is AttendRange's (the tiles' scores are ScoreKeys', bit for
+// bit). A causal group (kernels/attention_segments.h): member i, the query heads [i x per,
+// (i + 1) x per) of `rows`, reads keys [k.first, ends[i]) of k; with ends == nullptr every head
+// reads k (per = rows.heads). The tiles' key range is k, built through token t's table.
 static void AttendHeadsTiled(const PagedAttentionArgs& a, int64_t t, uint32_t kvh, KeyRange k,
-                             const HeadRows& rows, float* base, Scratch& s) {
-  const uint32_t D = a.kv.head_dim, n = rows.heads;
-  const int32_t len = k.end - k.first;
-  if (s.scores.size() < size_t{n} * len) s.scores.resize(size_t{n} * len);
+                             const HeadRows& rows, const int32_t* ends, uint32_t per, float* base,
+                             Scratch& s) {
+  const uint32_t D = a.kv.head_dim, n = rows.heads, members = n / per;
+  auto end_of = [&](uint32_t i) { return ends != nullptr ? ends[i] : k.end; };
+  size_t total = 0;  // scores: member by member, [per][its keys]
+  for (uint32_t i = 0; i < members; ++i) total += size_t{per} * (end_of(i) - k.first);
+  if (s.scores.size() < total) s.scores.resize(total);
   if (s.tile_floats < size_t{D} * kTileKeys) {
     s.tile_floats = size_t{D} * kTileKeys;
     s.tile = hwy::AllocateAligned<float>(s.tile_floats);
   }
   float* const tile = s.tile.get();
-  float* const scores = s.scores.data();  // [n][len]
+  float* const scores = s.scores.data();
   for (int32_t j = k.first; j < k.end; j += kTileKeys) {
     const int32_t m = std::min(kTileKeys, k.end - j);
     BuildKeyTile(a, t, kvh, j, m, tile);
-    for (uint32_t h0 = 0; h0 < n; h0 += kMaxNG) {
-      const float* q = rows.q + size_t{h0} * D;
-      float* out = scores + size_t{h0} * len + (j - k.first);
-      switch (std::min<uint32_t>(kMaxNG, n - h0)) {
-        case 1: TileScoresD<1>(tile, q, D, a.scale, m, out, len); break;
-        case 2: TileScoresD<2>(tile, q, D, a.scale, m, out, len); break;
-        case 3: TileScoresD<3>(tile, q, D, a.scale, m, out, len); break;
-        default: TileScoresD<4>(tile, q, D, a.scale, m, out, len); break;
+    size_t off = 0;
+    for (uint32_t i = 0; i < members; ++i) {
+      const int32_t len = end_of(i) - k.first, mi = std::min(m, end_of(i) - j);
+      for (uint32_t h0 = 0; h0 < per && mi > 0; h0 += kMaxNG) {
+        const float* q = rows.q + size_t{i * per + h0} * D;
+        float* out = scores + off + size_t{h0} * len + (j - k.first);
+        switch (std::min<uint32_t>(kMaxNG, per - h0)) {
+          case 1: TileScoresD<1>(tile, q, D, a.scale, mi, out, len); break;
+          case 2: TileScoresD<2>(tile, q, D, a.scale, mi, out, len); break;
+          case 3: TileScoresD<3>(tile, q, D, a.scale, mi, out, len); break;
+          default: TileScoresD<4>(tile, q, D, a.scale, mi, out, len); break;
+        }
       }
+      off += size_t{per} * len;
     }
   }
-  for (uint32_t h0 = 0; h0 < n; h0 += kMaxNG) {
-    const int ng = static_cast<int>(std::min<uint32_t>(kMaxNG, n - h0));
-    const RangeArgs r =
-        PassArgs(a, t, kvh, k, rows, h0, scores + size_t{h0} * len, nullptr, nullptr);
-    const Partial p{.acc = base + h0 * D, .m = base + n * D + h0, .l = base + n * (D + 1) + h0};
-    AttendRangeAnyNG(ng, r, p, s.buf.data(), /*scored=*/true);
+  size_t off = 0;
+  for (uint32_t i = 0; i < members; ++i) {
+    const KeyRange ki{k.first, end_of(i)};
+    const int32_t len = ki.end - ki.first;
+    for (uint32_t h0 = 0; h0 < per; h0 += kMaxNG) {
+      const uint32_t h = i * per + h0;
+      const int ng = static_cast<int>(std::min<uint32_t>(kMaxNG, per - h0));
+      const RangeArgs r =
+          PassArgs(a, t, kvh, ki, rows, h, scores + off + size_t{h0} * len, nullptr, nullptr);
+      const Partial p{.acc = base + h * D, .m = base + n * D + h, .l = base + n * (D + 1) + h};
+      AttendRangeAnyNG(ng, r, p, s.buf.data(), /*scored=*/true);
+    }
+    off += size_t{per} * len;
   }
 }
 
@@ -461,7 +479,7 @@ static void AttendHeads(const PagedAttentionArgs& a, int64_t t, uint32_t kvh, Ke
   const uint32_t D = a.kv.head_dim, n = rows.heads;
 #if KVS_ATTENTION_KEY_TILES
   if (n > kMaxNG && k.end > k.first && a.kv.k_dtype == KvDtype::kF16 && D % 16 == 0)
-    return AttendHeadsTiled(a, t, kvh, k, rows, base, s);
+    return AttendHeadsTiled(a, t, kvh, k, rows, nullptr, n, base, s);
 #endif
   const size_t need = size_t(kMaxNG) * std::max(1, k.end - k.first);
   if (s.scores.size() < need) s.scores.resize(need);
@@ -560,8 +578,15 @@ void PagedAttention(const PagedAttentionArgs& a, ThreadPool& pool) {
   // Segments several tokens read through the same blocks: one item per (group, kv head), run
   // first; the items of the segments they cover are skipped.
   thread_local SharedSegmentPlan plan;
-  if (a.share_segments && any_split) {
-    plan_shared_segments(a, first_seg, &plan);
+  // Causal groups (a prefill chunk's tokens, whose last segments end at their own positions) on
+  // targets whose key tiles read them: f16 keys, head dims of whole tiles.
+#if KVS_ATTENTION_KEY_TILES
+  const bool causal = a.share_segments && T > 1 && kv.k_dtype == KvDtype::kF16 && D % 16 == 0;
+#else
+  const bool causal = false;
+#endif
+  if (a.share_segments && (any_split || causal)) {
+    plan_shared_segments(a, first_seg, causal, &plan);
   } else {
     plan.groups.clear();
   }
@@ -596,8 +621,15 @@ void PagedAttention(const PagedAttentionArgs& a, ThreadPool& pool) {
                     .qsum = k_int8 ? qi.qsum.data() + head0 : nullptr,
                     .dq = k_int8 ? qi.dq.data() + head0 : nullptr};
   };
+  // A one-segment token's output of query head g of kv head kvh from its finished partial.
+  auto write_output = [&](int64_t t, uint32_t kvh, uint32_t g, const float* acc, float l) {
+    float* o = a.out + (t * a.num_heads + kvh * group + g) * D;
+    ScaleRow(acc, 1.0f / l, D, o);
+    if (v_rotated) hadamard_inplace(o, D);  // H (sum p H v) = sum p v
+  };
   // One shared segment for one kv head: the members' heads gathered into rows, attended in one
-  // set of passes, their partials scattered to each member's item.
+  // set of passes, their partials scattered to each member's item (a one-segment member of a
+  // causal group: its output).
   auto attend_shared = [&](const SharedSegmentPlan::Group& grp, uint32_t kvh, Scratch& s) {
     const uint32_t n = grp.count * group;
     if (s.q.size() < size_t{n} * D) s.q.resize(size_t{n} * D);
@@ -628,9 +660,28 @@ void PagedAttention(const PagedAttentionArgs& a, ThreadPool& pool) {
                         .dq = k_int8 ? s.dq.data() : nullptr};
     if (s.part.size() < size_t{n} * (D + 2)) s.part.resize(size_t{n} * (D + 2));
     float* const part = s.part.data();
-    AttendHeads(a, sp.tokens[grp.first], kvh, grp.keys, rows, int8_dots, part, s);
+    if (grp.causal) {
+#if KVS_ATTENTION_KEY_TILES
+      if (s.ends.size() < grp.count) s.ends.resize(grp.count);
+      for (uint32_t i = 0; i < grp.count; ++i)
+        s.ends[i] =
+            attention_segment_keys(a, sp.tokens[grp.first + i], sp.segments[grp.first + i]).end;
+      AttendHeadsTiled(a, sp.tokens[grp.first], kvh, grp.keys, rows, s.ends.data(), group, part, s);
+#else
+      KVS_CHECK_MSG(false, "causal groups are planned only where key tiles read them");
+#endif
+    } else {
+      AttendHeads(a, sp.tokens[grp.first], kvh, grp.keys, rows, int8_dots, part, s);
+    }
     for (uint32_t i = 0; i < grp.count; ++i) {
       const int64_t t = sp.tokens[grp.first + i];
+      if (first[t + 1] - first[t] == 1) {
+        for (uint32_t g = 0; g < group; ++g) {
+          const size_t h = size_t{i} * group + g;
+          write_output(t, kvh, g, part + h * D, part[size_t{n} * (D + 1) + h]);
+        }
+        continue;
+      }
       float* dst =
           partials_data + ((first[t] + sp.segments[grp.first + i]) * KH + kvh) * part_stride;
       for (uint32_t g = 0; g < group; ++g) {
@@ -658,7 +709,7 @@ void PagedAttention(const PagedAttentionArgs& a, ThreadPool& pool) {
           const uint32_t kvh = static_cast<uint32_t>(item % KH);
           const int64_t t = std::upper_bound(first, first + T + 1, segment) - first - 1;
           const int64_t ns = first[t + 1] - first[t];
-          // Attended by a group (only tokens of 2+ segments are ever flagged).
+          // Attended by a group.
           if (!sp.groups.empty() && sp.shared[segment] != 0) continue;
           const KeyRange k = attention_segment_keys(a, t, static_cast<int32_t>(segment - first[t]));
           float* base;
@@ -678,13 +729,9 @@ void PagedAttention(const PagedAttentionArgs& a, ThreadPool& pool) {
             rows.q = s.q.data();
           }
           if (!k.recent) AttendHeads(a, t, kvh, k, rows, int8_dots, base, s);
-          if (ns == 1) {
-            for (uint32_t g = 0; g < group; ++g) {
-              float* o = a.out + (t * a.num_heads + kvh * group + g) * D;
-              ScaleRow(base + g * D, 1.0f / base[group * (D + 1) + g], D, o);
-              if (v_rotated) hadamard_inplace(o, D);  // H (sum p H v) = sum p v
-            }
-          }
+          if (ns == 1)
+            for (uint32_t g = 0; g < group; ++g)
+              write_output(t, kvh, g, base + g * D, base[group * (D + 1) + g]);
         }
       });
   if (!any_split) return;

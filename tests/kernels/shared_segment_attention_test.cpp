@@ -96,9 +96,9 @@ std::vector<float> random_queries(size_t n, uint32_t seed) {
 }
 
 // How many (token, segment) pairs the plan shares for this batch (so a test cannot pass with
-// nothing shared).
+// nothing shared); `causal`: counts only the members of causal groups.
 size_t shared_pairs(const SharedPrefixBatch& b, const std::vector<int>& seq,
-                    const std::vector<int32_t>& ctx, uint32_t window) {
+                    const std::vector<int32_t>& ctx, uint32_t window, bool causal = false) {
   std::vector<const uint32_t*> tabs;
   for (int s : seq) tabs.push_back(b.tables[s].data());
   const PagedAttentionArgs a{.kv = b.storage->layout(),
@@ -110,9 +110,12 @@ size_t shared_pairs(const SharedPrefixBatch& b, const std::vector<int>& seq,
   std::vector<int64_t> first{0};
   for (size_t t = 0; t < seq.size(); ++t) first.push_back(first.back() + attention_segments(a, t));
   SharedSegmentPlan plan;
-  plan_shared_segments(a, first, &plan);
+  plan_shared_segments(a, first, causal, &plan);
   EXPECT_TRUE(plan.integrity_ok(a, first));
-  return plan.tokens.size();
+  if (!causal) return plan.tokens.size();
+  size_t members = 0;
+  for (const auto& g : plan.groups) members += g.causal ? g.count : 0;
+  return members;
 }
 
 class SharedSegmentFormatTest
@@ -173,6 +176,69 @@ INSTANTIATE_TEST_SUITE_P(Formats, SharedSegmentFormatTest, ::testing::ValuesIn(f
                                   std::to_string(std::get<2>(info.param));
                          });
 
+// Prefill chunks: every token of a sequence's chunk reads keys from the same first key to its own
+// position, so the kernel groups them causally (f16 keys on targets with key tiles). Chunks that
+// start at 0, cross a segment boundary, start past one, or hold one token, of two sequences, mixed
+// with decode tokens of others: the same bits as each token on its own, at any thread count.
+class CausalGroupTest : public ::testing::TestWithParam<std::tuple<KvDtype, uint32_t>> {};
+
+TEST_P(CausalGroupTest, PrefillChunksBitIdenticalToUnshared) {
+  const auto [vd, D] = GetParam();
+  SharedPrefixBatch b(KvDtype::kF16, vd, D, 4, 8, 30, 13);
+  ASSERT_TRUE(b.storage.is_ok());
+  std::vector<int> seq;
+  std::vector<int32_t> ctx;
+  auto chunk = [&](int s, int32_t from, int32_t to) {
+    for (int32_t c = from; c <= to; ++c) seq.push_back(s), ctx.push_back(c);
+  };
+  chunk(0, 1, 37);                      // a prompt's first chunk
+  chunk(1, 240, 300);                   // across the first segment boundary
+  chunk(2, 530, 547);                   // past two segments
+  chunk(3, 90, 90);                     // one token alone: nothing to group
+  seq.push_back(1), ctx.push_back(12);  // a decode token of a sequence with a chunk above
+  ASSERT_GT(shared_pairs(b, seq, ctx, 0, /*causal=*/false), 0u);
+  const auto q = random_queries(seq.size() * b.H * D, 29);
+  test::for_each_target([&] {
+    const auto unshared = attend(b, seq, ctx, q, false, 1);
+    for (int threads : {1, 2}) {
+      const auto shared = attend(b, seq, ctx, q, true, threads);
+      ASSERT_EQ(0, std::memcmp(shared.data(), unshared.data(), shared.size() * sizeof(float)))
+          << threads << " threads";
+    }
+    // A sliding window shorter than the chunks: their tokens' first keys differ, fewer groups.
+    const auto unshared_w = attend(b, seq, ctx, q, false, 1, 40);
+    const auto shared_w = attend(b, seq, ctx, q, true, 2, 40);
+    EXPECT_EQ(0, std::memcmp(shared_w.data(), unshared_w.data(), shared_w.size() * sizeof(float)));
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(Formats, CausalGroupTest,
+                         ::testing::Values(std::make_tuple(KvDtype::kF16, 64u),
+                                           std::make_tuple(KvDtype::kF16, 256u),
+                                           std::make_tuple(KvDtype::kF16, 128u),
+                                           std::make_tuple(KvDtype::kInt4Had, 64u),
+                                           std::make_tuple(KvDtype::kInt8, 64u)),
+                         [](const auto& info) {
+                           return std::string(kv_dtype_name(std::get<0>(info.param))) + "_d" +
+                                  std::to_string(std::get<1>(info.param));
+                         });
+
+// The plan's causal groups for such a batch: each chunk's tokens, segment by segment, and
+// nothing of the lone token or across sequences.
+TEST(SharedSegmentPlanTest, CausalGroupsFollowChunks) {
+  const SharedPrefixBatch b(KvDtype::kF16, KvDtype::kF16, 64, 3, 8, 30, 4);
+  ASSERT_TRUE(b.storage.is_ok());
+  // Sequence 0: 20 tokens in one segment; sequence 1: 12 tokens past the first segment (their
+  // first segments are exact groups, their second causal); sequence 2: one token.
+  std::vector<int> seq;
+  std::vector<int32_t> ctx;
+  for (int32_t c = 5; c < 25; ++c) seq.push_back(0), ctx.push_back(c);
+  for (int32_t c = 300; c < 312; ++c) seq.push_back(1), ctx.push_back(c);
+  seq.push_back(2), ctx.push_back(100);
+  EXPECT_EQ(32u, shared_pairs(b, seq, ctx, 0, /*causal=*/true));
+  EXPECT_EQ(12u, shared_pairs(b, seq, ctx, 0, /*causal=*/false));  // [0, 256) of sequence 1
+}
+
 // int8 keys are scored by the VNNI kernels or by Highway's int16 path: sharing changes neither.
 TEST(SharedSegmentTest, Int8KeysOnEveryIsa) {
   const SharedPrefixBatch b(KvDtype::kInt8, KvDtype::kInt8, 64, 4, 48, 20, 9);
@@ -207,7 +273,9 @@ TEST(SharedSegmentTest, SlidingWindowBitIdentical) {
 }
 
 // The plan against a simple model: a (token, segment) of a token with 2+ segments is shared iff
-// another such token's segment covers the same keys through the same block ids.
+// another such token's segment covers the same keys through the same block ids; with causal
+// groups, also a non-empty segment left by that rule whose table and first key another one left
+// has.
 TEST(SharedSegmentPlanTest, MatchesSimpleModelOnRandomBatches) {
   std::mt19937 rng(2024);
   for (int trial = 0; trial < 300; ++trial) {
@@ -243,8 +311,9 @@ TEST(SharedSegmentPlanTest, MatchesSimpleModelOnRandomBatches) {
                                .block_table = tabs.data()};
     std::vector<int64_t> first{0};
     for (int64_t t = 0; t < T; ++t) first.push_back(first.back() + attention_segments(a, t));
+    const bool causal = trial % 2 == 1;
     SharedSegmentPlan plan;
-    plan_shared_segments(a, first, &plan);
+    plan_shared_segments(a, first, causal, &plan);
     ASSERT_TRUE(plan.integrity_ok(a, first)) << "trial " << trial;
     // The model: segments keyed by (keys, their block ids).
     std::map<std::tuple<int32_t, int32_t, std::vector<uint32_t>>, int> count;
@@ -256,9 +325,21 @@ TEST(SharedSegmentPlanTest, MatchesSimpleModelOnRandomBatches) {
     for (int64_t t = 0; t < T; ++t)
       if (attention_segments(a, t) > 1)
         for (int32_t s = 0; s < attention_segments(a, t); ++s) ++count[key_of(t, s)];
+    auto exact = [&](int64_t t, int32_t s) {
+      return attention_segments(a, t) > 1 && count[key_of(t, s)] > 1;
+    };
+    // Causal: the segments left, non-empty, counted by (table, first key).
+    std::map<std::pair<const uint32_t*, int32_t>, int> left;
     for (int64_t t = 0; t < T; ++t)
       for (int32_t s = 0; s < attention_segments(a, t); ++s) {
-        const bool expect = attention_segments(a, t) > 1 && count[key_of(t, s)] > 1;
+        const KeyRange k = attention_segment_keys(a, t, s);
+        if (!exact(t, s) && k.end > k.first) ++left[{tabs[t], k.first}];
+      }
+    for (int64_t t = 0; t < T; ++t)
+      for (int32_t s = 0; s < attention_segments(a, t); ++s) {
+        const KeyRange k = attention_segment_keys(a, t, s);
+        const bool expect =
+            exact(t, s) || (causal && k.end > k.first && left[{tabs[t], k.first}] > 1);
         ASSERT_EQ(expect, plan.shared[first[t] + s] != 0)
             << "trial " << trial << " token " << t << " segment " << s;
       }
