@@ -18,7 +18,8 @@
 //
 // With --prefill, each context is one prefill chunk of that many tokens of one sequence (token i
 // sees positions 0..i), timed with shared and causal-group attention on and off in the same run.
-// --shape gemma3 takes Gemma 3 270M's shape (18 layers, 4 query heads, 1 KV head, head dim 256).
+// --shape gemma3 takes Gemma 3 270M's shape (18 layers, 4 query heads, 1 KV head, head dim 256;
+// five of every six layers see only their last 512 positions).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -97,6 +98,8 @@ double measure_read_bandwidth(ThreadPool& pool, int reps) {
 struct Model {
   uint32_t layers = 30, heads = 9, kv_heads = 3, head_dim = 64, block_size = 16;
   uint32_t recent_window = 0;  // --recent-window
+  // Sliding-window layers: every layer but each global_every-th sees its last `window` positions.
+  uint32_t window = 0, global_every = 0;
 };
 
 struct Result {
@@ -236,6 +239,7 @@ Result run(const Model& m, KvDtype dtype, KvDtype v_dtype, int ctx, ThreadPool& 
     for (uint32_t l = 0; l < m.layers; ++l) {
       args.layer = l;
       args.model_layer = l;
+      args.window = m.window != 0 && (l + 1) % m.global_every != 0 ? m.window : 0;
       paged_attention(args, pool);
     }
   };
@@ -293,6 +297,12 @@ int run_shared(const Model& m, const std::vector<int>& contexts,
   return 0;
 }
 
+void print_window(const Model& m) {
+  if (m.window != 0)
+    std::printf("sliding window: the last %u positions, on every layer but each %u-th\n\n",
+                m.window, m.global_every);
+}
+
 // --prefill: each format's prefill chunk with shared (and causal-group) attention on and off.
 int run_prefill(const Model& m, const std::vector<int>& contexts,
                 const std::vector<std::string>& formats, ThreadPool& pool, double min_seconds) {
@@ -300,6 +310,7 @@ int run_prefill(const Model& m, const std::vector<int>& contexts,
       "prefill attention, one chunk of one sequence, %u layers x %u heads (%u KV heads) x head "
       "dim %u, block size %u\n\n",
       m.layers, m.heads, m.kv_heads, m.head_dim, m.block_size);
+  print_window(m);
   std::printf(
       "| format | chunk | ms shared | ms unshared | speedup | CPU ms shared | CPU ms unshared "
       "|\n|---|---:|---:|---:|---:|---:|---:|\n");
@@ -387,6 +398,7 @@ int main_impl(int argc, char** argv) {
       const std::string shape = next();
       if (shape == "gemma3") {
         m.layers = 18, m.heads = 4, m.kv_heads = 1, m.head_dim = 256;
+        m.window = 512, m.global_every = 6;
       } else if (shape != "smollm2") {
         std::fprintf(stderr, "--shape must be smollm2 or gemma3\n");
         return 2;
@@ -415,6 +427,7 @@ int main_impl(int argc, char** argv) {
       "decode attention, one sequence, %u layers x %u heads (%u KV heads) x head dim %u, block "
       "size %u\n\n",
       m.layers, m.heads, m.kv_heads, m.head_dim, m.block_size);
+  print_window(m);
   if (m.recent_window > 0)
     std::printf("recent-token window: the newest %u-%u positions read in f16\n\n", m.recent_window,
                 m.recent_window + 15);

@@ -116,11 +116,11 @@ static HWY_INLINE void BlockSums(const float* tile, const float* q, uint32_t D, 
     s[g] = _mm512_add_ps(_mm512_add_ps(p0[g], p2[g]), _mm512_add_ps(p1[g], p3[g]));
 }
 
-// scores[g * stride + u] for u < n: the tile's keys against NG query rows (q: [NG][D]), times
-// `factor`, in Reduce4's tree: (S_0 + S_2) + (S_1 + S_3).
+// scores[g * stride + u] for lo <= u < n: the tile's keys against NG query rows (q: [NG][D]),
+// times `factor`, in Reduce4's tree: (S_0 + S_2) + (S_1 + S_3). Only those lanes are stored.
 template <int NG, uint32_t kD>
-static void TileScores(const float* tile, const float* q, uint32_t D, float factor, int32_t n,
-                       float* scores, int32_t stride) {
+static void TileScores(const float* tile, const float* q, uint32_t D, float factor, int32_t lo,
+                       int32_t n, float* scores, int32_t stride) {
   __m512 a[NG], b[NG];
   BlockSums<NG, kD>(tile, q, D, 0, a);
   BlockSums<NG, kD>(tile, q, D, 2, b);
@@ -130,7 +130,7 @@ static void TileScores(const float* tile, const float* q, uint32_t D, float fact
   BlockSums<NG, kD>(tile, q, D, 1, b);
   BlockSums<NG, kD>(tile, q, D, 3, c);
   const __m512 f = _mm512_set1_ps(factor);
-  const __mmask16 m = static_cast<__mmask16>((1u << n) - 1);
+  const __mmask16 m = static_cast<__mmask16>(((1u << n) - 1) & ~((1u << lo) - 1));
   KVS_UNROLL
   for (int g = 0; g < NG; ++g) {
     const __m512 s = _mm512_mul_ps(_mm512_add_ps(a[g], _mm512_add_ps(b[g], c[g])), f);
@@ -139,11 +139,11 @@ static void TileScores(const float* tile, const float* q, uint32_t D, float fact
 }
 
 template <int NG>
-static void TileScoresD(const float* tile, const float* q, uint32_t D, float factor, int32_t n,
-                        float* scores, int32_t stride) {
-  if (D == 64) return TileScores<NG, 64>(tile, q, D, factor, n, scores, stride);
-  if (D == 256) return TileScores<NG, 256>(tile, q, D, factor, n, scores, stride);
-  return TileScores<NG, 0>(tile, q, D, factor, n, scores, stride);
+static void TileScoresD(const float* tile, const float* q, uint32_t D, float factor, int32_t lo,
+                        int32_t n, float* scores, int32_t stride) {
+  if (D == 64) return TileScores<NG, 64>(tile, q, D, factor, lo, n, scores, stride);
+  if (D == 256) return TileScores<NG, 256>(tile, q, D, factor, lo, n, scores, stride);
+  return TileScores<NG, 0>(tile, q, D, factor, lo, n, scores, stride);
 }
 #else
 #define KVS_ATTENTION_KEY_TILES 0

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <numeric>
 
 #include "core/check.h"
@@ -78,7 +79,7 @@ void add_groups(const std::vector<Candidate>& cand, const std::vector<size_t>& m
   size_t m = 0;
   for (size_t g = 0; g < groups; ++g) {
     const size_t size = n / groups + (g < n % groups ? 1 : 0);
-    SharedSegmentPlan::Group grp{.keys = {keys.first, causal ? keys.first : keys.end},
+    SharedSegmentPlan::Group grp{.keys = causal ? KeyRange{INT32_MAX, INT32_MIN} : keys,
                                  .first = static_cast<uint32_t>(plan->tokens.size()),
                                  .count = static_cast<uint32_t>(size),
                                  .causal = causal};
@@ -87,7 +88,10 @@ void add_groups(const std::vector<Candidate>& cand, const std::vector<size_t>& m
       plan->tokens.push_back(x.token);
       plan->segments.push_back(x.segment);
       plan->shared[static_cast<size_t>(first_segment[x.token] + x.segment)] = 1;
-      grp.keys.end = std::max(grp.keys.end, x.keys.end);  // a causal group's longest member
+      if (causal) {  // the members' union
+        grp.keys.first = std::min(grp.keys.first, x.keys.first);
+        grp.keys.end = std::max(grp.keys.end, x.keys.end);
+      }
     }
     plan->groups.push_back(grp);
   }
@@ -120,7 +124,8 @@ void plan_exact_groups(const PagedAttentionArgs& a, const std::vector<int64_t>& 
   }
 }
 
-// Causal groups from the segments the exact groups left: (table, first key) runs in token order.
+// Causal groups from the segments the exact groups left: runs of (table, segment index) in token
+// order whose first keys stay within kCausalSpread of the run's first.
 void plan_causal_groups(const PagedAttentionArgs& a, const std::vector<int64_t>& first_segment,
                         SharedSegmentPlan* plan) {
   auto& cand = plan->candidates;
@@ -139,14 +144,15 @@ void plan_causal_groups(const PagedAttentionArgs& a, const std::vector<int64_t>&
   auto table = [&](int64_t t) { return reinterpret_cast<uintptr_t>(a.block_table[t]); };
   std::sort(cand.begin(), cand.end(), [&](const auto& x, const auto& y) {
     if (table(x.token) != table(y.token)) return table(x.token) < table(y.token);
-    if (x.keys.first != y.keys.first) return x.keys.first < y.keys.first;
+    if (x.segment != y.segment) return x.segment < y.segment;
     return x.token < y.token;
   });
   std::vector<size_t> members;
   for (size_t i = 0; i < cand.size();) {
     size_t e = i + 1;
     while (e < cand.size() && table(cand[e].token) == table(cand[i].token) &&
-           cand[e].keys.first == cand[i].keys.first)
+           cand[e].segment == cand[i].segment &&
+           std::abs(cand[e].keys.first - cand[i].keys.first) <= SharedSegmentPlan::kCausalSpread)
       ++e;
     if (e - i >= 2) {
       members.resize(e - i);
@@ -196,7 +202,7 @@ bool SharedSegmentPlan::integrity_ok(const PagedAttentionArgs& a,
     if (g.keys.end <= g.keys.first) return false;
     next += g.count;
     if (next > tokens.size()) return false;
-    int32_t longest = g.keys.first;
+    KeyRange hull{INT32_MAX, INT32_MIN};
     for (uint32_t i = g.first; i < g.first + g.count; ++i) {
       const int64_t t = tokens[i];
       if (t < 0 || t >= a.num_tokens) return false;
@@ -206,10 +212,10 @@ bool SharedSegmentPlan::integrity_ok(const PagedAttentionArgs& a,
       if ((!g.causal && ns < 2) || s < 0 || s >= ns) return false;
       const KeyRange k = attention_segment_keys(a, t, s);
       if (g.causal) {
-        if (k.recent || k.first != g.keys.first || k.end <= k.first || k.end > g.keys.end)
+        if (k.recent || k.end <= k.first || k.first < g.keys.first || k.end > g.keys.end)
           return false;
         if (a.block_table[t] != a.block_table[tokens[g.first]]) return false;
-        longest = std::max(longest, k.end);
+        hull = {std::min(hull.first, k.first), std::max(hull.end, k.end)};
       } else {
         if (k.first != g.keys.first || k.end != g.keys.end) return false;
         if (!same_blocks(a, tokens[g.first], t, k)) return false;
@@ -218,7 +224,7 @@ bool SharedSegmentPlan::integrity_ok(const PagedAttentionArgs& a,
       if (mark != 0) return false;
       mark = 1;
     }
-    if (g.causal && longest != g.keys.end) return false;
+    if (g.causal && (hull.first != g.keys.first || hull.end != g.keys.end)) return false;
   }
   return next == tokens.size() && seen == shared;
 }

@@ -43,13 +43,15 @@ KeyRange attention_segment_keys(const PagedAttentionArgs& a, int64_t t, int32_t 
 // Segments read by more than one token of a call, in groups of at most kMaxSharers tokens (a
 // longer list is split, so that the groups spread over the threads).
 //
-// A group is exact (every member reads the group's keys) or causal: the tokens of one sequence
-// in one call (a prefill chunk) whose segments start at the same key and end at their own
-// context, which plain sharing never groups because no two ends are equal. A causal group's keys
-// run to its longest member's end; each member reads the prefix up to its own (its segment's
-// keys, attention_segment_keys), so its arithmetic is still its own.
+// A group is exact (every member reads the group's keys) or causal: tokens of one sequence in
+// one call (a prefill chunk) whose segments of the same index start within kCausalSpread keys of
+// each other and end at their own positions, which plain sharing never groups because no two
+// ranges are equal (each token's end, and with a sliding window its first key, is its own). A
+// causal group's keys are its members' union; each member reads its own segment's keys
+// (attention_segment_keys) within it, so its arithmetic is still its own.
 struct SharedSegmentPlan {
   static constexpr uint32_t kMaxSharers = 8;
+  static constexpr int32_t kCausalSpread = 32;
   struct Group {
     KeyRange keys;
     uint32_t first = 0;  // into tokens / segments
@@ -72,18 +74,19 @@ struct SharedSegmentPlan {
 
   bool empty() const { return groups.empty(); }
   // Checks the plan's structure against the call (tests): every member's segment has the
-  // group's keys through the same block ids (a causal member: the group's first key, an end
-  // within the group's keys, the table of the group's first member, and the longest member's end
-  // is the group's), appears in exactly one group and is flagged.
+  // group's keys through the same block ids (a causal member: keys within the group's, the table
+  // of the group's first member, and the group's keys its members' union), appears in exactly one
+  // group and is flagged.
   bool integrity_ok(const PagedAttentionArgs& a, const std::vector<int64_t>& first_segment) const;
 };
 
 // Plans the call's shared segments. first_segment[t] = sum of attention_segments over tokens
 // before t (size num_tokens + 1). Exact groups: only tokens with more than one segment take part.
 // `causal`: then also causal groups, from every segment left unshared (one-segment tokens
-// included) that is neither empty nor the recent window, grouped by (block table, first key), in
-// token order; the kernel sets it where it reads such groups (f16 key tiles). Clears the plan
-// first.
+// included) that is neither empty nor the recent window: by (block table, segment index) in token
+// order, a run of members whose first keys are within kCausalSpread of its first member's split
+// into groups of near-equal size. The kernel sets it where it reads such groups (f16 key tiles).
+// Clears the plan first.
 void plan_shared_segments(const PagedAttentionArgs& a, const std::vector<int64_t>& first_segment,
                           bool causal, SharedSegmentPlan* plan);
 

@@ -333,7 +333,7 @@ struct Scratch {
   std::vector<float> key_scales;  // [range]
   std::vector<float> buf;         // [head_dim] for the scalar fallback
   std::vector<float> part;        // [heads][D + 2] when not written to the call's partials
-  std::vector<int32_t> ends;      // a causal group's members' key ends
+  std::vector<KeyRange> ranges;   // a causal group's members' keys
   std::vector<float> q;           // [heads][D]: queries gathered and/or rotated
   hwy::AlignedFreeUniquePtr<float[]> tile;  // [head_dim][16] (key tiles), aligned for stores
   size_t tile_floats = 0;
@@ -416,36 +416,44 @@ static RangeArgs PassArgs(const PagedAttentionArgs& a, int64_t t, uint32_t kvh, 
 // one converted, transposed tile, then each pass's softmax and value sum (V in any format) over
 // its keys by AttendRange. Every float is AttendRange's (the tiles' scores are ScoreKeys', bit for
 // bit). A causal group (kernels/attention_segments.h): member i, the query heads [i x per,
-// (i + 1) x per) of `rows`, reads keys [k.first, ends[i]) of k; with ends == nullptr every head
-// reads k (per = rows.heads). The tiles' key range is k, built through token t's table.
+// (i + 1) x per) of `rows`, reads its keys ranges[i] within k; with ranges == nullptr every head
+// reads k (per = rows.heads). The tiles cover k, built through token t's table.
 static void AttendHeadsTiled(const PagedAttentionArgs& a, int64_t t, uint32_t kvh, KeyRange k,
-                             const HeadRows& rows, const int32_t* ends, uint32_t per, float* base,
-                             Scratch& s) {
+                             const HeadRows& rows, const KeyRange* ranges, uint32_t per,
+                             float* base, Scratch& s) {
   const uint32_t D = a.kv.head_dim, n = rows.heads, members = n / per;
-  auto end_of = [&](uint32_t i) { return ends != nullptr ? ends[i] : k.end; };
-  size_t total = 0;  // scores: member by member, [per][its keys]
-  for (uint32_t i = 0; i < members; ++i) total += size_t{per} * (end_of(i) - k.first);
+  auto range_of = [&](uint32_t i) { return ranges != nullptr ? ranges[i] : k; };
+  // Scores member by member, [per][its keys], after kTileKeys floats that a member's first tile
+  // may address before its first key (those lanes are never stored).
+  size_t total = kTileKeys;
+  for (uint32_t i = 0; i < members; ++i) {
+    const KeyRange ki = range_of(i);
+    total += size_t{per} * (ki.end - ki.first);
+  }
   if (s.scores.size() < total) s.scores.resize(total);
   if (s.tile_floats < size_t{D} * kTileKeys) {
     s.tile_floats = size_t{D} * kTileKeys;
     s.tile = hwy::AllocateAligned<float>(s.tile_floats);
   }
   float* const tile = s.tile.get();
-  float* const scores = s.scores.data();
+  float* const scores = s.scores.data() + kTileKeys;
   for (int32_t j = k.first; j < k.end; j += kTileKeys) {
     const int32_t m = std::min(kTileKeys, k.end - j);
     BuildKeyTile(a, t, kvh, j, m, tile);
     size_t off = 0;
     for (uint32_t i = 0; i < members; ++i) {
-      const int32_t len = end_of(i) - k.first, mi = std::min(m, end_of(i) - j);
-      for (uint32_t h0 = 0; h0 < per && mi > 0; h0 += kMaxNG) {
+      const KeyRange ki = range_of(i);
+      const int32_t len = ki.end - ki.first;
+      // The tile's lanes [lo, hi) are this member's keys.
+      const int32_t lo = std::max(0, ki.first - j), hi = std::min(m, ki.end - j);
+      for (uint32_t h0 = 0; h0 < per && lo < hi; h0 += kMaxNG) {
         const float* q = rows.q + size_t{i * per + h0} * D;
-        float* out = scores + off + size_t{h0} * len + (j - k.first);
+        float* out = scores + off + size_t{h0} * len + (j - ki.first);
         switch (std::min<uint32_t>(kMaxNG, per - h0)) {
-          case 1: TileScoresD<1>(tile, q, D, a.scale, mi, out, len); break;
-          case 2: TileScoresD<2>(tile, q, D, a.scale, mi, out, len); break;
-          case 3: TileScoresD<3>(tile, q, D, a.scale, mi, out, len); break;
-          default: TileScoresD<4>(tile, q, D, a.scale, mi, out, len); break;
+          case 1: TileScoresD<1>(tile, q, D, a.scale, lo, hi, out, len); break;
+          case 2: TileScoresD<2>(tile, q, D, a.scale, lo, hi, out, len); break;
+          case 3: TileScoresD<3>(tile, q, D, a.scale, lo, hi, out, len); break;
+          default: TileScoresD<4>(tile, q, D, a.scale, lo, hi, out, len); break;
         }
       }
       off += size_t{per} * len;
@@ -453,7 +461,7 @@ static void AttendHeadsTiled(const PagedAttentionArgs& a, int64_t t, uint32_t kv
   }
   size_t off = 0;
   for (uint32_t i = 0; i < members; ++i) {
-    const KeyRange ki{k.first, end_of(i)};
+    const KeyRange ki = range_of(i);
     const int32_t len = ki.end - ki.first;
     for (uint32_t h0 = 0; h0 < per; h0 += kMaxNG) {
       const uint32_t h = i * per + h0;
@@ -662,11 +670,12 @@ void PagedAttention(const PagedAttentionArgs& a, ThreadPool& pool) {
     float* const part = s.part.data();
     if (grp.causal) {
 #if KVS_ATTENTION_KEY_TILES
-      if (s.ends.size() < grp.count) s.ends.resize(grp.count);
+      if (s.ranges.size() < grp.count) s.ranges.resize(grp.count);
       for (uint32_t i = 0; i < grp.count; ++i)
-        s.ends[i] =
-            attention_segment_keys(a, sp.tokens[grp.first + i], sp.segments[grp.first + i]).end;
-      AttendHeadsTiled(a, sp.tokens[grp.first], kvh, grp.keys, rows, s.ends.data(), group, part, s);
+        s.ranges[i] =
+            attention_segment_keys(a, sp.tokens[grp.first + i], sp.segments[grp.first + i]);
+      AttendHeadsTiled(a, sp.tokens[grp.first], kvh, grp.keys, rows, s.ranges.data(), group, part,
+                       s);
 #else
       KVS_CHECK_MSG(false, "causal groups are planned only where key tiles read them");
 #endif

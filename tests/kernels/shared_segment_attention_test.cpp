@@ -10,6 +10,7 @@
 #include <map>
 #include <numeric>
 #include <random>
+#include <set>
 #include <tuple>
 #include <vector>
 
@@ -197,6 +198,8 @@ TEST_P(CausalGroupTest, PrefillChunksBitIdenticalToUnshared) {
   chunk(3, 90, 90);                     // one token alone: nothing to group
   seq.push_back(1), ctx.push_back(12);  // a decode token of a sequence with a chunk above
   ASSERT_GT(shared_pairs(b, seq, ctx, 0, /*causal=*/false), 0u);
+  ASSERT_GT(shared_pairs(b, seq, ctx, 0, /*causal=*/true), 100u);
+  ASSERT_GT(shared_pairs(b, seq, ctx, 40, /*causal=*/true), 100u);
   const auto q = random_queries(seq.size() * b.H * D, 29);
   test::for_each_target([&] {
     const auto unshared = attend(b, seq, ctx, q, false, 1);
@@ -205,7 +208,7 @@ TEST_P(CausalGroupTest, PrefillChunksBitIdenticalToUnshared) {
       ASSERT_EQ(0, std::memcmp(shared.data(), unshared.data(), shared.size() * sizeof(float)))
           << threads << " threads";
     }
-    // A sliding window shorter than the chunks: their tokens' first keys differ, fewer groups.
+    // A sliding window shorter than the chunks: each token's first key is its own too.
     const auto unshared_w = attend(b, seq, ctx, q, false, 1, 40);
     const auto shared_w = attend(b, seq, ctx, q, true, 2, 40);
     EXPECT_EQ(0, std::memcmp(shared_w.data(), unshared_w.data(), shared_w.size() * sizeof(float)));
@@ -237,6 +240,7 @@ TEST(SharedSegmentPlanTest, CausalGroupsFollowChunks) {
   seq.push_back(2), ctx.push_back(100);
   EXPECT_EQ(32u, shared_pairs(b, seq, ctx, 0, /*causal=*/true));
   EXPECT_EQ(12u, shared_pairs(b, seq, ctx, 0, /*causal=*/false));  // [0, 256) of sequence 1
+  EXPECT_EQ(32u, shared_pairs(b, seq, ctx, 10, /*causal=*/true));  // sliding: first keys move
 }
 
 // int8 keys are scored by the VNNI kernels or by Highway's int16 path: sharing changes neither.
@@ -274,8 +278,8 @@ TEST(SharedSegmentTest, SlidingWindowBitIdentical) {
 
 // The plan against a simple model: a (token, segment) of a token with 2+ segments is shared iff
 // another such token's segment covers the same keys through the same block ids; with causal
-// groups, also a non-empty segment left by that rule whose table and first key another one left
-// has.
+// groups, also a non-empty segment left by that rule in a run of 2+ such segments of one table and
+// segment index whose first keys are close (kCausalSpread).
 TEST(SharedSegmentPlanTest, MatchesSimpleModelOnRandomBatches) {
   std::mt19937 rng(2024);
   for (int trial = 0; trial < 300; ++trial) {
@@ -328,18 +332,27 @@ TEST(SharedSegmentPlanTest, MatchesSimpleModelOnRandomBatches) {
     auto exact = [&](int64_t t, int32_t s) {
       return attention_segments(a, t) > 1 && count[key_of(t, s)] > 1;
     };
-    // Causal: the segments left, non-empty, counted by (table, first key).
-    std::map<std::pair<const uint32_t*, int32_t>, int> left;
+    // Causal: the non-empty segments left, by (table, segment index) in token order; a run
+    // continues while first keys are within kCausalSpread of its first one; runs of 2+ share.
+    std::map<std::pair<const uint32_t*, int32_t>, std::vector<std::pair<int64_t, int32_t>>> left;
     for (int64_t t = 0; t < T; ++t)
       for (int32_t s = 0; s < attention_segments(a, t); ++s) {
         const KeyRange k = attention_segment_keys(a, t, s);
-        if (!exact(t, s) && k.end > k.first) ++left[{tabs[t], k.first}];
+        if (!exact(t, s) && k.end > k.first) left[{tabs[t], s}].push_back({t, k.first});
+      }
+    std::set<std::pair<int64_t, int32_t>> in_run;  // (token, segment)
+    for (const auto& [key, list] : left)
+      for (size_t i = 0, e; i < list.size(); i = e) {
+        for (e = i + 1; e < list.size() && std::abs(list[e].second - list[i].second) <=
+                                               SharedSegmentPlan::kCausalSpread;
+             ++e) {
+        }
+        if (e - i >= 2)
+          for (size_t m = i; m < e; ++m) in_run.insert({list[m].first, key.second});
       }
     for (int64_t t = 0; t < T; ++t)
       for (int32_t s = 0; s < attention_segments(a, t); ++s) {
-        const KeyRange k = attention_segment_keys(a, t, s);
-        const bool expect =
-            exact(t, s) || (causal && k.end > k.first && left[{tabs[t], k.first}] > 1);
+        const bool expect = exact(t, s) || (causal && in_run.count({t, s}) > 0);
         ASSERT_EQ(expect, plan.shared[first[t] + s] != 0)
             << "trial " << trial << " token " << t << " segment " << s;
       }
