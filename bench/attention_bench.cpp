@@ -269,26 +269,27 @@ Result run(const Model& m, KvDtype dtype, KvDtype v_dtype, int ctx, ThreadPool& 
   return {times[times.size() / 2], cpu, double(tb.bytes_per_token) * tokens_read};
 }
 
-// --sequences: each format with shared-prefix attention on and off, in the same run.
-int run_shared(const Model& m, const std::vector<int>& contexts,
+// Each format (a name, or "K/V") with `on` and with `on` but sharing off, in the same run; one
+// markdown row per (context, format).
+int run_on_off(const Model& m, const std::vector<int>& contexts,
                const std::vector<std::string>& formats, ThreadPool& pool, double min_seconds,
-               int sequences, int shared_tokens) {
-  std::printf("%d sequences, the first %d positions shared\n\n", sequences, shared_tokens);
+               const Batch& on) {
   std::printf(
-      "| format | context | ms / step shared | ms / step unshared | speedup | CPU ms shared "
-      "| CPU ms unshared |\n|---|---:|---:|---:|---:|---:|---:|\n");
+      "| format | context | ms shared | ms unshared | speedup | CPU ms shared | CPU ms unshared "
+      "|\n|---|---:|---:|---:|---:|---:|---:|\n");
+  Batch off = on;
+  off.share = false;
   for (int ctx : contexts)
     for (const auto& name : formats) {
-      auto d = parse_kv_dtype(name);
-      if (!d.is_ok()) {
-        std::fprintf(stderr, "%s\n", d.status().message().c_str());
+      const size_t slash = name.find('/');
+      auto d = parse_kv_dtype(name.substr(0, slash));
+      auto dv = parse_kv_dtype(slash == std::string::npos ? name : name.substr(slash + 1));
+      if (!d.is_ok() || !dv.is_ok()) {
+        std::fprintf(stderr, "%s\n", (d.is_ok() ? dv : d).status().message().c_str());
         return 2;
       }
-      const Batch on{.sequences = sequences, .shared_tokens = shared_tokens, .share = true};
-      Batch off = on;
-      off.share = false;
-      const Result a = run(m, *d, *d, ctx, pool, min_seconds, on);
-      const Result b = run(m, *d, *d, ctx, pool, min_seconds, off);
+      const Result a = run(m, *d, *dv, ctx, pool, min_seconds, on);
+      const Result b = run(m, *d, *dv, ctx, pool, min_seconds, off);
       std::printf("| %s | %d | %.3f | %.3f | %.2fx | %.3f | %.3f |\n", name.c_str(), ctx,
                   a.step_seconds * 1e3, b.step_seconds * 1e3, b.step_seconds / a.step_seconds,
                   a.cpu_seconds * 1e3, b.cpu_seconds * 1e3);
@@ -301,38 +302,6 @@ void print_window(const Model& m) {
   if (m.window != 0)
     std::printf("sliding window: the last %u positions, on every layer but each %u-th\n\n",
                 m.window, m.global_every);
-}
-
-// --prefill: each format's prefill chunk with shared (and causal-group) attention on and off.
-int run_prefill(const Model& m, const std::vector<int>& contexts,
-                const std::vector<std::string>& formats, ThreadPool& pool, double min_seconds) {
-  std::printf(
-      "prefill attention, one chunk of one sequence, %u layers x %u heads (%u KV heads) x head "
-      "dim %u, block size %u\n\n",
-      m.layers, m.heads, m.kv_heads, m.head_dim, m.block_size);
-  print_window(m);
-  std::printf(
-      "| format | chunk | ms shared | ms unshared | speedup | CPU ms shared | CPU ms unshared "
-      "|\n|---|---:|---:|---:|---:|---:|---:|\n");
-  for (int ctx : contexts)
-    for (const auto& name : formats) {
-      const size_t slash = name.find('/');
-      auto d = parse_kv_dtype(name.substr(0, slash));
-      auto dv = parse_kv_dtype(slash == std::string::npos ? name : name.substr(slash + 1));
-      if (!d.is_ok() || !dv.is_ok()) {
-        std::fprintf(stderr, "%s\n", (d.is_ok() ? dv : d).status().message().c_str());
-        return 2;
-      }
-      const Batch on{.share = true, .prefill = true};
-      const Batch off{.share = false, .prefill = true};
-      const Result a = run(m, *d, *dv, ctx, pool, min_seconds, on);
-      const Result b = run(m, *d, *dv, ctx, pool, min_seconds, off);
-      std::printf("| %s | %d | %.3f | %.3f | %.2fx | %.3f | %.3f |\n", name.c_str(), ctx,
-                  a.step_seconds * 1e3, b.step_seconds * 1e3, b.step_seconds / a.step_seconds,
-                  a.cpu_seconds * 1e3, b.cpu_seconds * 1e3);
-      std::fflush(stdout);
-    }
-  return 0;
 }
 
 int main_impl(int argc, char** argv) {
@@ -419,10 +388,20 @@ int main_impl(int argc, char** argv) {
       std::fprintf(stderr, "--prefill takes neither --sequences nor --recent-window\n");
       return 2;
     }
-    return run_prefill(m, contexts, formats, pool, min_seconds);
+    // Shared and causal-group attention on and off; the context is the chunk's length.
+    std::printf(
+        "prefill attention, one chunk of one sequence, %u layers x %u heads (%u KV heads) x head "
+        "dim %u, block size %u\n\n",
+        m.layers, m.heads, m.kv_heads, m.head_dim, m.block_size);
+    print_window(m);
+    return run_on_off(m, contexts, formats, pool, min_seconds, {.share = true, .prefill = true});
   }
-  if (sequences > 1)
-    return run_shared(m, contexts, formats, pool, min_seconds, sequences, shared_tokens);
+  if (sequences > 1) {
+    std::printf("%d sequences, the first %d positions shared\n\n", sequences, shared_tokens);
+    print_window(m);
+    return run_on_off(m, contexts, formats, pool, min_seconds,
+                      {.sequences = sequences, .shared_tokens = shared_tokens, .share = true});
+  }
   std::printf(
       "decode attention, one sequence, %u layers x %u heads (%u KV heads) x head dim %u, block "
       "size %u\n\n",

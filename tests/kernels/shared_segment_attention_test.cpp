@@ -119,6 +119,18 @@ size_t shared_pairs(const SharedPrefixBatch& b, const std::vector<int>& seq,
   return members;
 }
 
+// Shared attention at 1 and 2 threads gives the bits of unshared attention at 1.
+void expect_sharing_bit_identical(const SharedPrefixBatch& b, const std::vector<int>& seq,
+                                  const std::vector<int32_t>& ctx, const std::vector<float>& q,
+                                  uint32_t window = 0) {
+  const auto unshared = attend(b, seq, ctx, q, false, 1, window);
+  for (int threads : {1, 2}) {
+    const auto shared = attend(b, seq, ctx, q, true, threads, window);
+    ASSERT_EQ(0, std::memcmp(shared.data(), unshared.data(), shared.size() * sizeof(float)))
+        << threads << " threads, window " << window;
+  }
+}
+
 class SharedSegmentFormatTest
     : public ::testing::TestWithParam<std::tuple<KvDtype, KvDtype, uint32_t>> {};
 
@@ -136,12 +148,8 @@ TEST_P(SharedSegmentFormatTest, BitIdenticalToUnshared) {
   ASSERT_GT(shared_pairs(b, seq, ctx, 0), 10u);
   const auto q = random_queries(seq.size() * b.H * D, 17);
   test::for_each_target([&] {
+    expect_sharing_bit_identical(b, seq, ctx, q);
     const auto unshared = attend(b, seq, ctx, q, false, 1);
-    for (int threads : {1, 2}) {
-      const auto shared = attend(b, seq, ctx, q, true, threads);
-      ASSERT_EQ(0, std::memcmp(shared.data(), unshared.data(), shared.size() * sizeof(float)))
-          << threads << " threads";
-    }
     // Each token alone (nothing to share with).
     const size_t row = size_t{b.H} * D;
     for (size_t t = 0; t < seq.size(); ++t) {
@@ -202,16 +210,9 @@ TEST_P(CausalGroupTest, PrefillChunksBitIdenticalToUnshared) {
   ASSERT_GT(shared_pairs(b, seq, ctx, 40, /*causal=*/true), 100u);
   const auto q = random_queries(seq.size() * b.H * D, 29);
   test::for_each_target([&] {
-    const auto unshared = attend(b, seq, ctx, q, false, 1);
-    for (int threads : {1, 2}) {
-      const auto shared = attend(b, seq, ctx, q, true, threads);
-      ASSERT_EQ(0, std::memcmp(shared.data(), unshared.data(), shared.size() * sizeof(float)))
-          << threads << " threads";
-    }
+    expect_sharing_bit_identical(b, seq, ctx, q);
     // A sliding window shorter than the chunks: each token's first key is its own too.
-    const auto unshared_w = attend(b, seq, ctx, q, false, 1, 40);
-    const auto shared_w = attend(b, seq, ctx, q, true, 2, 40);
-    EXPECT_EQ(0, std::memcmp(shared_w.data(), unshared_w.data(), shared_w.size() * sizeof(float)));
+    expect_sharing_bit_identical(b, seq, ctx, q, 40);
   });
 }
 
