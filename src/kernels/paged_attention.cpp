@@ -587,9 +587,15 @@ void PagedAttention(const PagedAttentionArgs& a, ThreadPool& pool) {
   // first; the items of the segments they cover are skipped.
   thread_local SharedSegmentPlan plan;
   // Causal groups (a prefill chunk's tokens, whose last segments end at their own positions) on
-  // targets whose key tiles read them: f16 keys, head dims of whole tiles.
+  // targets whose key tiles read them: f16 keys, head dims of whole tiles; only where two tokens
+  // of one sequence are in the call (a sequence's tokens are neighbours in the batch), so that a
+  // step of decode tokens alone does not plan them.
 #if KVS_ATTENTION_KEY_TILES
-  const bool causal = a.share_segments && T > 1 && kv.k_dtype == KvDtype::kF16 && D % 16 == 0;
+  bool causal = a.share_segments && kv.k_dtype == KvDtype::kF16 && D % 16 == 0;
+  if (causal) {
+    causal = false;
+    for (int64_t t = 1; t < T && !causal; ++t) causal = a.block_table[t] == a.block_table[t - 1];
+  }
 #else
   const bool causal = false;
 #endif
