@@ -480,14 +480,17 @@ static void AttendHeadsTiled(const PagedAttentionArgs& a, int64_t t, uint32_t kv
 // Keys k of kv head kvh, through token t's block table, for every head of `rows`, kMaxNG heads
 // per pass. The partials go to `base`: acc [heads][D], then m [heads], then l [heads]. Each head's
 // arithmetic is independent of the others in its pass, so a head's partial does not depend on
-// which heads share its passes (the basis of shared-segment attention).
+// which heads share its passes (the basis of shared-segment attention). `tiles`: more heads than
+// a pass takes may be scored from key tiles (f16 keys).
 static void AttendHeads(const PagedAttentionArgs& a, int64_t t, uint32_t kvh, KeyRange k,
                         const HeadRows& rows, const int8_key_dots::Kernels* int8_dots, float* base,
-                        Scratch& s) {
+                        Scratch& s, bool tiles = false) {
   const uint32_t D = a.kv.head_dim, n = rows.heads;
 #if KVS_ATTENTION_KEY_TILES
-  if (n > kMaxNG && k.end > k.first && a.kv.k_dtype == KvDtype::kF16 && D % 16 == 0)
+  if (tiles && n > kMaxNG && k.end > k.first && a.kv.k_dtype == KvDtype::kF16 && D % 16 == 0)
     return AttendHeadsTiled(a, t, kvh, k, rows, nullptr, n, base, s);
+#else
+  (void)tiles;
 #endif
   const size_t need = size_t(kMaxNG) * std::max(1, k.end - k.first);
   if (s.scores.size() < need) s.scores.resize(need);
@@ -686,7 +689,15 @@ void PagedAttention(const PagedAttentionArgs& a, ThreadPool& pool) {
       KVS_CHECK_MSG(false, "causal groups are planned only where key tiles read them");
 #endif
     } else {
-      AttendHeads(a, sp.tokens[grp.first], kvh, grp.keys, rows, int8_dots, part, s);
+      // Key tiles for an exact group where they pay (Zen 5, attention_bench): at head dim 64
+      // only for one sequence's tokens (a prefill chunk: 2-3% faster), not across sequences
+      // sharing a cached prefix, whose decode steps they made up to 1.9x slower (the tile's
+      // conversion and transposition cost more than reading the keys once per token); at head
+      // dims of 128 and more always (Gemma 3: 5-14% faster).
+      const bool one_sequence = a.block_table[sp.tokens[grp.first]] ==
+                                a.block_table[sp.tokens[grp.first + grp.count - 1]];
+      AttendHeads(a, sp.tokens[grp.first], kvh, grp.keys, rows, int8_dots, part, s,
+                  /*tiles=*/D >= 128 || one_sequence);
     }
     for (uint32_t i = 0; i < grp.count; ++i) {
       const int64_t t = sp.tokens[grp.first + i];
