@@ -262,6 +262,16 @@ static HWY_INLINE float KeyScale(const uint8_t* k, uint32_t D) {
   }
 }
 
+// Whether these readers tile vectors of `dtype` at head dim D (else the scalar fallback reads
+// them): whole vectors of lanes, and for grouped formats groups of 32 that the lanes divide.
+static inline bool readers_fit(KvDtype dtype, uint32_t D) {
+  const DF df;
+  const size_t L = hn::Lanes(df);
+  if (D % L != 0) return false;
+  const uint32_t group = kv_dtype_info(dtype).group_elems;
+  return group == 0 || (L <= 16 && 32 % L == 0);
+}
+
 }  // namespace HWY_NAMESPACE
 }  // namespace kvs
 HWY_AFTER_NAMESPACE();

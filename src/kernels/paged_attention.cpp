@@ -34,6 +34,9 @@
 #include "kernels/attention_softmax-inl.h"
 #include "kernels/attention_values-inl.h"
 
+// After the score pass (RangeArgs): its form over per-channel keys.
+#include "kernels/attention_channel_keys-inl.h"
+
 HWY_BEFORE_NAMESPACE();
 namespace kvs {
 namespace HWY_NAMESPACE {
@@ -89,14 +92,6 @@ static void AccumulateValuesScalar(const RangeArgs& r, float* out, float* buf) {
   }
 }
 
-static bool readers_fit(KvDtype dtype, uint32_t D) {
-  const DF df;
-  const size_t L = hn::Lanes(df);
-  if (D % L != 0) return false;
-  const uint32_t group = kv_dtype_info(dtype).group_elems;
-  return group == 0 || (L <= 16 && 32 % L == 0);
-}
-
 // The int8 format's scores from the VNNI kernels (kernels/int8_key_dots.h), a block at a time,
 // then the same factors in the same order as ScoreKeys<ScoreInt8>: (sum x dq) x (d_k x scale).
 template <int NG>
@@ -131,110 +126,6 @@ static void ScoreKeysVnni(const RangeArgs& r, const int8_key_dots::Kernels& kd) 
     for (; i + static_cast<int32_t>(L) <= len; i += L)
       hn::StoreU(hn::Mul(hn::Mul(hn::LoadU(df, row + i), vdq), hn::LoadU(df, ks + i)), df, row + i);
     for (; i < len; ++i) row[i] = row[i] * dq * ks[i];
-  }
-}
-
-// Per-channel keys (quant/kv_channel_groups.h), a group of G tokens at a time: with k = min + step
-// x code, q . k = sum q min + sum (q step) code, so each group folds its parameters into the
-// queries once (qs = q x step, and the constant sum q x min) and each key is one dot product of
-// qs with its codes, unpacked to floats.
-template <int NG>
-static void ScoreKeysChannel(const RangeArgs& r, float* codes) {
-  const PagedAttentionArgs& a = *r.a;
-  const PagedKvLayout& kv = a.kv;
-  const uint32_t D = kv.head_dim;
-  const int32_t bs = static_cast<int32_t>(kv.block_size);
-  const int32_t G = static_cast<int32_t>(kv_channel_group_tokens(kv.k_dtype));
-  const uint32_t bits = channel_group_bits(kv.k_dtype);
-  const uint64_t group_bytes = channel_group_bytes(bits, uint32_t(G), D);
-  const int32_t len = r.j1 - r.j0;
-  const uint32_t* table = a.block_table[r.t];
-  const DF df;
-  const size_t L = hn::Lanes(df);
-  const bool q4_rows = bits == 4 && readers_fit(KvDtype::kInt4, D);
-  thread_local std::vector<float> qs;
-  if (qs.size() < size_t{NG} * D) qs.resize(size_t{NG} * D);
-  // The query's own group is read in f16 (quant/key_tails.h), the groups before it sealed.
-  const int32_t own_start = (a.context_len[r.t] - 1) / G * G;
-  const KeyTails* tails = kv.key_tails;
-  PrefetchCursor pf;  // the block two ahead and this block's V, spread over its keys
-  uint32_t lines_per_step = 0;
-  for (int32_t j = r.j0; j < r.j1;) {
-    const int32_t c = j / G;  // the group, counted from the sequence's start
-    const int32_t end = std::min<int32_t>(r.j1, (c + 1) * G);
-    if (j == r.j0 || j % bs == 0) {
-      pf = BlockPrefetch(r, j, j / bs);
-      lines_per_step = pf.LinesPer((std::min<int32_t>(r.j1, (j / bs + 1) * bs) - j + 3) / 4);
-    }
-    const uint8_t* group =
-        kv.k_head(table[j / bs], a.layer, r.kvh) + uint64_t((c * G % bs) / G) * group_bytes;
-    // The group's rows follow each other in the last write's f16 copy.
-    if (const uint16_t* own = j >= own_start && tails != nullptr
-                                  ? tails->step_key(table[j / bs], uint32_t(j % bs), bs, r.kvh)
-                                  : nullptr) {
-      for (; j < end; ++j, own += D) {
-        for (uint32_t i = 0; i < D; ++i) codes[i] = f16_to_f32(own[i]);
-        for (int g = 0; g < NG; ++g) {
-          float d = 0;
-          for (uint32_t i = 0; i < D; ++i) d += r.q[g * D + i] * codes[i];
-          r.scores[g * len + (j - r.j0)] = d * a.scale;
-        }
-      }
-      continue;
-    }
-    const uint8_t* mins = channel_group_minimums(group);
-    const uint8_t* steps = channel_group_steps(group, D);
-    // Per head: qs = q x step, and the constant sum q x min (+ 8 x sum qs for 4-bit rows,
-    // which int4's reader gives as code - 8).
-    float q_const[NG];
-    if (D % L == 0) {
-      VF c_min[NG], c_qs[NG];
-      for (int g = 0; g < NG; ++g) c_min[g] = c_qs[g] = hn::Zero(df);
-      for (uint32_t i = 0; i < D; i += L) {
-        const VF mn = ReadF16::Load(df, mins, i), st = ReadF16::Load(df, steps, i);
-        for (int g = 0; g < NG; ++g) {
-          const VF q = hn::LoadU(df, r.q + g * D + i);
-          const VF qst = hn::Mul(q, st);
-          hn::StoreU(qst, df, qs.data() + g * D + i);
-          c_min[g] = hn::MulAdd(q, mn, c_min[g]);
-          c_qs[g] = hn::Add(c_qs[g], qst);
-        }
-      }
-      for (int g = 0; g < NG; ++g)
-        q_const[g] =
-            hn::GetLane(hn::SumOfLanes(df, c_min[g])) +
-            (q4_rows ? ChannelRowQ4::kOffset * hn::GetLane(hn::SumOfLanes(df, c_qs[g])) : 0.0f);
-    } else {
-      for (int g = 0; g < NG; ++g) {
-        float c = 0;
-        for (uint32_t i = 0; i < D; ++i) {
-          uint16_t m16, s16;
-          std::memcpy(&m16, mins + 2 * i, 2);
-          std::memcpy(&s16, steps + 2 * i, 2);
-          c += r.q[g * D + i] * f16_to_f32(m16);
-          qs[g * D + i] = r.q[g * D + i] * f16_to_f32(s16);
-        }
-        q_const[g] = c;
-      }
-    }
-    if (q4_rows) {
-      j = ScoreChannelRowsD<ChannelRowQ4, NG>(r, group, G, qs.data(), q_const, j, end, pf,
-                                              lines_per_step);
-    } else if (D % L == 0 && L <= 16) {
-      j = bits == 3 ? ScoreChannelRowsD<ChannelRowLowBit<3>, NG>(r, group, G, qs.data(), q_const, j,
-                                                                 end, pf, lines_per_step)
-                    : ScoreChannelRowsD<ChannelRowLowBit<2>, NG>(r, group, G, qs.data(), q_const, j,
-                                                                 end, pf, lines_per_step);
-    }
-    for (; j < end; ++j) {  // head dims the readers cannot tile
-      const uint8_t* row = channel_group_codes(group, bits, uint32_t(j % G), D);
-      for (uint32_t i = 0; i < D; ++i) codes[i] = static_cast<float>(channel_code(row, bits, i));
-      for (int g = 0; g < NG; ++g) {
-        float d = 0;
-        for (uint32_t i = 0; i < D; ++i) d += qs[g * D + i] * codes[i];
-        r.scores[g * len + (j - r.j0)] = (q_const[g] + d) * a.scale;
-      }
-    }
   }
 }
 
