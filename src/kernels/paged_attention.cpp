@@ -372,10 +372,11 @@ static void AttendHeadsTiled(const PagedAttentionArgs& a, int64_t t, uint32_t kv
 // per pass. The partials go to `base`: acc [heads][D], then m [heads], then l [heads]. Each head's
 // arithmetic is independent of the others in its pass, so a head's partial does not depend on
 // which heads share its passes (the basis of shared-segment attention). `tiles`: more heads than
-// a pass takes may be scored from key tiles (f16 keys).
+// a pass takes may be scored from key tiles (f16 keys); one token's heads always may (a model
+// with more than kMaxNG query heads per KV head).
 static void AttendHeads(const PagedAttentionArgs& a, int64_t t, uint32_t kvh, KeyRange k,
                         const HeadRows& rows, const int8_key_dots::Kernels* int8_dots, float* base,
-                        Scratch& s, bool tiles = false) {
+                        Scratch& s, bool tiles) {
   const uint32_t D = a.kv.head_dim, n = rows.heads;
 #if KVS_ATTENTION_KEY_TILES
   if (tiles && n > kMaxNG && k.end > k.first && a.kv.k_dtype == KvDtype::kF16 && D % 16 == 0)
@@ -645,7 +646,7 @@ void PagedAttention(const PagedAttentionArgs& a, ThreadPool& pool) {
             for (uint32_t g = 0; g < group; ++g) hadamard_inplace(s.q.data() + g * D, D);
             rows.q = s.q.data();
           }
-          if (!k.recent) AttendHeads(a, t, kvh, k, rows, int8_dots, base, s);
+          if (!k.recent) AttendHeads(a, t, kvh, k, rows, int8_dots, base, s, /*tiles=*/true);
           if (ns == 1)
             for (uint32_t g = 0; g < group; ++g)
               write_output(t, kvh, g, base + g * D, base[group * (D + 1) + g]);
