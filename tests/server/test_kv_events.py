@@ -213,13 +213,21 @@ def random_load(s, seed, n=40):
 
 
 def events_server(start_server, *extra):
-    pub, rep = free_port(), free_port()
-    s = start_server("--kv-cache-memory", "10MiB", "--max-model-len", "384", "--max-num-seqs", "4",
-                     "--preemption-mode", "swap", "--swap-space", "4MiB",
-                     "--kv-events-endpoint", f"tcp://127.0.0.1:{pub}",
-                     "--kv-events-replay-endpoint", f"tcp://127.0.0.1:{rep}", *extra,
-                     admin=True)  # an admin key: /v1/kv shows the block hashes
-    return s, pub, rep
+    # The endpoints' ports are picked free here and bound by the server a moment later: another
+    # process of the parallel test run can take one in between (the server then refuses to start
+    # with "Address already in use"), so a start that fails that way is tried with new ports.
+    for attempt in range(5):
+        pub, rep = free_port(), free_port()
+        try:
+            s = start_server("--kv-cache-memory", "10MiB", "--max-model-len", "384",
+                             "--max-num-seqs", "4", "--preemption-mode", "swap",
+                             "--swap-space", "4MiB", "--kv-events-endpoint", f"tcp://127.0.0.1:{pub}",
+                             "--kv-events-replay-endpoint", f"tcp://127.0.0.1:{rep}", *extra,
+                             admin=True)  # an admin key: /v1/kv shows the block hashes
+            return s, pub, rep
+        except RuntimeError as e:
+            if "Address already in use" not in str(e) or attempt == 4:
+                raise
 
 
 def metric(s, name):
