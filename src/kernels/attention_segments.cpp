@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
+#include <functional>
 #include <numeric>
 
 #include "core/check.h"
@@ -69,17 +70,17 @@ uint64_t hash_segment(const PagedAttentionArgs& a, int64_t t, KeyRange k) {
 }
 
 // Splits the n >= 2 candidates cand[members[..]] into ceil(n / kMaxSharers) groups of near-equal
-// size (each of at least 2 members) with the given keys.
+// size (each of at least 2 members), each group's keys its members' union (an exact group's
+// members all have the same keys).
 template <typename Candidate>
-void add_groups(const std::vector<Candidate>& cand, const std::vector<size_t>& members,
-                KeyRange keys, bool causal, const std::vector<int64_t>& first_segment,
-                SharedSegmentPlan* plan) {
+void add_groups(const std::vector<Candidate>& cand, const std::vector<size_t>& members, bool causal,
+                const std::vector<int64_t>& first_segment, SharedSegmentPlan* plan) {
   const size_t n = members.size();
   const size_t groups = (n + SharedSegmentPlan::kMaxSharers - 1) / SharedSegmentPlan::kMaxSharers;
   size_t m = 0;
   for (size_t g = 0; g < groups; ++g) {
     const size_t size = n / groups + (g < n % groups ? 1 : 0);
-    SharedSegmentPlan::Group grp{.keys = causal ? KeyRange{INT32_MAX, INT32_MIN} : keys,
+    SharedSegmentPlan::Group grp{.keys = KeyRange{INT32_MAX, INT32_MIN},
                                  .first = static_cast<uint32_t>(plan->tokens.size()),
                                  .count = static_cast<uint32_t>(size),
                                  .causal = causal};
@@ -88,10 +89,8 @@ void add_groups(const std::vector<Candidate>& cand, const std::vector<size_t>& m
       plan->tokens.push_back(x.token);
       plan->segments.push_back(x.segment);
       plan->shared[static_cast<size_t>(first_segment[x.token] + x.segment)] = 1;
-      if (causal) {  // the members' union
-        grp.keys.first = std::min(grp.keys.first, x.keys.first);
-        grp.keys.end = std::max(grp.keys.end, x.keys.end);
-      }
+      grp.keys.first = std::min(grp.keys.first, x.keys.first);
+      grp.keys.end = std::max(grp.keys.end, x.keys.end);
     }
     plan->groups.push_back(grp);
   }
@@ -118,8 +117,7 @@ void plan_exact_groups(const PagedAttentionArgs& a, const std::vector<int64_t>& 
           (c == i || same_blocks(a, lead.token, x.token, lead.keys)))
         members.push_back(c);
     }
-    if (members.size() >= 2)
-      add_groups(cand, members, lead.keys, /*causal=*/false, first_segment, plan);
+    if (members.size() >= 2) add_groups(cand, members, /*causal=*/false, first_segment, plan);
     i = e;
   }
 }
@@ -130,8 +128,19 @@ void plan_causal_groups(const PagedAttentionArgs& a, const std::vector<int64_t>&
                         SharedSegmentPlan* plan) {
   auto& cand = plan->candidates;
   cand.clear();
+  // A group's members share a table, and one token has one segment of each index: a token whose
+  // table no other token of the call has cannot be in one (the decode tokens of a mixed step), so
+  // its segments are not listed.
+  auto& tables = plan->tables;
+  tables.assign(a.block_table, a.block_table + a.num_tokens);
+  std::sort(tables.begin(), tables.end(), std::less<>());
+  auto shares_table = [&](int64_t t) {
+    const auto r = std::equal_range(tables.begin(), tables.end(), a.block_table[t], std::less<>());
+    return r.second - r.first >= 2;
+  };
   const bool channel_keys = kv_dtype_per_channel(a.kv.k_dtype);
   for (int64_t t = 0; t < a.num_tokens; ++t) {
+    if (!shares_table(t)) continue;
     const int32_t ns = attention_segments(a, t);
     for (int32_t s = 0; s < ns; ++s) {
       if (plan->shared[static_cast<size_t>(first_segment[t] + s)] != 0) continue;
@@ -157,7 +166,7 @@ void plan_causal_groups(const PagedAttentionArgs& a, const std::vector<int64_t>&
     if (e - i >= 2) {
       members.resize(e - i);
       std::iota(members.begin(), members.end(), i);
-      add_groups(cand, members, cand[i].keys, /*causal=*/true, first_segment, plan);
+      add_groups(cand, members, /*causal=*/true, first_segment, plan);
     }
     i = e;
   }

@@ -71,6 +71,7 @@ struct SharedSegmentPlan {
     KeyRange keys;
   };
   std::vector<Candidate> candidates;
+  std::vector<const uint32_t*> tables;  // the call's block tables, sorted (causal groups)
 
   bool empty() const { return groups.empty(); }
   // Checks the plan's structure against the call (tests): every member's segment has the
