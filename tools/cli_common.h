@@ -22,6 +22,7 @@ struct EngineFlags {
   uint32_t max_num_batched_tokens = 512;
   uint32_t max_num_seqs = 64;
   uint32_t kv_recent_window = 0;
+  bool kv_attention_sink = false;
   bool enable_prefix_caching = true;
   uint32_t max_model_len = 0;
   std::string kv_offload_memory = "0";

@@ -219,6 +219,26 @@ void add_kv_recent_window_flag(CLI::App& cmd, uint32_t* tokens, FlagRole role) {
   cmd.add_option("--kv-recent-window", *tokens, help)->capture_default_str();
 }
 
+void add_kv_attention_sink_flag(CLI::App& cmd, bool* on, FlagRole role) {
+  const char* help = nullptr;
+  switch (role) {
+    case FlagRole::kEngine:
+      help =
+          "with --kv-recent-window: every query also reads the first position's K and V in f16 "
+          "(the attention sink), which a 2-bit cache rounds most harmfully "
+          "(docs/kv-quantization.md)";
+      break;
+    case FlagRole::kPlanner:
+      help =
+          "the engine's attention sink: with --kv-recent-window and --kv-cache-memory, its f16 "
+          "rows (two per --max-num-seqs sequence) are counted in the pool";
+      break;
+    case FlagRole::kSimulatedEngine: break;
+  }
+  if (help == nullptr) unknown_role("--kv-attention-sink");
+  cmd.add_flag("--kv-attention-sink", *on, help);
+}
+
 void add_on_off_flags(CLI::App& cmd, const std::string& name, bool* value, const std::string& help,
                       const std::string& off_help) {
   const std::string shown = *value ? "on" : "off";

@@ -82,9 +82,9 @@ void run_serve(ServeFlags& f) {
 
   const ModelSpec& spec = model->spec;
   const uint32_t max_len = config.max_model_len ? config.max_model_len : spec.context_length;
-  auto pool =
-      plan_kv_pool(spec.kv_model_shape(config.k_dtype, config.v_dtype), config.kv_cache_memory,
-                   config.block_size, config.max_num_seqs, config.recent_window);
+  auto pool = plan_kv_pool(spec.kv_model_shape(config.k_dtype, config.v_dtype),
+                           config.kv_cache_memory, config.block_size, config.max_num_seqs,
+                           config.recent_window, config.attention_sink);
   if (!pool.is_ok()) fail(pool.status().message());
   const KvPoolPlan& p = *pool;
   // The most blocks one request of max_len tokens holds (all layer groups; a sliding group holds
@@ -116,10 +116,10 @@ void run_serve(ServeFlags& f) {
   if (p.recent_window_bytes > 0)
     std::fprintf(stderr,
                  "  recent window        %s = %s B before the pool: the newest %u-%u tokens of up "
-                 "to %u sequences in f16, K and V\n",
+                 "to %u sequences in f16, K and V%s\n",
                  format_bytes_binary(p.recent_window_bytes).c_str(),
                  commas(p.recent_window_bytes).c_str(), p.recent_window, p.recent_window + 15,
-                 config.max_num_seqs);
+                 config.max_num_seqs, p.attention_sink ? ", and position 0 (attention sink)" : "");
   if (p.num_blocks < blocks_per_seq) {
     const uint64_t need = blocks_per_seq * p.block_bytes;
     fail("one request of --max-model-len " + std::to_string(max_len) + " tokens needs " +

@@ -6,6 +6,8 @@
 #include <random>
 #include <string>
 
+#include "kvcache/block_hash.h"
+
 namespace kvs {
 
 const char* finish_reason_name(FinishReason r) {
@@ -111,10 +113,10 @@ Result<std::unique_ptr<Engine>> Engine::create(TransformerModel& model,
     return invalid_argument("--max-num-batched-tokens must be positive");
   if (config.max_num_seqs == 0) return invalid_argument("--max-num-seqs must be positive");
   const ModelSpec& spec = model.spec();
-  KVS_ASSIGN_OR_RETURN(
-      KvPoolPlan pool,
-      plan_kv_pool(spec.kv_model_shape(config.k_dtype, config.v_dtype), config.kv_cache_memory,
-                   config.block_size, config.max_num_seqs, config.recent_window));
+  KVS_ASSIGN_OR_RETURN(KvPoolPlan pool,
+                       plan_kv_pool(spec.kv_model_shape(config.k_dtype, config.v_dtype),
+                                    config.kv_cache_memory, config.block_size, config.max_num_seqs,
+                                    config.recent_window, config.attention_sink));
   KVS_RETURN_IF_ERROR(check_window_preemption(config.recent_window, config.preemption_mode));
   if (config.offload.enabled()) KVS_RETURN_IF_ERROR(config.offload.validate());
   std::unique_ptr<Engine> e(new Engine(model, config, pool));
@@ -167,8 +169,23 @@ Result<std::unique_ptr<Engine>> Engine::create(TransformerModel& model,
     KVS_ASSIGN_OR_RETURN(KvBlockStorage h, KvBlockStorage::create(host));
     e->host_storage_ = std::make_unique<KvBlockStorage>(std::move(h));
   }
+  // With the attention sink every query reads position 0 exactly, so the cached blocks' bytes
+  // differ from the same tokens' without it: their keys (in memory, the tiers and KV events) say
+  // which they are.
+  const uint64_t fingerprint = config.attention_sink
+                                   ? attention_sink_fingerprint(config.model_fingerprint)
+                                   : config.model_fingerprint;
+  std::unique_ptr<RecentWindow> recent;
+  if (pool.recent_window > 0) {
+    KVS_ASSIGN_OR_RETURN(
+        RecentWindow w,
+        RecentWindow::create(pool.recent_window_slots, pool.recent_window,
+                             static_cast<uint32_t>(pool.shape.layers.size()), pool.unit.kv_heads,
+                             pool.unit.head_dim_k, pool.attention_sink));
+    recent = std::make_unique<RecentWindow>(std::move(w));
+  }
   KvCacheConfig cache =
-      pool_cache_config(pool, config.enable_prefix_caching, config.model_fingerprint,
+      pool_cache_config(pool, config.enable_prefix_caching, fingerprint,
                         config.prefix_hash_seed ? *config.prefix_hash_seed : random_seed());
   cache.tier_keys = oc.enabled() || config.kv_events;
   cache.log_completed_blocks =
@@ -181,7 +198,8 @@ Result<std::unique_ptr<Engine>> Engine::create(TransformerModel& model,
                        .scheduler = {.max_num_batched_tokens = config.max_num_batched_tokens,
                                      .max_num_seqs = config.max_num_seqs,
                                      .preemption_mode = config.preemption_mode,
-                                     .recent_window = config.recent_window},
+                                     .recent_window = config.recent_window,
+                                     .attention_sink = recent ? recent->sink() : nullptr},
                        .host_blocks = static_cast<uint32_t>(host_blocks),
                        .max_model_len = e->max_model_len_,
                        .vocab_size = spec.vocab_size,
@@ -190,22 +208,13 @@ Result<std::unique_ptr<Engine>> Engine::create(TransformerModel& model,
     KvOffloadConfig with_events = oc;
     with_events.log_events = config.kv_events;
     KVS_ASSIGN_OR_RETURN(
-        e->offload_,
-        KvOffload::create(with_events, KvStorageShape::of(pool), config.model_fingerprint,
-                          TierSecrets::of(e->secret_), e->driver_->host_area(),
-                          e->host_storage_.get(), static_cast<uint32_t>(tier_blocks)));
+        e->offload_, KvOffload::create(with_events, KvStorageShape::of(pool), fingerprint,
+                                       TierSecrets::of(e->secret_), e->driver_->host_area(),
+                                       e->host_storage_.get(), static_cast<uint32_t>(tier_blocks)));
   }
   e->transfers_ = std::make_unique<KvTransferExecutor>(
       *e->storage_, e->host_storage_.get(),
       e->offload_ != nullptr ? &e->offload_->stores() : nullptr);
-  std::unique_ptr<RecentWindow> recent;
-  if (pool.recent_window > 0) {
-    KVS_ASSIGN_OR_RETURN(RecentWindow w,
-                         RecentWindow::create(pool.recent_window_slots, pool.recent_window,
-                                              static_cast<uint32_t>(pool.shape.layers.size()),
-                                              pool.unit.kv_heads, pool.unit.head_dim_k));
-    recent = std::make_unique<RecentWindow>(std::move(w));
-  }
   e->runner_ = std::make_unique<ModelRunner>(model, *e->storage_, *e->threads_, std::move(recent));
   if (e->offload_ != nullptr) e->driver_->scheduler().attach_tiers(&e->offload_->policy());
   e->backend_ = std::make_unique<ModelBackend>(*e);

@@ -50,6 +50,9 @@ struct EngineConfig {
   // `--kv-recent-window`: each running sequence's newest tokens kept in f16 beside the pool
   // (quant/recent_window.h); 0 = none. Needs recompute preemption.
   uint32_t recent_window = 0;
+  // `--kv-attention-sink`: every query reads position 0's K and V in f16 too
+  // (quant/attention_sink.h). Needs a recent window.
+  bool attention_sink = false;
   uint64_t swap_space = 0;         // host bytes for swapped-out KV blocks (swap mode)
   uint64_t model_fingerprint = 0;  // mixed into prefix-cache keys
   // Seed of the in-memory prefix-cache keys; unset = drawn at random when the engine is created,

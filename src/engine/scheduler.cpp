@@ -250,7 +250,10 @@ StepPlan Scheduler::schedule() {
     } else {
       // A scored prompt reuses at most the positions before the ones it scores; with a recent
       // window, at most its window floor.
-      const uint32_t max_cached = max_cached_tokens(*s, config_.recent_window);
+      uint32_t max_cached = max_cached_tokens(*s, config_.recent_window);
+      if (config_.attention_sink != nullptr &&
+          (s->tokens.empty() || !config_.attention_sink->knows_start(s->tokens[0])))
+        max_cached = 0;
       AdmitPlan ap = cache_.plan_admit(s->tokens, s->cache_salt, max_cached);
       if (ap.prefix_in_flight) {
         ++w;

@@ -21,18 +21,31 @@ int32_t attention_recent_key(const PagedAttentionArgs& a, int64_t t) {
   return std::max(attention_first_key(a, t), a.kv.recent->first_position(t, n));
 }
 
-// The pool's keys of token t, [first, recent): segments of kAttentionSegment keys; then the window.
+bool attention_reads_sink(const PagedAttentionArgs& a, int64_t t) {
+  return a.kv.recent != nullptr &&
+         a.kv.recent->reads_sink(t, attention_first_key(a, t), a.context_len[t]);
+}
+
+// With a sink, position 0 first (one key, read like the window); the pool's keys of token t,
+// [first, recent): segments of kAttentionSegment keys; then the window.
 int32_t attention_segments(const PagedAttentionArgs& a, int64_t t) {
   const int32_t recent = attention_recent_key(a, t);
+  const int32_t sink = attention_reads_sink(a, t) ? 1 : 0;
   const int32_t pool =
-      (recent - attention_first_key(a, t) + kAttentionSegment - 1) / kAttentionSegment;
-  return std::max<int32_t>(1, pool + (recent < a.context_len[t] ? 1 : 0));
+      (recent - attention_first_key(a, t) - sink + kAttentionSegment - 1) / kAttentionSegment;
+  return sink + std::max<int32_t>(1 - sink, pool + (recent < a.context_len[t] ? 1 : 0));
 }
 
 KeyRange attention_segment_keys(const PagedAttentionArgs& a, int64_t t, int32_t seg) {
   const int32_t n = a.context_len[t];
   const int32_t recent = attention_recent_key(a, t);
-  const int32_t first = attention_first_key(a, t) + seg * kAttentionSegment;
+  int32_t first = attention_first_key(a, t);
+  if (attention_reads_sink(a, t)) {
+    if (seg == 0) return {0, 1, true};
+    first += 1;
+    seg -= 1;
+  }
+  first += seg * kAttentionSegment;
   if (first >= recent && recent < n) return {recent, n, true};
   return {std::min(recent, first), std::min(recent, first + kAttentionSegment)};
 }

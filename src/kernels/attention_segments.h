@@ -23,7 +23,7 @@ namespace kvs {
 constexpr int32_t kAttentionSegment = 256;
 
 // Keys [first, end) of one segment; `recent`: read in f16 from the recent-token window
-// (quant/recent_window.h), not from the pool.
+// (quant/recent_window.h) or the attention sink, not from the pool.
 struct KeyRange {
   int32_t first = 0;
   int32_t end = 0;
@@ -35,6 +35,9 @@ int32_t attention_first_key(const PagedAttentionArgs& a, int64_t t);
 // The first key token t reads from the recent-token window (its context length when none): the
 // pool's keys end there and one last segment holds the window.
 int32_t attention_recent_key(const PagedAttentionArgs& a, int64_t t);
+// Whether token t reads position 0 from the attention sink (quant/attention_sink.h): its first
+// segment is then that one key, read like the window, and the pool's keys start at 1.
+bool attention_reads_sink(const PagedAttentionArgs& a, int64_t t);
 // How many segments token t's keys are cut into (at least 1, even for an empty context).
 int32_t attention_segments(const PagedAttentionArgs& a, int64_t t);
 // The keys of token t's segment `seg`.

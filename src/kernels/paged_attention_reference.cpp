@@ -26,6 +26,9 @@ void paged_attention_reference(const PagedAttentionArgs& a) {
     const int32_t j0 = a.window == 0 ? 0 : std::max<int32_t>(0, n - int32_t(a.window));
     // The recent-token window (quant/recent_window.h): positions from jr on are read in f16.
     const int32_t jr = kv.recent == nullptr ? n : std::max(j0, kv.recent->first_position(t, n));
+    // The attention sink (quant/attention_sink.h): position 0 too.
+    const bool sink = kv.recent != nullptr && kv.recent->reads_sink(t, j0, n);
+    auto exact = [&](int32_t j) { return j >= jr || (sink && j == 0); };
     auto f16_row = [&](const uint16_t* row, float* out) {
       for (uint32_t i = 0; i < D; ++i) out[i] = f16_to_f32(row[i]);
     };
@@ -42,7 +45,7 @@ void paged_attention_reference(const PagedAttentionArgs& a) {
         const uint32_t blk = a.block_table[t][j / kv.block_size];
         const uint8_t* kp = kv.k_head(blk, a.layer, kvh) + (j % kv.block_size) * kv.k_vector_bytes;
         double d = 0;
-        if (j >= jr) {
+        if (exact(j)) {
           f16_row(kv.recent->key(t, a.model_layer, kvh, j), k.data());
           for (uint32_t i = 0; i < D; ++i) d += double(q[i]) * k[i];
         } else if (k_int8) {
@@ -69,7 +72,7 @@ void paged_attention_reference(const PagedAttentionArgs& a) {
       std::vector<double> acc(D, 0.0);
       for (int32_t j = j0; j < n; ++j) {
         const uint32_t blk = a.block_table[t][j / kv.block_size];
-        if (j >= jr) {
+        if (exact(j)) {
           f16_row(kv.recent->value(t, a.model_layer, kvh, j), v.data());
         } else {
           kv_vector_to_f32(kv.v_dtype,

@@ -11,7 +11,12 @@ constexpr uint64_t kExtraKeysTag = 0x6b76732d65787472ULL;    // "kvs-extr"
 constexpr uint64_t kRootKeyTag = 0x6b76732d726f6f74ULL;      // "kvs-root"
 constexpr uint64_t kChildBucketTag = 0x6b76732d6368696cULL;  // "kvs-chil"
 constexpr uint64_t kGroupTag = 0x6b76732d67726f75ULL;        // "kvs-grou"
+constexpr uint64_t kSinkTag = 0x6b76732d73696e6bULL;         // "kvs-sink"
 }  // namespace
+
+uint64_t attention_sink_fingerprint(uint64_t model_fingerprint) {
+  return XXH3_64bits_withSeed(&model_fingerprint, sizeof(model_fingerprint), kSinkTag);
+}
 
 uint64_t default_block_hash(uint64_t parent_key, std::span<const int32_t> tokens) {
   return XXH3_64bits_withSeed(tokens.data(), tokens.size_bytes(), parent_key);

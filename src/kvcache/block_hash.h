@@ -23,6 +23,10 @@ using BlockHashFn = uint64_t (*)(uint64_t parent_key, std::span<const int32_t> t
 [[nodiscard]] uint64_t extra_keys_hash(uint64_t model_fingerprint, KvDtype k_dtype, KvDtype v_dtype,
                                        uint64_t seed = 0);
 
+// The fingerprint of a model whose cache is written with the attention sink
+// (quant/attention_sink.h): its blocks hold other bytes than the same tokens' without it.
+[[nodiscard]] uint64_t attention_sink_fingerprint(uint64_t model_fingerprint);
+
 // Key of the (virtual) parent of a tenant's first block.
 [[nodiscard]] uint64_t root_block_key(uint64_t extra_keys, std::string_view cache_salt);
 

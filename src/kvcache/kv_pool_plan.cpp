@@ -45,25 +45,32 @@ Status check_recent_window(uint32_t tokens) {
 }
 
 Result<KvPoolPlan> plan_kv_pool(const KvModelShape& shape, uint64_t memory, uint32_t block_size,
-                                uint32_t max_num_seqs, uint32_t recent_window) {
+                                uint32_t max_num_seqs, uint32_t recent_window,
+                                bool attention_sink) {
   KVS_ASSIGN_OR_RETURN(KvPoolPlan p, plan_kv_layout(shape, block_size));
   p.max_num_seqs = max_num_seqs;
   KVS_RETURN_IF_ERROR(check_recent_window(recent_window));
+  if (attention_sink && recent_window == 0)
+    return invalid_argument(
+        "--kv-attention-sink needs --kv-recent-window: the sink's rows are read with the window's "
+        "(docs/kv-quantization.md)");
   if (recent_window > 0) {
     if (max_num_seqs == 0)
       return invalid_argument("--kv-recent-window needs the number of sequences it holds");
     const KvLayer& l0 = shape.layers.front();
     p.recent_window = recent_window;
     p.recent_window_slots = max_num_seqs;
+    p.attention_sink = attention_sink;
     p.recent_window_bytes =
         RecentWindow::bytes(max_num_seqs, recent_window, static_cast<uint32_t>(shape.layers.size()),
-                            l0.kv_heads, l0.head_dim_k);
+                            l0.kv_heads, l0.head_dim_k, attention_sink);
     if (p.recent_window_bytes >= memory)
       return invalid_argument(
           "--kv-cache-memory " + format_bytes_binary(memory) +
           " does not hold the recent-token window (" + format_thousands(p.recent_window_bytes) +
           " B for " + std::to_string(max_num_seqs) + " sequences of " +
-          std::to_string(recent_window) + " + " + std::to_string(kRecentWindowAlign) + " tokens)");
+          std::to_string(recent_window) + " + " + std::to_string(kRecentWindowAlign) + " tokens" +
+          (attention_sink ? ", and the attention sink" : "") + ")");
     memory -= p.recent_window_bytes;
   }
   if (kv_dtype_per_channel(shape.k_dtype)) {

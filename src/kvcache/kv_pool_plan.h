@@ -48,9 +48,11 @@ struct KvPoolPlan {
   // `--kv-recent-window` (quant/recent_window.h): each running sequence's newest tokens in f16, K
   // and V, one ring per sequence (max_num_seqs) of W + 16 tokens for every layer, taken from the
   // budget before the blocks: recent_window_bytes = slots x layers x kv_heads x (W + 16) x
-  // head_dim x 2 B x 2. Zero without a window.
+  // head_dim x 2 B x 2. Zero without a window. With `--kv-attention-sink` (quant/attention_sink.h)
+  // it also holds the sink's rows: + 2 x slots x layers x kv_heads x head_dim x 2 B x 2.
   uint32_t recent_window = 0;  // W, tokens
   uint32_t recent_window_slots = 0;
+  bool attention_sink = false;
   uint64_t recent_window_bytes = 0;
   // The max_num_seqs the plan was made for (what a re-plan in another format must reuse).
   uint32_t max_num_seqs = 0;
@@ -85,10 +87,12 @@ struct KvSequenceFootprint {
 // formats cannot hold, layers the pool cannot page (KvCacheGroups::of_layers), a budget smaller
 // than one block or one with too many blocks.
 // max_num_seqs sizes the per-channel keys' tails (0: none) and the recent-token window's rings
-// (`recent_window` tokens each; 0: no window; a multiple of 16 up to kMaxRecentWindow).
+// (`recent_window` tokens each; 0: no window; a multiple of 16 up to kMaxRecentWindow), and with
+// `attention_sink` (which needs a window) the sink's rows.
 [[nodiscard]] Result<KvPoolPlan> plan_kv_pool(const KvModelShape& shape, uint64_t kv_cache_memory,
                                               uint32_t block_size, uint32_t max_num_seqs = 0,
-                                              uint32_t recent_window = 0);
+                                              uint32_t recent_window = 0,
+                                              bool attention_sink = false);
 // invalid_argument naming `--kv-recent-window` unless `tokens` is a window plan_kv_pool takes.
 [[nodiscard]] Status check_recent_window(uint32_t tokens);
 // The same without a budget: everything but num_blocks, pool_bytes and num_tokens (0).

@@ -145,7 +145,8 @@ std::string render_plan_json(const PlanOutcome& out) {
                         {"key_tail_bytes", out.engine_pool->key_tail_bytes},
                         {"recent_window", out.engine_pool->recent_window},
                         {"recent_window_slots", out.engine_pool->recent_window_slots},
-                        {"recent_window_bytes", out.engine_pool->recent_window_bytes}};
+                        {"recent_window_bytes", out.engine_pool->recent_window_bytes},
+                        {"attention_sink", out.engine_pool->attention_sink}};
   if (out.engine_sequence) {
     const KvSequenceFootprint& q = *out.engine_sequence;
     j["engine_sequence"] = {{"tokens", q.tokens},

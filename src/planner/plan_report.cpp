@@ -370,9 +370,14 @@ std::string render_plan_report(const PlanOutcome& out) {
     if (e.recent_window_bytes > 0)
       o << "  recent window " << e.recent_window_slots << " (--max-num-seqs) x "
         << e.shape.layers.size() << " layers x " << e.unit.kv_heads << " kv heads x ("
-        << e.recent_window << " + 16) x " << e.unit.head_dim_k
-        << " x 2 B x 2 (K, V) = " << format_thousands(e.recent_window_bytes)
-        << " B: each sequence's newest tokens in f16\n";
+        << e.recent_window << " + 16" << (e.attention_sink ? " + 2" : "") << ") x "
+        << e.unit.head_dim_k << " x 2 B x 2 (K, V) = " << format_thousands(e.recent_window_bytes)
+        << " B: each sequence's newest tokens in f16"
+        << (e.attention_sink
+                ? ", and position 0's rows of each sequence and of as many start tokens (the "
+                  "attention sink)"
+                : "")
+        << "\n";
   }
   if (out.engine_sequence) engine_sequence_section(o, out);
   return o.str();

@@ -104,8 +104,9 @@ Result<PlanOutcome> run_plan(const PlanRequest& r) {
   if (r.kv_cache_memory) {
     if (!r.engine_kv_shape)
       return invalid_argument("--kv-cache-memory needs a model the engine runs");
-    auto pool = plan_kv_pool(*r.engine_kv_shape, r.kv_cache_memory->bytes, r.workload.block_size,
-                             r.engine_max_num_seqs, r.engine_recent_window);
+    auto pool =
+        plan_kv_pool(*r.engine_kv_shape, r.kv_cache_memory->bytes, r.workload.block_size,
+                     r.engine_max_num_seqs, r.engine_recent_window, r.engine_attention_sink);
     if (!pool.is_ok())
       return Status(pool.status().code(), "engine pool: " + pool.status().message());
     o.engine_pool = std::move(pool).value();

@@ -48,6 +48,8 @@ struct PlanRequest {
   // The engine's --kv-recent-window (quant/recent_window.h): its f16 rings, one per sequence,
   // are taken from --kv-cache-memory before the blocks too.
   uint32_t engine_recent_window = 0;
+  // The engine's --kv-attention-sink (quant/attention_sink.h): its rows, counted with the window's.
+  bool engine_attention_sink = false;
 };
 
 struct PlanOutcome {

@@ -9,15 +9,20 @@
 namespace kvs {
 
 Result<RecentWindow> RecentWindow::create(uint32_t slots, uint32_t tokens, uint32_t layers,
-                                          uint32_t kv_heads, uint32_t dim) {
+                                          uint32_t kv_heads, uint32_t dim, bool sink) {
   KVS_CHECK(tokens % kRecentWindowAlign == 0 && tokens <= kMaxRecentWindow);
   KVS_ASSIGN_OR_RETURN(ZeroPages rings, ZeroPages::map(bytes(slots, tokens, layers, kv_heads, dim),
                                                        "the recent-token window"));
-  return RecentWindow(slots, tokens, layers, kv_heads, dim, std::move(rings));
+  std::unique_ptr<AttentionSink> s;
+  if (sink) {
+    KVS_ASSIGN_OR_RETURN(AttentionSink a, AttentionSink::create(slots, layers, kv_heads, dim));
+    s = std::make_unique<AttentionSink>(std::move(a));
+  }
+  return RecentWindow(slots, tokens, layers, kv_heads, dim, std::move(rings), std::move(s));
 }
 
 RecentWindow::RecentWindow(uint32_t slots, uint32_t tokens, uint32_t layers, uint32_t kv_heads,
-                           uint32_t dim, ZeroPages rings)
+                           uint32_t dim, ZeroPages rings, std::unique_ptr<AttentionSink> sink)
     : slots_(slots),
       tokens_(tokens),
       cap_(tokens + kRecentWindowAlign),
@@ -25,12 +30,14 @@ RecentWindow::RecentWindow(uint32_t slots, uint32_t tokens, uint32_t layers, uin
       kv_heads_(kv_heads),
       dim_(dim),
       rings_(std::move(rings)),
+      sink_(std::move(sink)),
       next_pos_(slots, -1),
       valid_from_(slots, 0) {}
 
 uint64_t RecentWindow::bytes(uint32_t slots, uint32_t tokens, uint32_t layers, uint32_t kv_heads,
-                             uint32_t dim) {
-  return uint64_t{slots} * layers * kv_heads * (tokens + kRecentWindowAlign) * dim * 2 * 2;
+                             uint32_t dim, bool sink) {
+  return uint64_t{slots} * layers * kv_heads * (tokens + kRecentWindowAlign) * dim * 2 * 2 +
+         (sink ? AttentionSink::bytes(slots, layers, kv_heads, dim) : 0);
 }
 
 uint32_t RecentWindow::floor_of(uint32_t boundary, uint32_t tokens) {
@@ -53,6 +60,7 @@ void RecentWindow::begin_step(int64_t num_tokens, const int32_t* positions, cons
     chunk_pos_[t] = starts ? positions[t] : chunk_pos_[t - 1];
     if (slots[t] < 0) continue;
     if (starts && positions[t] != next_pos_[slots[t]]) valid_from_[slots[t]] = positions[t];
+    if (sink_ != nullptr && positions[t] == 0) sink_->begin_rows(uint32_t(slots[t]));
     next_pos_[slots[t]] = positions[t] + 1;
   }
   const uint64_t rows = uint64_t(num_tokens) * kv_heads_ * dim_;
@@ -80,6 +88,8 @@ void RecentWindow::commit(uint32_t layer) {
       const uint64_t to = ring_index(uint32_t(slot_[t]), layer, h, pos_[t]);
       std::copy_n(step_k_.begin() + from, dim_, ring_k() + to);
       std::copy_n(step_v_.begin() + from, dim_, ring_v() + to);
+      if (sink_ != nullptr && pos_[t] == 0)
+        sink_->store(uint32_t(slot_[t]), layer, h, step_k_.data() + from, step_v_.data() + from);
     }
   }
 }
@@ -92,20 +102,27 @@ int32_t RecentWindow::first_position(int64_t t, int32_t context_len) const {
   return std::max(floor_[t], group - int32_t(tokens_));
 }
 
-const uint16_t* RecentWindow::row(const uint16_t* ring, const std::vector<uint16_t>& step,
-                                  int64_t t, uint32_t layer, uint32_t head, int32_t pos) const {
+const uint16_t* RecentWindow::row(bool v, int64_t t, uint32_t layer, uint32_t head,
+                                  int32_t pos) const {
   const int32_t p0 = chunk_pos_[t];
   if (pos >= p0)
-    return step.data() + ((uint64_t(chunk_token_[t]) + (pos - p0)) * kv_heads_ + head) * dim_;
+    return (v ? step_v_ : step_k_).data() +
+           ((uint64_t(chunk_token_[t]) + (pos - p0)) * kv_heads_ + head) * dim_;
+  // Position 0 before the chunk: the sink's rows (they are valid: the sequence computed or
+  // adopted them).
+  if (pos == 0 && sink_ != nullptr && slot_[t] >= 0 && sink_->valid(uint32_t(slot_[t])))
+    return v ? sink_->value(uint32_t(slot_[t]), layer, head)
+             : sink_->key(uint32_t(slot_[t]), layer, head);
   // Rows before the chunk come from the ring, which holds the cap_ positions before it.
   KVS_CHECK(pos >= p0 - int32_t(cap_) && pos >= floor_[t] && pos >= valid_from_[slot_[t]]);
-  return ring + ring_index(uint32_t(slot_[t]), layer, head, pos);
+  return (v ? ring_v() : ring_k()) + ring_index(uint32_t(slot_[t]), layer, head, pos);
 }
 
 void RecentWindow::reset_slot(uint32_t slot) {
   KVS_CHECK(slot < slots_);
   next_pos_[slot] = -1;
   valid_from_[slot] = std::numeric_limits<int32_t>::max();
+  if (sink_ != nullptr) sink_->reset_slot(slot);
 }
 
 void RecentWindow::copy_slot(uint32_t src, uint32_t dst) {
@@ -116,6 +133,7 @@ void RecentWindow::copy_slot(uint32_t src, uint32_t dst) {
   std::copy_n(ring_v() + src * per_slot, per_slot, ring_v() + dst * per_slot);
   next_pos_[dst] = next_pos_[src];
   valid_from_[dst] = valid_from_[src];
+  if (sink_ != nullptr) sink_->copy_slot(src, dst);
 }
 
 }  // namespace kvs

@@ -29,13 +29,20 @@
 // Keys are stored after RoPE, both in the model's own space (not rotated for the Hadamard
 // formats). The rings are ZeroPages (core/zero_pages.h): a slot costs memory once a sequence
 // writes it. Not thread-safe for writes; attention's threads only read.
+//
+// With an attention sink (quant/attention_sink.h) every query of a sequence whose window does not
+// reach back to position 0 also reads position 0 in f16 (reads_sink), from the sink's rows: its
+// first visible key, unless a sliding window has moved past it.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
+#include <memory>
+
 #include "core/status.h"
 #include "core/zero_pages.h"
+#include "quant/attention_sink.h"
 
 namespace kvs {
 
@@ -45,13 +52,14 @@ inline constexpr uint32_t kMaxRecentWindow = 4096;
 class RecentWindow {
  public:
   // `slots` rings of `tokens` (a multiple of 16, at most kMaxRecentWindow) + 16 rows per layer
-  // and KV head; resource_exhausted when the system cannot map them.
+  // and KV head, and with `sink` an attention sink of `slots` sequences; resource_exhausted when
+  // the system cannot map them.
   static Result<RecentWindow> create(uint32_t slots, uint32_t tokens, uint32_t layers,
-                                     uint32_t kv_heads, uint32_t dim);
+                                     uint32_t kv_heads, uint32_t dim, bool sink = false);
 
-  // What `slots` rings cost (kv_pool_plan.h takes it from the budget).
+  // What `slots` rings (and the sink's rows) cost (kv_pool_plan.h takes it from the budget).
   [[nodiscard]] static uint64_t bytes(uint32_t slots, uint32_t tokens, uint32_t layers,
-                                      uint32_t kv_heads, uint32_t dim);
+                                      uint32_t kv_heads, uint32_t dim, bool sink = false);
   // The floor for a sequence whose cache reuse may reach position `boundary` (see above).
   [[nodiscard]] static uint32_t floor_of(uint32_t boundary, uint32_t tokens);
 
@@ -72,12 +80,21 @@ class RecentWindow {
   // The first position token t reads in f16 when it sees `context_len` positions; context_len
   // when it reads none.
   [[nodiscard]] int32_t first_position(int64_t t, int32_t context_len) const;
+  // Whether token t, whose first visible key is `first_key`, reads position 0 from the sink: there
+  // is one, the token's sequence holds a slot, position 0 is visible and the window does not
+  // already cover it. key() and value() of position 0 then give the sink's rows.
+  [[nodiscard]] bool reads_sink(int64_t t, int32_t first_key, int32_t context_len) const {
+    return sink_ != nullptr && slot_[t] >= 0 && first_key == 0 &&
+           first_position(t, context_len) > 0;
+  }
+  // The attention sink, or nullptr (the model runner adopts and publishes start tokens with it).
+  [[nodiscard]] AttentionSink* sink() const { return sink_.get(); }
   // Rows [dim] of f16 of position `pos` (within token t's window) for `layer` and `head`.
   [[nodiscard]] const uint16_t* key(int64_t t, uint32_t layer, uint32_t head, int32_t pos) const {
-    return row(ring_k(), step_k_, t, layer, head, pos);
+    return row(false, t, layer, head, pos);
   }
   [[nodiscard]] const uint16_t* value(int64_t t, uint32_t layer, uint32_t head, int32_t pos) const {
-    return row(ring_v(), step_v_, t, layer, head, pos);
+    return row(true, t, layer, head, pos);
   }
 
   // The child of a fork goes on from its parent's rows (every layer).
@@ -88,15 +105,16 @@ class RecentWindow {
 
  private:
   RecentWindow(uint32_t slots, uint32_t tokens, uint32_t layers, uint32_t kv_heads, uint32_t dim,
-               ZeroPages rings);
-  [[nodiscard]] const uint16_t* row(const uint16_t* ring, const std::vector<uint16_t>& step,
-                                    int64_t t, uint32_t layer, uint32_t head, int32_t pos) const;
+               ZeroPages rings, std::unique_ptr<AttentionSink> sink);
+  [[nodiscard]] const uint16_t* row(bool v, int64_t t, uint32_t layer, uint32_t head,
+                                    int32_t pos) const;
   [[nodiscard]] uint64_t ring_index(uint32_t slot, uint32_t layer, uint32_t head,
                                     int32_t pos) const;
 
   uint32_t slots_, tokens_, cap_, layers_, kv_heads_, dim_;
   // K's rings, then V's, each [slots][layers][kv_heads][cap][dim].
   ZeroPages rings_;
+  std::unique_ptr<AttentionSink> sink_;
   [[nodiscard]] uint16_t* ring_k() const { return rings_.as<uint16_t>(); }
   [[nodiscard]] uint16_t* ring_v() const {
     return ring_k() + uint64_t{slots_} * layers_ * kv_heads_ * cap_ * dim_;

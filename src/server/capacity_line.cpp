@@ -25,7 +25,8 @@ CapacityLever lever_for(const KvFormatLever& f, const KvPoolPlan& pool, const Ca
   s.k_dtype = f.k_dtype;
   s.v_dtype = f.v_dtype;
   const Result<KvPoolPlan> p =
-      plan_kv_pool(s, base.kv_cache_memory, base.block_size, pool.max_num_seqs, pool.recent_window);
+      plan_kv_pool(s, base.kv_cache_memory, base.block_size, pool.max_num_seqs, pool.recent_window,
+                   pool.attention_sink);
   if (!p.is_ok()) {
     l.applicable = false;
     l.why_not = p.status().message();

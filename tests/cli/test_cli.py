@@ -134,6 +134,25 @@ class Generate(unittest.TestCase):
             (["--kv-recent-window", "64", "--kv-cache-memory", "8MiB"],
              "does not hold the recent-token window"))
 
+    def test_attention_sink_pool_is_the_planners_to_the_byte(self):
+        # --kv-attention-sink adds two f16 rows of position 0 per sequence (its own and a start
+        # token's) to the window's, in the engine and the plan; without a window it is refused.
+        flags = ["--kv-cache-dtype-k", "int2_chan", "--kv-cache-dtype-v", "int2_had",
+                 "--kv-cache-memory", "96MiB", "--max-num-seqs", "8", "--kv-recent-window", "64",
+                 "--kv-attention-sink"]
+        gen, pool = self.generate_and_plan(flags)
+        self.assertTrue(gen["kv_attention_sink"])
+        self.assertTrue(pool["attention_sink"])
+        self.assertEqual(gen["kv_recent_window_bytes"], 8 * 30 * 3 * (64 + 16 + 2) * 64 * 2 * 2)
+        self.assertEqual(pool["recent_window_bytes"], gen["kv_recent_window_bytes"])
+        self.assertEqual(pool["num_blocks"], gen["kv_pool_blocks"])
+        self.assertGreater(gen["generated_tokens"], 0)
+        text = run("plan", MODEL, "--context", "2048", *flags).stdout
+        self.assertIn("(64 + 16 + 2) x 64", text)
+        self.assertIn("attention sink", text)
+        self.assert_generate_refuses(
+            (["--kv-attention-sink"], "--kv-attention-sink needs --kv-recent-window"))
+
     def test_per_channel_keys_pool_is_the_planners_to_the_byte(self):
         # Per-channel keys take one f16 key tail per sequence (--max-num-seqs) from the budget
         # before the blocks; the planner sizes the same pool.

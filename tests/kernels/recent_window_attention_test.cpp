@@ -2,7 +2,8 @@
 // token's newest positions from the window's f16 rows (this step's and the rings') and the rest
 // from the pool, and matches the scalar reference doing the same, in every format (rotated ones,
 // int8 queries and per-channel keys included), with shared prefix segments, a sliding window, a
-// token below its floor and a token without a slot.
+// token below its floor and a token without a slot; and with the attention sink
+// (quant/attention_sink.h), which reads position 0 from its rows too.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -55,8 +56,7 @@ void run_step(RecentWindow& w, const Step& s, std::mt19937& rng) {
 class RecentWindowAttentionTest
     : public ::testing::TestWithParam<std::tuple<KvDtype, KvDtype, uint32_t>> {};
 
-TEST_P(RecentWindowAttentionTest, MatchesReference) {
-  const auto [kd, vd, sliding] = GetParam();
+void check_against_reference(KvDtype kd, KvDtype vd, uint32_t sliding, bool sink) {
   const uint32_t nblocks = (kContext + kBs - 1) / kBs;
   auto storage = KvBlockStorage::create({.num_blocks = nblocks,
                                          .block_size = kBs,
@@ -79,7 +79,13 @@ TEST_P(RecentWindowAttentionTest, MatchesReference) {
   // Sequences (all reading the same pool blocks): A, slot 0, a chunk of 8 at 692 (floor 640);
   // B, slot 1, decoding at 400 (floor 0); C, slot 2, decoding at 300 below its floor 320; D, no
   // slot, decoding at 500.
-  RecentWindow w = RecentWindow::create(3, kWindow, 2, kKvHeads, kDim).value();
+  RecentWindow w = RecentWindow::create(3, kWindow, 2, kKvHeads, kDim, sink).value();
+  if (sink) {  // position 0 of A, B and C, computed by an earlier step (rows unlike the pool's)
+    Step first;
+    for (int32_t s = 0; s < 3; ++s) first.add(0, 1, s, 0);
+    run_step(w, first, rng);
+    w.commit(kLayer);
+  }
   Step fill;  // the rows before each chunk, committed by an earlier step
   fill.add(692 - 48, 48, 0, 640);
   fill.add(400 - 48, 48, 1, 0);
@@ -125,6 +131,17 @@ TEST_P(RecentWindowAttentionTest, MatchesReference) {
   const KeyRange last = attention_segment_keys(args, 0, attention_segments(args, 0) - 1);
   EXPECT_TRUE(last.recent);
   EXPECT_EQ(last.end, 693);
+  // The sink: A, B and C (below its floor too) read position 0 from it, D (no slot) and every
+  // token of a sliding window that has moved past position 0 do not.
+  for (int64_t t = 0; t < T; ++t) {
+    const bool reads = sink && sliding == 0 && t <= 9;
+    EXPECT_EQ(attention_reads_sink(args, t), reads) << "token " << t;
+    const KeyRange k0 = attention_segment_keys(args, t, 0);
+    if (reads) {
+      EXPECT_TRUE(k0.recent && k0.first == 0 && k0.end == 1) << "token " << t;
+      EXPECT_EQ(attention_segment_keys(args, t, 1).first, 1) << "token " << t;
+    }
+  }
   paged_attention_reference(args);
   ThreadPool pool(3);
   test::for_each_target([&] {
@@ -136,7 +153,7 @@ TEST_P(RecentWindowAttentionTest, MatchesReference) {
       for (size_t i = 0; i < qn; ++i)
         ASSERT_NEAR(out[i], ref[i], 3e-5 * (1 + std::abs(ref[i])))
             << kv_dtype_name(kd) << "/" << kv_dtype_name(vd) << " token " << i / (kHeads * kDim)
-            << " share " << share;
+            << " share " << share << " sink " << sink;
     }
   });
   // The window is read: without it, the tokens that have one get other outputs (their rows
@@ -150,11 +167,21 @@ TEST_P(RecentWindowAttentionTest, MatchesReference) {
     double diff = 0;
     for (size_t i = size_t(t) * kHeads * kDim; i < size_t(t + 1) * kHeads * kDim; ++i)
       diff = std::max<double>(diff, std::abs(plain[i] - out[i]));
-    if (t <= 8)
+    if (t <= 8 || (t == 9 && sink && sliding == 0))
       EXPECT_GT(diff, 1e-3) << "token " << t;
     else
       EXPECT_EQ(diff, 0.0) << "token " << t;
   }
+}
+
+TEST_P(RecentWindowAttentionTest, MatchesReference) {
+  const auto [kd, vd, sliding] = GetParam();
+  check_against_reference(kd, vd, sliding, /*sink=*/false);
+}
+
+TEST_P(RecentWindowAttentionTest, MatchesReferenceWithTheSink) {
+  const auto [kd, vd, sliding] = GetParam();
+  check_against_reference(kd, vd, sliding, /*sink=*/true);
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -182,8 +209,12 @@ namespace kvs {
 namespace {
 
 // A window holding the f16 pool's own rows gives the pool's output (to the sums' rounding): the
-// window's rows stand for the same positions.
-TEST(RecentWindowAttentionTest, SameRowsAsAnF16PoolSameOutput) {
+// window's rows stand for the same positions. With the sink and a floor inside the chunk, every
+// token reads position 0 from this step's rows, those above the floor the window from there.
+class SameRowsTest : public ::testing::TestWithParam<bool> {};
+
+TEST_P(SameRowsTest, SameRowsAsAnF16PoolSameOutput) {
+  const bool sink = GetParam();
   const int32_t n = 130;
   const uint32_t nblocks = (n + kBs - 1) / kBs;
   auto storage = KvBlockStorage::create({.num_blocks = nblocks,
@@ -202,8 +233,8 @@ TEST(RecentWindowAttentionTest, SameRowsAsAnF16PoolSameOutput) {
   std::vector<int64_t> slots(n);
   for (int j = 0; j < n; ++j) slots[j] = j;
   write_kv(storage->layout(), 0, n, slots.data(), k.data(), v.data());
-  RecentWindow w = RecentWindow::create(1, 256, 1, kKvHeads, kDim).value();
-  std::vector<int32_t> pos(n), slot(n, 0), floor(n, 0), ctx(n);
+  RecentWindow w = RecentWindow::create(1, 256, 1, kKvHeads, kDim, sink).value();
+  std::vector<int32_t> pos(n), slot(n, 0), floor(n, sink ? 112 : 0), ctx(n);
   std::iota(pos.begin(), pos.end(), 0);
   for (int j = 0; j < n; ++j) ctx[j] = j + 1;
   w.begin_step(n, pos.data(), slot.data(), floor.data());
@@ -222,6 +253,11 @@ TEST(RecentWindowAttentionTest, SameRowsAsAnF16PoolSameOutput) {
                           .out = with.data(),
                           .context_len = ctx.data(),
                           .block_table = tabs.data()};
+  if (sink) {
+    EXPECT_TRUE(attention_reads_sink(args, 5));
+    EXPECT_TRUE(attention_reads_sink(args, 111));
+    EXPECT_TRUE(attention_reads_sink(args, 129));  // its window starts at the floor
+  }
   ThreadPool pool(2);
   paged_attention(args, pool);
   args.kv.recent = nullptr;
@@ -230,6 +266,8 @@ TEST(RecentWindowAttentionTest, SameRowsAsAnF16PoolSameOutput) {
   for (size_t i = 0; i < qn; ++i)
     ASSERT_NEAR(with[i], without[i], 1e-5 * (1 + std::abs(without[i]))) << i;
 }
+
+INSTANTIATE_TEST_SUITE_P(Sink, SameRowsTest, ::testing::Bool());
 
 }  // namespace
 }  // namespace kvs
