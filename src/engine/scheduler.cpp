@@ -271,7 +271,12 @@ StepPlan Scheduler::schedule() {
           ap = cache_.plan_admit(s->tokens, s->cache_salt, max_cached);
       }
       if (!ap.fits) break;
-      auto cached = cache_.admit(s->id, s->tokens, s->cache_salt, &copies_, budget, max_cached);
+      // With a recent window, the blocks above the sequence's floor are computed reading it:
+      // they are its own, never another sequence's prefix hit.
+      const uint32_t cacheable =
+          config_.recent_window > 0 ? recent_window_floor(*s, config_.recent_window) : UINT32_MAX;
+      auto cached =
+          cache_.admit(s->id, s->tokens, s->cache_salt, &copies_, budget, max_cached, cacheable);
       queue_cache_output(copies_, plan);
       if (!cached.is_ok()) break;  // nothing changed, no copy queued
       s->num_computed = *cached;

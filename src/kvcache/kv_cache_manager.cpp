@@ -191,7 +191,8 @@ uint32_t KvCacheManager::available_blocks(std::string_view cache_salt) const {
 
 Result<uint32_t> KvCacheManager::admit(SeqId seq, std::span<const int32_t> prompt,
                                        std::string_view cache_salt, std::vector<BlockCopy>* copies,
-                                       uint32_t chunk_budget, uint32_t max_cached_tokens) {
+                                       uint32_t chunk_budget, uint32_t max_cached_tokens,
+                                       uint32_t cacheable_tokens) {
   if (prompt.empty()) return invalid_argument("admit: empty prompt");
   if (tables_.contains(seq)) return invalid_argument("admit: sequence already exists");
   if (recent_.num_slots() > 0 && recent_.num_free() == 0)
@@ -259,6 +260,7 @@ Result<uint32_t> KvCacheManager::admit(SeqId seq, std::span<const int32_t> promp
     s.partial_tokens.assign(prompt.begin() + full, prompt.begin() + full + p);
   }
   s.num_committed = cached;
+  s.cacheable_tokens = cacheable_tokens;
   s.last_key = m.last_key;
   s.last_ref = m.last_ref;
   if (tiers_) {
@@ -283,7 +285,8 @@ Result<uint32_t> KvCacheManager::admit(SeqId seq, std::span<const int32_t> promp
   tables_.insert(seq, std::move(s));
   if (recent_.num_slots() > 0) (void)recent_.take(seq);  // checked free above
   if (config_.enable_prefix_caching) {
-    register_in_flight(seq, prompt, m.hit_blocks, m.last_key);
+    register_in_flight(seq, prompt.first(std::min<size_t>(prompt.size(), cacheable_tokens)),
+                       m.hit_blocks, m.last_key);
   }
   return cached;
 }
@@ -422,16 +425,17 @@ void KvCacheManager::commit_tokens(SeqId seq, std::span<const int32_t> tokens) {
   while (i < tokens.size()) {
     const size_t take = std::min<size_t>(bs - s.partial_tokens.size(), tokens.size() - i);
     s.num_committed += static_cast<uint32_t>(take);
+    const bool cacheable = config_.enable_prefix_caching && s.num_committed <= s.cacheable_tokens;
     if (s.partial_tokens.empty() && take == bs) {
       // A whole block at once (prefill): no staging copy.
-      if (config_.enable_prefix_caching) {
+      if (cacheable) {
         commit_full_block(seq, s, s.num_committed / bs - 1, tokens.subspan(i, bs));
       }
     } else {
       s.partial_tokens.insert(s.partial_tokens.end(), tokens.begin() + i,
                               tokens.begin() + i + take);
       if (s.partial_tokens.size() == bs) {
-        if (config_.enable_prefix_caching) {
+        if (cacheable) {
           commit_full_block(seq, s, s.num_committed / bs - 1, s.partial_tokens);
         }
         s.partial_tokens.clear();

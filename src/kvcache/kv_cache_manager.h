@@ -201,9 +201,14 @@ class KvCacheManager {
   // and the chunk are not available it fails with resource_exhausted and changes nothing
   // (`copies` included). The prompt's full blocks that are not cached are registered as in
   // flight (see AdmitPlan::prefix_in_flight) until they are committed or the sequence is freed.
+  // `cacheable_tokens`: only the blocks that end at or before it become prefix-cache entries (and
+  // are registered in flight): with a recent-token window the sequence's window floor, since the
+  // positions above it are computed reading the window, so their bytes are this sequence's own
+  // (quant/recent_window.h).
   Result<uint32_t> admit(SeqId seq, std::span<const int32_t> prompt, std::string_view cache_salt,
                          std::vector<BlockCopy>* copies, uint32_t chunk_budget = 0,
-                         uint32_t max_cached_tokens = UINT32_MAX);
+                         uint32_t max_cached_tokens = UINT32_MAX,
+                         uint32_t cacheable_tokens = UINT32_MAX);
   // Makes room for the next num_tokens slots in every group: first releases the blocks the
   // step cannot read (sliding groups), then allocates, evicting, and CoW-copying a shared
   // partial last block into `copies`. Fails with resource_exhausted and allocates nothing if it

@@ -98,7 +98,8 @@ Status KvCacheManager::check_integrity() const {
     if (s.tenant.value >= tenants_->num_slots() || !tenants_->is_live(s.tenant.value))
       return internal_error(name + ": unknown tenant");
     ++tenant_sequences[s.tenant.value];
-    if (config_.enable_prefix_caching && s.num_committed >= bs && !s.last_ref.is_valid()) {
+    if (config_.enable_prefix_caching && std::min(s.num_committed, s.cacheable_tokens) >= bs &&
+        !s.last_ref.is_valid()) {
       return internal_error(name + ": full blocks committed but no chain position");
     }
     for (uint32_t g = 0; g < num_groups(); ++g) {

@@ -84,6 +84,8 @@ struct SeqBlocks {
   // The same position's tier key (tier_key.h) and the tenant's salt check (config.tier_keys).
   uint64_t last_tier_key = 0;
   uint64_t salt_check = 0;
+  // Blocks that end past this many tokens never become prefix-cache entries (admit).
+  uint32_t cacheable_tokens = UINT32_MAX;
   // Token ids of the committed slots of the last, partly filled block.
   std::vector<int32_t> partial_tokens;
 

@@ -14,7 +14,10 @@
 //
 // The engine caps prefix hits at the floor, so every position a window covers was computed by
 // the sequence itself, in this life: a hit hands over quantized bytes only, and those positions
-// are read quantized by every run. Every query that gives logits (the last prompt token, each
+// are read quantized by every run. And only the blocks below a sequence's own floor become
+// prefix-cache entries: the positions above it were computed reading the window, so their bytes
+// (in the layers after the first) are not what another sequence, whose floor lies above them,
+// would compute. Every query that gives logits (the last prompt token, each
 // decode step, a scored position) has a full window of W to W + 15 tokens. Preemption recomputes
 // (the window is not swapped); a fork copies its parent's slot.
 //

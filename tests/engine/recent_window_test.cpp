@@ -54,6 +54,22 @@ TEST_P(EngineRecentWindowTest, ChunksAndPrefixHitsKeepOutput) {
   EXPECT_GT(cached[1], 0u);
 }
 
+// A shorter prompt's blocks were computed reading its window (its floor is lower): a longer prompt
+// that starts the same way must not take them, or its output would depend on what ran before.
+TEST_P(EngineRecentWindowTest, BlocksComputedInAWindowAreNotReused) {
+  REQUIRE_MODEL();
+  const auto p = test::long_chat_prompt(*model);
+  const std::vector<int32_t> head(p.begin(), p.begin() + 40);
+  auto cold = make(*model, {.kv_cache_memory = 256ull << 20, .recent_window = kWindow});
+  const auto expect = run_all(*cold, {p}, 24)[0];
+  auto e = make(*model, {.kv_cache_memory = 256ull << 20, .recent_window = kWindow});
+  std::vector<uint32_t> cached;
+  (void)run_all(*e, {head}, 8, &cached);
+  EXPECT_EQ(run_all(*e, {p}, 24, &cached)[0], expect);
+  ASSERT_EQ(cached.size(), 2u);
+  EXPECT_EQ(cached[1], 0u);  // the head's floor is 0: none of its blocks is reusable
+}
+
 TEST_P(EngineRecentWindowTest, ParallelAndPreemptedSequencesKeepOutput) {
   REQUIRE_MODEL();
   std::vector<std::vector<int32_t>> prompts;

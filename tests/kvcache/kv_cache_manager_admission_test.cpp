@@ -180,3 +180,39 @@ TEST(KvCacheAdmission, IdleTenantsAreForgottenAndTheirSlotsReused) {
 
 }  // namespace
 }  // namespace kvs
+
+namespace kvs {
+namespace {
+
+// Blocks that end past a sequence's cacheable tokens (with a recent-token window: its floor) are
+// its own: never prefix-cache entries, never in flight for another prompt to wait on.
+TEST(KvCacheAdmission, BlocksPastTheCacheableTokensAreNotCached) {
+  KvCacheManager m(KvCacheConfig{.num_blocks = 8, .block_size = 4});
+  std::vector<BlockCopy> copies;
+  const std::vector<int32_t> prompt = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13};
+  ASSERT_EQ(*m.admit(SeqId{1}, prompt, "", &copies, 4, UINT32_MAX, 4), 0u);
+  const std::vector<int32_t> head(prompt.begin(), prompt.begin() + 9);
+  EXPECT_TRUE(m.plan_admit(head, "").prefix_in_flight);  // block 0 is being computed
+  m.commit_tokens(SeqId{1}, std::vector<int32_t>(prompt.begin(), prompt.begin() + 4));
+  // Block 0 is cached; block 1 (tokens 4-7) is not waited for: it will never be an entry.
+  const AdmitPlan plan = m.plan_admit(head, "");
+  EXPECT_FALSE(plan.prefix_in_flight);
+  EXPECT_EQ(plan.cached_tokens, 4u);
+  ASSERT_TRUE(m.append_slots(SeqId{1}, 9, &copies).is_ok());
+  m.commit_tokens(SeqId{1}, std::vector<int32_t>(prompt.begin() + 4, prompt.end()));
+  EXPECT_TRUE(m.check_integrity().is_ok());
+  m.free(SeqId{1});
+  // The same prompt again hits the first block only.
+  EXPECT_EQ(*m.admit(SeqId{2}, prompt, "", &copies, 16), 4u);
+  EXPECT_TRUE(m.check_integrity().is_ok());
+  // Nothing cacheable at all: no chain position, and integrity holds.
+  const std::vector<int32_t> other = {50, 51, 52, 53, 54, 55};
+  ASSERT_EQ(*m.admit(SeqId{3}, other, "", &copies, 16, UINT32_MAX, 0), 0u);
+  m.commit_tokens(SeqId{3}, other);
+  EXPECT_TRUE(m.check_integrity().is_ok());
+  m.free(SeqId{3});
+  EXPECT_EQ(*m.admit(SeqId{4}, other, "", &copies, 16), 0u);
+}
+
+}  // namespace
+}  // namespace kvs
