@@ -233,7 +233,11 @@ void add_kv_attention_sink_flag(CLI::App& cmd, bool* on, FlagRole role) {
           "the engine's attention sink: with --kv-recent-window and --kv-cache-memory, its f16 "
           "rows (two per --max-num-seqs sequence) are counted in the pool";
       break;
-    case FlagRole::kSimulatedEngine: break;
+    case FlagRole::kSimulatedEngine:
+      help =
+          "the engine's attention sink: with --kv-recent-window, its f16 rows (two per "
+          "--max-num-seqs sequence) come out of the pool";
+      break;
   }
   if (help == nullptr) unknown_role("--kv-attention-sink");
   cmd.add_flag("--kv-attention-sink", *on, help);

@@ -44,7 +44,7 @@ void add_max_num_seqs_flag(CLI::App& cmd, uint32_t* seqs, FlagRole role);
 // kPlanner counts its bytes in the engine's pool.
 void add_kv_recent_window_flag(CLI::App& cmd, uint32_t* tokens, FlagRole role);
 // --kv-attention-sink: position 0's K and V in f16 for every query (quant/attention_sink.h);
-// kEngine runs it, kPlanner counts its rows in the engine's pool.
+// kEngine runs it, kSimulatedEngine and kPlanner count its rows in the engine's pool.
 void add_kv_attention_sink_flag(CLI::App& cmd, bool* on, FlagRole role);
 // --NAME / --no-NAME: a boolean set on or off, the last one given winning; --help shows the
 // default (*value when added) as "(default: on)" / "(default: off)" after `help`.

@@ -114,6 +114,7 @@ void add_simulate_command(CLI::App& app) {
   add_max_num_seqs_flag(*cmd, &f->sim.max_num_seqs, FlagRole::kSimulatedEngine);
   add_max_num_batched_tokens_flag(*cmd, &f->sim.max_num_batched_tokens, FlagRole::kSimulatedEngine);
   add_kv_recent_window_flag(*cmd, &f->sim.recent_window, FlagRole::kSimulatedEngine);
+  add_kv_attention_sink_flag(*cmd, &f->sim.attention_sink, FlagRole::kSimulatedEngine);
   add_preemption_flags(*cmd, &f->sim.preemption_mode, &f->sim.swap_space,
                        FlagRole::kSimulatedEngine);
   add_prefix_caching_flag(*cmd, &f->sim.enable_prefix_caching);

@@ -113,8 +113,8 @@ Result<SimSetup> resolve_sim(const SimArgs& a) {
   s.scheduler.max_num_seqs =
       a.max_num_seqs != 0 ? a.max_num_seqs : (cpu ? kCpuMaxNumSeqs : kGpuMaxNumSeqs);
   s.scheduler.recent_window = a.recent_window;
-  auto pool =
-      plan_kv_pool(shape, pool_bytes, a.block_size, s.scheduler.max_num_seqs, a.recent_window);
+  auto pool = plan_kv_pool(shape, pool_bytes, a.block_size, s.scheduler.max_num_seqs,
+                           a.recent_window, a.attention_sink);
   if (!pool.is_ok()) return Status(pool.status().code(), "KV pool: " + pool.status().message());
   s.pool = *pool;
 

@@ -58,6 +58,7 @@ std::string model_file(const std::string& name) { return default_model_dir() + "
 struct KvChoice {
   std::string k_dtype, v_dtype;  // "" = f16
   uint32_t recent_window = 0;
+  bool attention_sink = false;
 };
 
 void compare(const std::string& model_name, const KvChoice& kv = {}) {
@@ -78,6 +79,7 @@ void compare(const std::string& model_name, const KvChoice& kv = {}) {
   a.hw.k_dtype = kv.k_dtype;
   a.hw.v_dtype = kv.v_dtype;
   a.recent_window = kv.recent_window;
+  a.attention_sink = kv.attention_sink;
   const SimSetup setup = test::resolve_or_die(a);
   uint64_t sim_rejected = 0, engine_rejected = 0;
   {
@@ -100,6 +102,7 @@ void compare(const std::string& model_name, const KvChoice& kv = {}) {
   if (!kv.k_dtype.empty()) c.k_dtype = *parse_kv_dtype(kv.k_dtype);
   if (!kv.v_dtype.empty()) c.v_dtype = *parse_kv_dtype(kv.v_dtype);
   c.recent_window = kv.recent_window;
+  c.attention_sink = kv.attention_sink;
   auto engine = test::make_engine(*loaded, c);
   ASSERT_EQ(engine->kv_pool().num_blocks, setup.pool.num_blocks) << "the planner's pool differs";
   EXPECT_EQ(engine->kv_pool().key_tail_bytes, setup.pool.key_tail_bytes);
@@ -142,6 +145,11 @@ TEST(EngineVsSimulationTest, ASlidingWindowModelIsScheduledAlikeStepByStep) {
 // used to size its pool without them.
 TEST(EngineVsSimulationTest, PerChannelKeysAndARecentWindowAreScheduledAlike) {
   compare("SmolLM2-135M-Instruct.Q4_1.gguf", {"int4_chan", "int4_had", 32});
+}
+
+// The attention sink's rows come out of the pool in both.
+TEST(EngineVsSimulationTest, AnAttentionSinkIsScheduledAlike) {
+  compare("SmolLM2-135M-Instruct.Q4_1.gguf", {"int4_chan", "int4_had", 32, true});
 }
 
 }  // namespace
