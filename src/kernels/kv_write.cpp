@@ -8,6 +8,7 @@
 #include "kernels/kv_vector.h"
 #include "quant/key_tails.h"
 #include "quant/kv_channel_groups.h"
+#include "quant/recent_window.h"
 
 namespace kvs {
 namespace {
@@ -27,11 +28,18 @@ void write_channel_keys(const PagedKvLayout& kv, uint32_t layer, uint64_t chunk,
   const uint64_t row_stride = uint64_t{kv.kv_heads} * D;
   thread_local std::vector<float> rows;
   rows.resize(uint64_t{G} * D);
+  // With the attention sink, a group that starts at position 0 leaves that row out of its range.
+  const uint32_t range_from =
+      kv.recent != nullptr &&
+              kv.recent->is_sink_position(t0, kv.recent->position(t0) - static_cast<int32_t>(r0))
+          ? 1
+          : 0;
   for (uint32_t h = 0; h < kv.kv_heads; ++h) {
     uint8_t* group = kv.k_head(block, layer, h) + (chunk % chunks_per_block) * group_bytes;
     KeyTails* tails = kv.key_tails;
     if (r0 == 0 && n == G) {
-      quantize_channel_group(bits, k + t0 * row_stride + h * D, row_stride, n, D, group);
+      quantize_channel_group(bits, k + t0 * row_stride + h * D, row_stride, n, D, group,
+                             range_from);
       if (tails != nullptr) {  // this step's queries in the group read its rows in f16
         uint16_t* own = tails->step_rows(chunk, h, true);
         for (uint32_t r = 0; r < n; ++r)
@@ -49,7 +57,7 @@ void write_channel_keys(const PagedKvLayout& kv, uint32_t layer, uint64_t chunk,
     }
     for (int64_t t = t0; t < t1; ++t)
       std::copy_n(k + t * row_stride + h * D, D, &rows[(r0 + (t - t0)) * D]);
-    quantize_channel_group(bits, rows.data(), D, n, D, group);
+    quantize_channel_group(bits, rows.data(), D, n, D, group, range_from);
     if (tails != nullptr) {
       uint16_t* own = tails->step_rows(chunk, h, true);
       for (uint64_t i = 0; i < uint64_t{n} * D; ++i) own[i] = channel_key_f16(rows[i]);

@@ -59,16 +59,17 @@ uint64_t channel_group_bytes(uint32_t bits, uint32_t tokens, uint32_t dim) {
 }
 
 void quantize_channel_group(uint32_t bits, const float* x, uint64_t x_stride, uint32_t n,
-                            uint32_t dim, uint8_t* group) {
+                            uint32_t dim, uint8_t* group, uint32_t range_from) {
   KVS_CHECK(bits >= 2 && bits <= 4 && n >= 1 && n <= kMaxChannelGroupTokens && dim % 8 == 0);
+  if (range_from >= n) range_from = 0;
   KVS_CHECK(bits != 4 || dim % 32 == 0);
   const uint32_t qmax = (1u << bits) - 1;
   const uint64_t row_bytes = uint64_t{dim} * bits / 8;
   uint8_t* codes = group + 4 * uint64_t{dim};
   std::memset(codes, 0, n * row_bytes);
   for (uint32_t c = 0; c < dim; ++c) {
-    float lo = key_value(x[c]), hi = lo;
-    for (uint32_t t = 1; t < n; ++t) {
+    float lo = key_value(x[range_from * x_stride + c]), hi = lo;
+    for (uint32_t t = range_from + 1; t < n; ++t) {
       const float v = key_value(x[t * x_stride + c]);
       lo = std::min(lo, v);
       hi = std::max(hi, v);

@@ -33,10 +33,12 @@ namespace kvs {
 [[nodiscard]] uint16_t channel_key_f16(float x);
 
 // Seals rows [0, n) (1 <= n <= the group's tokens) of a group from x[n][dim] (row stride x_stride
-// floats): each channel's minimum and step over those rows, and their codes. Rows n.. are left as
-// they are.
+// floats): each channel's minimum and step over rows [range_from, n) (all n when range_from >= n),
+// and every row's codes (rows before range_from clamped to that range). Rows n.. are left as
+// they are. The attention sink leaves position 0 out of its group's range (kv_write.h): it is
+// read from the sink's f16 rows, and its key, often far from the others, would widen the range.
 void quantize_channel_group(uint32_t bits, const float* x, uint64_t x_stride, uint32_t n,
-                            uint32_t dim, uint8_t* group);
+                            uint32_t dim, uint8_t* group, uint32_t range_from = 0);
 // Row t of a group, decoded.
 void dequantize_channel_row(uint32_t bits, const uint8_t* group, uint32_t t, uint32_t dim,
                             float* y);

@@ -82,6 +82,47 @@ TEST(ChannelGroupTest, BeatsAPerTokenScaleOnOutlierChannels) {
   EXPECT_LT(err_channel, err_token / 4);
 }
 
+// The attention sink's row 0 (read from f16 rows, never from the group) is left out of the range:
+// a far-off first key no longer widens every other row's step, and the other rows' error bound
+// is their own range's.
+TEST(ChannelGroupTest, ARangeFromRowOneLeavesRowZeroOut) {
+  std::mt19937 rng(5);
+  const uint32_t dim = 64, n = 16;
+  std::vector<float> x = keys_with_outlier_channels(n, dim, rng);
+  for (uint32_t c = 0; c < dim; ++c) x[c] = 40.0f * (c % 2 ? 1.0f : -1.0f);  // a sink-like key
+  std::vector<uint8_t> all(channel_group_bytes(2, kChannelGroupTokens, dim)), rest(all.size());
+  quantize_channel_group(2, x.data(), dim, n, dim, all.data());
+  quantize_channel_group(2, x.data(), dim, n, dim, rest.data(), 1);
+  std::vector<float> y(dim);
+  double err_all = 0, err_rest = 0;
+  for (uint32_t t = 1; t < n; ++t) {
+    dequantize_channel_row(2, rest.data(), t, dim, y.data());
+    for (uint32_t c = 0; c < dim; ++c) {
+      float lo = x[dim + c], hi = lo;
+      for (uint32_t u = 1; u < n; ++u) {
+        lo = std::min(lo, x[u * dim + c]);
+        hi = std::max(hi, x[u * dim + c]);
+      }
+      // step/2 of rows 1.. alone, with f16's rounding of the parameters
+      ASSERT_LE(std::abs(y[c] - x[t * dim + c]), (hi - lo) / 3 * (1 + 1.0 / 256) / 2 + 0.01)
+          << "t " << t << " c " << c;
+      err_rest += double(y[c] - x[t * dim + c]) * (y[c] - x[t * dim + c]);
+    }
+    dequantize_channel_row(2, all.data(), t, dim, y.data());
+    for (uint32_t c = 0; c < dim; ++c)
+      err_all += double(y[c] - x[t * dim + c]) * (y[c] - x[t * dim + c]);
+  }
+  EXPECT_LT(err_rest, err_all / 4);
+  // Row 0 is clamped into the others' range; a range_from past the rows means all rows.
+  dequantize_channel_row(2, rest.data(), 0, dim, y.data());
+  for (float v : y) EXPECT_LT(std::abs(v), 40.0f);
+  std::vector<uint8_t> again(all.size());
+  quantize_channel_group(2, x.data(), dim, 1, dim, again.data(), 1);
+  rest.assign(rest.size(), 0);
+  quantize_channel_group(2, x.data(), dim, 1, dim, rest.data());
+  EXPECT_EQ(again, rest);
+}
+
 TEST(ChannelGroupTest, NonFiniteKeysDecodeFinite) {
   const uint32_t dim = 8;
   std::vector<float> x(2 * dim, 1.0f);
