@@ -6,11 +6,12 @@
 //
 //   build/bench/attention_bench [--contexts 1024,4096,16384,32768] [--formats f16,int8,K/V,...]
 //                               [--threads N] [--block-size N] [--min-seconds S] [--markdown]
-//                               [--sequences N --shared-prefix TOKENS] [--recent-window W]
+//                               [--sequences N --shared-prefix TOKENS] [--recent-window W [--sink]]
 //                               [--prefill] [--shape smollm2|gemma3]
 //
 // With --recent-window W, each sequence also reads its newest W..W+15 positions in f16 from the
-// recent-token window (quant/recent_window.h), as the engine's --kv-recent-window does.
+// recent-token window (quant/recent_window.h), as the engine's --kv-recent-window does, and with
+// --sink position 0 from the attention sink's rows (quant/attention_sink.h).
 //
 // With --sequences N, one decode step of N sequences whose first TOKENS positions are the same
 // physical blocks (a cached system prompt), timed with shared-prefix attention on and off in the
@@ -98,6 +99,7 @@ double measure_read_bandwidth(ThreadPool& pool, int reps) {
 struct Model {
   uint32_t layers = 30, heads = 9, kv_heads = 3, head_dim = 64, block_size = 16;
   uint32_t recent_window = 0;  // --recent-window
+  bool sink = false;           // --sink
   // Sliding-window layers: every layer but each global_every-th sees its last `window` positions.
   uint32_t window = 0, global_every = 0;
 };
@@ -202,11 +204,26 @@ Result run(const Model& m, KvDtype dtype, KvDtype v_dtype, int ctx, ThreadPool& 
   std::unique_ptr<RecentWindow> recent;
   PagedKvLayout with_window = kv;
   if (m.recent_window > 0) {
-    recent = std::make_unique<RecentWindow>(
-        RecentWindow::create(batch.sequences, m.recent_window, m.layers, m.kv_heads, m.head_dim)
-            .value());
+    recent = std::make_unique<RecentWindow>(RecentWindow::create(batch.sequences, m.recent_window,
+                                                                 m.layers, m.kv_heads, m.head_dim,
+                                                                 m.sink)
+                                                .value());
     const int32_t before = std::min<int32_t>(ctx - 1, int32_t(recent->capacity()));
     std::vector<int32_t> pos, slot, floor;
+    if (m.sink) {  // position 0 of every sequence, computed by an earlier step
+      pos.assign(batch.sequences, 0);
+      slot.resize(batch.sequences);
+      std::iota(slot.begin(), slot.end(), 0);
+      floor.assign(batch.sequences, 0);
+      std::vector<float> first(pos.size() * m.kv_heads * m.head_dim);
+      for (auto& v : first) v = nd(rng);
+      recent->begin_step(int64_t(pos.size()), pos.data(), slot.data(), floor.data());
+      recent->store(first.data(), first.data());
+      for (uint32_t l = 0; l < m.layers; ++l) recent->commit(l);
+      pos.clear();
+      slot.clear();
+      floor.clear();
+    }
     for (int sq = 0; sq < batch.sequences; ++sq)
       for (int32_t p = ctx - 1 - before; p < ctx - 1; ++p) {
         pos.push_back(p);
@@ -359,6 +376,8 @@ int main_impl(int argc, char** argv) {
                      kMaxRecentWindow);
         return 2;
       }
+    } else if (a == "--sink") {
+      m.sink = true;
     } else if (a == "--markdown") {
       markdown = true;
     } else if (a == "--prefill") {
@@ -407,9 +426,13 @@ int main_impl(int argc, char** argv) {
       "size %u\n\n",
       m.layers, m.heads, m.kv_heads, m.head_dim, m.block_size);
   print_window(m);
+  if (m.sink && m.recent_window == 0) {
+    std::fprintf(stderr, "--sink needs --recent-window\n");
+    return 2;
+  }
   if (m.recent_window > 0)
-    std::printf("recent-token window: the newest %u-%u positions read in f16\n\n", m.recent_window,
-                m.recent_window + 15);
+    std::printf("recent-token window: the newest %u-%u positions read in f16%s\n\n",
+                m.recent_window, m.recent_window + 15, m.sink ? ", and position 0 (the sink)" : "");
   if (markdown)
     std::printf(
         "| format | context | KV bytes read | ms / step | KV GB/s | of bandwidth | vs f16 | CPU ms "
