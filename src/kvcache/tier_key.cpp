@@ -7,7 +7,10 @@ namespace kvs {
 namespace {
 // Domain tags, distinct from block_hash.cpp's, so a tier key never equals an in-memory key by
 // construction.
-constexpr uint64_t kNamespaceTag = 0x6b76732d7469726eULL;  // "kvs-tirn"
+// The namespace tag changes when what a stored block may hold changes, so that entries written
+// before are never matched: "kvs-tir2" since blocks computed reading a recent-token window (above
+// their sequence's floor) are no longer prefix-cache entries, so never stored.
+constexpr uint64_t kNamespaceTag = 0x6b76732d74697232ULL;  // "kvs-tir2"
 constexpr uint64_t kBlockTag = 0x6b76732d74697262ULL;      // "kvs-tirb"
 }  // namespace
 

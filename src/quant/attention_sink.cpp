@@ -66,6 +66,7 @@ void AttentionSink::copy_slot(uint32_t src, uint32_t dst) {
 }
 
 int32_t AttentionSink::entry_of(int32_t token) const {
+  if (token < 0) return -1;  // -1 marks an empty entry
   for (uint32_t e = 0; e < slots_; ++e)
     if (token_[e] == token) return static_cast<int32_t>(e);
   return -1;

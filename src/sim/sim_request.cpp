@@ -33,6 +33,12 @@ Result<T> parse_number(const std::string& key, const std::string& v) {
   return out;
 }
 
+Result<bool> parse_on_off(const std::string& key, const std::string& v) {
+  if (v == "on" || v == "true" || v == "1") return true;
+  if (v == "off" || v == "false" || v == "0") return false;
+  return invalid_argument("--sweep " + key + ": '" + v + "' is not on/off");
+}
+
 }  // namespace
 
 Result<SimSetup> resolve_sim(const SimArgs& a) {
@@ -174,6 +180,7 @@ std::vector<std::string> sim_setting_keys() {
           "max-num-seqs",
           "max-num-batched-tokens",
           "kv-recent-window",
+          "kv-attention-sink",
           "preemption-mode",
           "swap-space",
           "enable-prefix-caching",
@@ -218,18 +225,14 @@ Status apply_sim_setting(SimArgs& a, const std::string& key, const std::string& 
     KVS_ASSIGN_OR_RETURN(a.max_num_batched_tokens, parse_number<uint32_t>(key, v));
   } else if (key == "kv-recent-window") {
     KVS_ASSIGN_OR_RETURN(a.recent_window, parse_number<uint32_t>(key, v));
+  } else if (key == "kv-attention-sink") {
+    KVS_ASSIGN_OR_RETURN(a.attention_sink, parse_on_off(key, v));
   } else if (key == "preemption-mode") {
     a.preemption_mode = v;
   } else if (key == "swap-space") {
     a.swap_space = v;
   } else if (key == "enable-prefix-caching" || key == "prefix-caching") {
-    if (v == "on" || v == "true" || v == "1") {
-      a.enable_prefix_caching = true;
-    } else if (v == "off" || v == "false" || v == "0") {
-      a.enable_prefix_caching = false;
-    } else {
-      return invalid_argument("--sweep " + key + ": '" + v + "' is not on/off");
-    }
+    KVS_ASSIGN_OR_RETURN(a.enable_prefix_caching, parse_on_off(key, v));
   } else if (key == "max-model-len") {
     KVS_ASSIGN_OR_RETURN(a.max_model_len, parse_number<uint32_t>(key, v));
   } else if (key == "rate-scale") {

@@ -55,6 +55,7 @@ TEST(AttentionSinkTest, PublishThenAdoptCopiesEveryLayer) {
   AttentionSink s = AttentionSink::create(2, kLayers, kHeads, kDim).value();
   EXPECT_FALSE(s.valid(0));
   EXPECT_FALSE(s.knows_start(7));
+  EXPECT_FALSE(s.knows_start(-1));  // what marks an empty entry is no token
   EXPECT_FALSE(s.adopt(1, 7));
   EXPECT_FALSE(s.valid(1));
   fill(s, 0, 3);
