@@ -36,27 +36,11 @@ class EngineAttentionSinkTest : public test::KvFormatEngineTest {
   }
 };
 
+// A prefix hit adopts the first token's rows from the sink's table.
 TEST_P(EngineAttentionSinkTest, ChunksAndPrefixHitsKeepOutput) {
   REQUIRE_MODEL();
-  const auto p = test::long_chat_prompt(*model);
-  EngineConfig c = sink_config();
-  c.enable_prefix_caching = false;
-  auto whole = make(*model, c);
-  const auto expect = run_all(*whole, {p}, 24)[0];
-  for (uint32_t chunk : {16u, 48u}) {
-    c.max_num_batched_tokens = chunk;
-    auto chunked = make(*model, c);
-    EXPECT_EQ(run_all(*chunked, {p}, 24)[0], expect) << "chunk " << chunk;
-  }
-  // The second run hits the cache up to its window floor and adopts the first token's rows.
-  auto on = make(*model, sink_config());
-  std::vector<uint32_t> cached;
-  EXPECT_EQ(run_all(*on, {p}, 24, &cached)[0], expect);
-  EXPECT_EQ(run_all(*on, {p}, 24, &cached)[0], expect);
-  ASSERT_EQ(cached.size(), 2u);
-  EXPECT_EQ(cached[0], 0u);
-  EXPECT_EQ(cached[1], RecentWindow::floor_of(uint32_t(p.size()) - 1, kWindow));
-  EXPECT_GT(cached[1], 0u);
+  test::expect_chunks_and_hits_keep_output(*model, sink_config(),
+                                           [&](const EngineConfig& c) { return make(*model, c); });
 }
 
 // With one sequence the table holds one start token: a prompt that starts with another token
@@ -118,21 +102,8 @@ TEST_P(EngineAttentionSinkTest, ParallelPreemptedAndForkedSequencesKeepOutput) {
   for (const auto& [index, tokens] : samples) EXPECT_EQ(tokens, one) << "sample " << index;
 }
 
-// The prompt's mean negative log-likelihood under a quantized pool.
 double score(LoadedModel& m, KvDtype k, KvDtype v, uint32_t window, bool sink) {
-  EngineConfig c{
-      .kv_cache_memory = 256ull << 20, .k_dtype = k, .v_dtype = v, .threads = 2, .max_num_seqs = 4};
-  c.recent_window = window;
-  c.attention_sink = sink;
-  auto e = Engine::create(*m.model, c);
-  EXPECT_TRUE(e.is_ok()) << e.status().to_string();
-  auto id =
-      (*e)->add_request({.prompt = test::long_chat_prompt(m), .max_tokens = 0, .score_from = 48});
-  EXPECT_TRUE(id.is_ok());
-  while ((*e)->has_unfinished()) (void)(*e)->step();
-  const Sequence& s = (*e)->sequence(*id);
-  EXPECT_GT(s.prompt_scored, 0u);
-  return s.prompt_nll / s.prompt_scored;
+  return test::score_long_chat_prompt(m, k, v, window, sink);
 }
 
 // The sink is read (the score moves) and counted (the pool is the plan's, to the byte); a window

@@ -96,6 +96,49 @@ inline std::vector<std::vector<int32_t>> run_all(Engine& e,
   return out;
 }
 
+// Greedy output of long_chat_prompt under `c` (with a recent-token window) is the same in one
+// prefill, in chunks of 16 and 48 tokens (each chunk reads the rows before it from the window's
+// rings), and on a second run that hits the prefix cache up to the window floor only. `make`
+// builds an engine from a config (a fixture's, which adds its K/V formats).
+template <typename Make>
+void expect_chunks_and_hits_keep_output(LoadedModel& m, EngineConfig c, Make make) {
+  const auto p = long_chat_prompt(m);
+  EngineConfig plain = c;
+  plain.enable_prefix_caching = false;
+  const auto expect = run_all(*make(plain), {p}, 24)[0];
+  for (uint32_t chunk : {16u, 48u}) {
+    plain.max_num_batched_tokens = chunk;
+    EXPECT_EQ(run_all(*make(plain), {p}, 24)[0], expect) << "chunk " << chunk;
+  }
+  auto on = make(c);
+  std::vector<uint32_t> cached;
+  EXPECT_EQ(run_all(*on, {p}, 24, &cached)[0], expect);
+  EXPECT_EQ(run_all(*on, {p}, 24, &cached)[0], expect);
+  ASSERT_EQ(cached.size(), 2u);
+  EXPECT_EQ(cached[0], 0u);
+  EXPECT_EQ(cached[1], RecentWindow::floor_of(uint32_t(p.size()) - 1, c.recent_window));
+  EXPECT_GT(cached[1], 0u);
+}
+
+// The mean negative log-likelihood of long_chat_prompt's tokens from position 48 on under a
+// quantized pool, with a recent-token window of `window` tokens and the attention sink or not.
+inline double score_long_chat_prompt(LoadedModel& m, KvDtype k, KvDtype v, uint32_t window,
+                                     bool attention_sink) {
+  EngineConfig c{
+      .kv_cache_memory = 256ull << 20, .k_dtype = k, .v_dtype = v, .threads = 2, .max_num_seqs = 4};
+  c.recent_window = window;
+  c.attention_sink = attention_sink;
+  auto e = Engine::create(*m.model, c);
+  EXPECT_TRUE(e.is_ok()) << e.status().to_string();
+  if (!e.is_ok()) return 0;
+  auto id = (*e)->add_request({.prompt = long_chat_prompt(m), .max_tokens = 0, .score_from = 48});
+  EXPECT_TRUE(id.is_ok());
+  while ((*e)->has_unfinished()) (void)(*e)->step();
+  const Sequence& s = (*e)->sequence(*id);
+  EXPECT_GT(s.prompt_scored, 0u);
+  return s.prompt_nll / s.prompt_scored;
+}
+
 }  // namespace kvs::test
 
 // Declares `model` (the shared default model), or skips the test when it is missing (fails it

@@ -30,28 +30,9 @@ class EngineRecentWindowTest : public test::KvFormatEngineTest {};
 
 TEST_P(EngineRecentWindowTest, ChunksAndPrefixHitsKeepOutput) {
   REQUIRE_MODEL();
-  const auto p = test::long_chat_prompt(*model);
-  auto whole = make(
-      *model,
-      {.kv_cache_memory = 256ull << 20, .enable_prefix_caching = false, .recent_window = kWindow});
-  const auto expect = run_all(*whole, {p}, 24)[0];
-  // Chunks of 16 and 48 tokens: every chunk reads the rows before it from the rings.
-  for (uint32_t chunk : {16u, 48u}) {
-    auto chunked = make(*model, {.kv_cache_memory = 256ull << 20,
-                                 .max_num_batched_tokens = chunk,
-                                 .enable_prefix_caching = false,
-                                 .recent_window = kWindow});
-    EXPECT_EQ(run_all(*chunked, {p}, 24)[0], expect) << "chunk " << chunk;
-  }
-  // The second run hits the cache up to the window floor only, and says the same.
-  auto on = make(*model, {.kv_cache_memory = 256ull << 20, .recent_window = kWindow});
-  std::vector<uint32_t> cached;
-  EXPECT_EQ(run_all(*on, {p}, 24, &cached)[0], expect);
-  EXPECT_EQ(run_all(*on, {p}, 24, &cached)[0], expect);
-  ASSERT_EQ(cached.size(), 2u);
-  EXPECT_EQ(cached[0], 0u);
-  EXPECT_EQ(cached[1], RecentWindow::floor_of(uint32_t(p.size()) - 1, kWindow));
-  EXPECT_GT(cached[1], 0u);
+  test::expect_chunks_and_hits_keep_output(
+      *model, {.kv_cache_memory = 256ull << 20, .recent_window = kWindow},
+      [&](const EngineConfig& c) { return make(*model, c); });
 }
 
 // A shorter prompt's blocks were computed reading its window (its floor is lower): a longer prompt
@@ -112,20 +93,9 @@ TEST_P(EngineRecentWindowTest, ForkedSamplesMatchOneSample) {
   for (const auto& [index, tokens] : samples) EXPECT_EQ(tokens, expect) << "sample " << index;
 }
 
-// The prompt's score (perplexity) under a quantized pool, with a window of `window` tokens.
+// The prompt's score under a quantized pool, with a window of `window` tokens.
 double score(LoadedModel& m, KvDtype k, KvDtype v, uint32_t window) {
-  EngineConfig c{
-      .kv_cache_memory = 256ull << 20, .k_dtype = k, .v_dtype = v, .threads = 2, .max_num_seqs = 4};
-  c.recent_window = window;
-  auto e = Engine::create(*m.model, c);
-  EXPECT_TRUE(e.is_ok()) << e.status().to_string();
-  auto id =
-      (*e)->add_request({.prompt = test::long_chat_prompt(m), .max_tokens = 0, .score_from = 48});
-  EXPECT_TRUE(id.is_ok());
-  while ((*e)->has_unfinished()) (void)(*e)->step();
-  const Sequence& s = (*e)->sequence(*id);
-  EXPECT_GT(s.prompt_scored, 0u);
-  return s.prompt_nll / s.prompt_scored;
+  return test::score_long_chat_prompt(m, k, v, window, /*attention_sink=*/false);
 }
 
 // A window over the whole prompt (its floor is 0, its size beyond the prompt) leaves nothing to
