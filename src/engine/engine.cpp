@@ -256,6 +256,7 @@ EngineSnapshot Engine::snapshot(bool with_fragmentation) const {
   if (with_fragmentation) s.fragmentation = cache.stats().fragmentation;
   s.preemptions_recompute = scheduler.num_preemptions(PreemptionMode::kRecompute);
   s.preemptions_swap = scheduler.num_preemptions(PreemptionMode::kSwap);
+  s.attention_sink_refused_hits = scheduler.num_sink_refused_hits();
   if (offload_ != nullptr) s.offload = offload_->stats();
   // The host area is swap's share plus the host tier's; swap may borrow from the tier's.
   s.swap_used_bytes =

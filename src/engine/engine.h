@@ -83,6 +83,8 @@ struct EngineSnapshot {
   KvCacheCounters cache;
   double fragmentation = 0;  // only when snapshot(true)
   uint64_t preemptions_recompute = 0, preemptions_swap = 0;
+  // Prefix hits not taken because the attention sink had forgotten the first token.
+  uint64_t attention_sink_refused_hits = 0;
   uint64_t swap_used_bytes = 0, swap_space_bytes = 0;
   uint64_t pool_bytes = 0, block_bytes = 0;
   uint64_t key_tail_bytes = 0;       // per-channel K formats' f16 tails (kv_pool_plan.h)

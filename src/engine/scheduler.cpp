@@ -251,9 +251,13 @@ StepPlan Scheduler::schedule() {
       // A scored prompt reuses at most the positions before the ones it scores; with a recent
       // window, at most its window floor.
       uint32_t max_cached = max_cached_tokens(*s, config_.recent_window);
-      if (config_.attention_sink != nullptr &&
-          (s->tokens.empty() || !config_.attention_sink->knows_start(s->tokens[0])))
+      // The attention sink: a hit needs the first token's rows (quant/attention_sink.h).
+      bool sink_refused = false;
+      if (config_.attention_sink != nullptr && max_cached > 0 &&
+          (s->tokens.empty() || !config_.attention_sink->knows_start(s->tokens[0]))) {
+        sink_refused = cache_.plan_admit(s->tokens, s->cache_salt, max_cached).cached_tokens > 0;
         max_cached = 0;
+      }
       AdmitPlan ap = cache_.plan_admit(s->tokens, s->cache_salt, max_cached);
       if (ap.prefix_in_flight) {
         ++w;
@@ -279,6 +283,7 @@ StepPlan Scheduler::schedule() {
           cache_.admit(s->id, s->tokens, s->cache_salt, &copies_, budget, max_cached, cacheable);
       queue_cache_output(copies_, plan);
       if (!cached.is_ok()) break;  // nothing changed, no copy queued
+      if (sink_refused) ++num_sink_refused_hits_;
       s->num_computed = *cached;
       s->tier_wait_start = {};  // a later re-admission (after preemption) may wait again
       if (s->num_preemptions == 0) s->cached_tokens = std::min(*cached, s->prompt_len);

@@ -128,6 +128,9 @@ class Scheduler {
   // request's last step reach the tiers without waiting for another step).
   void plan_completed_blocks(KvTransferPlan& plan);
 
+  // Admissions whose prefix hit was not taken because the attention sink no longer knew the
+  // prompt's first token (SchedulerConfig::attention_sink).
+  [[nodiscard]] uint64_t num_sink_refused_hits() const { return num_sink_refused_hits_; }
   [[nodiscard]] uint64_t num_preemptions() const {
     return num_preemptions_[0] + num_preemptions_[1];
   }
@@ -164,6 +167,7 @@ class Scheduler {
   double prefill_tokens_per_s_ = 0;
   size_t num_loading_ = 0;
   uint64_t num_preemptions_[2] = {0, 0};
+  uint64_t num_sink_refused_hits_ = 0;
   std::vector<PreemptionEvent> events_;
 };
 

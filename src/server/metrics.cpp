@@ -361,6 +361,10 @@ std::string ServerMetrics::render(const MetricsSnapshot& snap) const {
   for (const auto& [route, r] : routes_)
     sample(&o, "kvserve_route_prefix_cache_hits_tokens_total",
            "route=\"" + escape_label(route) + "\"", num(r.hit_tokens));
+  metric(&o, "kvserve_attention_sink_refused_hits_total", "counter",
+         "Prefix hits not taken because the attention sink (--kv-attention-sink) no longer knew "
+         "the prompt's first token: the request computed its cached prefix again.",
+         s.attention_sink_refused_hits);
   header(&o, "kvserve_preemptions_total", "counter", "Preemptions, by mode.");
   sample(&o, "kvserve_preemptions_total", "mode=\"recompute\"", num(s.preemptions_recompute));
   sample(&o, "kvserve_preemptions_total", "mode=\"swap\"", num(s.preemptions_swap));

@@ -63,6 +63,7 @@ TEST_P(EngineAttentionSinkTest, ForgottenStartTokenRefusesTheHit) {
   ASSERT_EQ(cached.size(), 4u);
   EXPECT_EQ(cached[2], 0u);  // forgotten: computed again
   EXPECT_GT(cached[3], 0u);  // known again
+  EXPECT_EQ(e->snapshot().attention_sink_refused_hits, 1u);
   EXPECT_TRUE(e->check_integrity().is_ok());
 }
 

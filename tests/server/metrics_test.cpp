@@ -74,6 +74,7 @@ TEST(ServerMetrics, RendersObservationsWithBaseUnitsAndTotals) {
   snap.engine.cache.blocks_cached_free = 3;
   snap.engine.cache.blocks_in_use = 1;
   snap.engine.preemptions_swap = 2;
+  snap.engine.attention_sink_refused_hits = 4;
   snap.tenants.push_back({.label = "t", .query_tokens = 50, .hit_tokens = 32});
   const std::string text = m.render(snap);
   EXPECT_TRUE(has_line(text, "kvserve_prompt_tokens_total 50"));
@@ -81,6 +82,7 @@ TEST(ServerMetrics, RendersObservationsWithBaseUnitsAndTotals) {
   EXPECT_TRUE(has_line(text, "kvserve_kv_blocks{state=\"cached_free\"} 3"));
   EXPECT_TRUE(has_line(text, "kvserve_preemptions_total{mode=\"swap\"} 2"));
   EXPECT_TRUE(has_line(text, "kvserve_preemptions_total{mode=\"recompute\"} 0"));
+  EXPECT_TRUE(has_line(text, "kvserve_attention_sink_refused_hits_total 4"));
   EXPECT_TRUE(
       has_line(text, "kvserve_route_prefix_cache_hits_tokens_total{route=\"/v1/completions\"} 32"));
   EXPECT_TRUE(
