@@ -29,11 +29,7 @@ void write_channel_keys(const PagedKvLayout& kv, uint32_t layer, uint64_t chunk,
   thread_local std::vector<float> rows;
   rows.resize(uint64_t{G} * D);
   // With the attention sink, a group that starts at position 0 leaves that row out of its range.
-  const uint32_t range_from =
-      kv.recent != nullptr &&
-              kv.recent->is_sink_position(t0, kv.recent->position(t0) - static_cast<int32_t>(r0))
-          ? 1
-          : 0;
+  const uint32_t range_from = kv.recent != nullptr && kv.recent->sink_behind(t0, r0) ? 1 : 0;
   for (uint32_t h = 0; h < kv.kv_heads; ++h) {
     uint8_t* group = kv.k_head(block, layer, h) + (chunk % chunks_per_block) * group_bytes;
     KeyTails* tails = kv.key_tails;

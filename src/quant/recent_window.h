@@ -90,12 +90,11 @@ class RecentWindow {
     return sink_ != nullptr && slot_[t] >= 0 && first_key == 0 &&
            first_position(t, context_len) > 0;
   }
-  // Whether token t of the step is position 0 of a sequence with an attention sink (its key is
-  // then left out of its per-channel group's range: kernels/kv_write.cpp).
-  [[nodiscard]] bool is_sink_position(int64_t t, int32_t pos) const {
-    return sink_ != nullptr && slot_[t] >= 0 && pos == 0;
+  // Whether the position `back` before token t of the step is position 0 of a sequence with an
+  // attention sink (its key is then left out of its per-channel group's range: kv_write.cpp).
+  [[nodiscard]] bool sink_behind(int64_t t, uint32_t back) const {
+    return sink_ != nullptr && slot_[t] >= 0 && pos_[t] == static_cast<int32_t>(back);
   }
-  [[nodiscard]] int32_t position(int64_t t) const { return pos_[t]; }
   // The attention sink, or nullptr (the model runner adopts and publishes start tokens with it).
   [[nodiscard]] AttentionSink* sink() const { return sink_.get(); }
   // Rows [dim] of f16 of position `pos` (within token t's window) for `layer` and `head`.
