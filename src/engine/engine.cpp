@@ -61,7 +61,8 @@ class Engine::ModelBackend : public StepBackend {
     if (e_.kv_pool_.recent_window > 0)
       for (const ScheduledChunk& c : plan.chunks)
         recent_slots_.push_back(cache.recent_slot(c.seq->id));
-    logits_ = e_.runner_->run(plan.chunks, inputs_, recent_slots_, cache.take_recent_changes());
+    logits_ = e_.runner_->run(plan.chunks, inputs_, recent_slots_, cache.take_recent_changes(),
+                              cache.take_start_row_copies());
   }
   int32_t sample(size_t chunk, Sequence& s) override {
     const int32_t vocab = static_cast<int32_t>(e_.model_.spec().vocab_size);
@@ -198,8 +199,7 @@ Result<std::unique_ptr<Engine>> Engine::create(TransformerModel& model,
                        .scheduler = {.max_num_batched_tokens = config.max_num_batched_tokens,
                                      .max_num_seqs = config.max_num_seqs,
                                      .preemption_mode = config.preemption_mode,
-                                     .recent_window = config.recent_window,
-                                     .attention_sink = recent ? recent->sink() : nullptr},
+                                     .recent_window = config.recent_window},
                        .host_blocks = static_cast<uint32_t>(host_blocks),
                        .max_model_len = e->max_model_len_,
                        .vocab_size = spec.vocab_size,

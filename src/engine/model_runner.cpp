@@ -10,7 +10,8 @@ ModelRunner::ModelRunner(TransformerModel& model, KvBlockStorage& storage, Threa
 
 StepLogits ModelRunner::run(std::span<const ScheduledChunk> chunks, const StepInputs& inputs,
                             std::span<const int32_t> recent_slots,
-                            std::span<const RecentSlotChange> recent_changes) {
+                            std::span<const RecentSlotChange> recent_changes,
+                            std::span<const StartRowCopy> start_rows) {
   AttentionSink* sink = recent_ != nullptr ? recent_->sink() : nullptr;
   if (recent_ != nullptr) {
     KVS_CHECK(recent_slots.size() == chunks.size());
@@ -20,16 +21,11 @@ StepLogits ModelRunner::run(std::span<const ScheduledChunk> chunks, const StepIn
       else
         recent_->copy_slot(static_cast<uint32_t>(c.copy_from), c.slot);
     }
-    // A sequence that starts past position 0 (its first block from the prefix cache) adopts its
-    // first token's sink rows; the scheduler granted the hit because the sink knew the token.
-    if (sink != nullptr)
-      for (size_t c = 0; c < chunks.size(); ++c) {
-        const Sequence& s = *chunks[c].seq;
-        KVS_CHECK(recent_slots[c] >= 0);
-        const auto slot = static_cast<uint32_t>(recent_slots[c]);
-        if (s.num_computed > 0 && !sink->valid(slot)) KVS_CHECK(sink->adopt(slot, s.tokens[0]));
-      }
   }
+  // A sequence that starts from a prefix hit takes its first token's sink rows from the table.
+  KVS_CHECK(sink != nullptr || start_rows.empty());
+  for (const StartRowCopy& c : start_rows)
+    if (!c.publish) sink->adopt(c.slot, c.entry);
   recent_slot_.clear();
   recent_floor_.clear();
   tokens_.clear();
@@ -80,10 +76,8 @@ StepLogits ModelRunner::run(std::span<const ScheduledChunk> chunks, const StepIn
   kv.recent = recent_.get();
   model_.forward(batch, kv, threads_, logits_.data());
   // Sequences that computed position 0 publish its rows under their first token.
-  if (sink != nullptr)
-    for (size_t c = 0; c < chunks.size(); ++c)
-      if (chunks[c].seq->num_computed == 0)
-        sink->publish(static_cast<uint32_t>(recent_slots[c]), chunks[c].seq->tokens[0]);
+  for (const StartRowCopy& c : start_rows)
+    if (c.publish) sink->publish(c.slot, c.entry);
   return {.logits = logits_, .row_begin = row_begin_};
 }
 

@@ -38,10 +38,13 @@ class ModelRunner {
   // `inputs` = KvCacheManager::build_step_inputs of the chunks' rows, in chunk order;
   // `recent_slots` their sequences' recent-window slots (KvCacheManager::recent_slot), empty
   // without a window; `recent_changes` the slots' hand-overs (KvCacheManager::
-  // take_recent_changes), applied in order before the forward pass.
+  // take_recent_changes), applied in order before the forward pass; `start_rows` the attention
+  // sink's copies (KvCacheManager::take_start_row_copies): adoptions before the forward pass
+  // (after the hand-overs), publications after it.
   StepLogits run(std::span<const ScheduledChunk> chunks, const StepInputs& inputs,
                  std::span<const int32_t> recent_slots = {},
-                 std::span<const RecentSlotChange> recent_changes = {});
+                 std::span<const RecentSlotChange> recent_changes = {},
+                 std::span<const StartRowCopy> start_rows = {});
 
  private:
   TransformerModel& model_;

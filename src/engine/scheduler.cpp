@@ -253,8 +253,8 @@ StepPlan Scheduler::schedule() {
       uint32_t max_cached = max_cached_tokens(*s, config_.recent_window);
       // The attention sink: a hit needs the first token's rows (quant/attention_sink.h).
       bool sink_refused = false;
-      if (config_.attention_sink != nullptr && max_cached > 0 &&
-          (s->tokens.empty() || !config_.attention_sink->knows_start(s->tokens[0]))) {
+      if (cache_.has_attention_sink() && max_cached > 0 &&
+          (s->tokens.empty() || !cache_.sink_knows(s->tokens[0]))) {
         sink_refused = cache_.plan_admit(s->tokens, s->cache_salt, max_cached).cached_tokens > 0;
         max_cached = 0;
       }
@@ -284,6 +284,8 @@ StepPlan Scheduler::schedule() {
       queue_cache_output(copies_, plan);
       if (!cached.is_ok()) break;  // nothing changed, no copy queued
       if (sink_refused) ++num_sink_refused_hits_;
+      // A hit's first token's rows come from the sink's table (known: checked above).
+      if (cache_.has_attention_sink() && *cached > 0) cache_.adopt_start_rows(s->id, s->tokens[0]);
       s->num_computed = *cached;
       s->tier_wait_start = {};  // a later re-admission (after preemption) may wait again
       if (s->num_preemptions == 0) s->cached_tokens = std::min(*cached, s->prompt_len);
@@ -296,6 +298,11 @@ StepPlan Scheduler::schedule() {
     out.push_back({s, n});
     budget -= n;
   }
+  // Sequences that compute position 0 publish its rows under their first token (after the
+  // forward pass, so no hit adopts them before they are written).
+  if (cache_.has_attention_sink())
+    for (const ScheduledChunk& c : out)
+      if (c.seq->num_computed == 0) cache_.publish_start_rows(c.seq->id, c.seq->tokens[0]);
   return plan;
 }
 

@@ -44,7 +44,6 @@
 
 #include "engine/sequence.h"
 #include "kvcache/kv_cache_manager.h"
-#include "quant/attention_sink.h"
 #include "tiers/host_block_pool.h"
 #include "tiers/kv_transfer.h"
 #include "tiers/tier_policy.h"
@@ -66,9 +65,6 @@ struct SchedulerConfig {
   // `--kv-recent-window` tokens (quant/recent_window.h): prefix hits stop at each sequence's
   // window floor, and a preempted sequence is recomputed (its window is not swapped).
   uint32_t recent_window = 0;
-  // `--kv-attention-sink` (quant/attention_sink.h): a prefix hit is granted only while the sink
-  // knows the sequence's first token (else the sequence computes position 0 itself).
-  const AttentionSink* attention_sink = nullptr;
   // How long a sequence waits for its disk or remote tier reads before it takes what is ready
   // and recomputes the rest (bounds the wait when a device or Redis is slow or hung).
   double max_tier_wait_seconds = 2.0;
@@ -129,7 +125,7 @@ class Scheduler {
   void plan_completed_blocks(KvTransferPlan& plan);
 
   // Admissions whose prefix hit was not taken because the attention sink no longer knew the
-  // prompt's first token (SchedulerConfig::attention_sink).
+  // prompt's first token (kvcache/start_token_table.h; the engine and the simulator alike).
   [[nodiscard]] uint64_t num_sink_refused_hits() const { return num_sink_refused_hits_; }
   [[nodiscard]] uint64_t num_preemptions() const {
     return num_preemptions_[0] + num_preemptions_[1];

@@ -14,15 +14,17 @@ void StepBackend::score(size_t, Sequence&, uint32_t, uint32_t) {
 
 KvCacheConfig pool_cache_config(const KvPoolPlan& pool, bool enable_prefix_caching,
                                 uint64_t model_fingerprint, uint64_t hash_seed) {
-  return KvCacheConfig{.num_blocks = pool.num_blocks,
-                       .block_size = pool.block_size,
-                       .group_windows = pool.groups.windows,
-                       .enable_prefix_caching = enable_prefix_caching,
-                       .model_fingerprint = model_fingerprint,
-                       .hash_seed = hash_seed,
-                       .k_dtype = pool.unit.k_dtype,
-                       .v_dtype = pool.unit.v_dtype,
-                       .recent_window_slots = pool.recent_window_slots};
+  return KvCacheConfig{
+      .num_blocks = pool.num_blocks,
+      .block_size = pool.block_size,
+      .group_windows = pool.groups.windows,
+      .enable_prefix_caching = enable_prefix_caching,
+      .model_fingerprint = model_fingerprint,
+      .hash_seed = hash_seed,
+      .k_dtype = pool.unit.k_dtype,
+      .v_dtype = pool.unit.v_dtype,
+      .recent_window_slots = pool.recent_window_slots,
+      .attention_sink_entries = pool.attention_sink ? pool.recent_window_slots : 0};
 }
 
 Result<uint32_t> swap_host_blocks(PreemptionMode mode, uint64_t swap_space, uint64_t block_bytes) {
@@ -200,6 +202,7 @@ std::vector<StepOutput> StepDriver::step(StepBackend& backend) {
     has_prefill |= c.seq->num_computed < c.seq->prompt_len;
   const double t0 = backend.now();
   backend.forward(plan);
+  cache_.forward_done();
   const double seconds = backend.now() - t0;
   counters_.forward_seconds += seconds;
   (has_prefill ? counters_.prefill_step_seconds : counters_.decode_step_seconds) += seconds;

@@ -33,7 +33,8 @@ KvCacheManager::KvCacheManager(const KvCacheConfig& config)
       hash_fn_(&default_block_hash),
       tables_(config.block_size, config.group_windows),
       block_group_(config.num_blocks, 0),
-      recent_(config.recent_window_slots) {
+      recent_(config.recent_window_slots),
+      sink_(config.attention_sink_entries) {
   KVS_CHECK_MSG(config.num_blocks > 0 && config.block_size > 0,
                 "KvCacheConfig needs num_blocks > 0 and block_size > 0");
   KVS_CHECK_MSG(!config.group_windows.empty() && config.group_windows.size() < 256,
@@ -537,6 +538,27 @@ void KvCacheManager::free(SeqId seq) {
   tenants_->remove_sequence(s.tenant);
   tables_.erase(seq);
   recent_.release(seq);
+}
+
+void KvCacheManager::adopt_start_rows(SeqId seq, int32_t first_token) {
+  const int32_t slot = recent_.slot_of(seq);
+  KVS_CHECK(has_attention_sink() && slot >= 0);
+  start_row_copies_.push_back(
+      {.slot = static_cast<uint32_t>(slot), .entry = sink_.adopt(first_token), .publish = false});
+}
+
+void KvCacheManager::publish_start_rows(SeqId seq, int32_t first_token) {
+  const int32_t slot = recent_.slot_of(seq);
+  KVS_CHECK(has_attention_sink() && slot >= 0);
+  if (const std::optional<uint32_t> entry = sink_.publish(first_token))
+    start_row_copies_.push_back(
+        {.slot = static_cast<uint32_t>(slot), .entry = *entry, .publish = true});
+}
+
+void KvCacheManager::forward_done() {
+  (void)recent_.take_changes();
+  start_row_copies_.clear();
+  sink_.rows_written();
 }
 
 uint32_t KvCacheManager::forget_idle_tenants(double now, double idle_seconds) {

@@ -56,6 +56,7 @@
 #include "kvcache/prefix_cache.h"
 #include "kvcache/recent_window_slots.h"
 #include "kvcache/sequence_block_tables.h"
+#include "kvcache/start_token_table.h"
 #include "kvcache/tenant_registry.h"
 #include "kvcache/tier_key.h"
 #include "quant/kv_format.h"
@@ -102,6 +103,9 @@ struct KvCacheConfig {
   // `--kv-recent-window` (quant/recent_window.h): slots of the recent-token window, one per
   // sequence (recent_window_slots.h); 0 = no window.
   uint32_t recent_window_slots = 0;
+  // `--kv-attention-sink` (quant/attention_sink.h): entries of its start-token table
+  // (start_token_table.h), as many as the window's slots; 0 = no sink.
+  uint32_t attention_sink_entries = 0;
 };
 
 // Answer of a dry run (plan_admit); nothing changes.
@@ -308,6 +312,22 @@ class KvCacheManager {
   [[nodiscard]] std::vector<RecentSlotChange> take_recent_changes() {
     return recent_.take_changes();
   }
+  // The attention sink's start-token table (start_token_table.h). A prefix hit needs the table
+  // to know the first token (sink_knows); a sequence admitted with one adopts that token's rows,
+  // and one that computes position 0 this step publishes its rows after the forward pass. The
+  // copies are recorded against the sequences' window slots for the model runner
+  // (take_start_row_copies: adoptions before the forward pass, publications after it).
+  [[nodiscard]] bool has_attention_sink() const { return sink_.num_entries() > 0; }
+  [[nodiscard]] bool sink_knows(int32_t token) const { return sink_.knows(token); }
+  void adopt_start_rows(SeqId seq, int32_t first_token);
+  void publish_start_rows(SeqId seq, int32_t first_token);
+  // The step's forward pass ran: the window's and the sink's copies recorded for it were applied
+  // (a backend without rows, the simulator's, drops them) and the sink's publications written.
+  void forward_done();
+  [[nodiscard]] std::vector<StartRowCopy> take_start_row_copies() {
+    return std::exchange(start_row_copies_, {});
+  }
+  [[nodiscard]] const StartTokenTable& start_tokens() const { return sink_; }
   [[nodiscard]] uint32_t refcount(BlockId b) const { return pool_.refcount(b); }
   [[nodiscard]] BlockState block_state(BlockId b) const { return pool_.state(b); }
 
@@ -368,6 +388,8 @@ class KvCacheManager {
   // prefix cache's pointer to it survives moving the manager.
   std::unique_ptr<TierBridge> tiers_;
   RecentWindowSlots recent_;
+  StartTokenTable sink_;
+  std::vector<StartRowCopy> start_row_copies_;
 };
 
 }  // namespace kvs

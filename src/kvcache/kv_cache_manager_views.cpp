@@ -118,6 +118,8 @@ Status KvCacheManager::check_integrity() const {
   }
   KVS_RETURN_IF_ERROR(in_flight_.check_integrity(live));
   if (!recent_.check_integrity()) return internal_error("recent-window slots: inconsistent");
+  if (!sink_.check_integrity())
+    return internal_error("the attention sink's start-token table: inconsistent");
   for (SeqId id : live)
     if (recent_.num_slots() > 0 && recent_.slot_of(id) < 0)
       return internal_error("sequence " + std::to_string(id.value) + ": no recent-window slot");

@@ -10,19 +10,18 @@
 // Why rows keyed by the token: position 0 attends only to itself, so its K and V in every layer
 // are a function of its token id alone (the forward pass is batch-invariant, and with the sink
 // the query at position 0 reads its own key and value in f16 however long its prompt is). A
-// sequence that computed position 0 keeps its rows in its slot and publishes them under its first
-// token; a sequence whose first block came from the prefix cache (or a tier) adopts the rows of
-// its first token from that table. Either way it reads the same bytes, so outputs do not depend
-// on what the cache held. A prefix hit is granted only while the table knows the sequence's first
-// token (knows_start), else the sequence computes position 0 itself (the scheduler's rule); the
-// table changes only after a forward pass (publish), and adoptions run before one, so a token
-// known when a hit is granted is still there when the sequence adopts it.
+// sequence that computed position 0 keeps its rows in its slot and publishes them into a table
+// entry of its first token; a sequence whose first block came from the prefix cache (or a tier)
+// adopts the rows of its first token's entry. Either way it reads the same bytes, so outputs do
+// not depend on what the cache held. Which token each entry holds, and which copies a step makes,
+// is accounting: kvcache/start_token_table.h decides (the scheduler grants a prefix hit only
+// while the table knows the first token), and this class moves the bytes it is told to.
 //
 // Storage: `slots` rows for the running sequences and as many table entries, each
 // [layers][kv_heads][dim] f16 for K and again for V:
 //   bytes = 2 x slots x layers x kv_heads x dim x 2 B x 2 (K and V)
-// counted in the KV budget with the window's rings (kv_pool_plan.h). The table forgets its least
-// recently used token when it is full. Not thread-safe for writes; attention's threads only read.
+// counted in the KV budget with the window's rings (kv_pool_plan.h). Not thread-safe for writes;
+// attention's threads only read.
 #pragma once
 
 #include <cstdint>
@@ -53,33 +52,23 @@ class AttentionSink {
   void reset_slot(uint32_t slot) { valid_[slot] = 0; }
   void copy_slot(uint32_t src, uint32_t dst);
 
-  // ---- the start-token table ----
-  [[nodiscard]] bool knows_start(int32_t token) const { return entry_of(token) >= 0; }
-  // The slot takes token's rows from the table; false when the table does not know it.
-  bool adopt(uint32_t slot, int32_t token);
-  // The slot's rows (valid: its sequence computed position 0) go into the table under token.
-  void publish(uint32_t slot, int32_t token);
+  // ---- the start-token table's entries (kvcache/start_token_table.h decides which) ----
+  // The slot takes the entry's rows (written by an earlier publish).
+  void adopt(uint32_t slot, uint32_t entry);
+  // The slot's rows (valid: its sequence computed position 0) go into the entry.
+  void publish(uint32_t slot, uint32_t entry);
   [[nodiscard]] uint32_t slots() const { return slots_; }
-  // The table's tokens, most recently used last (tests).
-  [[nodiscard]] std::vector<int32_t> tokens_by_use() const;
-
-  // Every token is in the table at most once, and every used entry has a distinct use stamp.
-  [[nodiscard]] bool check_integrity() const;
 
  private:
   AttentionSink(uint32_t slots, uint32_t layers, uint32_t kv_heads, uint32_t dim, ZeroPages rows);
-  [[nodiscard]] int32_t entry_of(int32_t token) const;
   // Row r (0 .. slots-1: the slots; slots .. 2 slots-1: the table's entries), K or V.
   [[nodiscard]] uint16_t* rows(uint32_t r, bool v) const;
   void copy_rows(uint32_t from, uint32_t to);
 
   uint32_t slots_, layers_, kv_heads_, dim_;
-  uint64_t per_row_;  // layers x kv_heads x dim
-  ZeroPages rows_;    // K: [2 slots][layers][kv_heads][dim], then V alike
-  std::vector<uint8_t> valid_;
-  std::vector<int32_t> token_;  // per table entry; -1 = empty
-  std::vector<uint64_t> used_;  // per table entry: its last use (a counter)
-  uint64_t clock_ = 0;
+  uint64_t per_row_;            // layers x kv_heads x dim
+  ZeroPages rows_;              // K: [2 slots][layers][kv_heads][dim], then V alike
+  std::vector<uint8_t> valid_;  // per row (slots, then entries): written
 };
 
 }  // namespace kvs
