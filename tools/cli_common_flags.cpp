@@ -211,8 +211,8 @@ void add_kv_recent_window_flag(CLI::App& cmd, uint32_t* tokens, FlagRole role) {
       break;
     case FlagRole::kPlanner:
       help =
-          "the engine's recent-token window (tokens): with --kv-cache-memory, its f16 rows for "
-          "--max-num-seqs sequences are counted in the pool";
+          "the engine's recent-token window (tokens): its f16 rows are counted in every "
+          "request, and with --kv-cache-memory for --max-num-seqs sequences in the pool";
       break;
   }
   if (help == nullptr) unknown_role("--kv-recent-window");
@@ -230,8 +230,8 @@ void add_kv_attention_sink_flag(CLI::App& cmd, bool* on, FlagRole role) {
       break;
     case FlagRole::kPlanner:
       help =
-          "the engine's attention sink: with --kv-recent-window and --kv-cache-memory, its f16 "
-          "rows (two per --max-num-seqs sequence) are counted in the pool";
+          "the engine's attention sink: with --kv-recent-window, its f16 rows (two per "
+          "sequence) are counted in every request and, with --kv-cache-memory, in the pool";
       break;
     case FlagRole::kSimulatedEngine:
       help =

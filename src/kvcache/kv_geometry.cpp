@@ -4,6 +4,8 @@
 #include <utility>
 
 #include "core/byte_size.h"
+#include "quant/key_tails.h"
+#include "quant/recent_window.h"
 
 namespace kvs {
 namespace {
@@ -164,6 +166,42 @@ uint64_t kv_layer_state_bytes(const KvLayer& l, uint32_t tp) {
   return (l.state_bytes + tp - 1) / tp;
 }
 
+namespace {
+
+KvSequenceRowBytes layer_rows(const KvLayer& l, const KvModelShape& s) {
+  KvSequenceRowBytes rows;
+  if (l.kind != KvLayerKind::kFull && l.kind != KvLayerKind::kSliding) return rows;
+  const uint32_t heads = kv_heads_per_rank(l.kv_heads, s.tp);
+  if (s.recent_window > 0) {
+    KVS_CHECK(l.head_dim_k == l.head_dim_v);  // validate_kv_shape: one dim for K and V
+    rows.recent_window =
+        RecentWindow::bytes(1, s.recent_window, 1, heads, l.head_dim_k, s.attention_sink);
+  }
+  if (kv_dtype_per_channel(s.k_dtype))
+    rows.key_tails = KeyTails::bytes(1, 1, heads, l.head_dim_k, kv_channel_group_tokens(s.k_dtype));
+  return rows;
+}
+
+}  // namespace
+
+uint64_t kv_layer_row_bytes(const KvLayer& l, const KvModelShape& s) {
+  return layer_rows(l, s).total();
+}
+
+KvSequenceRowBytes kv_sequence_row_bytes(const KvModelShape& s) {
+  KvSequenceRowBytes out;
+  for (const KvLayer& l : s.layers) {
+    const KvSequenceRowBytes r = layer_rows(l, s);
+    out.recent_window += r.recent_window;
+    out.key_tails += r.key_tails;
+  }
+  return out;
+}
+
+uint64_t kv_layer_sequence_bytes(const KvLayer& l, const KvModelShape& s) {
+  return kv_layer_state_bytes(l, s.tp) + kv_layer_row_bytes(l, s);
+}
+
 LinearStateBytes gated_delta_net_state_bytes(const GatedDeltaNetShape& g, uint32_t conv_elem_bytes,
                                              uint32_t recurrent_elem_bytes) {
   const uint64_t conv_dim =
@@ -173,6 +211,14 @@ LinearStateBytes gated_delta_net_state_bytes(const GatedDeltaNetShape& g, uint32
           .recurrent = uint64_t{g.value_heads} * g.key_dim * g.value_dim * recurrent_elem_bytes};
 }
 
+Status check_recent_window(uint32_t tokens) {
+  if (tokens % kRecentWindowAlign != 0 || tokens > kMaxRecentWindow)
+    return invalid_argument("--kv-recent-window must be a multiple of " +
+                            std::to_string(kRecentWindowAlign) + " tokens up to " +
+                            std::to_string(kMaxRecentWindow) + ", got " + std::to_string(tokens));
+  return Status::ok();
+}
+
 Status validate_kv_shape(const KvModelShape& s) {
   if (s.layers.empty()) return invalid_argument("the model has no layers");
   if (kv_dtype_per_channel(s.v_dtype))
@@ -180,6 +226,9 @@ Status validate_kv_shape(const KvModelShape& s) {
                             " quantizes keys per channel and holds keys only; choose another V "
                             "format (--kv-cache-dtype-v), e.g. int4_had");
   if (s.tp == 0) return invalid_argument("tensor parallelism must be at least 1");
+  if (s.attention_sink && s.recent_window == 0)
+    return invalid_argument("--kv-attention-sink needs --kv-recent-window");
+  KVS_RETURN_IF_ERROR(check_recent_window(s.recent_window));
   for (size_t i = 0; i < s.layers.size(); ++i) {
     const KvLayer& l = s.layers[i];
     const std::string where =
@@ -196,6 +245,10 @@ Status validate_kv_shape(const KvModelShape& s) {
         if (!k.is_ok()) return invalid_argument(where + ", K: " + k.status().message());
         auto v = kv_vector_bytes_checked(s.v_dtype, l.head_dim_v);
         if (!v.is_ok()) return invalid_argument(where + ", V: " + v.status().message());
+        if (s.recent_window > 0 && l.head_dim_k != l.head_dim_v)
+          return invalid_argument(where + ": --kv-recent-window needs the same head dim for K (" +
+                                  std::to_string(l.head_dim_k) + ") and V (" +
+                                  std::to_string(l.head_dim_v) + ")");
         break;
       }
       case KvLayerKind::kMla: {
@@ -219,6 +272,7 @@ KvShapeBytes kv_shape_bytes(const KvModelShape& s) {
     out.token_bytes_by_kind[kind] += b;
     out.bytes_per_token += b;
     out.state_bytes_per_sequence += kv_layer_state_bytes(l, s.tp);
+    out.row_bytes_per_sequence += kv_layer_row_bytes(l, s);
   }
   const auto groups = group_layers(s.layers);
   std::string terms;
@@ -241,7 +295,7 @@ KvRequestBytes kv_request_breakdown(const KvModelShape& s, uint64_t n_tokens,
   for (const KvLayer& l : s.layers) {
     const uint64_t b = kv_layer_token_bytes(l, s.k_dtype, s.v_dtype, s.tp) *
                            kv_layer_held_tokens(l, n_tokens, chunk_tokens) +
-                       kv_layer_state_bytes(l, s.tp);
+                       kv_layer_sequence_bytes(l, s);
     out.by_kind[static_cast<size_t>(l.kind)] += b;
     out.total += b;
   }

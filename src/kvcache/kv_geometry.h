@@ -108,14 +108,25 @@ struct KvModelShape {
   KvDtype k_dtype = KvDtype::kF16;  // also the format of MLA latents
   KvDtype v_dtype = KvDtype::kF16;
   uint32_t tp = 1;  // tensor-parallel ranks (>= 1)
+  // The engine's f16 rows beside the blocks that every running sequence holds
+  // (kv_layer_row_bytes): its `--kv-recent-window` (tokens, 0 = none) and `--kv-attention-sink`.
+  // Capacity plans count them per request; the engine's pool plan (kv_pool_plan.h) counts them
+  // for its --max-num-seqs slots instead and leaves these at 0.
+  uint32_t recent_window = 0;
+  bool attention_sink = false;
 
   // Every layer full attention, tp = 1: the engine's shape.
   [[nodiscard]] static KvModelShape uniform(const KvUniformShape& u);
 };
 
+// invalid_argument naming `--kv-recent-window` unless `tokens` is a window the engine takes (a
+// multiple of 16 up to 4,096; 0 = none).
+[[nodiscard]] Status check_recent_window(uint32_t tokens);
+
 // Rejects shapes the formula cannot size: no layers, zero heads/dims/window, tp = 0, KV heads that
-// tp cannot split (check_kv_heads_split), or a grouped format (int4, q8_0, q4_0) with a vector
-// length that is not a multiple of its group.
+// tp cannot split (check_kv_heads_split), a grouped format (int4, q8_0, q4_0) with a vector
+// length that is not a multiple of its group, or a recent window (or sink) the engine does not
+// take.
 [[nodiscard]] Status validate_kv_shape(const KvModelShape& shape);
 
 // KV heads one rank stores: kv_heads / tp, or 1 when tp >= kv_heads (the head is replicated).
@@ -170,6 +181,21 @@ struct KvModelShape {
                                            uint64_t chunk_tokens = 0);
 // Bytes of `layer`'s fixed per-sequence state on one rank: ceil(state_bytes / tp), 0 otherwise.
 [[nodiscard]] uint64_t kv_layer_state_bytes(const KvLayer& layer, uint32_t tp);
+// Bytes of the f16 rows a sequence holds for a full or sliding `layer` on one rank beside its
+// blocks, as the engine keeps them: with the shape's recent window W its ring of W + 16 tokens'
+// K and V (quant/recent_window.h) and with the attention sink two more rows
+// (quant/attention_sink.h); with a per-channel K format the keys of its partly filled group
+// (quant/key_tails.h). 0 for other layers.
+[[nodiscard]] uint64_t kv_layer_row_bytes(const KvLayer& layer, const KvModelShape& shape);
+// The rows of every layer, by kind: the window's rings (and sink rows) and the key tails.
+struct KvSequenceRowBytes {
+  uint64_t recent_window = 0;
+  uint64_t key_tails = 0;
+  [[nodiscard]] uint64_t total() const { return recent_window + key_tails; }
+};
+[[nodiscard]] KvSequenceRowBytes kv_sequence_row_bytes(const KvModelShape& shape);
+// Everything `layer` holds per sequence whatever its length: state and rows.
+[[nodiscard]] uint64_t kv_layer_sequence_bytes(const KvLayer& layer, const KvModelShape& shape);
 
 // ---- Linear-attention state --------------------------------------------------------------------
 
@@ -203,6 +229,7 @@ struct KvShapeBytes {
   std::array<uint64_t, kNumKvLayerKinds> token_bytes_by_kind{};  // kNoKv entry is 0
   uint64_t bytes_per_token = 0;           // all per-token layers (sliding ones while N <= window)
   uint64_t state_bytes_per_sequence = 0;  // all kNoKv layers
+  uint64_t row_bytes_per_sequence = 0;    // kv_layer_row_bytes over all layers
   // The formula with the model's numbers, one term per group of identical layers, e.g.
   //   "32 x 2 x 8 x 128 x 2 = 131,072 B"                                     (uniform)
   //   "21 x 2 x 8 x 256 x 2 [full] + 21 x 2 x 8 x 256 x 2 [window 4096] = 344,064 B"

@@ -36,14 +36,6 @@ Result<KvPoolPlan> plan_kv_layout(const KvModelShape& shape, uint32_t block_size
   return p;
 }
 
-Status check_recent_window(uint32_t tokens) {
-  if (tokens % kRecentWindowAlign != 0 || tokens > kMaxRecentWindow)
-    return invalid_argument("--kv-recent-window must be a multiple of " +
-                            std::to_string(kRecentWindowAlign) + " tokens up to " +
-                            std::to_string(kMaxRecentWindow) + ", got " + std::to_string(tokens));
-  return Status::ok();
-}
-
 Result<KvPoolPlan> plan_kv_pool(const KvModelShape& shape, uint64_t memory, uint32_t block_size,
                                 uint32_t max_num_seqs, uint32_t recent_window,
                                 bool attention_sink) {

@@ -93,8 +93,6 @@ struct KvSequenceFootprint {
                                               uint32_t block_size, uint32_t max_num_seqs = 0,
                                               uint32_t recent_window = 0,
                                               bool attention_sink = false);
-// invalid_argument naming `--kv-recent-window` unless `tokens` is a window plan_kv_pool takes.
-[[nodiscard]] Status check_recent_window(uint32_t tokens);
 // The same without a budget: everything but num_blocks, pool_bytes and num_tokens (0).
 [[nodiscard]] Result<KvPoolPlan> plan_kv_layout(const KvModelShape& shape, uint32_t block_size);
 // The uniform case.

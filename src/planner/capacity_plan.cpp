@@ -95,7 +95,7 @@ uint64_t kv_request_bytes_paged(const KvModelShape& s, uint64_t n, uint32_t bloc
     for (const KvLayer& l : s.layers) {
       total += kv_layer_token_bytes(l, s.k_dtype, s.v_dtype, s.tp) *
                    kv_layer_held_slots(l, m, block, chunk) +
-               kv_layer_state_bytes(l, s.tp);
+               kv_layer_sequence_bytes(l, s);
     }
     return total;
   };

@@ -128,6 +128,20 @@ void formula_section(std::ostringstream& o, const PlanOutcome& out) {
     if (b.bytes_per_token == 0 && b.state_bytes == 0) o << "nothing (no KV, no state)";
     o << "\n";
   }
+  // The engine's f16 rows beside the blocks: counted in every request below.
+  const KvModelShape& shape = out.inputs.shape;
+  const KvSequenceRowBytes rows = kv_sequence_row_bytes(shape);
+  if (rows.total() > 0) {
+    o << "  + per sequence beside the blocks, in f16 (as the engine holds them):";
+    if (rows.recent_window > 0)
+      o << " recent window (" << shape.recent_window << " + 16"
+        << (shape.attention_sink ? " + 2 sink" : "") << " tokens of K and V) "
+        << format_thousands(rows.recent_window) << " B" << (rows.key_tails > 0 ? ";" : "");
+    if (rows.key_tails > 0)
+      o << " key tails (" << kv_channel_group_tokens(shape.k_dtype)
+        << " keys of the partly filled group) " << format_thousands(rows.key_tails) << " B";
+    o << "\n";
+  }
 }
 
 void request_section(std::ostringstream& o, const PlanOutcome& out) {
@@ -142,6 +156,8 @@ void request_section(std::ostringstream& o, const PlanOutcome& out) {
   for (const LayerRoleBytes& b : role_bytes(out))
     o << "  " << pad(layer_role_name(b.role), 30) << lpad(format_thousands(b.request_bytes), 18)
       << " B\n";
+  if (const uint64_t rows = kv_sequence_row_bytes(out.inputs.shape).total(); rows > 0)
+    o << "  of which f16 rows beside the blocks     " << lpad(format_thousands(rows), 12) << " B\n";
   const bool windowed = p.per_token.layers_by_kind[static_cast<int>(KvLayerKind::kSliding)] > 0;
   if (windowed && w.window_chunk_tokens > 0)
     o << "  windowed layers as held during a step of " << format_thousands(w.window_chunk_tokens)

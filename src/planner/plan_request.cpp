@@ -73,6 +73,9 @@ Result<PlanOutcome> run_plan(const PlanRequest& r) {
   PlanOutcome o;
   o.request = r;
   o.inputs.shape = r.model.kv_shape(r.k_dtype, r.v_dtype, r.tp);
+  // Each request the engine runs holds its window's rows (and the sink's) beside its blocks.
+  o.inputs.shape.recent_window = r.engine_recent_window;
+  o.inputs.shape.attention_sink = r.engine_attention_sink;
   o.inputs.gpu_memory_bytes = r.gpu_memory.bytes;
   o.inputs.gpu_memory_utilization = r.utilization;
   o.inputs.weights_bytes = r.weights.bytes;

@@ -153,6 +153,39 @@ class Generate(unittest.TestCase):
         self.assert_generate_refuses(
             (["--kv-attention-sink"], "--kv-attention-sink needs --kv-recent-window"))
 
+    def test_plan_counts_the_engines_rows_in_every_request(self):
+        # Without --kv-cache-memory the plan answers how many requests fit: each request holds
+        # its window's and sink's rows and its key tail beside its blocks, as the engine's pool
+        # holds them for each of its sequences.
+        fmt = ["--kv-cache-dtype-k", "int2_chan", "--kv-cache-dtype-v", "int2_had"]
+        window = ["--kv-recent-window", "128", "--kv-attention-sink"]
+
+        def plan(*extra):
+            return json.loads(run("plan", MODEL, "--memory", "8GiB", "--context", "4096",
+                                  "--json", *fmt, *extra).stdout)
+
+        bare, windowed = plan(), plan(*window)
+        tail = 30 * 3 * 16 * 64 * 2
+        rows = 30 * 3 * (128 + 16 + 2) * 64 * 2 * 2 + tail
+        self.assertEqual(bare["per_token"]["row_bytes_per_sequence"], tail)
+        self.assertEqual(windowed["per_token"]["row_bytes_per_sequence"], rows)
+        self.assertEqual(windowed["per_request"]["paged_bytes"],
+                         bare["per_request"]["paged_bytes"] + rows - tail)
+        budget = windowed["memory"]["total_kv_budget_bytes"]
+        self.assertEqual(windowed["capacity"]["c_max_worst"],
+                         budget // windowed["per_request"]["paged_bytes"])
+        self.assertLess(windowed["capacity"]["c_max_worst"], bare["capacity"]["c_max_worst"])
+        _, pool = self.generate_and_plan(fmt + window + ["--kv-cache-memory", "96MiB",
+                                                         "--max-num-seqs", "8"])
+        self.assertEqual(pool["recent_window_bytes"] + pool["key_tail_bytes"], 8 * rows)
+        text = run("plan", MODEL, "--memory", "8GiB", "--context", "4096", *fmt,
+                   *window).stdout
+        self.assertIn("recent window (128 + 16 + 2 sink tokens of K and V)", text)
+        self.assertIn("of which f16 rows beside the blocks", text)
+        r = run("plan", MODEL, "--kv-attention-sink", check=False)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("--kv-attention-sink needs --kv-recent-window", r.stderr)
+
     def test_per_channel_keys_pool_is_the_planners_to_the_byte(self):
         # Per-channel keys take one f16 key tail per sequence (--max-num-seqs) from the budget
         # before the blocks; the planner sizes the same pool.

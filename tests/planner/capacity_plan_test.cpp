@@ -6,6 +6,8 @@
 
 #include <algorithm>
 
+#include "kvcache/kv_pool_plan.h"
+
 namespace kvs {
 namespace {
 
@@ -200,6 +202,41 @@ TEST(CapacityPlan, StepAwarePagingIsThePeakOnTheWayToN) {
   ASSERT_TRUE(p.is_ok()) << p.status().to_string();
   EXPECT_EQ(p->max_context, 160u);
   EXPECT_FALSE(p->context_unbounded);
+}
+
+// The engine's f16 rows beside the blocks (the recent-token window's ring, the sink's rows, the
+// per-channel keys' tail) are held by every request, so they count in each one.
+TEST(CapacityPlan, EachRequestHoldsTheEnginesRowsBesideItsBlocks) {
+  PlanInputs in = base(1'000'000, 100);
+  in.workload.block_size = 16;
+  in.shape.recent_window = 16;
+  in.shape.attention_sink = true;
+  auto p = plan_capacity(in);
+  ASSERT_TRUE(p.is_ok()) << p.status().to_string();
+  // (16 + 16 + 2) rows of K and V, 64 f16 each.
+  const uint64_t rows = (16 + 16 + 2) * 64 * 2 * 2;
+  EXPECT_EQ(p->per_token.row_bytes_per_sequence, rows);
+  EXPECT_EQ(p->request.total, 100u * 512 + rows);
+  EXPECT_EQ(p->request_paged, 112u * 512 + rows);
+  EXPECT_EQ(p->c_max_worst, 1'000'000u / (112 * 512 + rows));
+  // Per-channel keys add one group's keys (16 of them, f16).
+  in.shape.k_dtype = KvDtype::kInt4Chan;
+  in.shape.v_dtype = KvDtype::kInt4Had;
+  p = plan_capacity(in);
+  ASSERT_TRUE(p.is_ok()) << p.status().to_string();
+  EXPECT_EQ(p->per_token.row_bytes_per_sequence, rows + 16 * 64 * 2);
+  // The engine's pool takes the same rows for each of its sequences.
+  KvModelShape engine = in.shape;
+  engine.recent_window = 0;
+  engine.attention_sink = false;
+  const KvPoolPlan pool = *plan_kv_pool(engine, 64 << 20, 16, 8, 16, true);
+  EXPECT_EQ(pool.recent_window_bytes + pool.key_tail_bytes,
+            8 * p->per_token.row_bytes_per_sequence);
+  // A window the engine does not take, or a sink without one, is refused.
+  in.shape.recent_window = 24;
+  EXPECT_FALSE(plan_capacity(in).is_ok());
+  in.shape.recent_window = 0;
+  EXPECT_FALSE(plan_capacity(in).is_ok());
 }
 
 TEST(CapacityPlan, RejectsBadInput) {
