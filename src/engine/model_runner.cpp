@@ -75,7 +75,7 @@ StepLogits ModelRunner::run(std::span<const ScheduledChunk> chunks, const StepIn
   PagedKvLayout kv = storage_.layout();
   kv.recent = recent_.get();
   model_.forward(batch, kv, threads_, logits_.data());
-  // Sequences that computed position 0 publish its rows under their first token.
+  // Sequences that computed position 0 publish its rows into their first token's entry.
   for (const StartRowCopy& c : start_rows)
     if (c.publish) sink->publish(c.slot, c.entry);
   return {.logits = logits_, .row_begin = row_begin_};

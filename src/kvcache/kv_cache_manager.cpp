@@ -35,6 +35,9 @@ KvCacheManager::KvCacheManager(const KvCacheConfig& config)
       block_group_(config.num_blocks, 0),
       recent_(config.recent_window_slots),
       sink_(config.attention_sink_entries) {
+  KVS_CHECK_MSG(config.attention_sink_entries == 0 ||
+                    config.attention_sink_entries == config.recent_window_slots,
+                "KvCacheConfig: the attention sink has one entry per recent-window slot");
   KVS_CHECK_MSG(config.num_blocks > 0 && config.block_size > 0,
                 "KvCacheConfig needs num_blocks > 0 and block_size > 0");
   KVS_CHECK_MSG(!config.group_windows.empty() && config.group_windows.size() < 256,

@@ -253,6 +253,10 @@ Status validate_kv_shape(const KvModelShape& s) {
       }
       case KvLayerKind::kMla: {
         if (l.kv_lora_rank == 0) return invalid_argument(where + ": kv_lora_rank must be positive");
+        if (s.recent_window > 0)
+          return invalid_argument(where +
+                                  ": --kv-recent-window keeps K and V heads in f16; an "
+                                  "MLA latent has none");
         auto k = kv_vector_bytes_checked(s.k_dtype, uint64_t{l.kv_lora_rank} + l.qk_rope_head_dim);
         if (!k.is_ok()) return invalid_argument(where + ": " + k.status().message());
         break;

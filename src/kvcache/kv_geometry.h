@@ -239,7 +239,8 @@ struct KvShapeBytes {
 };
 [[nodiscard]] KvShapeBytes kv_shape_bytes(const KvModelShape& shape);
 
-// Bytes a request of n tokens holds on one rank, split by kind (state counted once).
+// Bytes a request of n tokens holds on one rank, split by kind (per-sequence state and the
+// engine's rows beside the blocks, kv_layer_sequence_bytes, counted once).
 struct KvRequestBytes {
   std::array<uint64_t, kNumKvLayerKinds> by_kind{};  // kNoKv entry = the fixed state
   uint64_t total = 0;

@@ -12,6 +12,10 @@
 namespace kvs {
 
 Result<KvPoolPlan> plan_kv_layout(const KvModelShape& shape, uint32_t block_size) {
+  // The pool takes the window and the sink as plan_kv_pool's arguments, for its max_num_seqs
+  // sequences; a shape carrying them too (a capacity plan's, per request) would count them twice.
+  KVS_CHECK_MSG(shape.recent_window == 0 && !shape.attention_sink,
+                "plan_kv_layout: the engine's shape carries no per-request rows");
   if (block_size < 1 || block_size > kMaxBlockSize)
     return invalid_argument("--block-size must be between 1 and " + std::to_string(kMaxBlockSize) +
                             ", got " + std::to_string(block_size));

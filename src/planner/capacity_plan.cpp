@@ -23,7 +23,7 @@ MaxContext max_context_for(const KvModelShape& s, uint32_t block, uint64_t chunk
         static_cast<unsigned __int128>(kv_request_bytes_paged(s, n, block, chunk)) * count;
     return need <= budget;
   };
-  if (!fits(0)) return {};  // the per-sequence states alone do not fit
+  if (!fits(0)) return {};  // the per-sequence states and rows alone do not fit
   if (fits(kMaxTokens)) return {.tokens = kMaxTokens, .unbounded = true};
   uint64_t lo = 0, hi = kMaxTokens;  // fits(lo), !fits(hi)
   while (hi - lo > 1) {

@@ -6,7 +6,8 @@
 //   C_max      = floor(kv_budget / bytes_per_request(context))
 //
 // where bytes_per_request(N) = sum over layers of token_bytes(layer) x held(layer, N) + states
-// (kv_geometry.h). Everything is exact integer bytes; no unit conversions happen here (the report
+// + the engine's f16 rows beside the blocks (window, sink, key tails: kv_layer_sequence_bytes in
+// kv_geometry.h). Everything is exact integer bytes; no unit conversions happen here (the report
 // chooses GB or GiB for display, see size_input.h).
 //
 // Paging (block_size > 0): each layer's held tokens are rounded up to whole blocks, so a request

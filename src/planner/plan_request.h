@@ -46,7 +46,8 @@ struct PlanRequest {
   // (kv_pool_plan.h), taken from --kv-cache-memory before the blocks.
   uint32_t engine_max_num_seqs = 64;
   // The engine's --kv-recent-window (quant/recent_window.h): its f16 rings, one per sequence,
-  // are taken from --kv-cache-memory before the blocks too.
+  // counted in every request of the capacity (KvModelShape::recent_window) and taken from
+  // --kv-cache-memory before the blocks.
   uint32_t engine_recent_window = 0;
   // The engine's --kv-attention-sink (quant/attention_sink.h): its rows, counted with the window's.
   bool engine_attention_sink = false;

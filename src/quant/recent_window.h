@@ -95,7 +95,8 @@ class RecentWindow {
   [[nodiscard]] bool sink_behind(int64_t t, uint32_t back) const {
     return sink_ != nullptr && slot_[t] >= 0 && pos_[t] == static_cast<int32_t>(back);
   }
-  // The attention sink, or nullptr (the model runner adopts and publishes start tokens with it).
+  // The attention sink, or nullptr (the model runner copies its rows as the cache manager's
+  // start-token table says: kvcache/start_token_table.h).
   [[nodiscard]] AttentionSink* sink() const { return sink_.get(); }
   // Rows [dim] of f16 of position `pos` (within token t's window) for `layer` and `head`.
   [[nodiscard]] const uint16_t* key(int64_t t, uint32_t layer, uint32_t head, int32_t pos) const {

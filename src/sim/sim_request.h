@@ -37,8 +37,9 @@ struct SimArgs {
   // The engine's --kv-recent-window (tokens, 0 = none): its rings come out of the pool's budget
   // and prefix hits stop at each sequence's window floor, as in the engine.
   uint32_t recent_window = 0;
-  // The engine's --kv-attention-sink: its rows come out of the budget with the window's (the
-  // simulated scheduler grants prefix hits as if the sink knew every first token).
+  // The engine's --kv-attention-sink: its rows come out of the budget with the window's, and the
+  // scheduler refuses a prefix hit whose first token the sink's table forgot, as in the engine
+  // (kvcache/start_token_table.h).
   bool attention_sink = false;
   std::string preemption_mode = "recompute";
   std::string swap_space = "0";  // host bytes per replica for swapped-out blocks

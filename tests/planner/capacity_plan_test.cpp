@@ -229,14 +229,37 @@ TEST(CapacityPlan, EachRequestHoldsTheEnginesRowsBesideItsBlocks) {
   KvModelShape engine = in.shape;
   engine.recent_window = 0;
   engine.attention_sink = false;
-  const KvPoolPlan pool = *plan_kv_pool(engine, 64 << 20, 16, 8, 16, true);
-  EXPECT_EQ(pool.recent_window_bytes + pool.key_tail_bytes,
+  const auto pool = plan_kv_pool(engine, 64 << 20, 16, 8, 16, true);
+  ASSERT_TRUE(pool.is_ok()) << pool.status().to_string();
+  EXPECT_EQ(pool->recent_window_bytes + pool->key_tail_bytes,
             8 * p->per_token.row_bytes_per_sequence);
   // A window the engine does not take, or a sink without one, is refused.
   in.shape.recent_window = 24;
   EXPECT_FALSE(plan_capacity(in).is_ok());
   in.shape.recent_window = 0;
   EXPECT_FALSE(plan_capacity(in).is_ok());
+}
+
+// A model of sliding and full layers (Gemma 3 270M's shape: layer groups in the pool) holds the
+// same rows per sequence in the plan as in the engine's pool.
+TEST(CapacityPlan, RowsPerRequestAreThePoolsPerSequenceWithLayerGroups) {
+  KvModelShape s;
+  for (uint32_t i = 0; i < 18; ++i)
+    s.layers.push_back((i + 1) % 6 == 0 ? KvLayer::full(1, 256, 256)
+                                        : KvLayer::sliding(1, 256, 256, 512));
+  s.k_dtype = KvDtype::kInt2Chan;
+  s.v_dtype = KvDtype::kInt2Had;
+  const auto pool = plan_kv_pool(s, 256 << 20, 16, 8, 128, true);
+  ASSERT_TRUE(pool.is_ok()) << pool.status().to_string();
+  ASSERT_GT(pool->groups.num_groups(), 1u);
+  s.recent_window = 128;
+  s.attention_sink = true;
+  EXPECT_EQ(pool->recent_window_bytes + pool->key_tail_bytes, 8 * kv_sequence_row_bytes(s).total());
+  // An MLA latent has no heads for the window to keep.
+  KvModelShape mla;
+  mla.layers = {KvLayer::mla(512, 64)};
+  mla.recent_window = 128;
+  EXPECT_FALSE(validate_kv_shape(mla).is_ok());
 }
 
 TEST(CapacityPlan, RejectsBadInput) {
