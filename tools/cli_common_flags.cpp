@@ -236,7 +236,8 @@ void add_kv_attention_sink_flag(CLI::App& cmd, bool* on, FlagRole role) {
     case FlagRole::kSimulatedEngine:
       help =
           "the engine's attention sink: with --kv-recent-window, its f16 rows (two per "
-          "--max-num-seqs sequence) come out of the pool";
+          "--max-num-seqs sequence) come out of the pool, and a prefix hit whose first token "
+          "the sink's table forgot is refused, as in the engine";
       break;
   }
   if (help == nullptr) unknown_role("--kv-attention-sink");
