@@ -41,10 +41,11 @@ void add_max_num_batched_tokens_flag(CLI::App& cmd, uint64_t* tokens, FlagRole r
 void add_max_num_seqs_flag(CLI::App& cmd, uint32_t* seqs, FlagRole role);
 // --kv-recent-window: each running sequence's newest tokens in f16 beside the pool
 // (quant/recent_window.h); kEngine runs it, kSimulatedEngine simulates the engine with it,
-// kPlanner counts its bytes in the engine's pool.
+// kPlanner counts its bytes in every request and in the engine's pool.
 void add_kv_recent_window_flag(CLI::App& cmd, uint32_t* tokens, FlagRole role);
 // --kv-attention-sink: position 0's K and V in f16 for every query (quant/attention_sink.h);
-// kEngine runs it, kSimulatedEngine and kPlanner count its rows in the engine's pool.
+// kEngine runs it, kSimulatedEngine counts its rows in the engine's pool and refuses the hits the
+// engine refuses, kPlanner counts its rows in every request and in the engine's pool.
 void add_kv_attention_sink_flag(CLI::App& cmd, bool* on, FlagRole role);
 // --NAME / --no-NAME: a boolean set on or off, the last one given winning; --help shows the
 // default (*value when added) as "(default: on)" / "(default: off)" after `help`.

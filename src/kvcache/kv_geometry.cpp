@@ -188,16 +188,6 @@ uint64_t kv_layer_row_bytes(const KvLayer& l, const KvModelShape& s) {
   return layer_rows(l, s).total();
 }
 
-KvSequenceRowBytes kv_sequence_row_bytes(const KvModelShape& s) {
-  KvSequenceRowBytes out;
-  for (const KvLayer& l : s.layers) {
-    const KvSequenceRowBytes r = layer_rows(l, s);
-    out.recent_window += r.recent_window;
-    out.key_tails += r.key_tails;
-  }
-  return out;
-}
-
 uint64_t kv_layer_sequence_bytes(const KvLayer& l, const KvModelShape& s) {
   return kv_layer_state_bytes(l, s.tp) + kv_layer_row_bytes(l, s);
 }
@@ -276,7 +266,9 @@ KvShapeBytes kv_shape_bytes(const KvModelShape& s) {
     out.token_bytes_by_kind[kind] += b;
     out.bytes_per_token += b;
     out.state_bytes_per_sequence += kv_layer_state_bytes(l, s.tp);
-    out.row_bytes_per_sequence += kv_layer_row_bytes(l, s);
+    const KvSequenceRowBytes rows = layer_rows(l, s);
+    out.rows_per_sequence.recent_window += rows.recent_window;
+    out.rows_per_sequence.key_tails += rows.key_tails;
   }
   const auto groups = group_layers(s.layers);
   std::string terms;

@@ -187,13 +187,6 @@ struct KvModelShape {
 // (quant/attention_sink.h); with a per-channel K format the keys of its partly filled group
 // (quant/key_tails.h). 0 for other layers.
 [[nodiscard]] uint64_t kv_layer_row_bytes(const KvLayer& layer, const KvModelShape& shape);
-// The rows of every layer, by kind: the window's rings (and sink rows) and the key tails.
-struct KvSequenceRowBytes {
-  uint64_t recent_window = 0;
-  uint64_t key_tails = 0;
-  [[nodiscard]] uint64_t total() const { return recent_window + key_tails; }
-};
-[[nodiscard]] KvSequenceRowBytes kv_sequence_row_bytes(const KvModelShape& shape);
 // Everything `layer` holds per sequence whatever its length: state and rows.
 [[nodiscard]] uint64_t kv_layer_sequence_bytes(const KvLayer& layer, const KvModelShape& shape);
 
@@ -223,13 +216,21 @@ struct LinearStateBytes {
                                                            uint32_t conv_elem_bytes,
                                                            uint32_t recurrent_elem_bytes);
 
+// The engine's rows beside the blocks over every layer (kv_layer_row_bytes): the window's rings
+// (with the sink's rows) and the per-channel keys' tails.
+struct KvSequenceRowBytes {
+  uint64_t recent_window = 0;
+  uint64_t key_tails = 0;
+  [[nodiscard]] uint64_t total() const { return recent_window + key_tails; }
+};
+
 // Per-token bytes split by layer kind (the sum over that kind's layers), per rank.
 struct KvShapeBytes {
   std::array<uint32_t, kNumKvLayerKinds> layers_by_kind{};       // index: KvLayerKind
   std::array<uint64_t, kNumKvLayerKinds> token_bytes_by_kind{};  // kNoKv entry is 0
   uint64_t bytes_per_token = 0;           // all per-token layers (sliding ones while N <= window)
   uint64_t state_bytes_per_sequence = 0;  // all kNoKv layers
-  uint64_t row_bytes_per_sequence = 0;    // kv_layer_row_bytes over all layers
+  KvSequenceRowBytes rows_per_sequence;   // kv_layer_row_bytes over all layers
   // The formula with the model's numbers, one term per group of identical layers, e.g.
   //   "32 x 2 x 8 x 128 x 2 = 131,072 B"                                     (uniform)
   //   "21 x 2 x 8 x 256 x 2 [full] + 21 x 2 x 8 x 256 x 2 [window 4096] = 344,064 B"

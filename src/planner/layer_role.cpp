@@ -67,7 +67,7 @@ std::vector<LayerRoleBytes> layer_role_breakdown(const std::vector<LayerRole>& r
     const uint64_t state = kv_layer_state_bytes(l, s.tp);
     b.bytes_per_token += token;
     b.state_bytes += state;
-    b.request_bytes += token * kv_layer_held_tokens(l, n, chunk) + kv_layer_sequence_bytes(l, s);
+    b.request_bytes += token * kv_layer_held_tokens(l, n, chunk) + state + kv_layer_row_bytes(l, s);
   }
   std::vector<LayerRoleBytes> out;
   for (const LayerRoleBytes& b : by)

@@ -57,7 +57,7 @@ std::string render_plan_json(const PlanOutcome& out) {
   json per_token = {{"bytes", p.per_token.bytes_per_token},
                     {"formula", p.per_token.formula},
                     {"state_bytes_per_sequence", p.per_token.state_bytes_per_sequence},
-                    {"row_bytes_per_sequence", p.per_token.row_bytes_per_sequence}};
+                    {"row_bytes_per_sequence", p.per_token.rows_per_sequence.total()}};
   json by_kind = json::object();
   json req_kind = json::object();
   for (int k = 0; k < kNumKvLayerKinds; ++k) {

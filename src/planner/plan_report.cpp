@@ -130,7 +130,7 @@ void formula_section(std::ostringstream& o, const PlanOutcome& out) {
   }
   // The engine's f16 rows beside the blocks: counted in every request below.
   const KvModelShape& shape = out.inputs.shape;
-  const KvSequenceRowBytes rows = kv_sequence_row_bytes(shape);
+  const KvSequenceRowBytes& rows = out.plan.per_token.rows_per_sequence;
   if (rows.total() > 0) {
     o << "  + per sequence beside the blocks, in f16 (as the engine holds them):";
     if (rows.recent_window > 0)
@@ -156,7 +156,7 @@ void request_section(std::ostringstream& o, const PlanOutcome& out) {
   for (const LayerRoleBytes& b : role_bytes(out))
     o << "  " << pad(layer_role_name(b.role), 30) << lpad(format_thousands(b.request_bytes), 18)
       << " B\n";
-  if (const uint64_t rows = kv_sequence_row_bytes(out.inputs.shape).total(); rows > 0)
+  if (const uint64_t rows = p.per_token.rows_per_sequence.total(); rows > 0)
     o << "  of which f16 rows beside the blocks     " << lpad(format_thousands(rows), 12) << " B\n";
   const bool windowed = p.per_token.layers_by_kind[static_cast<int>(KvLayerKind::kSliding)] > 0;
   if (windowed && w.window_chunk_tokens > 0)

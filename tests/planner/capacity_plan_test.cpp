@@ -215,7 +215,7 @@ TEST(CapacityPlan, EachRequestHoldsTheEnginesRowsBesideItsBlocks) {
   ASSERT_TRUE(p.is_ok()) << p.status().to_string();
   // (16 + 16 + 2) rows of K and V, 64 f16 each.
   const uint64_t rows = (16 + 16 + 2) * 64 * 2 * 2;
-  EXPECT_EQ(p->per_token.row_bytes_per_sequence, rows);
+  EXPECT_EQ(p->per_token.rows_per_sequence.total(), rows);
   EXPECT_EQ(p->request.total, 100u * 512 + rows);
   EXPECT_EQ(p->request_paged, 112u * 512 + rows);
   EXPECT_EQ(p->c_max_worst, 1'000'000u / (112 * 512 + rows));
@@ -224,7 +224,7 @@ TEST(CapacityPlan, EachRequestHoldsTheEnginesRowsBesideItsBlocks) {
   in.shape.v_dtype = KvDtype::kInt4Had;
   p = plan_capacity(in);
   ASSERT_TRUE(p.is_ok()) << p.status().to_string();
-  EXPECT_EQ(p->per_token.row_bytes_per_sequence, rows + 16 * 64 * 2);
+  EXPECT_EQ(p->per_token.rows_per_sequence.total(), rows + 16 * 64 * 2);
   // The engine's pool takes the same rows for each of its sequences.
   KvModelShape engine = in.shape;
   engine.recent_window = 0;
@@ -232,7 +232,7 @@ TEST(CapacityPlan, EachRequestHoldsTheEnginesRowsBesideItsBlocks) {
   const auto pool = plan_kv_pool(engine, 64 << 20, 16, 8, 16, true);
   ASSERT_TRUE(pool.is_ok()) << pool.status().to_string();
   EXPECT_EQ(pool->recent_window_bytes + pool->key_tail_bytes,
-            8 * p->per_token.row_bytes_per_sequence);
+            8 * p->per_token.rows_per_sequence.total());
   // A window the engine does not take, or a sink without one, is refused.
   in.shape.recent_window = 24;
   EXPECT_FALSE(plan_capacity(in).is_ok());
@@ -254,7 +254,8 @@ TEST(CapacityPlan, RowsPerRequestAreThePoolsPerSequenceWithLayerGroups) {
   ASSERT_GT(pool->groups.num_groups(), 1u);
   s.recent_window = 128;
   s.attention_sink = true;
-  EXPECT_EQ(pool->recent_window_bytes + pool->key_tail_bytes, 8 * kv_sequence_row_bytes(s).total());
+  EXPECT_EQ(pool->recent_window_bytes + pool->key_tail_bytes,
+            8 * kv_shape_bytes(s).rows_per_sequence.total());
   // An MLA latent has no heads for the window to keep.
   KvModelShape mla;
   mla.layers = {KvLayer::mla(512, 64)};
