@@ -39,7 +39,7 @@ MODEL = os.path.join(os.environ.get("KVSERVE_MODEL_DIR", os.path.expanduser("~/.
 # (K, V): every format with K = V, then mixed K/V combinations people ask for.
 FORMATS = [("f32", "f32"), ("f16", "f16"), ("bf16", "bf16"), ("fp8_e4m3", "fp8_e4m3"),
            ("fp8_e5m2", "fp8_e5m2"), ("fp8_e4m3_dyn", "fp8_e4m3_dyn"), ("int8", "int8"),
-           ("q8_0", "q8_0"), ("int4", "int4"), ("int4_had", "int4_had"), ("q4_0", "q4_0"),
+           ("int8_had", "int8_had"), ("q8_0", "q8_0"), ("int4", "int4"), ("int4_had", "int4_had"), ("q4_0", "q4_0"),
            ("int8", "int4"), ("int8", "int4_had"), ("f16", "int4"), ("f16", "int8"),
            ("q8_0", "q4_0")]
 SPEED_FORMATS = [f for f in FORMATS if f[0] == f[1]] + [("int8", "int4_had")]

@@ -60,6 +60,10 @@ void kv_vector_to_f32(KvDtype dtype, const uint8_t* src, uint32_t n, float* dst,
       dequantize_lowbit(dtype == KvDtype::kInt3Had ? 3 : 2, src, n, y);
       hadamard_inplace(y, n);
       break;
+    case KvDtype::kInt8Had:
+      dequantize_int8(src, n, y);
+      hadamard_inplace(y, n);
+      break;
     default: KVS_CHECK_MSG(false, "KV format not supported by the kernels");
   }
   std::memcpy(dst + start, y + start, (n - start) * sizeof(float));
@@ -84,7 +88,8 @@ void kv_vector_from_f32(KvDtype dtype, const float* src, uint32_t n, uint8_t* ds
     case KvDtype::kQ8_0: quantize_q8_0(src, n, dst); return;
     case KvDtype::kInt4Had:
     case KvDtype::kInt3Had:
-    case KvDtype::kInt2Had: {
+    case KvDtype::kInt2Had:
+    case KvDtype::kInt8Had: {
       float local[1024];
       std::vector<float> big;
       float* r = local;
@@ -94,7 +99,9 @@ void kv_vector_from_f32(KvDtype dtype, const float* src, uint32_t n, uint8_t* ds
       }
       std::memcpy(r, src, n * sizeof(float));
       hadamard_inplace(r, n);
-      if (dtype == KvDtype::kInt4Had)
+      if (dtype == KvDtype::kInt8Had)
+        quantize_int8(r, n, dst);
+      else if (dtype == KvDtype::kInt4Had)
         quantize_int4(r, n, dst);
       else
         quantize_lowbit(dtype == KvDtype::kInt3Had ? 3 : 2, r, n, dst);

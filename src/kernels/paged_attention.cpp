@@ -58,7 +58,9 @@ static void ScoreKeysScalar(const RangeArgs& r, float* buf) {
   for (int32_t j = r.j0; j < r.j1; ++j) {
     const uint32_t block = a.block_table[r.t][j / bs];
     const uint8_t* k = kv.k_head(block, a.layer, r.kvh) + (j % bs) * kv.k_vector_bytes;
-    if (kv.k_dtype == KvDtype::kInt8) {  // the exact integer scores of every other path
+    // int8 keys against int8 queries (for int8_had both rotated): the exact integer scores of
+    // every other path.
+    if (r.q8 != nullptr) {
       const float ks = load_f16_scale(k + D) * a.scale;
       for (int g = 0; g < NG; ++g) {
         int32_t sum = 0;
@@ -141,6 +143,7 @@ static void ScoreKeysFor(KvDtype dtype, const RangeArgs& r, float* buf) {
     case KvDtype::kFp8E5M2: return ScoreKeysD<ReadFp8E5M2, NG>(r);
     case KvDtype::kFp8E4M3Dyn: return ScoreKeysD<ReadFp8E4M3Dyn, NG>(r);
     case KvDtype::kInt8:  // int8 queries (kernels/int8_key_dots.h)
+    case KvDtype::kInt8Had:
       if (r.int8_dots != nullptr) return ScoreKeysVnni<NG>(r, *r.int8_dots);
       if (int8_scores_fit(r.a->kv.head_dim)) return ScoreKeysD<ScoreInt8, NG>(r);
       return ScoreKeysScalar<NG>(r, buf);
@@ -169,7 +172,8 @@ static void AccumulateValuesFor(KvDtype dtype, const RangeArgs& r, float* out, f
     case KvDtype::kFp8E4M3: return AccumulateValues<ReadFp8E4M3, NG>(r, out);
     case KvDtype::kFp8E5M2: return AccumulateValues<ReadFp8E5M2, NG>(r, out);
     case KvDtype::kFp8E4M3Dyn: return AccumulateValues<ReadFp8E4M3Dyn, NG>(r, out);
-    case KvDtype::kInt8: return AccumulateValues<ReadInt8, NG>(r, out);
+    case KvDtype::kInt8:
+    case KvDtype::kInt8Had: return AccumulateValues<ReadInt8, NG>(r, out);
     case KvDtype::kInt4:
     case KvDtype::kQ4_0:
     case KvDtype::kInt4Had: return AccumulateValues<ReadQ4, NG>(r, out);
@@ -243,8 +247,9 @@ struct QueriesInt8 {
   std::vector<int32_t> qsum;  // [T][H]
   std::vector<float> dq;      // [T][H]
 
-  // with_q16: also the int16 copy the Highway path reads (the VNNI kernels read q8).
-  void quantize(const PagedAttentionArgs& a, ThreadPool& pool, bool with_q16) {
+  // with_q16: also the int16 copy the Highway path reads (the VNNI kernels read q8). rotated:
+  // the queries are rotated first (int8_had keys, stored rotated).
+  void quantize(const PagedAttentionArgs& a, ThreadPool& pool, bool with_q16, bool rotated) {
     const uint32_t D = a.kv.head_dim;
     const size_t heads = static_cast<size_t>(a.num_tokens) * a.num_heads;
     // Each array on its own: a call with more heads of a smaller head dim needs more sums.
@@ -253,8 +258,16 @@ struct QueriesInt8 {
     if (dq.size() < heads) dq.resize(heads);
     if (with_q16 && q16.size() < heads * D) q16.resize(heads * D);
     auto run = [&](size_t begin, size_t end, int) {
+      thread_local std::vector<float> turned;
+      if (rotated && turned.size() < D) turned.resize(D);
       for (size_t h = begin; h < end; ++h) {
-        dq[h] = quantize_query_int8(a.q + h * D, D, q8.data() + h * D, &qsum[h]);
+        const float* q = a.q + h * D;
+        if (rotated) {
+          std::memcpy(turned.data(), q, sizeof(float) * D);
+          hadamard_inplace(turned.data(), D);
+          q = turned.data();
+        }
+        dq[h] = quantize_query_int8(q, D, q8.data() + h * D, &qsum[h]);
         if (with_q16)
           for (size_t i = h * D; i < (h + 1) * D; ++i) q16[i] = q8[i];
       }
@@ -504,14 +517,19 @@ void PagedAttention(const PagedAttentionArgs& a, ThreadPool& pool) {
   // readers handle them; the scalar fallback decodes to the original space instead.
   const bool k_rotated = kv_dtype_rotated(kv.k_dtype) && readers_fit(kv.k_dtype, D);
   const bool v_rotated = kv_dtype_rotated(kv.v_dtype) && readers_fit(kv.v_dtype, D);
-  const bool k_int8 = kv.k_dtype == KvDtype::kInt8;  // scored against int8 queries
+  // Scored against int8 queries: int8 keys, and int8_had keys against the rotated queries (on
+  // every path, the scalar fallback's too: its integer scores are in the stored space).
+  const bool k_int8 = kv_dtype_int8_keys(kv.k_dtype);
   // The VNNI kernels score int8 keys where the CPU has them and the head dim fits their vectors.
   const int8_key_dots::Kernels* int8_dots = k_int8 ? int8_key_dots::active() : nullptr;
   if (int8_dots != nullptr && (!readers_fit(kv.k_dtype, D) || D % int8_dots->chunk != 0))
     int8_dots = nullptr;
   const bool with_q16 = k_int8 && int8_dots == nullptr;
+  // The float queries rotated for the score pass (int8_had's scores read the int8 queries, which
+  // QueriesInt8 rotates).
+  const bool rotate_q = k_rotated && !k_int8;
   thread_local QueriesInt8 queries_int8;
-  if (k_int8) queries_int8.quantize(a, pool, with_q16);
+  if (k_int8) queries_int8.quantize(a, pool, with_q16, kv.k_dtype == KvDtype::kInt8Had);
   const QueriesInt8& qi = queries_int8;  // the caller's (a thread_local is per worker)
   const size_t part_stride = size_t{group} * (D + 2);  // acc [group][D], m [group], l [group]
   thread_local std::vector<float> partials;
@@ -552,7 +570,7 @@ void PagedAttention(const PagedAttentionArgs& a, ThreadPool& pool) {
       const HeadRows src = rows_of(sp.tokens[grp.first + i], kvh);
       const size_t o = size_t{i} * group;
       std::memcpy(s.q.data() + o * D, src.q, sizeof(float) * group * D);
-      if (k_rotated)
+      if (rotate_q)
         for (uint32_t g = 0; g < group; ++g) hadamard_inplace(s.q.data() + (o + g) * D, D);
       if (k_int8) {
         std::memcpy(s.q8.data() + o * D, src.q8, size_t{group} * D);
@@ -640,7 +658,7 @@ void PagedAttention(const PagedAttentionArgs& a, ThreadPool& pool) {
           HeadRows rows = rows_of(t, kvh);
           if (k.recent) {
             AttendRecent(a, t, kvh, k, group, v_rotated, base, s);
-          } else if (k_rotated) {  // H q for all heads of the group, once per item
+          } else if (rotate_q) {  // H q for all heads of the group, once per item
             if (s.q.size() < size_t{group} * D) s.q.resize(size_t{group} * D);
             std::memcpy(s.q.data(), rows.q, sizeof(float) * group * D);
             for (uint32_t g = 0; g < group; ++g) hadamard_inplace(s.q.data() + g * D, D);

@@ -9,6 +9,7 @@
 #include "kernels/int8_key_dots.h"
 #include "kernels/kv_vector.h"
 #include "kernels/paged_attention.h"
+#include "quant/hadamard.h"
 #include "quant/key_tails.h"
 #include "quant/kv_codecs.h"
 #include "quant/recent_window.h"
@@ -37,10 +38,13 @@ void paged_attention_reference(const PagedAttentionArgs& a) {
       const float* q = a.q + (t * a.num_heads + h) * D;
       std::vector<double> sc(n - j0);
       double m = -INFINITY;
-      // int8 K is scored against the query quantized to int8 (kernels/int8_key_dots.h).
-      const bool k_int8 = kv.k_dtype == KvDtype::kInt8;
+      // int8 K is scored against the query quantized to int8 (kernels/int8_key_dots.h); int8_had
+      // K against the rotated query quantized to int8 (both in the rotated space).
+      const bool k_int8 = kv_dtype_int8_keys(kv.k_dtype);
+      std::vector<float> turned(q, q + D);
+      if (kv.k_dtype == KvDtype::kInt8Had) hadamard_inplace(turned.data(), D);
       int32_t qsum = 0;
-      const float dq = k_int8 ? quantize_query_int8(q, D, q8.data(), &qsum) : 0.0f;
+      const float dq = k_int8 ? quantize_query_int8(turned.data(), D, q8.data(), &qsum) : 0.0f;
       for (int32_t j = j0; j < n; ++j) {
         const uint32_t blk = a.block_table[t][j / kv.block_size];
         const uint8_t* kp = kv.k_head(blk, a.layer, kvh) + (j % kv.block_size) * kv.k_vector_bytes;

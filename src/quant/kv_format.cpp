@@ -40,6 +40,8 @@ constexpr std::array<KvDtypeInfo, kNumKvDtypes> kTable = {{
      "keys only: f16 minimum and step per channel per 64 tokens", kMaxChannelGroupTokens},
     {KvDtype::kInt2Chan64, "int2_chan64", 0, 0, 2, 0,
      "keys only: f16 minimum and step per channel per 64 tokens", kMaxChannelGroupTokens},
+    {KvDtype::kInt8Had, "int8_had", 0, 0, 8, 2,
+     "one f16 scale per token per head of the Hadamard-rotated vector"},
 }};
 
 // Row i is the format whose value is i: kv_dtype_from_code and all_kv_dtypes rely on it.
@@ -78,6 +80,8 @@ static_assert(info_of(KvDtype::kQ8_0).group_elems == GroupQ8Traits::kGroup &&
               info_of(KvDtype::kQ8_0).group_bytes == GroupQ8Traits::kGroupBytes);
 static_assert(info_of(KvDtype::kInt8).elem_bits == 8 &&
               info_of(KvDtype::kInt8).vector_scale_bytes == Int8Traits::kScaleBytes);
+static_assert(info_of(KvDtype::kInt8Had).elem_bits == 8 &&
+              info_of(KvDtype::kInt8Had).vector_scale_bytes == Int8Traits::kScaleBytes);
 static_assert(info_of(KvDtype::kFp8E4M3Dyn).elem_bits == 8 &&
               info_of(KvDtype::kFp8E4M3Dyn).vector_scale_bytes == Fp8DynTraits::kScaleBytes);
 static_assert(info_of(KvDtype::kFp8E4M3).vector_scale_bytes == Fp8Traits::kScaleBytes &&

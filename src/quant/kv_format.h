@@ -44,18 +44,30 @@ enum class KvDtype : uint8_t {
   kInt4Chan64,
   kInt3Chan64,
   kInt2Chan64,
+  // int8 of the Hadamard-rotated head vector: int8's bytes (one f16 scale per token per head),
+  // with the rotation spreading outlier channels over the vector so that they no longer set the
+  // one scale (Gemma 3 at 512: int8 +0.78% perplexity, int8_had +0.24%; docs/kv-quantization.md).
+  // Keys are scored in integers against the rotated query in int8, as int8's are. Appended.
+  kInt8Had,
 };
 
 // How many formats there are: the values of KvDtype are 0 .. kNumKvDtypes - 1, and the table
 // (kv_format.cpp) has one row per value, in this order (a static_assert holds it to that). The
 // one place that names the last format; everything else counts through all_kv_dtypes().
-inline constexpr size_t kNumKvDtypes = static_cast<size_t>(KvDtype::kInt2Chan64) + 1;
+inline constexpr size_t kNumKvDtypes = static_cast<size_t>(KvDtype::kInt8Had) + 1;
 
 // Formats that store H x (H the normalized Walsh-Hadamard matrix, its own inverse) instead of x:
 // q . k = (H q) . (H k), and sum p (H v) = H (sum p v), so attention rotates q once and the
 // output once instead of every stored vector.
 [[nodiscard]] inline bool kv_dtype_rotated(KvDtype dtype) {
-  return dtype == KvDtype::kInt4Had || dtype == KvDtype::kInt3Had || dtype == KvDtype::kInt2Had;
+  return dtype == KvDtype::kInt4Had || dtype == KvDtype::kInt3Had || dtype == KvDtype::kInt2Had ||
+         dtype == KvDtype::kInt8Had;
+}
+
+// Formats whose keys are scored as integer dot products against the query quantized to int8
+// (kernels/int8_key_dots.h): int8, and int8_had against the rotated query.
+[[nodiscard]] inline bool kv_dtype_int8_keys(KvDtype dtype) {
+  return dtype == KvDtype::kInt8 || dtype == KvDtype::kInt8Had;
 }
 
 struct KvDtypeInfo {

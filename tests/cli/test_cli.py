@@ -205,6 +205,17 @@ class Generate(unittest.TestCase):
             (["--kv-cache-dtype", "int4_chan"], "holds keys only"),
             (["--kv-cache-dtype-k", "int2_chan", "--block-size", "8"], "multiple of 16"))
 
+    def test_rotated_int8_takes_int8s_bytes_and_the_planners_pool(self):
+        # int8_had: int8 of the Hadamard-rotated vector, one f16 scale per token and head (66
+        # bytes per head vector at head dim 64), in the engine and the plan alike.
+        flags = ["--kv-cache-dtype", "int8_had", "--kv-cache-memory", "64MiB"]
+        gen, pool = self.generate_and_plan(flags)
+        self.assertEqual(gen["kv_bytes_per_token"], 30 * 2 * 3 * (64 + 2))
+        self.assertEqual(pool["num_blocks"], gen["kv_pool_blocks"])
+        self.assertEqual(pool["pool_bytes"], gen["kv_pool_bytes"])
+        self.assertEqual(pool["num_blocks"], 64 * 2**20 // (16 * gen["kv_bytes_per_token"]))
+        self.assertEqual(gen["generated_tokens"], 20)
+
     def test_keys_per_64_tokens_take_int4_hads_bytes_and_the_planners_pool(self):
         # int4_chan64 keys (per channel over 64 tokens) with int4_had values: int4_had's bytes per
         # token (36 + 36 per head), tails of 64 rows per sequence, and the planner's pool.
