@@ -6,7 +6,8 @@ For each format (and the useful K/V combinations):
     512 tokens, the second half of each scored (`kvserve perplexity --json`), and its change
     vs f32;
   * KV bytes per token (kv_geometry's formula, scales included) and the tokens that fit in a
-    fixed KV budget (whole blocks of --block-size tokens, as the engine allocates them);
+    fixed KV budget (the engine's pool as `kvserve plan` sizes it: whole blocks, after the f16
+    rows of --max-num-seqs sequences that per-channel keys, a window and the sink keep);
   * decode tokens/s at 1K, 4K and 16K context (`kvserve generate --json`, a prompt of that
     many tokens of the same text, then --decode-tokens greedy tokens);
   * optionally llama.cpp's KV formats on the same GGUF and text (`llama-perplexity -ctk/-ctv`,
@@ -36,13 +37,21 @@ TEXT = os.path.join(ROOT, "tests", "data", "kjv_genesis_exodus.txt")
 MODEL = os.path.join(os.environ.get("KVSERVE_MODEL_DIR", os.path.expanduser("~/.cache/kvserve/models")),
                      "SmolLM2-135M-Instruct.Q4_1.gguf")
 
-# (K, V): every format with K = V, then mixed K/V combinations people ask for.
-FORMATS = [("f32", "f32"), ("f16", "f16"), ("bf16", "bf16"), ("fp8_e4m3", "fp8_e4m3"),
-           ("fp8_e5m2", "fp8_e5m2"), ("fp8_e4m3_dyn", "fp8_e4m3_dyn"), ("int8", "int8"),
-           ("int8_had", "int8_had"), ("q8_0", "q8_0"), ("int4", "int4"), ("int4_had", "int4_had"), ("q4_0", "q4_0"),
-           ("int8", "int4"), ("int8", "int4_had"), ("f16", "int4"), ("f16", "int8"),
-           ("q8_0", "q4_0")]
-SPEED_FORMATS = [f for f in FORMATS if f[0] == f[1]] + [("int8", "int4_had")]
+# Rows "K/V[@W[+sink]]": K and V formats, and optionally a recent-token window of W tokens in f16
+# (--kv-recent-window) with or without the attention sink (--kv-attention-sink). Every format with
+# K = V, then mixed K/V combinations people ask for, then per-channel keys (keys only) with the
+# values they are paired with, and the 4-, 3- and 2-bit pairs with a window and the sink. Keys per
+# channel over 64 tokens (*_chan64) run in blocks of 64.
+FORMATS = ["f32/f32", "f16/f16", "bf16/bf16", "fp8_e4m3/fp8_e4m3", "fp8_e5m2/fp8_e5m2",
+           "fp8_e4m3_dyn/fp8_e4m3_dyn", "int8/int8", "int8_had/int8_had", "q8_0/q8_0", "int4/int4",
+           "int4_had/int4_had", "int3_had/int3_had", "int2_had/int2_had", "q4_0/q4_0",
+           "int8/int4", "int8/int4_had", "f16/int4", "f16/int8", "q8_0/q4_0",
+           "int4_chan/int4_had", "int4_chan64/int4_had", "int3_chan/int3_had",
+           "int3_chan64/int3_had", "int2_chan/int2_had", "int2_chan64/int2_had",
+           "int4_chan64/int4_had@128+sink", "int3_chan/int3_had@128+sink",
+           "int2_chan/int2_had@128+sink", "int2_chan64/int2_had@128+sink"]
+SPEED_FORMATS = [f for f in FORMATS if f.split("/")[0] == f.split("/")[1] or "chan" in f] + [
+    "int8/int4_had"]
 LLAMA_FORMATS = [("f32", "f32"), ("f16", "f16"), ("q8_0", "q8_0"), ("q4_0", "q4_0"), ("q8_0", "q4_0")]
 
 
@@ -69,9 +78,36 @@ def cached(results, name, fn):
     return r
 
 
-def perplexity(a, k, v):
-    cmd = [a.kvserve, "perplexity", "-f", TEXT, "--ctx", "512", "--kv-cache-dtype-k", k,
-           "--kv-cache-dtype-v", v, "--json"]
+def parse_row(row):
+    # "K/V[@W[+sink]]" -> (K, V, W, sink).
+    kv, _, extra = row.partition("@")
+    k, v = kv.split("/")
+    sink = extra.endswith("+sink")
+    return k, v, int(extra.removesuffix("+sink") or 0), sink
+
+
+def block_size_of(a, row):
+    return 64 if parse_row(row)[0].endswith("_chan64") else a.block_size
+
+
+def row_flags(a, row):
+    k, v, window, sink = parse_row(row)
+    flags = ["--kv-cache-dtype-k", k, "--kv-cache-dtype-v", v, "--block-size",
+             str(block_size_of(a, row))]
+    if window:
+        flags += ["--kv-recent-window", str(window)]
+    if sink:
+        flags += ["--kv-attention-sink"]
+    return flags
+
+
+def row_key(row):
+    # A file name for the row's cached results.
+    return row.replace("/", "_").replace("@", "_w").replace("+sink", "s")
+
+
+def perplexity(a, row):
+    cmd = [a.kvserve, "perplexity", "-f", TEXT, "--ctx", "512", *row_flags(a, row), "--json"]
     if a.windows:
         cmd += ["--max-windows", str(a.windows)]
     if a.threads:
@@ -103,10 +139,19 @@ def prompt_of_tokens(n):
     return text[: int(n * 3.9)]
 
 
-def decode_speed(a, k, v, ctx):
+def pool_tokens(a, row):
+    # Tokens the engine's pool holds in the budget with these flags, as `kvserve plan` sizes it
+    # (equal to the engine's to the byte): per-sequence f16 rows (key tails, window, sink) for
+    # --max-num-seqs sequences come out of the budget before the blocks.
+    cmd = [a.kvserve, "plan", MODEL, "--kv-cache-memory", f"{a.budget_gib:g}GiB", "--max-num-seqs",
+           str(a.max_num_seqs), "--context", "2048", *row_flags(a, row), "--json"]
+    return run_json(cmd)["engine_pool"]
+
+
+def decode_speed(a, row, ctx):
     cmd = [a.kvserve, "generate", "-p", prompt_of_tokens(ctx - a.decode_tokens), "-n",
-           str(a.decode_tokens), "--ignore-eos", "--temp", "0", "--json", "--kv-cache-dtype-k", k,
-           "--kv-cache-dtype-v", v, "--max-model-len", str(ctx + 1024), "--kv-cache-memory", "2GiB"]
+           str(a.decode_tokens), "--ignore-eos", "--temp", "0", "--json", *row_flags(a, row),
+           "--max-model-len", str(ctx + 1024), "--kv-cache-memory", "2GiB"]
     if a.threads:
         cmd += ["-t", str(a.threads)]
     # Best of --decode-repeats runs: one 64-token run on a shared machine can lose a third of
@@ -123,44 +168,53 @@ def fmt_name(k, v):
     return k if k == v else f"{k} / {v}"
 
 
-def render(a, ppl, llama, speed, attention):
-    budget = a.budget_gib * (1 << 30)
+def row_name(row):
+    k, v, window, sink = parse_row(row)
+    return fmt_name(k, v) + (f", window {window}" if window else "") + (" + sink" if sink else "")
+
+
+def render(a, ppl, llama, speed, pools):
     lines = []
     w = lines.append
-    f32 = ppl.get(("f32", "f32"))
+    f32 = ppl.get("f32/f32")
     base = f32["perplexity"] if f32 else None
     scored = f32["scored_tokens"] if f32 else 0
     text_tokens = f32["text_tokens"] if f32 else 0
-    f16 = ppl.get(("f16", "f16"))
+    f16 = ppl.get("f16/f16")
     w("| K / V format | perplexity | vs f32 | vs f16 | KV bytes / token | tokens in %g GiB | %s |"
       % (a.budget_gib, " | ".join(f"decode tok/s @{c // 1024}K" for c in a.contexts)))
     w("|---|---:|---:|---:|---:|---:|" + "---:|" * len(a.contexts))
-    for k, v in FORMATS:
-        r = ppl.get((k, v))
+    for row in FORMATS:
+        r = ppl.get(row)
         if not r:
             continue
         bpt = r["kv_bytes_per_token"]
-        block = a.block_size * bpt
-        tokens = int(budget // block) * a.block_size
+        tokens = pools[row]["num_tokens"]
         delta = f"{100 * (r['perplexity'] / base - 1):+.2f}%" if base else "-"
         d16 = f"{100 * (r['perplexity'] / f16['perplexity'] - 1):+.2f}%" if f16 else "-"
         sp = []
         for c in a.contexts:
-            s = speed.get((k, v, c))
+            s = speed.get((row, c))
             sp.append(f"{s['decode_tokens_per_s']:.1f}" if s else "-")
-        w(f"| {fmt_name(k, v)} | {r['perplexity']:.4f} | {delta} | {d16} | {bpt:,} | {tokens:,} | "
+        w(f"| {row_name(row)} | {r['perplexity']:.4f} | {delta} | {d16} | {bpt:,} | {tokens:,} | "
           + " | ".join(sp) + " |")
+    w("")
+    w(f"Tokens in {a.budget_gib:g} GiB: the engine's pool as `kvserve plan --kv-cache-memory "
+      f"{a.budget_gib:g}GiB --max-num-seqs {a.max_num_seqs}` sizes it with the row's flags (whole "
+      f"blocks of {a.block_size} tokens, 64 for keys per channel over 64 tokens, after the f16 rows "
+      f"that {a.max_num_seqs} sequences keep beside them: per-channel keys' unfinished groups, the "
+      "window, the sink). KV bytes / token counts the blocks only.")
     if speed:
         ctx_words = []
         for c in a.contexts:
-            runs = [s for (k, v, cc), s in speed.items() if cc == c]
+            runs = [s for (row, cc), s in speed.items() if cc == c]
             if runs:
                 ctx_words.append(f"@{c // 1024}K = a prompt of {runs[0]['prompt_tokens']:,} tokens + "
                                  f"{runs[0]['generated_tokens']} generated")
         w("")
         runs_of = []
         for c in a.contexts:
-            n = sorted({s.get("decode_runs", 1) for (k, v, cc), s in speed.items() if cc == c})
+            n = sorted({s.get("decode_runs", 1) for (row, cc), s in speed.items() if cc == c})
             if n:
                 runs_of.append(f"@{c // 1024}K best of {'/'.join(str(x) for x in n)}")
         w("Decode tok/s: `kvserve generate --temp 0 --ignore-eos -n %d --json` on one stream, %s "
@@ -190,7 +244,7 @@ def render(a, ppl, llama, speed, attention):
         return 100 * (r["perplexity"] / ref["perplexity"] - 1) if r and ref else None
     checks = []
     for k, limit in (("int8", 0.5), ("fp8_e4m3", 2.0), ("int4", 5.0), ("int4_had", 5.0)):
-        c = change(ppl.get((k, k)), f32)
+        c = change(ppl.get(f"{k}/{k}"), f32)
         if c is not None:
             checks.append(f"- {k}: {c:+.2f}% vs f32 (target <= +{limit}%): "
                           + ("met" if c <= limit else "NOT met"))
@@ -203,11 +257,11 @@ def render(a, ppl, llama, speed, attention):
         f16, lf16 = obase, lbase
         for ours, theirs in (("int8", "q8_0"), ("fp8_e4m3", "q8_0"), ("int4", "q4_0"),
                              ("int4_had", "q4_0"), ("q4_0", "q4_0"), ("q8_0", "q8_0")):
-            c, t = change(ppl.get((ours, ours)), f16), change(llama.get((theirs, theirs)), lf16)
+            c, t = change(ppl.get(f"{ours}/{ours}"), f16), change(llama.get((theirs, theirs)), lf16)
             if c is not None and t is not None:
                 checks.append(f"- {ours} {c:+.2f}% vs kvserve {bname}, llama.cpp {theirs} {t:+.2f}% vs "
                               f"llama.cpp {bname}: " + ("no worse" if c <= t + 0.05 else "WORSE"))
-        mixed, lmixed = ppl.get(("int8", "int4")), llama.get(("q8_0", "q4_0"))
+        mixed, lmixed = ppl.get("int8/int4"), llama.get(("q8_0", "q4_0"))
         c, t = change(mixed, f16), change(lmixed, lf16)
         if c is not None and t is not None:
             checks.append(f"- int8 / int4 {c:+.2f}% vs kvserve {bname}, llama.cpp q8_0 / q4_0 {t:+.2f}%: "
@@ -234,10 +288,12 @@ def main():
     p.add_argument("--attention-bench", default="")
     p.add_argument("--skip-speed", action="store_true")
     p.add_argument("--skip-perplexity", action="store_true")
+    p.add_argument("--max-num-seqs", type=int, default=16,
+                   help="sequences whose f16 rows (key tails, window, sink) the pool column keeps")
     p.add_argument("--formats", default="",
-                   help="K/V pairs for the perplexity runs, in this order (default: all)")
-    p.add_argument("--speed-formats", default=",".join(f"{k}/{v}" for k, v in SPEED_FORMATS),
-                   help="K/V pairs for the decode runs, e.g. f16/f16,int8/int8")
+                   help="rows K/V[@W[+sink]] for the perplexity runs, in this order (default: all)")
+    p.add_argument("--speed-formats", default=",".join(SPEED_FORMATS),
+                   help="rows for the decode runs, e.g. f16/f16,int8/int8,int2_chan/int2_had@128+sink")
     p.add_argument("--render-only", action="store_true", help="only use cached results")
     p.add_argument("--results", default="/tmp/kvserve-kv-quantization")
     p.add_argument("--out", default="-", help="markdown table file (default: stdout)")
@@ -247,11 +303,15 @@ def main():
     get = (lambda name, fn: cached(a.results, name, (lambda: None) if a.render_only else fn))
     tag = f"w{a.windows}"
     ppl = {}
-    run_first = [tuple(kv.split("/")) for kv in a.formats.split(",") if kv]
-    for k, v in run_first + [f for f in FORMATS if f not in run_first]:
-        r = get(f"ppl_{tag}_{k}_{v}", (lambda: None) if a.skip_perplexity else (lambda: perplexity(a, k, v)))
+    pools = {}
+    run_first = [row for row in a.formats.split(",") if row]
+    for row in run_first + [f for f in FORMATS if f not in run_first]:
+        r = get(f"ppl_{tag}_{row_key(row)}",
+                (lambda: None) if a.skip_perplexity else (lambda: perplexity(a, row)))
         if r:
-            ppl[(k, v)] = r
+            ppl[row] = r
+            pools[row] = get(f"pool_{a.budget_gib}_{a.max_num_seqs}_{row_key(row)}",
+                             lambda: pool_tokens(a, row))
     llama = {}
     if a.llama_perplexity or a.render_only:
         for k, v in LLAMA_FORMATS:
@@ -259,14 +319,14 @@ def main():
             if r:
                 llama[(k, v)] = r
     speed = {}
-    speed_formats = [tuple(kv.split("/")) for kv in a.speed_formats.split(",") if kv]
+    speed_formats = [row for row in a.speed_formats.split(",") if row]
     if not a.skip_speed:
         for c in a.contexts:
-            for k, v in speed_formats:
-                r = get(f"decode_{c}_{k}_{v}", lambda: decode_speed(a, k, v, c))
+            for row in speed_formats:
+                r = get(f"decode_{c}_{row_key(row)}", lambda: decode_speed(a, row, c))
                 if r:
-                    speed[(k, v, c)] = r
-    table, scored, text_tokens = render(a, ppl, llama, speed, None)
+                    speed[(row, c)] = r
+    table, scored, text_tokens = render(a, ppl, llama, speed, pools)
     which = (f"the first {a.windows} windows ({text_tokens:,} tokens)" if a.windows else
              f"all {text_tokens:,} tokens")
     whole = "" if not a.windows else " (about 91K tokens in all)"
