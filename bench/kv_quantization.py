@@ -50,8 +50,8 @@ FORMATS = ["f32/f32", "f16/f16", "bf16/bf16", "fp8_e4m3/fp8_e4m3", "fp8_e5m2/fp8
            "int3_chan64/int3_had", "int2_chan/int2_had", "int2_chan64/int2_had",
            "int4_chan64/int4_had@128+sink", "int3_chan/int3_had@128+sink",
            "int2_chan/int2_had@128+sink", "int2_chan64/int2_had@128+sink"]
-SPEED_FORMATS = [f for f in FORMATS if f.split("/")[0] == f.split("/")[1] or "chan" in f] + [
-    "int8/int4_had"]
+SPEED_FORMATS = [f for f in FORMATS if "@" not in f and f.split("/")[0] == f.split("/")[1]] + [
+    f for f in FORMATS if "chan" in f] + ["int8/int4_had"]
 LLAMA_FORMATS = [("f32", "f32"), ("f16", "f16"), ("q8_0", "q8_0"), ("q4_0", "q4_0"), ("q8_0", "q4_0")]
 
 
@@ -78,12 +78,16 @@ def cached(results, name, fn):
     return r
 
 
+ROW = re.compile(r"^([a-z0-9_]+)/([a-z0-9_]+)(?:@([0-9]+)(\+sink)?)?$")
+
+
 def parse_row(row):
     # "K/V[@W[+sink]]" -> (K, V, W, sink).
-    kv, _, extra = row.partition("@")
-    k, v = kv.split("/")
-    sink = extra.endswith("+sink")
-    return k, v, int(extra.removesuffix("+sink") or 0), sink
+    m = ROW.match(row)
+    if not m:
+        raise SystemExit(f"bad row '{row}': expected K/V, K/V@W or K/V@W+sink (e.g. "
+                         "int2_chan/int2_had@128+sink)")
+    return m.group(1), m.group(2), int(m.group(3) or 0), m.group(4) is not None
 
 
 def block_size_of(a, row):
@@ -101,9 +105,10 @@ def row_flags(a, row):
     return flags
 
 
-def row_key(row):
-    # A file name for the row's cached results.
-    return row.replace("/", "_").replace("@", "_w").replace("+sink", "s")
+def row_key(a, row):
+    # A file name for the row's cached results (its flags, the block size included).
+    return (row.replace("/", "_").replace("@", "_w").replace("+sink", "s") +
+            f"_bs{block_size_of(a, row)}")
 
 
 def perplexity(a, row):
@@ -189,14 +194,15 @@ def render(a, ppl, llama, speed, pools):
         if not r:
             continue
         bpt = r["kv_bytes_per_token"]
-        tokens = pools[row]["num_tokens"]
+        pool = pools.get(row)
+        tokens = f"{pool['num_tokens']:,}" if pool else "-"
         delta = f"{100 * (r['perplexity'] / base - 1):+.2f}%" if base else "-"
         d16 = f"{100 * (r['perplexity'] / f16['perplexity'] - 1):+.2f}%" if f16 else "-"
         sp = []
         for c in a.contexts:
             s = speed.get((row, c))
             sp.append(f"{s['decode_tokens_per_s']:.1f}" if s else "-")
-        w(f"| {row_name(row)} | {r['perplexity']:.4f} | {delta} | {d16} | {bpt:,} | {tokens:,} | "
+        w(f"| {row_name(row)} | {r['perplexity']:.4f} | {delta} | {d16} | {bpt:,} | {tokens} | "
           + " | ".join(sp) + " |")
     w("")
     w(f"Tokens in {a.budget_gib:g} GiB: the engine's pool as `kvserve plan --kv-cache-memory "
@@ -306,11 +312,11 @@ def main():
     pools = {}
     run_first = [row for row in a.formats.split(",") if row]
     for row in run_first + [f for f in FORMATS if f not in run_first]:
-        r = get(f"ppl_{tag}_{row_key(row)}",
+        r = get(f"ppl_{tag}_{row_key(a, row)}",
                 (lambda: None) if a.skip_perplexity else (lambda: perplexity(a, row)))
         if r:
             ppl[row] = r
-            pools[row] = get(f"pool_{a.budget_gib}_{a.max_num_seqs}_{row_key(row)}",
+            pools[row] = get(f"pool_{a.budget_gib}_{a.max_num_seqs}_{row_key(a, row)}",
                              lambda: pool_tokens(a, row))
     llama = {}
     if a.llama_perplexity or a.render_only:
@@ -323,7 +329,7 @@ def main():
     if not a.skip_speed:
         for c in a.contexts:
             for row in speed_formats:
-                r = get(f"decode_{c}_{row_key(row)}", lambda: decode_speed(a, row, c))
+                r = get(f"decode_{c}_{row_key(a, row)}", lambda: decode_speed(a, row, c))
                 if r:
                     speed[(row, c)] = r
     table, scored, text_tokens = render(a, ppl, llama, speed, pools)

@@ -82,7 +82,8 @@ struct RangeArgs {
   int64_t t;
   uint32_t kvh;
   int32_t j0, j1;     // key positions [j0, j1)
-  const float* q;     // [NG][head_dim] queries of the batch (rotated for a rotated K format)
+  const float* q;     // [NG][head_dim] queries of the batch (rotated for a rotated K format
+                      // read as floats)
   float* scores;      // [NG][j1 - j0] scratch
   float* key_scales;  // [j1 - j0] scratch
   // int8 keys (kernels/int8_key_dots.h): the batch's queries quantized to int8, as int8 and

@@ -54,7 +54,9 @@ static void ScoreKeysScalar(const RangeArgs& r, float* buf) {
   const PagedKvLayout& kv = a.kv;
   const uint32_t D = kv.head_dim, bs = kv.block_size;
   const int32_t len = r.j1 - r.j0;
-  const float* q = r.q;  // not rotated: the fallback decodes K to the original space
+  // Not rotated: the fallback decodes K to the original space (int8 keys, int8_had's too, are
+  // scored from r.q8 instead, in the stored space).
+  const float* q = r.q;
   for (int32_t j = r.j0; j < r.j1; ++j) {
     const uint32_t block = a.block_table[r.t][j / bs];
     const uint8_t* k = kv.k_head(block, a.layer, r.kvh) + (j % bs) * kv.k_vector_bytes;
@@ -283,7 +285,8 @@ struct QueriesInt8 {
 constexpr int kMaxNG = 4;  // query heads per pass over K/V (accumulators in registers)
 
 // The query heads that passes over one key range serve, as rows of D: float queries (rotated
-// for a rotated K format) and, for int8 K, their int8 forms.
+// for a rotated K format read as floats) and, for int8 K, their int8 forms (of the rotated
+// query for int8_had).
 struct HeadRows {
   uint32_t heads = 0;
   const float* q = nullptr;
@@ -514,7 +517,8 @@ void PagedAttention(const PagedAttentionArgs& a, ThreadPool& pool) {
   }
   const int64_t shared_items = static_cast<int64_t>(plan.groups.size()) * KH;
   // Rotated formats are read in the rotated space (q rotated, output rotated back) when the
-  // readers handle them; the scalar fallback decodes to the original space instead.
+  // readers handle them; the scalar fallback decodes to the original space instead, except
+  // int8_had's keys, always scored against the rotated int8 query (k_int8 below).
   const bool k_rotated = kv_dtype_rotated(kv.k_dtype) && readers_fit(kv.k_dtype, D);
   const bool v_rotated = kv_dtype_rotated(kv.v_dtype) && readers_fit(kv.v_dtype, D);
   // Scored against int8 queries: int8 keys, and int8_had keys against the rotated queries (on

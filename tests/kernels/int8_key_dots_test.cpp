@@ -106,10 +106,14 @@ INSTANTIATE_TEST_SUITE_P(Isas, Int8KeyDotsTest,
                            return s;
                          });
 
-// Paged attention over int8 K: the VNNI scores and the Highway int16 scores are the same
-// integers with the same factors, so on one Highway target every ISA gives the same output bits
-// (long contexts split into segments, head groups above one register batch, a short tail block).
-TEST(Int8KeyAttentionTest, EveryIsaGivesTheSameBits) {
+// Paged attention over int8 K (and int8_had K, against the rotated query): the VNNI scores and
+// the Highway int16 scores are the same integers with the same factors, so on one Highway target
+// every ISA gives the same output bits (long contexts split into segments, head groups above one
+// register batch, a short tail block).
+class Int8KeyAttentionTest : public ::testing::TestWithParam<KvDtype> {};
+
+TEST_P(Int8KeyAttentionTest, EveryIsaGivesTheSameBits) {
+  const KvDtype k_dtype = GetParam();
   for (uint32_t D : {64u, 128u}) {
     const uint32_t H = 10, KVH = 2, bs = 16;
     const int n = 700;
@@ -119,7 +123,7 @@ TEST(Int8KeyAttentionTest, EveryIsaGivesTheSameBits) {
                                            .layers = 1,
                                            .kv_heads = KVH,
                                            .head_dim = D,
-                                           .k_dtype = KvDtype::kInt8,
+                                           .k_dtype = k_dtype,
                                            .v_dtype = KvDtype::kF16});
     ASSERT_TRUE(storage.is_ok());
     std::mt19937 rng(11);
@@ -162,6 +166,12 @@ TEST(Int8KeyAttentionTest, EveryIsaGivesTheSameBits) {
     set_int8_isa_for_test(std::nullopt);
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Formats, Int8KeyAttentionTest,
+                         ::testing::Values(KvDtype::kInt8, KvDtype::kInt8Had),
+                         [](const ::testing::TestParamInfo<KvDtype>& info) {
+                           return std::string(kv_dtype_name(info.param));
+                         });
 
 }  // namespace
 }  // namespace kvs

@@ -54,7 +54,7 @@ INSTANTIATE_TEST_SUITE_P(Formats, RotatedVectorTest,
 // What int8_had is for: a key with a few outlier channels (Gemma 3's keys) sets int8's one scale
 // per vector, so every other channel is coarse; rotated, the outliers are spread over the vector
 // and the error of the ordinary channels falls several-fold.
-TEST(RotatedVectorTest, Int8HadKeepsTheOrdinaryChannelsOfAKeyWithOutliers) {
+TEST(Int8HadVector, KeepsTheOrdinaryChannelsOfAKeyWithOutliers) {
   const uint32_t d = 256;
   std::mt19937 rng(5);
   std::normal_distribution<float> nd(0.0f, 1.0f);

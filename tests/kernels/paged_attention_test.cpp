@@ -338,8 +338,8 @@ class PagedAttentionShapesTest : public ::testing::TestWithParam<std::tuple<KvDt
 // Every format with every shape it can hold: the formats of 32-element groups need a head dim
 // that is a multiple of 32, so head dim 40 runs in the other formats only (not instantiated,
 // rather than reported as skipped), and the rotated ones a power of two. Head dim 8 is narrower
-// than the widest targets' vectors: their scalar-decode fallback, for int8_had in the model's
-// space (the queries not rotated) where the other targets read it rotated.
+// than the widest targets' vectors: their scalar fallback, where int8_had's keys are still scored
+// in integers against the rotated query and its values decoded to the model's space.
 std::vector<std::tuple<KvDtype, Shape>> format_shape_cases() {
   std::vector<std::tuple<KvDtype, Shape>> cases;
   for (KvDtype d : kAllFormats)

@@ -176,6 +176,9 @@ std::vector<std::tuple<KvDtype, KvDtype, uint32_t>> format_cases() {
   c.emplace_back(KvDtype::kF16, KvDtype::kInt4Had, 64);  // key tiles, rotated V
   c.emplace_back(KvDtype::kF16, KvDtype::kInt8, 64);     // key tiles, V with a scale per vector
   c.emplace_back(KvDtype::kInt8, KvDtype::kInt8, 40);    // int8 scalar scores
+  // int8_had's integer scores where the widest targets' readers do not fit (rotated: a power of
+  // two).
+  c.emplace_back(KvDtype::kInt8Had, KvDtype::kInt8Had, 8);
   return c;
 }
 
