@@ -121,7 +121,7 @@ def perplexity(a, row):
 
 
 def llama_perplexity(a, k, v):
-    cmd = [a.llama_perplexity, "-m", MODEL, "-f", TEXT, "-c", "512", "-b", "512", "-fa",
+    cmd = [a.llama_perplexity, "-m", MODEL, "-f", TEXT, "-c", "512", "-b", "512", "-fa", "on",
            "-ctk", k, "-ctv", v]
     if a.windows:
         cmd += ["--chunks", str(a.windows)]
@@ -231,9 +231,8 @@ def render(a, ppl, llama, speed, pools):
         lf32, lf16 = llama.get(("f32", "f32")), llama.get(("f16", "f16"))
         w("")
         chunks = f" --chunks {a.windows}" if a.windows else ""
-        w(f"llama.cpp (`llama-perplexity -c 512 -b 512 -fa -ctk K -ctv V{chunks}`, built outside the "
-          "repository, same GGUF, text and windows; its changes are vs its own f32 / f16 KV cache; "
-          "its f32 KV cache has no flash-attention kernel, so that row is missing):")
+        w(f"llama.cpp (`llama-perplexity -c 512 -b 512 -fa on -ctk K -ctv V{chunks}`, built outside the "
+          "repository, same GGUF, text and windows; its changes are vs its own f32 / f16 KV cache):")
         w("")
         w("| llama.cpp K / V | perplexity | vs llama.cpp f32 | vs llama.cpp f16 | KV bytes / token |")
         w("|---|---:|---:|---:|---:|")
