@@ -22,6 +22,7 @@ void paged_attention_reference(const PagedAttentionArgs& a) {
   const uint32_t group = a.num_heads / kv.kv_heads;
   std::vector<float> k(D), v(D);
   std::vector<int8_t> q8(D);
+  std::vector<float> turned(D);  // int8_had: the query rotated before it is quantized
   for (int64_t t = 0; t < a.num_tokens; ++t) {
     const int32_t n = a.context_len[t];
     const int32_t j0 = a.window == 0 ? 0 : std::max<int32_t>(0, n - int32_t(a.window));
@@ -41,10 +42,14 @@ void paged_attention_reference(const PagedAttentionArgs& a) {
       // int8 K is scored against the query quantized to int8 (kernels/int8_key_dots.h); int8_had
       // K against the rotated query quantized to int8 (both in the rotated space).
       const bool k_int8 = kv_dtype_int8_keys(kv.k_dtype);
-      std::vector<float> turned(q, q + D);
-      if (kv.k_dtype == KvDtype::kInt8Had) hadamard_inplace(turned.data(), D);
+      const float* q_int8 = q;
+      if (kv.k_dtype == KvDtype::kInt8Had) {
+        std::copy(q, q + D, turned.begin());
+        hadamard_inplace(turned.data(), D);
+        q_int8 = turned.data();
+      }
       int32_t qsum = 0;
-      const float dq = k_int8 ? quantize_query_int8(turned.data(), D, q8.data(), &qsum) : 0.0f;
+      const float dq = k_int8 ? quantize_query_int8(q_int8, D, q8.data(), &qsum) : 0.0f;
       for (int32_t j = j0; j < n; ++j) {
         const uint32_t blk = a.block_table[t][j / kv.block_size];
         const uint8_t* kp = kv.k_head(blk, a.layer, kvh) + (j % kv.block_size) * kv.k_vector_bytes;
