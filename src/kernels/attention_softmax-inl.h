@@ -18,8 +18,8 @@
 #include <hwy/contrib/math/math-inl.h>
 #include <hwy/highway.h>
 
+#include "kernels/hadamard_rotation-inl.h"
 #include "kernels/paged_attention_args.h"
-#include "quant/hadamard.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace kvs {
@@ -128,7 +128,7 @@ static void MergeSegments(const PagedAttentionArgs& a, int64_t t, uint32_t kvh, 
       for (; i < D; ++i) o[i] += w * acc[i];
     }
     ScaleRow(o, 1.0f / l, D, o);
-    if (v_rotated) hadamard_inplace(o, D);
+    if (v_rotated) HadamardRotate(o, D);
   }
 }
 

@@ -5,8 +5,8 @@
 
 #include "core/check.h"
 #include "core/half.h"
+#include "kernels/hadamard_rotation.h"
 #include "quant/f16_rows.h"
-#include "quant/hadamard.h"
 #include "quant/kv_channel_groups.h"
 #include "quant/kv_codecs.h"
 #include "quant/kv_lowbit_groups.h"
@@ -53,16 +53,16 @@ void kv_vector_to_f32(KvDtype dtype, const uint8_t* src, uint32_t n, float* dst,
     case KvDtype::kQ8_0: dequantize_q8_0(src, n, y); break;
     case KvDtype::kInt4Had:
       dequantize_q4(src, n, y);
-      hadamard_inplace(y, n);
+      hadamard_rotate(y, n);
       break;
     case KvDtype::kInt3Had:
     case KvDtype::kInt2Had:
       dequantize_lowbit(dtype == KvDtype::kInt3Had ? 3 : 2, src, n, y);
-      hadamard_inplace(y, n);
+      hadamard_rotate(y, n);
       break;
     case KvDtype::kInt8Had:
       dequantize_int8(src, n, y);
-      hadamard_inplace(y, n);
+      hadamard_rotate(y, n);
       break;
     default: KVS_CHECK_MSG(false, "KV format not supported by the kernels");
   }
@@ -98,7 +98,7 @@ void kv_vector_from_f32(KvDtype dtype, const float* src, uint32_t n, uint8_t* ds
         r = big.data();
       }
       std::memcpy(r, src, n * sizeof(float));
-      hadamard_inplace(r, n);
+      hadamard_rotate(r, n);
       if (dtype == KvDtype::kInt8Had)
         quantize_int8(r, n, dst);
       else if (dtype == KvDtype::kInt4Had)

@@ -10,7 +10,6 @@
 #include "kernels/attention_segments.h"
 #include "kernels/int8_key_dots.h"
 #include "kernels/kv_vector.h"
-#include "quant/hadamard.h"
 #include "quant/key_tails.h"
 #include "quant/kv_channel_groups.h"
 #include "quant/kv_codecs.h"
@@ -26,6 +25,7 @@
 // After highway.h (per-target re-inclusion), hence its own include block.
 #include <hwy/contrib/math/math-inl.h>
 
+#include "kernels/hadamard_rotation-inl.h"
 #include "kernels/kv_readers-inl.h"
 // After the readers: the score pass and the per-range arguments (RangeArgs, Partial), its form
 // over key tiles, the softmax steps (with the merge of a token's segments) and the value pass.
@@ -266,7 +266,7 @@ struct QueriesInt8 {
         const float* q = a.q + h * D;
         if (rotated) {
           std::memcpy(turned.data(), q, sizeof(float) * D);
-          hadamard_inplace(turned.data(), D);
+          HadamardRotate(turned.data(), D);
           q = turned.data();
         }
         dq[h] = quantize_query_int8(q, D, q8.data() + h * D, &qsum[h]);
@@ -470,7 +470,7 @@ static void AttendRecent(const PagedAttentionArgs& a, int64_t t, uint32_t kvh, K
     }
   }
   if (v_rotated)
-    for (uint32_t g = 0; g < group; ++g) hadamard_inplace(acc + size_t{g} * D, D);
+    for (uint32_t g = 0; g < group; ++g) HadamardRotate(acc + size_t{g} * D, D);
 }
 
 void PagedAttention(const PagedAttentionArgs& a, ThreadPool& pool) {
@@ -556,7 +556,7 @@ void PagedAttention(const PagedAttentionArgs& a, ThreadPool& pool) {
   auto write_output = [&](int64_t t, uint32_t kvh, uint32_t g, const float* acc, float l) {
     float* o = a.out + (t * a.num_heads + kvh * group + g) * D;
     ScaleRow(acc, 1.0f / l, D, o);
-    if (v_rotated) hadamard_inplace(o, D);  // H (sum p H v) = sum p v
+    if (v_rotated) HadamardRotate(o, D);  // H (sum p H v) = sum p v
   };
   // One shared segment for one kv head: the members' heads gathered into rows, attended in one
   // set of passes, their partials scattered to each member's item (a one-segment member of a
@@ -575,7 +575,7 @@ void PagedAttention(const PagedAttentionArgs& a, ThreadPool& pool) {
       const size_t o = size_t{i} * group;
       std::memcpy(s.q.data() + o * D, src.q, sizeof(float) * group * D);
       if (rotate_q)
-        for (uint32_t g = 0; g < group; ++g) hadamard_inplace(s.q.data() + (o + g) * D, D);
+        for (uint32_t g = 0; g < group; ++g) HadamardRotate(s.q.data() + (o + g) * D, D);
       if (k_int8) {
         std::memcpy(s.q8.data() + o * D, src.q8, size_t{group} * D);
         if (with_q16) std::memcpy(s.q16.data() + o * D, src.q16, sizeof(int16_t) * group * D);
@@ -665,7 +665,7 @@ void PagedAttention(const PagedAttentionArgs& a, ThreadPool& pool) {
           } else if (rotate_q) {  // H q for all heads of the group, once per item
             if (s.q.size() < size_t{group} * D) s.q.resize(size_t{group} * D);
             std::memcpy(s.q.data(), rows.q, sizeof(float) * group * D);
-            for (uint32_t g = 0; g < group; ++g) hadamard_inplace(s.q.data() + g * D, D);
+            for (uint32_t g = 0; g < group; ++g) HadamardRotate(s.q.data() + g * D, D);
             rows.q = s.q.data();
           }
           if (!k.recent) AttendHeads(a, t, kvh, k, rows, int8_dots, base, s, /*tiles=*/true);
