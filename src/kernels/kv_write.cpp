@@ -45,7 +45,11 @@ void write_channel_keys(const PagedKvLayout& kv, uint32_t layer, uint64_t chunk,
       continue;
     }
     uint16_t* tail = tails != nullptr ? tails->find(chunk, layer, h, r0) : nullptr;
-    if (tail != nullptr) {
+    // With its tail the group holds the seal of rows [0, r0) from these very f16 keys, so only
+    // the channels whose range the new rows move are coded again (the same bytes as a whole
+    // seal); rows decoded from the group's codes are other values and seal the group anew.
+    const bool from_tail = tail != nullptr;
+    if (from_tail) {
       for (uint64_t i = 0; i < uint64_t{r0} * D; ++i) rows[i] = f16_to_f32(tail[i]);
     } else {
       for (uint32_t r = 0; r < r0; ++r) dequantize_channel_row(bits, group, r, D, &rows[r * D]);
@@ -53,11 +57,15 @@ void write_channel_keys(const PagedKvLayout& kv, uint32_t layer, uint64_t chunk,
     }
     for (int64_t t = t0; t < t1; ++t)
       std::copy_n(k + t * row_stride + h * D, D, &rows[(r0 + (t - t0)) * D]);
-    quantize_channel_group(bits, rows.data(), D, n, D, group, range_from);
+    reseal_channel_group(bits, rows.data(), D, n, D, group, range_from, from_tail ? r0 : 0);
     if (tails != nullptr) {
       uint16_t* own = tails->step_rows(chunk, h, true);
-      for (uint64_t i = 0; i < uint64_t{n} * D; ++i) own[i] = channel_key_f16(rows[i]);
-      if (tail != nullptr) std::copy_n(own, uint64_t{n} * D, tail);
+      // A tail's rows are f16 keys already (channel_key_f16 gives them back bit for bit): only
+      // the new rows are rounded, and only they are added to the tail.
+      const uint64_t kept = from_tail ? uint64_t{r0} * D : 0;
+      if (from_tail) std::copy_n(tail, kept, own);
+      for (uint64_t i = kept; i < uint64_t{n} * D; ++i) own[i] = channel_key_f16(rows[i]);
+      if (tail != nullptr) std::copy_n(own + kept, uint64_t{n} * D - kept, tail + kept);
     }
   }
   if (kv.key_tails != nullptr) kv.key_tails->set_rows(chunk, layer, n);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "core/check.h"
 #include "core/half.h"
@@ -60,39 +61,76 @@ uint64_t channel_group_bytes(uint32_t bits, uint32_t tokens, uint32_t dim) {
 
 void quantize_channel_group(uint32_t bits, const float* x, uint64_t x_stride, uint32_t n,
                             uint32_t dim, uint8_t* group, uint32_t range_from) {
+  reseal_channel_group(bits, x, x_stride, n, dim, group, range_from, 0);
+}
+
+void reseal_channel_group(uint32_t bits, const float* x, uint64_t x_stride, uint32_t n,
+                          uint32_t dim, uint8_t* group, uint32_t range_from, uint32_t sealed) {
   KVS_CHECK(bits >= 2 && bits <= 4 && n >= 1 && n <= kMaxChannelGroupTokens && dim % 8 == 0);
+  KVS_CHECK(sealed < n);
   if (range_from >= n) range_from = 0;
   KVS_CHECK(bits != 4 || dim % 32 == 0);
   const uint32_t qmax = (1u << bits) - 1;
   const uint64_t row_bytes = uint64_t{dim} * bits / 8;
   uint8_t* codes = group + 4 * uint64_t{dim};
-  std::memset(codes, 0, n * row_bytes);
-  for (uint32_t c = 0; c < dim; ++c) {
-    float lo = key_value(x[range_from * x_stride + c]), hi = lo;
-    for (uint32_t t = range_from + 1; t < n; ++t) {
-      const float v = key_value(x[t * x_stride + c]);
-      lo = std::min(lo, v);
-      hi = std::max(hi, v);
+  std::memset(codes + sealed * row_bytes, 0, (n - sealed) * row_bytes);
+  // Channel c's code q of row `row`: OR-ed into zeroed bits, or its bits cleared.
+  auto put = [&](uint8_t* row, uint32_t c, uint32_t q) {
+    if (bits == 4) {  // channel_code's q4_0 order
+      row[c / 32 * 16 + c % 16] |= static_cast<uint8_t>(c % 32 < 16 ? q : q << 4);
+      return;
     }
+    const uint32_t bit = c * bits;
+    row[bit / 8] |= static_cast<uint8_t>(q << (bit % 8));
+    if (bit % 8 + bits > 8) row[bit / 8 + 1] |= static_cast<uint8_t>(q >> (8 - bit % 8));
+  };
+  auto clear = [&](uint8_t* row, uint32_t c) {
+    if (bits == 4) {
+      row[c / 32 * 16 + c % 16] &= static_cast<uint8_t>(c % 32 < 16 ? 0xF0u : 0x0Fu);
+      return;
+    }
+    const uint32_t bit = c * bits;
+    row[bit / 8] &= static_cast<uint8_t>(~(qmax << (bit % 8)));
+    if (bit % 8 + bits > 8) row[bit / 8 + 1] &= static_cast<uint8_t>(~(qmax >> (8 - bit % 8)));
+  };
+  // The rows as they are sealed: the earlier rows are key values already, the new ones are
+  // rounded once here. Each channel's range, rows in order (so a signed zero ends as before).
+  thread_local std::vector<float> keys, lows, highs;
+  keys.resize(uint64_t{n} * dim);
+  lows.resize(dim);
+  highs.resize(dim);
+  for (uint32_t t = 0; t < n; ++t)
+    for (uint32_t c = 0; c < dim; ++c)
+      keys[t * dim + c] = t < sealed ? x[t * x_stride + c] : key_value(x[t * x_stride + c]);
+  std::copy_n(&keys[uint64_t{range_from} * dim], dim, lows.data());
+  std::copy_n(&keys[uint64_t{range_from} * dim], dim, highs.data());
+  for (uint32_t t = range_from + 1; t < n; ++t)
+    for (uint32_t c = 0; c < dim; ++c) {
+      lows[c] = std::min(lows[c], keys[t * dim + c]);
+      highs[c] = std::max(highs[c], keys[t * dim + c]);
+    }
+  for (uint32_t c = 0; c < dim; ++c) {
+    const float lo = lows[c], hi = highs[c];
     const uint16_t min16 = f16_floor(lo);
     const float mn = f16_to_f32(min16);
     const uint16_t step16 = f16_ceil(std::min((hi - mn) / static_cast<float>(qmax), kF16Max));
     const float step = f16_to_f32(step16);
+    // The earlier rows' codes stand where the channel's minimum and step did not move: they are
+    // a function of those and of the rows' values only.
+    uint32_t from = sealed;
+    if (sealed > 0 &&
+        (load_u16(group + 2 * c) != min16 || load_u16(group + 2 * (dim + c)) != step16)) {
+      for (uint32_t t = 0; t < sealed; ++t) clear(codes + t * row_bytes, c);
+      from = 0;
+    }
     store_u16(group + 2 * c, min16);
     store_u16(group + 2 * (dim + c), step16);
     const float inv = step > 0 ? 1.0f / step : 0.0f;
-    for (uint32_t t = 0; t < n; ++t) {
-      const float v = key_value(x[t * x_stride + c]);
+    for (uint32_t t = from; t < n; ++t) {
+      const float v = keys[t * dim + c];
       const uint32_t q = static_cast<uint32_t>(
           std::clamp(std::nearbyint((v - mn) * inv), 0.0f, static_cast<float>(qmax)));
-      uint8_t* row = codes + t * row_bytes;
-      if (bits == 4) {  // channel_code's q4_0 order
-        row[c / 32 * 16 + c % 16] |= static_cast<uint8_t>(c % 32 < 16 ? q : q << 4);
-        continue;
-      }
-      const uint32_t bit = c * bits;
-      row[bit / 8] |= static_cast<uint8_t>(q << (bit % 8));
-      if (bit % 8 + bits > 8) row[bit / 8 + 1] |= static_cast<uint8_t>(q >> (8 - bit % 8));
+      put(codes + t * row_bytes, c, q);
     }
   }
 }

@@ -123,6 +123,55 @@ TEST(ChannelGroupTest, ARangeFromRowOneLeavesRowZeroOut) {
   EXPECT_EQ(again, rest);
 }
 
+// A group filled a few rows at a time and resealed over its earlier seal has, after every
+// write, the bytes of one seal over all its rows: with ranges that grow and stay, a range_from
+// of 1 (the sink) that takes effect at the second row, signed zeros, repeated values (ties of
+// the minimum), non-finite keys, and runs of 1-5 rows.
+TEST(ChannelGroupTest, ResealingOverAnEarlierSealGivesTheWholeSealsBytes) {
+  std::mt19937 rng(11);
+  std::uniform_int_distribution<int> pick(0, 9), run(1, 5);
+  for (const uint32_t bits : {2u, 3u, 4u})
+    for (const uint32_t dim : {bits == 4 ? 32u : 8u, 64u})
+      for (const uint32_t G : {kChannelGroupTokens, kMaxChannelGroupTokens})
+        for (const uint32_t range_from : {0u, 1u})
+          for (int trial = 0; trial < 4; ++trial) {
+            std::vector<float> x = keys_with_outlier_channels(G, dim, rng);
+            for (float& v : x) {
+              const int p = pick(rng);
+              if (p == 0) v = 0.0f;
+              if (p == 1) v = -0.0f;
+              if (p == 2) v = std::round(v);  // ties with other rows
+            }
+            if (trial == 3) {
+              x[dim + 1] = NAN;
+              x[2 * dim + 2] = INFINITY;
+              x[3 * dim + 3] = -1e9f;
+            }
+            // The earlier rows reach a reseal rounded, as a tail holds them; a whole seal of the
+            // rounded rows is the raw rows' seal.
+            std::vector<float> rounded(x.size());
+            for (size_t i = 0; i < x.size(); ++i) rounded[i] = f16_to_f32(channel_key_f16(x[i]));
+            const uint64_t bytes = channel_group_bytes(bits, G, dim);
+            const uint64_t row_bytes = uint64_t{dim} * bits / 8;
+            std::vector<uint8_t> group(bytes, 0x5A), whole(bytes);
+            for (uint32_t sealed = 0; sealed < G;) {
+              const uint32_t n = std::min<uint32_t>(G, sealed + run(rng));
+              // rows [0, sealed) rounded, the new ones raw
+              std::vector<float> rows(rounded.begin(), rounded.begin() + sealed * dim);
+              rows.insert(rows.end(), x.begin() + sealed * dim, x.begin() + n * dim);
+              reseal_channel_group(bits, rows.data(), dim, n, dim, group.data(), range_from,
+                                   sealed);
+              whole.assign(bytes, 0xA5);
+              quantize_channel_group(bits, x.data(), dim, n, dim, whole.data(), range_from);
+              const uint64_t used = 4 * uint64_t{dim} + n * row_bytes;
+              ASSERT_TRUE(std::equal(group.begin(), group.begin() + used, whole.begin()))
+                  << "bits " << bits << " dim " << dim << " G " << G << " range_from " << range_from
+                  << " trial " << trial << " rows " << sealed << " -> " << n;
+              sealed = n;
+            }
+          }
+}
+
 TEST(ChannelGroupTest, NonFiniteKeysDecodeFinite) {
   const uint32_t dim = 8;
   std::vector<float> x(2 * dim, 1.0f);
