@@ -74,20 +74,31 @@ void write_channel_keys(const PagedKvLayout& kv, uint32_t layer, uint64_t chunk,
 }  // namespace
 
 void write_kv(const PagedKvLayout& kv, uint32_t layer, int64_t num_tokens,
-              const int64_t* slot_mapping, const float* k, const float* v) {
+              const int64_t* slot_mapping, const float* k, const float* v, ThreadPool* pool) {
   const uint32_t D = kv.head_dim;
   const bool channel_keys = kv_dtype_per_channel(kv.k_dtype);
-  for (int64_t t = 0; t < num_tokens; ++t) {
-    const uint64_t slot = static_cast<uint64_t>(slot_mapping[t]);
-    const uint64_t block = slot / kv.block_size;
-    const uint64_t off = slot % kv.block_size;
-    for (uint32_t h = 0; h < kv.kv_heads; ++h) {
+  // One (token, kv head) per item: every item writes its own slot's vectors, so they can go to
+  // the pool's threads in any split with the same bytes.
+  auto write_vectors = [&](size_t begin, size_t end, int) {
+    for (size_t item = begin; item < end; ++item) {
+      const auto t = static_cast<int64_t>(item / kv.kv_heads);
+      const auto h = static_cast<uint32_t>(item % kv.kv_heads);
+      const uint64_t slot = static_cast<uint64_t>(slot_mapping[t]);
+      const uint64_t block = slot / kv.block_size;
+      const uint64_t off = slot % kv.block_size;
       const float* ks = k + (t * kv.kv_heads + h) * D;
       const float* vs = v + (t * kv.kv_heads + h) * D;
       if (!channel_keys)
         kv_vector_from_f32(kv.k_dtype, ks, D, kv.k_head(block, layer, h) + off * kv.k_vector_bytes);
       kv_vector_from_f32(kv.v_dtype, vs, D, kv.v_head(block, layer, h) + off * kv.v_vector_bytes);
     }
+  };
+  const auto items = static_cast<size_t>(num_tokens) * kv.kv_heads;
+  if (pool != nullptr && pool->num_threads() > 1 && items >= 2) {
+    const size_t parts = 2 * static_cast<size_t>(pool->num_threads());
+    pool->parallel_for(items, (items + parts - 1) / parts, write_vectors);
+  } else {
+    write_vectors(0, items, 0);
   }
   if (!channel_keys) return;
   const uint32_t G = kv_channel_group_tokens(kv.k_dtype);
