@@ -18,15 +18,16 @@ TEST(HadamardRotation, SameBitsAsScalarOnEveryTarget) {
   std::mt19937 rng(7);
   for (uint32_t n = 1; n <= 1024; n *= 2) {
     for (float scale : {1e-30f, 1e-3f, 1.0f, 3e4f}) {
-      auto x = test::random_floats(n + 1, scale, rng);
-      if (n >= 8) x[1 + n / 3] *= 50.0f;  // an outlier channel, as RoPE'd keys have
-      std::vector<float> ref(x.begin() + 1, x.end());
+      auto x = test::random_floats(n + 2, scale, rng);  // a guard before and after the row
+      if (n >= 8) x[1 + n / 3] *= 50.0f;                // an outlier channel, as RoPE'd keys have
+      std::vector<float> ref(x.begin() + 1, x.begin() + 1 + n);
       hadamard_inplace(ref.data(), n);
       test::for_each_target([&] {
         std::vector<float> y = x;  // odd offset: unaligned rows
         hadamard_rotate(y.data() + 1, n);
         ASSERT_EQ(std::memcmp(y.data() + 1, ref.data(), n * sizeof(float)), 0) << "n " << n;
-        ASSERT_EQ(y[0], x[0]) << "wrote outside the row, n " << n;
+        ASSERT_EQ(y[0], x[0]) << "wrote before the row, n " << n;
+        ASSERT_EQ(y[n + 1], x[n + 1]) << "wrote after the row, n " << n;
       });
     }
   }

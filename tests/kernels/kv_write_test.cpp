@@ -56,10 +56,12 @@ TEST(KvWriteTest, ThePoolsThreadsWriteTheBytesOfOneThread) {
         v[i] = nd(rng);
       }
       KvBlockStorage one = make_storage(k_dtype, v_dtype), many = make_storage(k_dtype, v_dtype);
+      const uint64_t regions = pool.regions();
       for (uint32_t layer = 0; layer < kLayers; ++layer) {
         write_kv(one.layout(), layer, n, slots.data(), k.data(), v.data());
         write_kv(many.layout(), layer, n, slots.data(), k.data(), v.data(), &pool);
       }
+      EXPECT_EQ(pool.regions() - regions, kLayers) << "the vectors went to the pool's threads";
       for (uint32_t b = 0; b < kBlocks; ++b)
         ASSERT_EQ(std::memcmp(one.block_data(b), many.block_data(b), one.block_bytes()), 0)
             << kv_dtype_name(k_dtype) << " / " << kv_dtype_name(v_dtype) << " n " << n << " block "
