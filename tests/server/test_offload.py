@@ -159,6 +159,10 @@ def test_a_server_killed_while_writing_restarts_clean(start_server, tier_dir):
         except (requests.RequestException, AssertionError):
             pass  # the server is killed under it
 
+    # The writer thread may still hold the last extents of these three: wait until they are on
+    # disk, or the kill below can land before they are and the check after it fails by chance.
+    wait_until(lambda: s.get("/v1/kv").json()["tiers"]["disk"]["pending_blocks"] == 0,
+               timeout=60, what="the first three documents' blocks to reach the disk tier")
     stored = metric(s, "kvserve_kv_offload_blocks_stored_total", "disk")
     t = threading.Thread(target=load, daemon=True)
     t.start()
