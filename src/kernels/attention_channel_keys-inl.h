@@ -59,6 +59,21 @@ static void ScoreKeysChannel(const RangeArgs& r, float* codes) {
     if (const uint16_t* own = j >= own_start && tails != nullptr
                                   ? tails->step_key(table[j / bs], uint32_t(j % bs), bs, r.kvh)
                                   : nullptr) {
+      if (D % L == 0) {  // a dot product per head in lanes, as ScoreKeysD reads f16 keys
+        const uint8_t* row = reinterpret_cast<const uint8_t*>(own);
+        for (; j < end; ++j, row += 2 * D) {
+          VF acc[NG];
+          for (int g = 0; g < NG; ++g) acc[g] = hn::Zero(df);
+          for (uint32_t i = 0; i < D; i += L) {
+            const VF k = ReadF16::Load(df, row, i);
+            for (int g = 0; g < NG; ++g)
+              acc[g] = hn::MulAdd(hn::LoadU(df, r.q + g * D + i), k, acc[g]);
+          }
+          for (int g = 0; g < NG; ++g)
+            r.scores[g * len + (j - r.j0)] = hn::GetLane(hn::SumOfLanes(df, acc[g])) * a.scale;
+        }
+        continue;
+      }
       for (; j < end; ++j, own += D) {
         for (uint32_t i = 0; i < D; ++i) codes[i] = f16_to_f32(own[i]);
         for (int g = 0; g < NG; ++g) {
