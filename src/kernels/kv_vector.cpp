@@ -6,6 +6,7 @@
 #include "core/check.h"
 #include "core/half.h"
 #include "kernels/hadamard_rotation.h"
+#include "kernels/scale_fits.h"
 #include "quant/f16_rows.h"
 #include "quant/kv_channel_groups.h"
 #include "quant/kv_codecs.h"
@@ -83,7 +84,7 @@ void kv_vector_from_f32(KvDtype dtype, const float* src, uint32_t n, uint8_t* ds
     case KvDtype::kFp8E5M2: quantize_fp8_e5m2(src, n, dst); return;
     case KvDtype::kFp8E4M3Dyn: quantize_fp8_e4m3_dyn(src, n, dst); return;
     case KvDtype::kInt8: quantize_int8(src, n, dst); return;
-    case KvDtype::kInt4: quantize_int4(src, n, dst); return;
+    case KvDtype::kInt4: quantize_int4_with(src, n, dst, scale_fits); return;
     case KvDtype::kQ4_0: quantize_q4_0(src, n, dst); return;
     case KvDtype::kQ8_0: quantize_q8_0(src, n, dst); return;
     case KvDtype::kInt4Had:
@@ -102,9 +103,9 @@ void kv_vector_from_f32(KvDtype dtype, const float* src, uint32_t n, uint8_t* ds
       if (dtype == KvDtype::kInt8Had)
         quantize_int8(r, n, dst);
       else if (dtype == KvDtype::kInt4Had)
-        quantize_int4(r, n, dst);
+        quantize_int4_with(r, n, dst, scale_fits);
       else
-        quantize_lowbit(dtype == KvDtype::kInt3Had ? 3 : 2, r, n, dst);
+        quantize_lowbit_with(dtype == KvDtype::kInt3Had ? 3 : 2, r, n, dst, scale_fits);
       return;
     }
     case KvDtype::kInt4Chan:

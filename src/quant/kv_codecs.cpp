@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <iterator>
 
 #include "core/half.h"
 #include "quant/fp8.h"
+#include "quant/scale_fits.h"
 
 namespace kvs {
 namespace {
@@ -43,23 +45,6 @@ inline int quantize_symmetric(float x, float inv, int qmax) {
   const float v = x * inv;
   if (!(v == v)) return 0;  // NaN (also 0 * inf)
   return static_cast<int>(round_even(std::clamp(v, -float(qmax), float(qmax))));
-}
-
-// Levels -8..7 of one q4 group for scale d (x already finite); returns the group's squared
-// error and sets *max_err to the largest element error.
-double q4_levels(const float* x, float d, uint8_t* n, float* max_err = nullptr) {
-  const float inv = d != 0.0f ? 1.0f / d : 0.0f;
-  double err = 0;
-  float worst = 0;
-  for (uint32_t i = 0; i < GroupQ4Traits::kGroup; ++i) {
-    const float q = round_even(std::clamp(x[i] * inv, -8.0f, 7.0f));
-    n[i] = static_cast<uint8_t>(static_cast<int>(q) + 8);
-    const float e = x[i] - d * q;
-    err += double(e) * e;
-    worst = std::max(worst, std::fabs(e));
-  }
-  if (max_err) *max_err = worst;
-  return err;
 }
 
 // x with NaN -> 0 and +-inf -> +-largest finite (the quantizers' contract).
@@ -135,13 +120,18 @@ void quantize_q4_0(const float* xs, uint32_t n, uint8_t* dst) {
     const float m = signed_abs_max(x, G);
     store_f16(dst, std::clamp(m / -8.0f, -kF16Max, kF16Max));
     uint8_t lv[G];
-    q4_levels(x, load_f16_scale(dst), lv);
+    scale_level_codes(ScaleLevels::kInt4, x, load_f16_scale(dst), lv);
     pack_q4(lv, dst);
   }
 }
 
-void quantize_int4(const float* xs, uint32_t n, uint8_t* dst) {
+void quantize_int4(const float* x, uint32_t n, uint8_t* dst) {
+  quantize_int4_with(x, n, dst, scale_fits_scalar);
+}
+
+void quantize_int4_with(const float* xs, uint32_t n, uint8_t* dst, ScaleFitsFn fits) {
   constexpr uint32_t G = GroupQ4Traits::kGroup;
+  static_assert(G == kScaleFitGroup);
   // Candidates: the extreme element m lands on level c (d = m / c carries m's sign, so both
   // signs are covered). c = -8 is q4_0's choice; |c| < 8 widens the far side, |c| > 8 clips m
   // for finer steps. Each candidate is followed by one least-squares refit of d for its
@@ -150,43 +140,20 @@ void quantize_int4(const float* xs, uint32_t n, uint8_t* dst) {
   // c = -8, tried first, whose largest error is amax / 8).
   static constexpr float kCandidates[] = {-8.0f, -9.0f,  -8.75f, -8.5f,  -8.25f, -7.75f,
                                           -7.5f, -7.25f, -7.0f,  -6.75f, -6.5f};
+  constexpr uint32_t K = std::size(kCandidates);
+  static_assert(K <= kMaxScaleFits);
   float x[G];
   for (uint32_t g = 0; g < n / G; ++g, xs += G, dst += GroupQ4Traits::kGroupBytes) {
     sanitize(xs, G, x);
     const float m = signed_abs_max(x, G);
-    double best = INFINITY;
-    bool have = false;
-    uint8_t best_lv[G] = {};
-    uint8_t best_d[2] = {};
+    float d[K];  // as stored in f16
+    for (uint32_t c = 0; c < K; ++c)
+      d[c] = f16_to_f32(f32_to_f16(std::clamp(m / kCandidates[c], -kF16Max, kF16Max)));
+    const float best_d = search_scale(ScaleLevels::kInt4, x, d, K, std::fabs(m) / 4, fits);
+    store_f16(dst, best_d);
     uint8_t lv[G];
-    // Quantizes with d (as stored in f16), keeps it if best and no element is off by more
-    // than amax / 4 (c = -8 always qualifies); leaves the levels in lv.
-    const float limit = std::fabs(m) / 4;
-    auto consider = [&](float d) {
-      uint8_t d16[2];
-      store_f16(d16, std::clamp(d, -kF16Max, kF16Max));
-      float worst;
-      const double err = q4_levels(x, load_f16_scale(d16), lv, &worst);
-      if (!have || (err < best && worst <= limit)) {
-        have = true;
-        best = err;
-        std::memcpy(best_lv, lv, G);
-        std::memcpy(best_d, d16, 2);
-      }
-    };
-    for (float c : kCandidates) {
-      consider(m / c);
-      // Refit: d* = sum(x l) / sum(l^2) for the levels the candidate produced.
-      double xl = 0, ll = 0;
-      for (uint32_t i = 0; i < G; ++i) {
-        const double l = int(lv[i]) - 8;
-        xl += double(x[i]) * l;
-        ll += l * l;
-      }
-      if (ll > 0 && std::isfinite(xl)) consider(static_cast<float>(xl / ll));
-    }
-    std::memcpy(dst, best_d, 2);
-    pack_q4(best_lv, dst);
+    scale_level_codes(ScaleLevels::kInt4, x, best_d, lv);
+    pack_q4(lv, dst);
   }
 }
 

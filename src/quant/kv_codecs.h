@@ -31,6 +31,8 @@
 
 #include <cstdint>
 
+#include "quant/scale_fits.h"
+
 namespace kvs {
 
 struct Fp8Traits {
@@ -71,6 +73,8 @@ void dequantize_int8(const uint8_t* src, uint32_t n, float* y);
 
 // ---- groups of 32 (n % 32 == 0) ---------------------------------------------------------------
 void quantize_int4(const float* x, uint32_t n, uint8_t* dst);  // searched scale
+// The same bytes, with the candidates' fits computed by `fits` (kernels/scale_fits.h in lanes).
+void quantize_int4_with(const float* x, uint32_t n, uint8_t* dst, ScaleFitsFn fits);
 void quantize_q4_0(const float* x, uint32_t n, uint8_t* dst);  // llama.cpp's choice of d
 void dequantize_q4(const uint8_t* src, uint32_t n, float* y);  // int4 and q4_0
 void quantize_q8_0(const float* x, uint32_t n, uint8_t* dst);

@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <iterator>
 
 #include "core/check.h"
 #include "core/half.h"
 #include "quant/kv_codecs.h"
+#include "quant/scale_fits.h"
 
 namespace kvs {
 namespace {
@@ -21,25 +23,6 @@ float f16_at_least(float v) {
   uint16_t h = f32_to_f16(v);
   if (f16_to_f32(h) < v && h < 0x7BFF) ++h;  // positive f16 bit patterns grow with the value
   return f16_to_f32(h);
-}
-
-// Codes of the group for scale d; returns the squared error and sets *worst to the largest
-// element error.
-double lowbit_codes(uint32_t bits, const float* x, float d, uint8_t* c, float* worst) {
-  const int top = (1 << bits) - 1;
-  const float inv = d > 0 ? 0.5f / d : 0.0f;
-  double err = 0;
-  float w = 0;
-  for (uint32_t i = 0; i < kLowBitGroup; ++i) {
-    // The nearest level d (2c - top): c = round((x / d + top) / 2), clamped.
-    const float q = std::clamp(std::floor(x[i] * inv + 0.5f * float(top + 1)), 0.0f, float(top));
-    c[i] = static_cast<uint8_t>(q);
-    const float e = x[i] - d * (2.0f * q - float(top));
-    err += double(e) * e;
-    w = std::max(w, std::fabs(e));
-  }
-  *worst = w;
-  return err;
 }
 
 void pack(uint32_t bits, const uint8_t* c, uint8_t* dst) {
@@ -67,11 +50,21 @@ uint32_t lowbit_code(uint32_t bits, const uint8_t* group, uint32_t i) {
   return c;
 }
 
-void quantize_lowbit(uint32_t bits, const float* xs, uint32_t n, uint8_t* dst) {
+void quantize_lowbit(uint32_t bits, const float* x, uint32_t n, uint8_t* dst) {
+  quantize_lowbit_with(bits, x, n, dst, scale_fits_scalar);
+}
+
+void quantize_lowbit_with(uint32_t bits, const float* xs, uint32_t n, uint8_t* dst,
+                          ScaleFitsFn fits) {
   KVS_CHECK(bits == 2 || bits == 3);
   KVS_CHECK(n % kLowBitGroup == 0);
+  static_assert(kLowBitGroup == kScaleFitGroup);
+  const ScaleLevels levels = bits == 3 ? ScaleLevels::kLowBit3 : ScaleLevels::kLowBit2;
   const int top = (1 << bits) - 1;
-  const float kFactors[] = {1.0f, 0.95f, 0.9f, 0.85f, 0.8f, 0.75f, 0.7f, 0.65f, 0.6f, 0.55f};
+  static constexpr float kFactors[] = {1.0f,  0.95f, 0.9f,  0.85f, 0.8f,
+                                       0.75f, 0.7f,  0.65f, 0.6f,  0.55f};
+  constexpr uint32_t K = std::size(kFactors);
+  static_assert(K <= kMaxScaleFits);
   float x[kLowBitGroup];
   for (uint32_t g = 0; g < n / kLowBitGroup; ++g, xs += kLowBitGroup) {
     float amax = 0;
@@ -79,38 +72,18 @@ void quantize_lowbit(uint32_t bits, const float* xs, uint32_t n, uint8_t* dst) {
       x[i] = std::isnan(xs[i]) ? 0.0f : std::clamp(xs[i], -kF32Max, kF32Max);
       amax = std::max(amax, std::fabs(x[i]));
     }
-    const float limit = amax / float(1 << (bits - 1));
-    double best = INFINITY;
-    bool have = false;
-    float best_d = 0;
-    uint8_t best_c[kLowBitGroup] = {};
-    uint8_t c[kLowBitGroup];
-    auto consider = [&](float d) {
-      d = stored_f16(std::clamp(d, 0.0f, kF16Max));
-      float worst;
-      const double err = lowbit_codes(bits, x, d, c, &worst);
-      if (!have || (err < best && worst <= limit)) {
-        have = true;
-        best = err;
-        best_d = d;
-        std::memcpy(best_c, c, kLowBitGroup);
-      }
-    };
-    for (float f : kFactors) {
-      // f = 1 rounded up, so that it reaches amax (no clipping) after the f16 rounding.
-      consider(f == 1.0f ? f16_at_least(std::min(amax / float(top), kF16Max))
-                         : f * amax / float(top));
-      double xl = 0, ll = 0;  // refit: d* = sum(x l) / sum(l^2), l = 2c - top
-      for (uint32_t i = 0; i < kLowBitGroup; ++i) {
-        const double l = 2.0 * c[i] - top;
-        xl += double(x[i]) * l;
-        ll += l * l;
-      }
-      if (ll > 0 && std::isfinite(xl) && xl > 0) consider(static_cast<float>(xl / ll));
-    }
+    float d[K];  // as stored in f16; f = 1 rounded up, so that it reaches amax after the f16
+    for (uint32_t c = 0; c < K; ++c)
+      d[c] = stored_f16(std::clamp(kFactors[c] == 1.0f
+                                       ? f16_at_least(std::min(amax / float(top), kF16Max))
+                                       : kFactors[c] * amax / float(top),
+                                   0.0f, kF16Max));
+    const float best_d = search_scale(levels, x, d, K, amax / float(1 << (bits - 1)), fits);
     const uint16_t h = f32_to_f16(best_d);
     std::memcpy(dst, &h, 2);
-    pack(bits, best_c, dst);
+    uint8_t c[kLowBitGroup];
+    scale_level_codes(levels, x, best_d, c);
+    pack(bits, c, dst);
     dst += lowbit_group_bytes(bits);
   }
 }

@@ -21,6 +21,8 @@
 
 #include <cstdint>
 
+#include "quant/scale_fits.h"
+
 namespace kvs {
 
 inline constexpr uint32_t kLowBitGroup = 32;
@@ -32,6 +34,9 @@ inline constexpr uint32_t kLowBitGroup = 32;
 
 // n % 32 == 0; bits 2 or 3. x is the (already rotated) vector.
 void quantize_lowbit(uint32_t bits, const float* x, uint32_t n, uint8_t* dst);
+// The same bytes, with the candidates' fits computed by `fits` (kernels/scale_fits.h in lanes).
+void quantize_lowbit_with(uint32_t bits, const float* x, uint32_t n, uint8_t* dst,
+                          ScaleFitsFn fits);
 void dequantize_lowbit(uint32_t bits, const uint8_t* src, uint32_t n, float* y);
 
 // The code (0 .. 2^bits - 1) of element i (< 32) of the group starting at `group`.
