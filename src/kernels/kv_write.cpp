@@ -1,6 +1,8 @@
 #include "kernels/kv_write.h"
 
 #include <algorithm>
+#include <span>
+#include <utility>
 #include <vector>
 
 #include "core/check.h"
@@ -13,62 +15,134 @@
 namespace kvs {
 namespace {
 
-// Keys of a per-channel format: tokens [t0, t1) go to rows [r0, r0 + t1 - t0) of one group of G
-// tokens (chunk) for every head. A whole group written at once is sealed from the keys; otherwise
-// the group's earlier rows come from its tail (or, without one, from its bytes), the new rows are
-// added, and the group is sealed again over all of them.
-void write_channel_keys(const PagedKvLayout& kv, uint32_t layer, uint64_t chunk, uint32_t r0,
-                        const float* k, int64_t t0, int64_t t1) {
+// One group of a per-channel key format written by one write_kv call, for one kv head: tokens
+// [t0, t1) go to rows [r0, n) of the G-token group `chunk`. A whole group written at once is
+// sealed from the keys; otherwise the group's earlier rows come from its tail (or, without one,
+// from its bytes), the new rows are added, and the group is sealed again over all of them.
+struct ChannelSeal {
+  uint64_t chunk;
+  uint32_t head, r0, n;
+  int64_t t0, t1;
+  uint32_t range_from;  // 1: the group starts at position 0 and the sink leaves that row out
+  uint16_t* tail;       // the group's tail (null: none); holds rows [0, r0) when from_tail
+  bool from_tail;
+  bool write_tail;  // the new rows go to the tail (not when the group is full: its tail is freed)
+};
+
+// The seals of the runs of consecutive slots in one group, in order, with every KeyTails lookup
+// and update they make, made here on the calling thread: each seal can then run on any thread,
+// and the tails' slots and row counts do not depend on which.
+std::vector<ChannelSeal> plan_channel_seals(const PagedKvLayout& kv, uint32_t layer,
+                                            int64_t num_tokens, const int64_t* slot_mapping) {
+  const uint32_t G = kv_channel_group_tokens(kv.k_dtype);
+  KeyTails* tails = kv.key_tails;
+  std::vector<ChannelSeal> seals;
+  // Groups this write fills free their tails once every seal has its own: a seal reading its
+  // group's tail never shares it with a later group's new tail.
+  std::vector<uint64_t> filled;
+  for (int64_t t0 = 0; t0 < num_tokens;) {
+    const uint64_t slot = static_cast<uint64_t>(slot_mapping[t0]);
+    const uint64_t chunk = slot / G;
+    int64_t t1 = t0 + 1;
+    while (t1 < num_tokens && static_cast<uint64_t>(slot_mapping[t1]) == slot + (t1 - t0) &&
+           static_cast<uint64_t>(slot_mapping[t1]) / G == chunk)
+      ++t1;
+    const auto r0 = static_cast<uint32_t>(slot % G);
+    const uint32_t n = r0 + static_cast<uint32_t>(t1 - t0);
+    const uint32_t range_from = kv.recent != nullptr && kv.recent->sink_behind(t0, r0) ? 1 : 0;
+    for (uint32_t h = 0; h < kv.kv_heads; ++h) {
+      ChannelSeal s{.chunk = chunk,
+                    .head = h,
+                    .r0 = r0,
+                    .n = n,
+                    .t0 = t0,
+                    .t1 = t1,
+                    .range_from = range_from,
+                    .tail = nullptr,
+                    .from_tail = false,
+                    .write_tail = false};
+      if (tails != nullptr) {
+        (void)tails->step_rows(chunk, h, true);  // created here: the seals only fill them
+        if (!(r0 == 0 && n == G)) {
+          s.tail = tails->find(chunk, layer, h, r0);
+          s.from_tail = s.tail != nullptr;
+          // A group this write fills needs no tail after it (its tail is freed below).
+          if (!s.from_tail && n < G) s.tail = tails->acquire(chunk, layer, h);
+          s.write_tail = s.tail != nullptr && n < G;
+        }
+      }
+      seals.push_back(s);
+    }
+    if (tails != nullptr) {
+      if (n < G)
+        tails->set_rows(chunk, layer, n);
+      else
+        filled.push_back(chunk);
+    }
+    t0 = t1;
+  }
+  for (const uint64_t chunk : filled) tails->set_rows(chunk, layer, G);
+  return seals;
+}
+
+void seal_channel_keys(const PagedKvLayout& kv, uint32_t layer, const ChannelSeal& s,
+                       const float* k) {
   const uint32_t D = kv.head_dim, bits = channel_group_bits(kv.k_dtype);
-  const uint32_t n = r0 + static_cast<uint32_t>(t1 - t0);
   const uint32_t G = kv_channel_group_tokens(kv.k_dtype);
   const uint64_t chunks_per_block = kv.block_size / G;
-  const uint64_t block = chunk / chunks_per_block;
   const uint64_t group_bytes = channel_group_bytes(bits, G, D);
   const uint64_t row_stride = uint64_t{kv.kv_heads} * D;
+  const uint32_t h = s.head, r0 = s.r0, n = s.n;
+  uint8_t* group =
+      kv.k_head(s.chunk / chunks_per_block, layer, h) + (s.chunk % chunks_per_block) * group_bytes;
+  // This step's queries in the group read its rows in f16 (created by the plan).
+  uint16_t* own = kv.key_tails != nullptr ? kv.key_tails->step_rows(s.chunk, h, false) : nullptr;
+  if (r0 == 0 && n == G) {
+    quantize_channel_group(bits, k + s.t0 * row_stride + h * D, row_stride, n, D, group,
+                           s.range_from);
+    if (own != nullptr)
+      for (uint32_t r = 0; r < n; ++r)
+        for (uint32_t i = 0; i < D; ++i)
+          own[r * D + i] = channel_key_f16(k[(s.t0 + r) * row_stride + h * D + i]);
+    return;
+  }
   thread_local std::vector<float> rows;
   rows.resize(uint64_t{G} * D);
-  // With the attention sink, a group that starts at position 0 leaves that row out of its range.
-  const uint32_t range_from = kv.recent != nullptr && kv.recent->sink_behind(t0, r0) ? 1 : 0;
-  for (uint32_t h = 0; h < kv.kv_heads; ++h) {
-    uint8_t* group = kv.k_head(block, layer, h) + (chunk % chunks_per_block) * group_bytes;
-    KeyTails* tails = kv.key_tails;
-    if (r0 == 0 && n == G) {
-      quantize_channel_group(bits, k + t0 * row_stride + h * D, row_stride, n, D, group,
-                             range_from);
-      if (tails != nullptr) {  // this step's queries in the group read its rows in f16
-        uint16_t* own = tails->step_rows(chunk, h, true);
-        for (uint32_t r = 0; r < n; ++r)
-          for (uint32_t i = 0; i < D; ++i)
-            own[r * D + i] = channel_key_f16(k[(t0 + r) * row_stride + h * D + i]);
-      }
-      continue;
-    }
-    uint16_t* tail = tails != nullptr ? tails->find(chunk, layer, h, r0) : nullptr;
-    // With its tail the group holds the seal of rows [0, r0) from these very f16 keys, so only
-    // the channels whose range the new rows move are coded again (the same bytes as a whole
-    // seal); rows decoded from the group's codes are other values and seal the group anew.
-    const bool from_tail = tail != nullptr;
-    if (from_tail) {
-      for (uint64_t i = 0; i < uint64_t{r0} * D; ++i) rows[i] = f16_to_f32(tail[i]);
-    } else {
-      for (uint32_t r = 0; r < r0; ++r) dequantize_channel_row(bits, group, r, D, &rows[r * D]);
-      if (tails != nullptr) tail = tails->acquire(chunk, layer, h);
-    }
-    for (int64_t t = t0; t < t1; ++t)
-      std::copy_n(k + t * row_stride + h * D, D, &rows[(r0 + (t - t0)) * D]);
-    reseal_channel_group(bits, rows.data(), D, n, D, group, range_from, from_tail ? r0 : 0);
-    if (tails != nullptr) {
-      uint16_t* own = tails->step_rows(chunk, h, true);
-      // A tail's rows are f16 keys already (channel_key_f16 gives them back bit for bit): only
-      // the new rows are rounded, and only they are added to the tail.
-      const uint64_t kept = from_tail ? uint64_t{r0} * D : 0;
-      if (from_tail) std::copy_n(tail, kept, own);
-      for (uint64_t i = kept; i < uint64_t{n} * D; ++i) own[i] = channel_key_f16(rows[i]);
-      if (tail != nullptr) std::copy_n(own + kept, uint64_t{n} * D - kept, tail + kept);
-    }
+  // With its tail the group holds the seal of rows [0, r0) from these very f16 keys, so only
+  // the channels whose range the new rows move are coded again (the same bytes as a whole
+  // seal); rows decoded from the group's codes are other values and seal the group anew.
+  if (s.from_tail) {
+    for (uint64_t i = 0; i < uint64_t{r0} * D; ++i) rows[i] = f16_to_f32(s.tail[i]);
+  } else {
+    for (uint32_t r = 0; r < r0; ++r) dequantize_channel_row(bits, group, r, D, &rows[r * D]);
   }
-  if (kv.key_tails != nullptr) kv.key_tails->set_rows(chunk, layer, n);
+  for (int64_t t = s.t0; t < s.t1; ++t)
+    std::copy_n(k + t * row_stride + h * D, D, &rows[(r0 + (t - s.t0)) * D]);
+  reseal_channel_group(bits, rows.data(), D, n, D, group, s.range_from, s.from_tail ? r0 : 0);
+  if (own != nullptr) {
+    // A tail's rows are f16 keys already (channel_key_f16 gives them back bit for bit): only
+    // the new rows are rounded, and only they are added to the tail.
+    const uint64_t kept = s.from_tail ? uint64_t{r0} * D : 0;
+    if (s.from_tail) std::copy_n(s.tail, kept, own);
+    for (uint64_t i = kept; i < uint64_t{n} * D; ++i) own[i] = channel_key_f16(rows[i]);
+    if (s.write_tail) std::copy_n(own + kept, uint64_t{n} * D - kept, s.tail + kept);
+  }
+}
+
+// Whether the seals may run at once: each touches its own group, step rows and tail. Two seals of
+// one group (a chunk in two runs), or that read or write one tail (a slot the plan handed on
+// within the write), run in the plan's order instead.
+bool seals_disjoint(std::span<const ChannelSeal> seals) {
+  std::vector<std::pair<uint64_t, uint32_t>> groups;
+  std::vector<const uint16_t*> tails;
+  for (const ChannelSeal& s : seals) {
+    groups.emplace_back(s.chunk, s.head);
+    if (s.from_tail || s.write_tail) tails.push_back(s.tail);
+  }
+  std::sort(groups.begin(), groups.end());
+  std::sort(tails.begin(), tails.end());
+  return std::adjacent_find(groups.begin(), groups.end()) == groups.end() &&
+         std::adjacent_find(tails.begin(), tails.end()) == tails.end();
 }
 
 }  // namespace
@@ -101,19 +175,16 @@ void write_kv(const PagedKvLayout& kv, uint32_t layer, int64_t num_tokens,
     write_vectors(0, items, 0);
   }
   if (!channel_keys) return;
-  const uint32_t G = kv_channel_group_tokens(kv.k_dtype);
-  KVS_CHECK(kv.block_size % G == 0);
+  KVS_CHECK(kv.block_size % kv_channel_group_tokens(kv.k_dtype) == 0);
   if (kv.key_tails != nullptr) kv.key_tails->begin_step_rows();
-  // Runs of consecutive slots in one group.
-  for (int64_t t0 = 0; t0 < num_tokens;) {
-    const uint64_t slot = static_cast<uint64_t>(slot_mapping[t0]);
-    const uint64_t chunk = slot / G;
-    int64_t t1 = t0 + 1;
-    while (t1 < num_tokens && static_cast<uint64_t>(slot_mapping[t1]) == slot + (t1 - t0) &&
-           static_cast<uint64_t>(slot_mapping[t1]) / G == chunk)
-      ++t1;
-    write_channel_keys(kv, layer, chunk, static_cast<uint32_t>(slot % G), k, t0, t1);
-    t0 = t1;
+  const std::vector<ChannelSeal> seals = plan_channel_seals(kv, layer, num_tokens, slot_mapping);
+  auto seal = [&](size_t begin, size_t end, int) {
+    for (size_t i = begin; i < end; ++i) seal_channel_keys(kv, layer, seals[i], k);
+  };
+  if (pool != nullptr && pool->num_threads() > 1 && seals.size() >= 2 && seals_disjoint(seals)) {
+    pool->parallel_for(seals.size(), 1, seal);
+  } else {
+    seal(0, seals.size(), 0);
   }
 }
 

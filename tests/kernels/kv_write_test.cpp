@@ -61,7 +61,8 @@ TEST(KvWriteTest, ThePoolsThreadsWriteTheBytesOfOneThread) {
         write_kv(one.layout(), layer, n, slots.data(), k.data(), v.data());
         write_kv(many.layout(), layer, n, slots.data(), k.data(), v.data(), &pool);
       }
-      EXPECT_EQ(pool.regions() - regions, kLayers) << "the vectors went to the pool's threads";
+      // The vectors, and for per-channel keys then the groups' seals, went to the pool's threads.
+      EXPECT_EQ(pool.regions() - regions, kv_dtype_per_channel(k_dtype) ? 2 * kLayers : kLayers);
       for (uint32_t b = 0; b < kBlocks; ++b)
         ASSERT_EQ(std::memcmp(one.block_data(b), many.block_data(b), one.block_bytes()), 0)
             << kv_dtype_name(k_dtype) << " / " << kv_dtype_name(v_dtype) << " n " << n << " block "
@@ -85,6 +86,82 @@ TEST(KvWriteTest, ThePoolsThreadsWriteTheBytesOfOneThread) {
                     0)
               << "K of token " << t << " head " << h;
         }
+    }
+}
+
+// Per-channel keys sealed on the pool over decode steps: several sequences' groups grow a token
+// per step from their tails, in one write per layer, the way the engine batches them. The pool's
+// bytes, the groups' f16 rows that this step's queries read, and the tails' bookkeeping are one
+// thread's, with tails for every sequence and with fewer tails than sequences (evictions within a
+// write, which seal in order).
+TEST(KvWriteTest, PerChannelSealsOnThePoolAreOneThreadsOverDecodeSteps) {
+  std::mt19937 rng(4);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  constexpr uint32_t kSeqs = 5, kSeqBlocks = 4;
+  ThreadPool pool(3);
+  for (const KvDtype k_dtype : {KvDtype::kInt4Chan64, KvDtype::kInt2Chan})
+    for (const uint32_t tail_slots : {8u, 2u}) {
+      auto make = [&] {
+        return std::move(KvBlockStorage::create({.num_blocks = kSeqs * kSeqBlocks,
+                                                 .block_size = kBlock,
+                                                 .layers = kLayers,
+                                                 .kv_heads = kHeads,
+                                                 .head_dim = kDim,
+                                                 .k_dtype = k_dtype,
+                                                 .v_dtype = KvDtype::kInt4Had,
+                                                 .key_tail_slots = tail_slots}))
+            .value();
+      };
+      KvBlockStorage one = make(), many = make();
+      const uint32_t G = kv_channel_group_tokens(k_dtype);
+      // Sequence s owns blocks [s x kSeqBlocks, +kSeqBlocks); its prompt is 3 + 11 s tokens.
+      std::vector<uint32_t> len(kSeqs);
+      auto step = [&](const std::vector<std::pair<uint32_t, uint32_t>>& tokens) {  // (seq, count)
+        std::vector<int64_t> slots;
+        for (const auto& [seq, count] : tokens)
+          for (uint32_t i = 0; i < count; ++i)
+            slots.push_back(int64_t{seq} * kSeqBlocks * kBlock + len[seq] + i);
+        const auto n = static_cast<int64_t>(slots.size());
+        std::vector<float> k(uint64_t(n) * kHeads * kDim), v(k.size());
+        for (size_t i = 0; i < k.size(); ++i) {
+          k[i] = nd(rng) + (i % kDim == 9 ? 8.0f : 0.0f);
+          v[i] = nd(rng);
+        }
+        for (uint32_t layer = 0; layer < kLayers; ++layer) {
+          write_kv(one.layout(), layer, n, slots.data(), k.data(), v.data());
+          const uint64_t regions = pool.regions();
+          write_kv(many.layout(), layer, n, slots.data(), k.data(), v.data(), &pool);
+          // With a tail for every sequence no two seals share one: they all went to the pool.
+          if (tail_slots >= kSeqs) {
+            ASSERT_EQ(pool.regions() - regions, 2u);
+          }
+          // What this layer's attention reads of each written token's own group.
+          for (int64_t t = 0; t < n; ++t)
+            for (uint32_t h = 0; h < kHeads; ++h) {
+              const uint64_t b = uint64_t(slots[t]) / kBlock, off = uint64_t(slots[t]) % kBlock;
+              for (uint64_t r = off / G * G; r <= off; ++r) {
+                const uint16_t* a = one.layout().key_tails->step_key(b, uint32_t(r), kBlock, h);
+                const uint16_t* c = many.layout().key_tails->step_key(b, uint32_t(r), kBlock, h);
+                ASSERT_TRUE(a != nullptr && c != nullptr);
+                ASSERT_EQ(std::memcmp(a, c, kDim * 2), 0) << "own group row " << r;
+              }
+            }
+        }
+        for (const auto& [seq, count] : tokens) len[seq] += count;
+      };
+      std::vector<std::pair<uint32_t, uint32_t>> prompts;
+      for (uint32_t s = 0; s < kSeqs; ++s) prompts.emplace_back(s, 3 + 11 * s);
+      step(prompts);
+      for (int d = 0; d < 2 * static_cast<int>(G) + 5; ++d) {
+        std::vector<std::pair<uint32_t, uint32_t>> decode;
+        for (uint32_t s = 0; s < kSeqs; ++s) decode.emplace_back((s + d) % kSeqs, 1);
+        step(decode);
+        ASSERT_EQ(one.layout().key_tails->in_use(), many.layout().key_tails->in_use());
+        ASSERT_TRUE(many.layout().key_tails->check_integrity());
+      }
+      for (uint32_t b = 0; b < kSeqs * kSeqBlocks; ++b)
+        ASSERT_EQ(std::memcmp(one.block_data(b), many.block_data(b), one.block_bytes()), 0)
+            << kv_dtype_name(k_dtype) << " tails " << tail_slots << " block " << b;
     }
 }
 
