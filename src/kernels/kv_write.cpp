@@ -8,6 +8,7 @@
 #include "core/check.h"
 #include "core/half.h"
 #include "kernels/kv_vector.h"
+#include "quant/f16_rows.h"
 #include "quant/key_tails.h"
 #include "quant/kv_channel_groups.h"
 #include "quant/recent_window.h"
@@ -112,7 +113,7 @@ void seal_channel_keys(const PagedKvLayout& kv, uint32_t layer, const ChannelSea
   // the channels whose range the new rows move are coded again (the same bytes as a whole
   // seal); rows decoded from the group's codes are other values and seal the group anew.
   if (s.from_tail) {
-    for (uint64_t i = 0; i < uint64_t{r0} * D; ++i) rows[i] = f16_to_f32(s.tail[i]);
+    f32_from_f16_rows(s.tail, uint64_t{r0} * D, rows.data());
   } else {
     for (uint32_t r = 0; r < r0; ++r) dequantize_channel_row(bits, group, r, D, &rows[r * D]);
   }

@@ -13,5 +13,8 @@ namespace kvs {
 // The n values f32_to_f16(x[i]) to out, 2 bytes each in the machine's order (as a uint16_t
 // array holds them); out needs no alignment.
 void f16_from_f32_rows(const float* x, size_t n, void* out);
+// The n values f16_to_f32(in[i]) to y (every f16 exactly; with F16C 8 or 16 per instruction): how
+// a per-channel key group's f16 tail is read back (kernels/kv_write.cpp).
+void f32_from_f16_rows(const void* in, size_t n, float* y);
 
 }  // namespace kvs

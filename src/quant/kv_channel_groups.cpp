@@ -7,6 +7,7 @@
 
 #include "core/check.h"
 #include "core/half.h"
+#include "quant/channel_range.h"
 
 namespace kvs {
 namespace {
@@ -93,22 +94,23 @@ void reseal_channel_group(uint32_t bits, const float* x, uint64_t x_stride, uint
     row[bit / 8] &= static_cast<uint8_t>(~(qmax << (bit % 8)));
     if (bit % 8 + bits > 8) row[bit / 8 + 1] &= static_cast<uint8_t>(~(qmax >> (8 - bit % 8)));
   };
-  // The rows as they are sealed: the earlier rows are key values already, the new ones are
-  // rounded once here. Each channel's range, rows in order (so a signed zero ends as before).
-  thread_local std::vector<float> keys, lows, highs;
-  keys.resize(uint64_t{n} * dim);
+  // The rows as they are sealed: the earlier rows are key values already (read in place), the
+  // new ones are rounded once here. Each channel's range, rows in order (so a signed zero ends as
+  // before).
+  thread_local std::vector<float> fresh, lows, highs;
+  fresh.resize(uint64_t{n - sealed} * dim);
   lows.resize(dim);
   highs.resize(dim);
-  for (uint32_t t = 0; t < n; ++t)
+  for (uint32_t t = sealed; t < n; ++t)
     for (uint32_t c = 0; c < dim; ++c)
-      keys[t * dim + c] = t < sealed ? x[t * x_stride + c] : key_value(x[t * x_stride + c]);
-  std::copy_n(&keys[uint64_t{range_from} * dim], dim, lows.data());
-  std::copy_n(&keys[uint64_t{range_from} * dim], dim, highs.data());
-  for (uint32_t t = range_from + 1; t < n; ++t)
-    for (uint32_t c = 0; c < dim; ++c) {
-      lows[c] = std::min(lows[c], keys[t * dim + c]);
-      highs[c] = std::max(highs[c], keys[t * dim + c]);
-    }
+      fresh[(t - sealed) * dim + c] = key_value(x[t * x_stride + c]);
+  const auto row = [&](uint32_t t) -> const float* {
+    return t < sealed ? x + t * x_stride : fresh.data() + uint64_t{t - sealed} * dim;
+  };
+  thread_local std::vector<const float*> rows;
+  rows.clear();
+  for (uint32_t t = range_from; t < n; ++t) rows.push_back(row(t));
+  channel_range(rows.data(), n - range_from, dim, lows.data(), highs.data());
   for (uint32_t c = 0; c < dim; ++c) {
     const float lo = lows[c], hi = highs[c];
     const uint16_t min16 = f16_floor(lo);
@@ -127,7 +129,7 @@ void reseal_channel_group(uint32_t bits, const float* x, uint64_t x_stride, uint
     store_u16(group + 2 * (dim + c), step16);
     const float inv = step > 0 ? 1.0f / step : 0.0f;
     for (uint32_t t = from; t < n; ++t) {
-      const float v = keys[t * dim + c];
+      const float v = row(t)[c];
       const uint32_t q = static_cast<uint32_t>(
           std::clamp(std::nearbyint((v - mn) * inv), 0.0f, static_cast<float>(qmax)));
       put(codes + t * row_bytes, c, q);

@@ -91,5 +91,26 @@ TEST(F16RowsTest, NaNAmongFiniteValuesAndEveryLengthAndOffsetAlignedOrNot) {
   });
 }
 
+// The other way: every f16 bit pattern, NaNs (signaling and quiet) among them, read back as the
+// scalar f16_to_f32 reads it, at every length and offset around the vector widths.
+TEST(F16RowsTest, EveryHalfReadBackAsTheScalarRoutine) {
+  std::vector<uint16_t> h(65536 + 40);
+  for (uint32_t i = 0; i < h.size(); ++i) h[i] = static_cast<uint16_t>(i * 40503u);  // a walk
+  for (uint32_t i = 0; i < 65536; ++i) h[i] = static_cast<uint16_t>(i);
+  test::for_each_target([&] {
+    for (const size_t offset : {size_t{0}, size_t{1}, size_t{7}})
+      for (const size_t n : {h.size() - offset, size_t{0}, size_t{1}, size_t{15}, size_t{33}}) {
+        std::vector<float> got(n + 1, -1.0f);
+        f32_from_f16_rows(h.data() + offset, n, got.data());
+        for (size_t i = 0; i < n; ++i) {
+          const float want = f16_to_f32(h[offset + i]);
+          ASSERT_EQ(std::memcmp(&got[i], &want, 4), 0)
+              << "f16 0x" << std::hex << h[offset + i] << " at " << std::dec << i;
+        }
+        ASSERT_EQ(got[n], -1.0f) << "wrote past the row";
+      }
+  });
+}
+
 }  // namespace
 }  // namespace kvs

@@ -1,0 +1,16 @@
+// Each channel's range over a group's rows, the first step of sealing per-channel keys
+// (kv_channel_groups.h): for every channel c, the minimum and maximum of rows[t][c] over the
+// rows, compared in row order as std::min / std::max compare (so a signed zero ends where the
+// scalar loop leaves it). In SIMD lanes, one channel per lane; the same bits on every target
+// (tests/quant/channel_range_test.cpp).
+#pragma once
+
+#include <cstdint>
+
+namespace kvs {
+
+// lo[c] and hi[c] start as rows[0][c]; rows[t] for t in [1, n) (n >= 1) are then compared in,
+// in order. rows[t] points at row t's dim floats.
+void channel_range(const float* const* rows, uint32_t n, uint32_t dim, float* lo, float* hi);
+
+}  // namespace kvs

@@ -1,0 +1,59 @@
+// channel_range (quant/channel_range.h) against the scalar std::min / std::max loop, bit for bit,
+// on every SIMD target this CPU runs: signed zeros of both orders, ties, subnormals, infinities
+// and NaNs among the rows, every row count a group has and head dims around the vector widths.
+#include "quant/channel_range.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "support/simd_targets.h"
+
+namespace kvs {
+namespace {
+
+TEST(ChannelRangeTest, TheScalarLoopsBitsOnEveryTarget) {
+  std::mt19937 rng(21);
+  const float specials[] = {0.0f,
+                            -0.0f,
+                            1.0f,
+                            -1.0f,
+                            1e-40f,
+                            -1e-40f,
+                            std::numeric_limits<float>::infinity(),
+                            -std::numeric_limits<float>::infinity(),
+                            std::numeric_limits<float>::quiet_NaN()};
+  std::normal_distribution<float> nd(0.0f, 2.0f);
+  for (const uint32_t dim : {8u, 24u, 64u, 72u, 256u})
+    for (const uint32_t n : {1u, 2u, 15u, 16u, 63u, 64u}) {
+      std::vector<float> data(uint64_t{n} * dim);
+      for (float& v : data)  // mostly a few values, so that ties and zeros of both signs meet
+        v = rng() % 3 == 0 ? nd(rng) : specials[rng() % (rng() % 50 == 0 ? 9 : 6)];
+      std::vector<const float*> rows(n);
+      for (uint32_t t = 0; t < n; ++t) rows[t] = data.data() + uint64_t{t} * dim;
+      std::vector<float> want_lo(rows[0], rows[0] + dim), want_hi(want_lo);
+      for (uint32_t t = 1; t < n; ++t)
+        for (uint32_t c = 0; c < dim; ++c) {
+          want_lo[c] = std::min(want_lo[c], rows[t][c]);
+          want_hi[c] = std::max(want_hi[c], rows[t][c]);
+        }
+      test::for_each_target([&] {
+        std::vector<float> lo(dim + 1, 7.0f), hi(dim + 1, 7.0f);
+        channel_range(rows.data(), n, dim, lo.data(), hi.data());
+        ASSERT_EQ(std::memcmp(lo.data(), want_lo.data(), dim * 4), 0)
+            << "dim " << dim << " n " << n;
+        ASSERT_EQ(std::memcmp(hi.data(), want_hi.data(), dim * 4), 0)
+            << "dim " << dim << " n " << n;
+        ASSERT_EQ(lo[dim], 7.0f);
+        ASSERT_EQ(hi[dim], 7.0f);
+      });
+    }
+}
+
+}  // namespace
+}  // namespace kvs
