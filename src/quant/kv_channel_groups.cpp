@@ -8,6 +8,7 @@
 #include "core/check.h"
 #include "core/half.h"
 #include "quant/channel_range.h"
+#include "quant/f16_rows.h"
 
 namespace kvs {
 namespace {
@@ -41,9 +42,6 @@ uint16_t f16_ceil(float v) {
   if (f16_to_f32(h) < v) h = f16_up(h);
   return h;
 }
-
-// x rounded to f16 (NaN -> 0, +-inf and beyond -> +-65504): what a group is sealed from.
-float key_value(float x) { return f16_to_f32(channel_key_f16(x)); }
 
 }  // namespace
 
@@ -101,9 +99,20 @@ void reseal_channel_group(uint32_t bits, const float* x, uint64_t x_stride, uint
   fresh.resize(uint64_t{n - sealed} * dim);
   lows.resize(dim);
   highs.resize(dim);
-  for (uint32_t t = sealed; t < n; ++t)
-    for (uint32_t c = 0; c < dim; ++c)
-      fresh[(t - sealed) * dim + c] = key_value(x[t * x_stride + c]);
+  // Each new element as the key a group is sealed from, f16_to_f32(channel_key_f16(x)): NaN -> 0
+  // and the clamp here, then a row at a time through the f16 rows' SIMD conversions (the scalar
+  // routines' bits).
+  thread_local std::vector<uint16_t> halves;
+  halves.resize(dim);
+  for (uint32_t t = sealed; t < n; ++t) {
+    float* k = fresh.data() + uint64_t{t - sealed} * dim;
+    for (uint32_t c = 0; c < dim; ++c) {
+      const float v = x[t * x_stride + c];
+      k[c] = std::isnan(v) ? 0.0f : std::clamp(v, -kF16Max, kF16Max);
+    }
+    f16_from_f32_rows(k, dim, halves.data());
+    f32_from_f16_rows(halves.data(), dim, k);
+  }
   const auto row = [&](uint32_t t) -> const float* {
     return t < sealed ? x + t * x_stride : fresh.data() + uint64_t{t - sealed} * dim;
   };
@@ -130,8 +139,12 @@ void reseal_channel_group(uint32_t bits, const float* x, uint64_t x_stride, uint
     const float inv = step > 0 ? 1.0f / step : 0.0f;
     for (uint32_t t = from; t < n; ++t) {
       const float v = row(t)[c];
-      const uint32_t q = static_cast<uint32_t>(
-          std::clamp(std::nearbyint((v - mn) * inv), 0.0f, static_cast<float>(qmax)));
+      // Nearest, ties to even, as std::nearbyint rounds in the default mode, without a libm call:
+      // adding and taking 1.5 x 2^23 leaves no fraction bits for |u| < 2^22, and beyond that
+      // both land outside [0, qmax] on the same side, which the clamp settles alike.
+      const float u = (v - mn) * inv;
+      const float r = (u + 12582912.0f) - 12582912.0f;
+      const uint32_t q = static_cast<uint32_t>(std::clamp(r, 0.0f, static_cast<float>(qmax)));
       put(codes + t * row_bytes, c, q);
     }
   }

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <map>
 #include <random>
 #include <vector>
@@ -59,6 +60,72 @@ TEST(ChannelGroupTest, EveryElementWithinHalfItsChannelsStep) {
 }
 
 // Per channel beats one scale per token on keys with outlier channels: the reason for the format.
+// The bytes against the format's definition, written out plainly: each key rounded to f16
+// (NaN -> 0, clamped to +-65504); per channel over rows [range_from, n) the minimum as the
+// largest f16 <= it and the step as the smallest f16 >= range / qmax; each code
+// nearbyint((key - min) x (1 / step)) clamped to [0, qmax]. Keys on a grid put (key - min) / step
+// on exact halves, the ties that round to even.
+TEST(ChannelGroupTest, TheBytesFollowTheDefinition) {
+  std::mt19937 rng(17);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  const auto f16_floor = [](float v) {
+    float best = -INFINITY;
+    for (uint32_t h = 0; h < 0x10000u; ++h) {
+      const float f = f16_to_f32(static_cast<uint16_t>(h));
+      if (std::isfinite(f) && f <= v && f >= best) best = f;
+    }
+    return best;
+  };
+  for (const uint32_t bits : {2u, 3u, 4u})
+    for (int trial = 0; trial < 6; ++trial) {
+      const uint32_t dim = bits == 4 ? 32 : 16, n = 1 + static_cast<uint32_t>(rng() % 64);
+      const uint32_t range_from = trial % 3 == 2 && n > 1 ? 1 : 0;
+      const float qmax = float((1u << bits) - 1);
+      std::vector<float> x(uint64_t{n} * dim);
+      for (uint32_t t = 0; t < n; ++t)
+        for (uint32_t c = 0; c < dim; ++c) {
+          float v = nd(rng) * (c % 5 == 0 ? 30.0f : 1.0f);
+          if (trial % 3 == 1) v = 0.5f * static_cast<float>(static_cast<int>(rng() % 31));  // ties
+          if (c == 3 && t == n / 2) v = -0.0f;
+          if (c == 5 && t == 0) v = trial == 4 ? NAN : 1e6f;  // NaN -> 0; beyond f16 -> 65504
+          x[t * dim + c] = v;
+        }
+      std::vector<uint8_t> group(channel_group_bytes(bits, kMaxChannelGroupTokens, dim), 0);
+      quantize_channel_group(bits, x.data(), dim, n, dim, group.data(), range_from);
+      for (uint32_t c = 0; c < dim; ++c) {
+        std::vector<float> key(n);
+        for (uint32_t t = 0; t < n; ++t) {
+          const float v = x[t * dim + c];
+          key[t] =
+              std::isnan(v) ? 0.0f : f16_to_f32(f32_to_f16(std::clamp(v, -65504.0f, 65504.0f)));
+        }
+        float lo = key[range_from], hi = key[range_from];
+        for (uint32_t t = range_from + 1; t < n; ++t) {
+          lo = std::min(lo, key[t]);
+          hi = std::max(hi, key[t]);
+        }
+        const float mn = f16_floor(lo);
+        const float want_step_min = std::min((hi - mn) / qmax, 65504.0f);
+        uint16_t m16, s16;
+        std::memcpy(&m16, channel_group_minimums(group.data()) + 2 * c, 2);
+        std::memcpy(&s16, channel_group_steps(group.data(), dim) + 2 * c, 2);
+        ASSERT_EQ(f16_to_f32(m16), mn) << "bits " << bits << " trial " << trial << " c " << c;
+        const float step = f16_to_f32(s16);
+        // The smallest f16 >= range / qmax: it is >= that, and the f16 below it is not.
+        ASSERT_GE(step, want_step_min) << "c " << c;
+        ASSERT_LT(s16 == 0 ? -1.0f : f16_to_f32(static_cast<uint16_t>(s16 - 1)), want_step_min)
+            << "c " << c;
+        const float inv = step > 0 ? 1.0f / step : 0.0f;
+        for (uint32_t t = 0; t < n; ++t) {
+          const float q = std::clamp(std::nearbyint((key[t] - mn) * inv), 0.0f, qmax);
+          ASSERT_EQ(channel_code(channel_group_codes(group.data(), bits, t, dim), bits, c),
+                    static_cast<uint32_t>(q))
+              << "bits " << bits << " trial " << trial << " t " << t << " c " << c;
+        }
+      }
+    }
+}
+
 TEST(ChannelGroupTest, BeatsAPerTokenScaleOnOutlierChannels) {
   std::mt19937 rng(11);
   const uint32_t dim = 64, n = 16;
