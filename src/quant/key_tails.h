@@ -14,7 +14,8 @@
 // layer and kv head. Slots are reused least recently written first. The engine sizes it to one slot
 // per sequence per layer group (the last, partly filled group of each), counted in the KV memory
 // budget (kv_pool_plan.h), in zero pages (core/zero_pages.h): a slot costs memory once a group is
-// written to it. Not thread-safe: the forward pass writes KV from one thread.
+// written to it. Not thread-safe: write_kv (kernels/kv_write.cpp) makes every lookup and update on
+// its calling thread, in order, before the pool's threads fill the rows those calls handed out.
 #pragma once
 
 #include <cstdint>
