@@ -28,19 +28,25 @@ struct ChannelSeal {
   uint16_t* tail;       // the group's tail (null: none); holds rows [0, r0) when from_tail
   bool from_tail;
   bool write_tail;  // the new rows go to the tail (not when the group is full: its tail is freed)
+  int64_t kept_at;  // >= 0: rows [0, r0) were copied out of the tail, to this offset of the kept
+};                  // rows (a group this write fills frees its tail before the seals run)
+
+struct ChannelSealPlan {
+  std::vector<ChannelSeal> seals;
+  std::vector<uint16_t> kept;
 };
 
 // The seals of the runs of consecutive slots in one group, in order, with every KeyTails lookup
-// and update they make, made here on the calling thread: each seal can then run on any thread,
-// and the tails' slots and row counts do not depend on which.
-std::vector<ChannelSeal> plan_channel_seals(const PagedKvLayout& kv, uint32_t layer,
-                                            int64_t num_tokens, const int64_t* slot_mapping) {
+// and update they make, in the order one thread sealing them would make it, made here on the
+// calling thread: each seal can then run on any thread, and the tails' slots and row counts do not
+// depend on which. A group the write fills frees its tail at once (so a group begun later in the
+// write may take that slot), its earlier rows copied out first; it takes no tail if it had none.
+ChannelSealPlan plan_channel_seals(const PagedKvLayout& kv, uint32_t layer, int64_t num_tokens,
+                                   const int64_t* slot_mapping) {
   const uint32_t G = kv_channel_group_tokens(kv.k_dtype);
+  const uint32_t D = kv.head_dim;
   KeyTails* tails = kv.key_tails;
-  std::vector<ChannelSeal> seals;
-  // Groups this write fills free their tails once every seal has its own: a seal reading its
-  // group's tail never shares it with a later group's new tail.
-  std::vector<uint64_t> filled;
+  ChannelSealPlan plan;
   for (int64_t t0 = 0; t0 < num_tokens;) {
     const uint64_t slot = static_cast<uint64_t>(slot_mapping[t0]);
     const uint64_t chunk = slot / G;
@@ -61,33 +67,31 @@ std::vector<ChannelSeal> plan_channel_seals(const PagedKvLayout& kv, uint32_t la
                     .range_from = range_from,
                     .tail = nullptr,
                     .from_tail = false,
-                    .write_tail = false};
+                    .write_tail = false,
+                    .kept_at = -1};
       if (tails != nullptr) {
         (void)tails->step_rows(chunk, h, true);  // created here: the seals only fill them
         if (!(r0 == 0 && n == G)) {
           s.tail = tails->find(chunk, layer, h, r0);
           s.from_tail = s.tail != nullptr;
-          // A group this write fills needs no tail after it (its tail is freed below).
           if (!s.from_tail && n < G) s.tail = tails->acquire(chunk, layer, h);
           s.write_tail = s.tail != nullptr && n < G;
+          if (s.from_tail && n == G) {
+            s.kept_at = static_cast<int64_t>(plan.kept.size());
+            plan.kept.insert(plan.kept.end(), s.tail, s.tail + uint64_t{r0} * D);
+          }
         }
       }
-      seals.push_back(s);
+      plan.seals.push_back(s);
     }
-    if (tails != nullptr) {
-      if (n < G)
-        tails->set_rows(chunk, layer, n);
-      else
-        filled.push_back(chunk);
-    }
+    if (tails != nullptr) tails->set_rows(chunk, layer, n);
     t0 = t1;
   }
-  for (const uint64_t chunk : filled) tails->set_rows(chunk, layer, G);
-  return seals;
+  return plan;
 }
 
 void seal_channel_keys(const PagedKvLayout& kv, uint32_t layer, const ChannelSeal& s,
-                       const float* k) {
+                       const uint16_t* kept, const float* k) {
   const uint32_t D = kv.head_dim, bits = channel_group_bits(kv.k_dtype);
   const uint32_t G = kv_channel_group_tokens(kv.k_dtype);
   const uint64_t chunks_per_block = kv.block_size / G;
@@ -113,7 +117,7 @@ void seal_channel_keys(const PagedKvLayout& kv, uint32_t layer, const ChannelSea
   // the channels whose range the new rows move are coded again (the same bytes as a whole
   // seal); rows decoded from the group's codes are other values and seal the group anew.
   if (s.from_tail) {
-    f32_from_f16_rows(s.tail, uint64_t{r0} * D, rows.data());
+    f32_from_f16_rows(s.kept_at >= 0 ? kept + s.kept_at : s.tail, uint64_t{r0} * D, rows.data());
   } else {
     for (uint32_t r = 0; r < r0; ++r) dequantize_channel_row(bits, group, r, D, &rows[r * D]);
   }
@@ -123,10 +127,10 @@ void seal_channel_keys(const PagedKvLayout& kv, uint32_t layer, const ChannelSea
   if (own != nullptr) {
     // A tail's rows are f16 keys already (channel_key_f16 gives them back bit for bit): only
     // the new rows are rounded, and only they are added to the tail.
-    const uint64_t kept = s.from_tail ? uint64_t{r0} * D : 0;
-    if (s.from_tail) std::copy_n(s.tail, kept, own);
-    for (uint64_t i = kept; i < uint64_t{n} * D; ++i) own[i] = channel_key_f16(rows[i]);
-    if (s.write_tail) std::copy_n(own + kept, uint64_t{n} * D - kept, s.tail + kept);
+    const uint64_t held = s.from_tail ? uint64_t{r0} * D : 0;
+    if (s.from_tail) std::copy_n(s.kept_at >= 0 ? kept + s.kept_at : s.tail, held, own);
+    for (uint64_t i = held; i < uint64_t{n} * D; ++i) own[i] = channel_key_f16(rows[i]);
+    if (s.write_tail) std::copy_n(own + held, uint64_t{n} * D - held, s.tail + held);
   }
 }
 
@@ -138,7 +142,7 @@ bool seals_disjoint(std::span<const ChannelSeal> seals) {
   std::vector<const uint16_t*> tails;
   for (const ChannelSeal& s : seals) {
     groups.emplace_back(s.chunk, s.head);
-    if (s.from_tail || s.write_tail) tails.push_back(s.tail);
+    if ((s.from_tail && s.kept_at < 0) || s.write_tail) tails.push_back(s.tail);
   }
   std::sort(groups.begin(), groups.end());
   std::sort(tails.begin(), tails.end());
@@ -178,9 +182,11 @@ void write_kv(const PagedKvLayout& kv, uint32_t layer, int64_t num_tokens,
   if (!channel_keys) return;
   KVS_CHECK(kv.block_size % kv_channel_group_tokens(kv.k_dtype) == 0);
   if (kv.key_tails != nullptr) kv.key_tails->begin_step_rows();
-  const std::vector<ChannelSeal> seals = plan_channel_seals(kv, layer, num_tokens, slot_mapping);
+  const ChannelSealPlan plan = plan_channel_seals(kv, layer, num_tokens, slot_mapping);
+  const std::vector<ChannelSeal>& seals = plan.seals;
   auto seal = [&](size_t begin, size_t end, int) {
-    for (size_t i = begin; i < end; ++i) seal_channel_keys(kv, layer, seals[i], k);
+    for (size_t i = begin; i < end; ++i)
+      seal_channel_keys(kv, layer, seals[i], plan.kept.data(), k);
   };
   if (pool != nullptr && pool->num_threads() > 1 && seals.size() >= 2 && seals_disjoint(seals)) {
     pool->parallel_for(seals.size(), 1, seal);

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstddef>
 
+#include "core/check.h"
+
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "quant/channel_range.cpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
@@ -49,6 +51,7 @@ namespace kvs {
 HWY_EXPORT(ChannelRangeIn);
 
 void channel_range(const float* const* rows, uint32_t n, uint32_t dim, float* lo, float* hi) {
+  KVS_CHECK(n >= 1);
   HWY_DYNAMIC_DISPATCH(ChannelRangeIn)(rows, n, dim, lo, hi);
 }
 

@@ -17,14 +17,15 @@ Result<KeyTails> KeyTails::create(uint32_t slots, uint32_t layers, uint32_t kv_h
 
 KeyTails::KeyTails(uint32_t slots, uint32_t layers, uint32_t kv_heads, uint32_t dim,
                    uint32_t tokens, uint64_t num_chunks, ZeroPages data)
-    : layers_(layers),
+    : slots_(slots),
+      layers_(layers),
       kv_heads_(kv_heads),
       dim_(dim),
       tokens_(tokens),
-      slot_of_(num_chunks, -1),
-      chunk_of_(slots, -1),
-      stamp_(slots, 0),
-      rows_(uint64_t{slots} * layers, kNoRows),
+      slot_of_(num_chunks * layers, -1),
+      chunk_of_(uint64_t{layers} * slots, -1),
+      stamp_(uint64_t{layers} * slots, 0),
+      rows_(uint64_t{layers} * slots, kNoRows),
       data_(std::move(data)) {}
 
 uint64_t KeyTails::bytes(uint32_t slots, uint32_t layers, uint32_t kv_heads, uint32_t dim,
@@ -38,75 +39,77 @@ uint16_t* KeyTails::rows_of(uint32_t slot, uint32_t layer, uint32_t head) {
 }
 
 uint16_t* KeyTails::find(uint64_t chunk, uint32_t layer, uint32_t head, uint32_t rows) {
-  KVS_CHECK(chunk < slot_of_.size() && layer < layers_ && head < kv_heads_);
-  const int32_t slot = slot_of_[chunk];
-  if (slot < 0 || rows_[uint64_t(slot) * layers_ + layer] != rows) return nullptr;
+  KVS_CHECK(of(chunk, layer) < slot_of_.size() && layer < layers_ && head < kv_heads_);
+  const int32_t slot = slot_of_[of(chunk, layer)];
+  if (slot < 0 || rows_[at(layer, static_cast<uint32_t>(slot))] != rows) return nullptr;
+  stamp_[at(layer, static_cast<uint32_t>(slot))] = ++clock_;
   return rows_of(static_cast<uint32_t>(slot), layer, head);
 }
 
 uint16_t* KeyTails::acquire(uint64_t chunk, uint32_t layer, uint32_t head) {
-  KVS_CHECK(chunk < slot_of_.size() && layer < layers_ && head < kv_heads_);
-  if (chunk_of_.empty()) return nullptr;
-  return rows_of(slot_for(chunk), layer, head);
+  KVS_CHECK(of(chunk, layer) < slot_of_.size() && layer < layers_ && head < kv_heads_);
+  if (slots_ == 0) return nullptr;
+  return rows_of(slot_for(chunk, layer), layer, head);
 }
 
-uint32_t KeyTails::slot_for(uint64_t chunk) {
-  int32_t slot = slot_of_[chunk];
+uint32_t KeyTails::slot_for(uint64_t chunk, uint32_t layer) {
+  int32_t slot = slot_of_[of(chunk, layer)];
   if (slot < 0) {
-    // A free slot, else the least recently written.
+    // A free slot of the layer, else its least recently written.
     uint32_t pick = 0;
-    for (uint32_t s = 0; s < chunk_of_.size(); ++s) {
-      if (chunk_of_[s] < 0) {
+    for (uint32_t s = 0; s < slots_; ++s) {
+      if (chunk_of_[at(layer, s)] < 0) {
         pick = s;
         break;
       }
-      if (stamp_[s] < stamp_[pick]) pick = s;
+      if (stamp_[at(layer, s)] < stamp_[at(layer, pick)]) pick = s;
     }
-    if (chunk_of_[pick] >= 0) release(pick);
+    if (chunk_of_[at(layer, pick)] >= 0) release(layer, pick);
     slot = static_cast<int32_t>(pick);
-    slot_of_[chunk] = slot;
-    chunk_of_[pick] = static_cast<int64_t>(chunk);
+    slot_of_[of(chunk, layer)] = slot;
+    chunk_of_[at(layer, pick)] = static_cast<int64_t>(chunk);
   }
-  stamp_[slot] = ++clock_;
+  stamp_[at(layer, static_cast<uint32_t>(slot))] = ++clock_;
   return static_cast<uint32_t>(slot);
 }
 
 void KeyTails::copy(uint64_t src, uint64_t dst) {
-  KVS_CHECK(src < slot_of_.size() && dst < slot_of_.size());
+  KVS_CHECK(of(src, 0) < slot_of_.size() && of(dst, 0) < slot_of_.size());
   if (src == dst) return;
-  if (slot_of_[dst] >= 0) release(static_cast<uint32_t>(slot_of_[dst]));
-  if (slot_of_[src] < 0 || chunk_of_.size() < 2) return;
-  stamp_[slot_of_[src]] = ++clock_;  // so that taking a slot for dst does not evict src
-  const uint32_t to = slot_for(dst);
-  const uint32_t from = static_cast<uint32_t>(slot_of_[src]);
-  const uint64_t per_slot = uint64_t{layers_} * kv_heads_ * tokens_ * dim_;
-  uint16_t* d = data_.as<uint16_t>();
-  std::copy_n(d + from * per_slot, per_slot, d + to * per_slot);
-  std::copy_n(rows_.begin() + uint64_t{from} * layers_, layers_,
-              rows_.begin() + uint64_t{to} * layers_);
+  const uint64_t per_layer = uint64_t{kv_heads_} * tokens_ * dim_;
+  for (uint32_t l = 0; l < layers_; ++l) {
+    if (slot_of_[of(dst, l)] >= 0) release(l, static_cast<uint32_t>(slot_of_[of(dst, l)]));
+    const int32_t from = slot_of_[of(src, l)];
+    if (from < 0 || slots_ < 2) continue;
+    stamp_[at(l, static_cast<uint32_t>(from))] = ++clock_;  // so that dst's slot is not src's
+    const uint32_t to = slot_for(dst, l);
+    std::copy_n(rows_of(static_cast<uint32_t>(from), l, 0), per_layer, rows_of(to, l, 0));
+    rows_[at(l, to)] = rows_[at(l, static_cast<uint32_t>(from))];
+  }
 }
 
 void KeyTails::set_rows(uint64_t chunk, uint32_t layer, uint32_t rows) {
-  KVS_CHECK(chunk < slot_of_.size() && layer < layers_ && rows <= tokens_);
-  const int32_t slot = slot_of_[chunk];
+  KVS_CHECK(of(chunk, layer) < slot_of_.size() && layer < layers_ && rows <= tokens_);
+  const int32_t slot = slot_of_[of(chunk, layer)];
   if (slot < 0) return;
-  uint8_t* r = rows_.data() + uint64_t(slot) * layers_;
-  r[layer] = rows == tokens_ ? kNoRows : static_cast<uint8_t>(rows);
-  if (std::all_of(r, r + layers_, [](uint8_t v) { return v == kNoRows; }))
-    release(static_cast<uint32_t>(slot));
+  if (rows == tokens_)
+    release(layer, static_cast<uint32_t>(slot));
+  else
+    rows_[at(layer, static_cast<uint32_t>(slot))] = static_cast<uint8_t>(rows);
 }
 
 void KeyTails::invalidate(uint64_t first, uint64_t end) {
-  end = std::min<uint64_t>(end, slot_of_.size());
+  end = std::min<uint64_t>(end, slot_of_.size() / std::max(1u, layers_));
   for (uint64_t c = first; c < end; ++c)
-    if (slot_of_[c] >= 0) release(static_cast<uint32_t>(slot_of_[c]));
+    for (uint32_t l = 0; l < layers_; ++l)
+      if (slot_of_[of(c, l)] >= 0) release(l, static_cast<uint32_t>(slot_of_[of(c, l)]));
 }
 
-void KeyTails::release(uint32_t slot) {
-  const int64_t chunk = chunk_of_[slot];
-  if (chunk >= 0) slot_of_[chunk] = -1;
-  chunk_of_[slot] = -1;
-  std::fill_n(rows_.begin() + uint64_t{slot} * layers_, layers_, kNoRows);
+void KeyTails::release(uint32_t layer, uint32_t slot) {
+  const int64_t chunk = chunk_of_[at(layer, slot)];
+  if (chunk >= 0) slot_of_[of(static_cast<uint64_t>(chunk), layer)] = -1;
+  chunk_of_[at(layer, slot)] = -1;
+  rows_[at(layer, slot)] = kNoRows;
 }
 
 void KeyTails::begin_step_rows() { step_index_.clear(); }
@@ -144,10 +147,12 @@ uint32_t KeyTails::in_use() const {
 
 bool KeyTails::check_integrity() const {
   uint64_t mapped = 0;
-  for (uint64_t c = 0; c < slot_of_.size(); ++c) {
-    if (slot_of_[c] < 0) continue;
+  for (uint64_t i = 0; i < slot_of_.size(); ++i) {
+    if (slot_of_[i] < 0) continue;
     ++mapped;
-    if (uint64_t(slot_of_[c]) >= chunk_of_.size() || chunk_of_[slot_of_[c]] != int64_t(c))
+    const auto layer = static_cast<uint32_t>(i % layers_);
+    if (uint32_t(slot_of_[i]) >= slots_ ||
+        chunk_of_[at(layer, static_cast<uint32_t>(slot_of_[i]))] != int64_t(i / layers_))
       return false;
   }
   return mapped == in_use();

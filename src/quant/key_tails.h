@@ -10,12 +10,16 @@
 // those tokens. A copy-on-write within the pool copies the tails with the bytes (copy()), so a
 // forked sample goes on exactly as its parent would.
 //
-// A slot holds one group (a "chunk": slot / G of the pool, G = the format's group tokens) for every
-// layer and kv head. Slots are reused least recently written first. The engine sizes it to one slot
-// per sequence per layer group (the last, partly filled group of each), counted in the KV memory
-// budget (kv_pool_plan.h), in zero pages (core/zero_pages.h): a slot costs memory once a group is
-// written to it. Not thread-safe: write_kv (kernels/kv_write.cpp) makes every lookup and update on
-// its calling thread, in order, before the pool's threads fill the rows those calls handed out.
+// A slot holds one layer's rows of one group (a "chunk": slot / G of the pool, G = the format's
+// group tokens) for every kv head; each layer has its own `slots` slots, reused least recently
+// written first (a write that finds its tail counts). So a write that fills one group and begins
+// the next, as a prefill chunk crossing a group boundary does, hands the slot its filled group
+// frees in that layer to the new group, and no other sequence's tail is evicted for it. The engine
+// sizes it to one slot per sequence per layer group (the last, partly filled group of each),
+// counted in the KV memory budget (kv_pool_plan.h), in zero pages (core/zero_pages.h): a slot costs
+// memory once a group is written to it. Not thread-safe: write_kv (kernels/kv_write.cpp) makes
+// every lookup and update on its calling thread, in order, before the pool's threads fill the rows
+// those calls handed out.
 #pragma once
 
 #include <cstdint>
@@ -34,7 +38,8 @@ class KeyTails {
   static Result<KeyTails> create(uint32_t slots, uint32_t layers, uint32_t kv_heads, uint32_t dim,
                                  uint32_t tokens, uint64_t num_chunks);
 
-  [[nodiscard]] uint32_t slots() const { return static_cast<uint32_t>(chunk_of_.size()); }
+  // Slots per layer.
+  [[nodiscard]] uint32_t slots() const { return slots_; }
   // f16 bytes of all slots: what the pool budget reserves for them.
   [[nodiscard]] static uint64_t bytes(uint32_t slots, uint32_t layers, uint32_t kv_heads,
                                       uint32_t dim, uint32_t tokens);
@@ -42,13 +47,13 @@ class KeyTails {
   [[nodiscard]] uint32_t tokens() const { return tokens_; }
 
   // Rows [G][dim] of f16 of (chunk, layer, head) if the chunk's tail holds exactly `rows` rows of
-  // that layer, else null.
+  // that layer, else null. A hit is the writer's: it counts as a write for the reuse order.
   [[nodiscard]] uint16_t* find(uint64_t chunk, uint32_t layer, uint32_t head, uint32_t rows);
-  // The chunk's slot (taking the least recently written one if it has none); its other layers'
-  // rows are kept when it already had the slot. Returns the rows of (layer, head).
+  // The chunk's slot in `layer` (taking a free one, else the layer's least recently written one,
+  // if it has none). Returns the rows of (layer, head).
   [[nodiscard]] uint16_t* acquire(uint64_t chunk, uint32_t layer, uint32_t head);
-  // Records that `layer` of the chunk now holds `rows` rows; G (a full group) frees the layer,
-  // and the slot once no layer holds a partial group.
+  // Records that `layer` of the chunk now holds `rows` rows; G (a full group) frees its slot in
+  // that layer.
   void set_rows(uint64_t chunk, uint32_t layer, uint32_t rows);
   // Forgets the tails of chunks [first, end) (their block was overwritten by a copy).
   void invalidate(uint64_t first, uint64_t end);
@@ -74,9 +79,9 @@ class KeyTails {
   [[nodiscard]] const uint16_t* step_key(uint64_t block, uint32_t offset, uint32_t block_size,
                                          uint32_t head) const;
 
-  // Slots holding a chunk (tests and the integrity check).
+  // (layer, slot) pairs holding a chunk (tests and the integrity check).
   [[nodiscard]] uint32_t in_use() const;
-  // Every slot's chunk maps back to it and every mapped chunk's slot holds it.
+  // In every layer, every slot's chunk maps back to it and every mapped chunk's slot holds it.
   [[nodiscard]] bool check_integrity() const;
 
  private:
@@ -84,15 +89,23 @@ class KeyTails {
            uint64_t num_chunks, ZeroPages data);
   static constexpr uint8_t kNoRows = 0xFF;
   [[nodiscard]] uint16_t* rows_of(uint32_t slot, uint32_t layer, uint32_t head);
-  // The chunk's slot, taking a free one or the least recently written one if it has none.
-  [[nodiscard]] uint32_t slot_for(uint64_t chunk);
-  void release(uint32_t slot);
+  // Index of (layer, slot) in chunk_of_, stamp_ and rows_; of (chunk, layer) in slot_of_.
+  [[nodiscard]] uint64_t at(uint32_t layer, uint32_t slot) const {
+    return uint64_t{layer} * slots_ + slot;
+  }
+  [[nodiscard]] uint64_t of(uint64_t chunk, uint32_t layer) const {
+    return chunk * layers_ + layer;
+  }
+  // The chunk's slot in `layer`, taking a free one or the least recently written one if it has
+  // none.
+  [[nodiscard]] uint32_t slot_for(uint64_t chunk, uint32_t layer);
+  void release(uint32_t layer, uint32_t slot);
 
-  uint32_t layers_, kv_heads_, dim_, tokens_;
-  std::vector<int32_t> slot_of_;   // [num_chunks]: slot or -1
-  std::vector<int64_t> chunk_of_;  // [slots]: chunk or -1
-  std::vector<uint64_t> stamp_;    // [slots]: last write
-  std::vector<uint8_t> rows_;      // [slots][layers]: rows held, kNoRows = none
+  uint32_t slots_, layers_, kv_heads_, dim_, tokens_;
+  std::vector<int32_t> slot_of_;   // [num_chunks][layers]: slot or -1
+  std::vector<int64_t> chunk_of_;  // [layers][slots]: chunk or -1
+  std::vector<uint64_t> stamp_;    // [layers][slots]: last write
+  std::vector<uint8_t> rows_;      // [layers][slots]: rows held, kNoRows = none
   ZeroPages data_;                 // u16 [slots][layers][kv_heads][G][dim]
   uint64_t clock_ = 0;
   std::unordered_map<uint64_t, uint32_t> step_index_;  // chunk -> index into step_data_

@@ -165,5 +165,72 @@ TEST(KvWriteTest, PerChannelSealsOnThePoolAreOneThreadsOverDecodeSteps) {
     }
 }
 
+// With a tail per sequence and no more (the engine's sizing), a prefill chunk that fills one group
+// and begins the next in the same write, beside sequences in the middle of theirs, takes the slot
+// its filled group frees: every other sequence keeps its tail, so every group, written a few tokens
+// at a time on the pool, ends with the bytes of one write of all its tokens.
+TEST(KvWriteTest, GroupsWrittenPieceByPieceOnThePoolEndAsOneWrite) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  constexpr uint32_t kSeqs = 3, kSeqBlocks = 3;
+  ThreadPool pool(2);
+  for (const KvDtype k_dtype : {KvDtype::kInt4Chan64, KvDtype::kInt2Chan}) {
+    const uint32_t G = kv_channel_group_tokens(k_dtype);
+    auto make = [&] {
+      return std::move(KvBlockStorage::create({.num_blocks = kSeqs * kSeqBlocks,
+                                               .block_size = kBlock,
+                                               .layers = kLayers,
+                                               .kv_heads = kHeads,
+                                               .head_dim = kDim,
+                                               .k_dtype = k_dtype,
+                                               .v_dtype = KvDtype::kInt4Had,
+                                               .key_tail_slots = kSeqs}))
+          .value();
+    };
+    KvBlockStorage pieces = make(), whole = make();
+    // Each sequence's tokens: seq 0 gets chunks that cross its group boundaries; 1 and 2 a token
+    // or two at a time, so that they sit in the middle of a group whenever seq 0 crosses one.
+    const uint32_t total = 2 * G + 7;
+    std::vector<std::vector<float>> k(kSeqs), v(kSeqs);
+    for (uint32_t s = 0; s < kSeqs; ++s) {
+      k[s].resize(uint64_t{total} * kHeads * kDim);
+      v[s].resize(k[s].size());
+      for (size_t i = 0; i < k[s].size(); ++i) {
+        k[s][i] = nd(rng) + (i % kDim == 9 ? 8.0f : 0.0f);
+        v[s][i] = nd(rng);
+      }
+    }
+    auto slot_of = [&](uint32_t s, uint32_t pos) { return int64_t{s} * kSeqBlocks * kBlock + pos; };
+    std::vector<uint32_t> len(kSeqs, 0);
+    const uint32_t step_of[kSeqs] = {G / 2 + 3, 1, 2};
+    while (len[0] < total || len[1] < total || len[2] < total) {
+      std::vector<int64_t> slots;
+      std::vector<float> ks, vs;
+      for (uint32_t s = 0; s < kSeqs; ++s) {
+        const uint32_t count = std::min(step_of[s] + (len[s] == 0 ? 5 * s : 0), total - len[s]);
+        for (uint32_t i = 0; i < count; ++i) {
+          slots.push_back(slot_of(s, len[s] + i));
+          const uint64_t at = uint64_t{len[s] + i} * kHeads * kDim;
+          ks.insert(ks.end(), k[s].begin() + at, k[s].begin() + at + kHeads * kDim);
+          vs.insert(vs.end(), v[s].begin() + at, v[s].begin() + at + kHeads * kDim);
+        }
+        len[s] += count;
+      }
+      for (uint32_t layer = 0; layer < kLayers; ++layer)
+        write_kv(pieces.layout(), layer, static_cast<int64_t>(slots.size()), slots.data(),
+                 ks.data(), vs.data(), &pool);
+    }
+    for (uint32_t s = 0; s < kSeqs; ++s) {
+      std::vector<int64_t> slots(total);
+      for (uint32_t i = 0; i < total; ++i) slots[i] = slot_of(s, i);
+      for (uint32_t layer = 0; layer < kLayers; ++layer)
+        write_kv(whole.layout(), layer, total, slots.data(), k[s].data(), v[s].data());
+    }
+    for (uint32_t b = 0; b < kSeqs * kSeqBlocks; ++b)
+      ASSERT_EQ(std::memcmp(pieces.block_data(b), whole.block_data(b), pieces.block_bytes()), 0)
+          << kv_dtype_name(k_dtype) << " block " << b;
+  }
+}
+
 }  // namespace
 }  // namespace kvs

@@ -59,7 +59,6 @@ TEST(ChannelGroupTest, EveryElementWithinHalfItsChannelsStep) {
       }
 }
 
-// Per channel beats one scale per token on keys with outlier channels: the reason for the format.
 // The bytes against the format's definition, written out plainly: each key rounded to f16
 // (NaN -> 0, clamped to +-65504); per channel over rows [range_from, n) the minimum as the
 // largest f16 <= it and the step as the smallest f16 >= range / qmax; each code
@@ -126,6 +125,7 @@ TEST(ChannelGroupTest, TheBytesFollowTheDefinition) {
     }
 }
 
+// Per channel beats one scale per token on keys with outlier channels: the reason for the format.
 TEST(ChannelGroupTest, BeatsAPerTokenScaleOnOutlierChannels) {
   std::mt19937 rng(11);
   const uint32_t dim = 64, n = 16;
@@ -257,9 +257,10 @@ TEST(ChannelGroupTest, NonFiniteKeysDecodeFinite) {
   EXPECT_NEAR(y[1], 65504.0f, 65504.0f / 7);
 }
 
-// The tails against a plain model (a map of chunk -> rows per layer and last write, at most
-// `slots` chunks, the least recently written dropped first): random writes, full groups,
-// invalidations and lookups; every lookup answers as the model does.
+// The tails against a plain model (a map of (chunk, layer) -> rows and last write, at most
+// `slots` chunks per layer, the layer's least recently written dropped first, a lookup that hits
+// counting as a write): random writes, full groups, invalidations, copies and lookups; every
+// lookup answers as the model does.
 TEST(KeyTailsTest, RandomOperationsAgreeWithAModel) {
   const uint32_t slots = 4, layers = 3, heads = 2, dim = 8;
   const uint64_t chunks = 12;
@@ -267,11 +268,24 @@ TEST(KeyTailsTest, RandomOperationsAgreeWithAModel) {
   EXPECT_EQ(KeyTails::bytes(slots, layers, heads, dim, 16),
             uint64_t{slots} * layers * heads * 16 * dim * 2);
   struct Entry {
-    std::vector<int> rows;
+    int rows = -1;  // -1: a slot taken, no rows recorded yet
     uint64_t stamp = 0;
   };
-  std::map<uint64_t, Entry> model;
+  std::map<std::pair<uint64_t, uint32_t>, Entry> model;  // (chunk, layer)
   uint64_t clock = 0;
+  // Takes a slot of `layer` for the key (the layer's oldest dropped when all are taken).
+  auto take = [&](std::pair<uint64_t, uint32_t> key) {
+    if (model.count(key)) return;
+    uint32_t taken = 0;
+    auto oldest = model.end();
+    for (auto it = model.begin(); it != model.end(); ++it) {
+      if (it->first.second != key.second) continue;
+      ++taken;
+      if (oldest == model.end() || it->second.stamp < oldest->second.stamp) oldest = it;
+    }
+    if (taken == slots) model.erase(oldest);
+    model[key] = Entry{};
+  };
   std::mt19937 rng(3);
   for (int step = 0; step < 20000; ++step) {
     const uint64_t c = rng() % chunks;
@@ -281,42 +295,38 @@ TEST(KeyTailsTest, RandomOperationsAgreeWithAModel) {
       case 0:
       case 1: {  // a write of `rows` rows into (c, l)
         ASSERT_NE(tails.acquire(c, l, rng() % heads), nullptr);
-        if (!model.count(c)) {
-          if (model.size() == slots)
-            model.erase(std::min_element(model.begin(), model.end(), [](auto& a, auto& b) {
-                          return a.second.stamp < b.second.stamp;
-                        })->first);
-          model[c].rows.assign(layers, -1);
-        }
-        model[c].stamp = ++clock;
+        take({c, l});
+        model[{c, l}].stamp = ++clock;
         tails.set_rows(c, l, rows);
-        model[c].rows[l] = rows == 16 ? -1 : int(rows);
-        if (std::all_of(model[c].rows.begin(), model[c].rows.end(), [](int r) { return r < 0; }))
-          model.erase(c);
+        if (rows == 16)
+          model.erase({c, l});
+        else
+          model[{c, l}].rows = int(rows);
         break;
       }
       case 2:
         if (rng() % 2 == 0) {
           tails.invalidate(c, c + 1);
-          model.erase(c);
+          for (uint32_t k = 0; k < layers; ++k) model.erase({c, k});
         } else {  // a copy-on-write from chunk c to chunk d
           const uint64_t d = rng() % chunks;
           tails.copy(c, d);
           if (d == c) break;
-          model.erase(d);
-          if (!model.count(c)) break;
-          model[c].stamp = ++clock;
-          if (model.size() == slots)
-            model.erase(std::min_element(model.begin(), model.end(), [](auto& a, auto& b) {
-                          return a.second.stamp < b.second.stamp;
-                        })->first);
-          model[d] = model[c];
-          model[d].stamp = ++clock;
+          for (uint32_t k = 0; k < layers; ++k) {
+            model.erase({d, k});
+            if (!model.count({c, k})) continue;
+            model[{c, k}].stamp = ++clock;
+            const int held = model[{c, k}].rows;
+            take({d, k});
+            model[{d, k}] = Entry{held, ++clock};
+          }
         }
         break;
       default: {
         const bool hit = tails.find(c, l, rng() % heads, rows) != nullptr;
-        ASSERT_EQ(hit, model.count(c) && model[c].rows[l] == int(rows)) << "step " << step;
+        const bool want = model.count({c, l}) && model[{c, l}].rows == int(rows);
+        ASSERT_EQ(hit, want) << "step " << step;
+        if (want) model[{c, l}].stamp = ++clock;
         break;
       }
     }
@@ -362,15 +372,22 @@ TEST(KeyTailsTest, FullGroupsFreeTheirSlotAndTheOldestIsReusedFirst) {
   ASSERT_NE(tails.acquire(2, 0, 0), nullptr);
   tails.set_rows(2, 0, 3);
   EXPECT_EQ(tails.in_use(), 2u);
-  EXPECT_NE(tails.find(1, 0, 0, 5), nullptr);
+  EXPECT_NE(tails.find(1, 0, 0, 5), nullptr);  // a write that finds its tail: written last now
   EXPECT_EQ(tails.find(1, 0, 0, 4), nullptr);  // not the rows the writer expects
   EXPECT_EQ(tails.find(1, 1, 0, 5), nullptr);  // another layer
-  ASSERT_NE(tails.acquire(3, 0, 0), nullptr);  // evicts chunk 1, the least recently written
+  ASSERT_NE(tails.acquire(3, 0, 0), nullptr);  // evicts chunk 2, the least recently written
   tails.set_rows(3, 0, 1);
-  EXPECT_EQ(tails.find(1, 0, 0, 5), nullptr);
-  EXPECT_NE(tails.find(2, 0, 0, 3), nullptr);
-  tails.set_rows(2, 0, 16);  // its only partial layer is full: the slot is free
+  EXPECT_EQ(tails.find(2, 0, 0, 3), nullptr);
+  EXPECT_NE(tails.find(1, 0, 0, 5), nullptr);
+  tails.set_rows(1, 0, 16);  // a full group frees its slot in that layer
   EXPECT_EQ(tails.in_use(), 1u);
+  // Each layer has its own slots: two chunks in layer 1 leave layer 0's tail alone.
+  ASSERT_NE(tails.acquire(4, 1, 0), nullptr);
+  tails.set_rows(4, 1, 2);
+  ASSERT_NE(tails.acquire(5, 1, 0), nullptr);
+  tails.set_rows(5, 1, 2);
+  EXPECT_NE(tails.find(3, 0, 0, 1), nullptr);
+  EXPECT_EQ(tails.in_use(), 3u);
   tails.invalidate(0, 10);
   EXPECT_EQ(tails.in_use(), 0u);
   EXPECT_TRUE(tails.check_integrity());
