@@ -47,6 +47,7 @@ ChannelSealPlan plan_channel_seals(const PagedKvLayout& kv, uint32_t layer, int6
   const uint32_t D = kv.head_dim;
   KeyTails* tails = kv.key_tails;
   ChannelSealPlan plan;
+  std::vector<uint64_t> planned;  // chunks with a run earlier in this write
   for (int64_t t0 = 0; t0 < num_tokens;) {
     const uint64_t slot = static_cast<uint64_t>(slot_mapping[t0]);
     const uint64_t chunk = slot / G;
@@ -57,6 +58,11 @@ ChannelSealPlan plan_channel_seals(const PagedKvLayout& kv, uint32_t layer, int6
     const auto r0 = static_cast<uint32_t>(slot % G);
     const uint32_t n = r0 + static_cast<uint32_t>(t1 - t0);
     const uint32_t range_from = kv.recent != nullptr && kv.recent->sink_behind(t0, r0) ? 1 : 0;
+    // A group with an earlier run in this write (slots of one group not together) holds that
+    // run's rows only once its seal has run: its seals run in order (seals_disjoint), reading
+    // the tail itself.
+    const bool again = std::find(planned.begin(), planned.end(), chunk) != planned.end();
+    planned.push_back(chunk);
     for (uint32_t h = 0; h < kv.kv_heads; ++h) {
       ChannelSeal s{.chunk = chunk,
                     .head = h,
@@ -76,7 +82,7 @@ ChannelSealPlan plan_channel_seals(const PagedKvLayout& kv, uint32_t layer, int6
           s.from_tail = s.tail != nullptr;
           if (!s.from_tail && n < G) s.tail = tails->acquire(chunk, layer, h);
           s.write_tail = s.tail != nullptr && n < G;
-          if (s.from_tail && n == G) {
+          if (s.from_tail && n == G && !again) {
             s.kept_at = static_cast<int64_t>(plan.kept.size());
             plan.kept.insert(plan.kept.end(), s.tail, s.tail + uint64_t{r0} * D);
           }

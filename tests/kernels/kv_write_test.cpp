@@ -216,9 +216,14 @@ TEST(KvWriteTest, GroupsWrittenPieceByPieceOnThePoolEndAsOneWrite) {
         }
         len[s] += count;
       }
-      for (uint32_t layer = 0; layer < kLayers; ++layer)
+      for (uint32_t layer = 0; layer < kLayers; ++layer) {
+        const uint64_t regions = pool.regions();
         write_kv(pieces.layout(), layer, static_cast<int64_t>(slots.size()), slots.data(),
                  ks.data(), vs.data(), &pool);
+        // The vectors, then the seals, on the pool: no two seals shared a tail.
+        ASSERT_EQ(pool.regions() - regions, 2u) << "lengths " << len[0] << " " << len[1];
+      }
+      ASSERT_TRUE(pieces.layout().key_tails->check_integrity());
     }
     for (uint32_t s = 0; s < kSeqs; ++s) {
       std::vector<int64_t> slots(total);
@@ -229,6 +234,67 @@ TEST(KvWriteTest, GroupsWrittenPieceByPieceOnThePoolEndAsOneWrite) {
     for (uint32_t b = 0; b < kSeqs * kSeqBlocks; ++b)
       ASSERT_EQ(std::memcmp(pieces.block_data(b), whole.block_data(b), pieces.block_bytes()), 0)
           << kv_dtype_name(k_dtype) << " block " << b;
+  }
+}
+
+// One group's slots in two runs of one write (another sequence's tokens between them), the later
+// run filling the group from the tail the earlier one starts: the seals run in order and the
+// group ends as one write of its tokens, on the pool as on one thread.
+TEST(KvWriteTest, AGroupInTwoRunsOfOneWriteEndsAsOneWrite) {
+  std::mt19937 rng(6);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  ThreadPool pool(2);
+  for (const KvDtype k_dtype : {KvDtype::kInt4Chan64, KvDtype::kInt2Chan}) {
+    const uint32_t G = kv_channel_group_tokens(k_dtype);
+    auto make = [&] {
+      return std::move(KvBlockStorage::create({.num_blocks = 2,
+                                               .block_size = kBlock,
+                                               .layers = kLayers,
+                                               .kv_heads = kHeads,
+                                               .head_dim = kDim,
+                                               .k_dtype = k_dtype,
+                                               .v_dtype = KvDtype::kF16,
+                                               .key_tail_slots = 2}))
+          .value();
+    };
+    // Group 0 of block 0 in two runs: rows [0, 3) and [3, G), block 1's first 5 rows between.
+    std::vector<int64_t> slots;
+    for (int64_t i = 0; i < 3; ++i) slots.push_back(i);
+    for (int64_t i = 0; i < 5; ++i) slots.push_back(kBlock + i);
+    for (int64_t i = 3; i < G; ++i) slots.push_back(i);
+    const auto n = static_cast<int64_t>(slots.size());
+    const uint64_t row = uint64_t{kHeads} * kDim;
+    std::vector<float> k(uint64_t(n) * row), v(k.size());
+    for (size_t i = 0; i < k.size(); ++i) {
+      k[i] = nd(rng) + (i % kDim == 9 ? 8.0f : 0.0f);
+      v[i] = nd(rng);
+    }
+    // The same tokens in slot order: block 0's group, then block 1's rows, a write each.
+    std::vector<int64_t> order(slots.size());
+    std::iota(order.begin(), order.end(), int64_t{0});
+    std::sort(order.begin(), order.end(),
+              [&](int64_t a, int64_t b) { return slots[a] < slots[b]; });
+    std::vector<int64_t> sorted;
+    std::vector<float> sk, sv;
+    for (const int64_t i : order) {
+      sorted.push_back(slots[i]);
+      sk.insert(sk.end(), k.begin() + i * row, k.begin() + (i + 1) * row);
+      sv.insert(sv.end(), v.begin() + i * row, v.begin() + (i + 1) * row);
+    }
+    KvBlockStorage split = make(), single = make(), whole = make();
+    for (uint32_t layer = 0; layer < kLayers; ++layer) {
+      write_kv(split.layout(), layer, n, slots.data(), k.data(), v.data(), &pool);
+      write_kv(single.layout(), layer, n, slots.data(), k.data(), v.data());
+      write_kv(whole.layout(), layer, G, sorted.data(), sk.data(), sv.data());
+      write_kv(whole.layout(), layer, 5, sorted.data() + G, sk.data() + G * row,
+               sv.data() + G * row);
+    }
+    for (uint32_t b = 0; b < 2; ++b) {
+      ASSERT_EQ(std::memcmp(split.block_data(b), single.block_data(b), split.block_bytes()), 0)
+          << kv_dtype_name(k_dtype) << " block " << b;
+      ASSERT_EQ(std::memcmp(split.block_data(b), whole.block_data(b), split.block_bytes()), 0)
+          << kv_dtype_name(k_dtype) << " block " << b << " against one write per block";
+    }
   }
 }
 
