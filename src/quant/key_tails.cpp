@@ -146,6 +146,10 @@ uint32_t KeyTails::in_use() const {
 }
 
 bool KeyTails::check_integrity() const {
+  // A free slot holds no rows; a taken one none yet or a partial group.
+  for (uint64_t i = 0; i < chunk_of_.size(); ++i)
+    if (chunk_of_[i] < 0 ? rows_[i] != kNoRows : rows_[i] != kNoRows && rows_[i] >= tokens_)
+      return false;
   uint64_t mapped = 0;
   for (uint64_t i = 0; i < slot_of_.size(); ++i) {
     if (slot_of_[i] < 0) continue;

@@ -270,6 +270,7 @@ TEST(KeyTailsTest, RandomOperationsAgreeWithAModel) {
   struct Entry {
     int rows = -1;  // -1: a slot taken, no rows recorded yet
     uint64_t stamp = 0;
+    bool copied = false;  // rows copied from another chunk (tagged with that chunk)
   };
   std::map<std::pair<uint64_t, uint32_t>, Entry> model;  // (chunk, layer)
   uint64_t clock = 0;
@@ -293,10 +294,15 @@ TEST(KeyTailsTest, RandomOperationsAgreeWithAModel) {
     const uint32_t rows = 1 + rng() % 16;
     switch (rng() % 4) {
       case 0:
-      case 1: {  // a write of `rows` rows into (c, l)
-        ASSERT_NE(tails.acquire(c, l, rng() % heads), nullptr);
+      case 1: {  // a write of `rows` rows into (c, l): every head's first row tagged
+        for (uint32_t h = 0; h < heads; ++h) {
+          uint16_t* r = tails.acquire(c, l, h);
+          ASSERT_NE(r, nullptr);
+          r[0] = static_cast<uint16_t>(1000 * c + 10 * l + h);
+        }
         take({c, l});
         model[{c, l}].stamp = ++clock;
+        model[{c, l}].copied = false;
         tails.set_rows(c, l, rows);
         if (rows == 16)
           model.erase({c, l});
@@ -318,14 +324,18 @@ TEST(KeyTailsTest, RandomOperationsAgreeWithAModel) {
             model[{c, k}].stamp = ++clock;
             const int held = model[{c, k}].rows;
             take({d, k});
-            model[{d, k}] = Entry{held, ++clock};
+            model[{d, k}] = Entry{held, ++clock, true};
           }
         }
         break;
       default: {
-        const bool hit = tails.find(c, l, rng() % heads, rows) != nullptr;
+        const uint32_t h = rng() % heads;
+        const uint16_t* found = tails.find(c, l, h, rows);
         const bool want = model.count({c, l}) && model[{c, l}].rows == int(rows);
-        ASSERT_EQ(hit, want) << "step " << step;
+        ASSERT_EQ(found != nullptr, want) << "step " << step;
+        if (found != nullptr && !model[{c, l}].copied) {  // its own rows, no other slot's
+          ASSERT_EQ(found[0], 1000 * c + 10 * l + h) << "step " << step;
+        }
         if (want) model[{c, l}].stamp = ++clock;
         break;
       }
