@@ -22,16 +22,28 @@ namespace {
 
 constexpr uint32_t kLayers = 2, kHeads = 3, kDim = 64, kBlock = 64, kBlocks = 3;
 
-KvBlockStorage make_storage(KvDtype k, KvDtype v) {
-  return std::move(KvBlockStorage::create({.num_blocks = kBlocks,
+KvBlockStorage make_storage(KvDtype k, KvDtype v, uint32_t blocks = kBlocks,
+                            uint32_t tail_slots = 4) {
+  return std::move(KvBlockStorage::create({.num_blocks = blocks,
                                            .block_size = kBlock,
                                            .layers = kLayers,
                                            .kv_heads = kHeads,
                                            .head_dim = kDim,
                                            .k_dtype = k,
                                            .v_dtype = v,
-                                           .key_tail_slots = 4}))
+                                           .key_tail_slots = tail_slots}))
       .value();
+}
+
+// Keys with one large channel (what per-channel keys are for) and values, n tokens.
+void random_kv(uint64_t n, std::mt19937& rng, std::vector<float>& k, std::vector<float>& v) {
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  k.resize(n * kHeads * kDim);
+  v.resize(k.size());
+  for (size_t i = 0; i < k.size(); ++i) {
+    k[i] = nd(rng) + (i % kDim == 9 ? 8.0f : 0.0f);
+    v[i] = nd(rng);
+  }
 }
 
 TEST(KvWriteTest, ThePoolsThreadsWriteTheBytesOfOneThread) {
@@ -96,21 +108,12 @@ TEST(KvWriteTest, ThePoolsThreadsWriteTheBytesOfOneThread) {
 // write, which seal in order).
 TEST(KvWriteTest, PerChannelSealsOnThePoolAreOneThreadsOverDecodeSteps) {
   std::mt19937 rng(4);
-  std::normal_distribution<float> nd(0.0f, 1.0f);
   constexpr uint32_t kSeqs = 5, kSeqBlocks = 4;
   ThreadPool pool(3);
   for (const KvDtype k_dtype : {KvDtype::kInt4Chan64, KvDtype::kInt2Chan})
     for (const uint32_t tail_slots : {8u, 2u}) {
       auto make = [&] {
-        return std::move(KvBlockStorage::create({.num_blocks = kSeqs * kSeqBlocks,
-                                                 .block_size = kBlock,
-                                                 .layers = kLayers,
-                                                 .kv_heads = kHeads,
-                                                 .head_dim = kDim,
-                                                 .k_dtype = k_dtype,
-                                                 .v_dtype = KvDtype::kInt4Had,
-                                                 .key_tail_slots = tail_slots}))
-            .value();
+        return make_storage(k_dtype, KvDtype::kInt4Had, kSeqs * kSeqBlocks, tail_slots);
       };
       KvBlockStorage one = make(), many = make();
       const uint32_t G = kv_channel_group_tokens(k_dtype);
@@ -122,11 +125,8 @@ TEST(KvWriteTest, PerChannelSealsOnThePoolAreOneThreadsOverDecodeSteps) {
           for (uint32_t i = 0; i < count; ++i)
             slots.push_back(int64_t{seq} * kSeqBlocks * kBlock + len[seq] + i);
         const auto n = static_cast<int64_t>(slots.size());
-        std::vector<float> k(uint64_t(n) * kHeads * kDim), v(k.size());
-        for (size_t i = 0; i < k.size(); ++i) {
-          k[i] = nd(rng) + (i % kDim == 9 ? 8.0f : 0.0f);
-          v[i] = nd(rng);
-        }
+        std::vector<float> k, v;
+        random_kv(uint64_t(n), rng, k, v);
         for (uint32_t layer = 0; layer < kLayers; ++layer) {
           write_kv(one.layout(), layer, n, slots.data(), k.data(), v.data());
           const uint64_t regions = pool.regions();
@@ -171,35 +171,17 @@ TEST(KvWriteTest, PerChannelSealsOnThePoolAreOneThreadsOverDecodeSteps) {
 // at a time on the pool, ends with the bytes of one write of all its tokens.
 TEST(KvWriteTest, GroupsWrittenPieceByPieceOnThePoolEndAsOneWrite) {
   std::mt19937 rng(5);
-  std::normal_distribution<float> nd(0.0f, 1.0f);
   constexpr uint32_t kSeqs = 3, kSeqBlocks = 3;
   ThreadPool pool(2);
   for (const KvDtype k_dtype : {KvDtype::kInt4Chan64, KvDtype::kInt2Chan}) {
     const uint32_t G = kv_channel_group_tokens(k_dtype);
-    auto make = [&] {
-      return std::move(KvBlockStorage::create({.num_blocks = kSeqs * kSeqBlocks,
-                                               .block_size = kBlock,
-                                               .layers = kLayers,
-                                               .kv_heads = kHeads,
-                                               .head_dim = kDim,
-                                               .k_dtype = k_dtype,
-                                               .v_dtype = KvDtype::kInt4Had,
-                                               .key_tail_slots = kSeqs}))
-          .value();
-    };
+    auto make = [&] { return make_storage(k_dtype, KvDtype::kInt4Had, kSeqs * kSeqBlocks, kSeqs); };
     KvBlockStorage pieces = make(), whole = make();
     // Each sequence's tokens: seq 0 gets chunks that cross its group boundaries; 1 and 2 a token
     // or two at a time, so that they sit in the middle of a group whenever seq 0 crosses one.
     const uint32_t total = 2 * G + 7;
     std::vector<std::vector<float>> k(kSeqs), v(kSeqs);
-    for (uint32_t s = 0; s < kSeqs; ++s) {
-      k[s].resize(uint64_t{total} * kHeads * kDim);
-      v[s].resize(k[s].size());
-      for (size_t i = 0; i < k[s].size(); ++i) {
-        k[s][i] = nd(rng) + (i % kDim == 9 ? 8.0f : 0.0f);
-        v[s][i] = nd(rng);
-      }
-    }
+    for (uint32_t s = 0; s < kSeqs; ++s) random_kv(total, rng, k[s], v[s]);
     auto slot_of = [&](uint32_t s, uint32_t pos) { return int64_t{s} * kSeqBlocks * kBlock + pos; };
     std::vector<uint32_t> len(kSeqs, 0);
     const uint32_t step_of[kSeqs] = {G / 2 + 3, 1, 2};
@@ -242,21 +224,10 @@ TEST(KvWriteTest, GroupsWrittenPieceByPieceOnThePoolEndAsOneWrite) {
 // group ends as one write of its tokens, on the pool as on one thread.
 TEST(KvWriteTest, AGroupInTwoRunsOfOneWriteEndsAsOneWrite) {
   std::mt19937 rng(6);
-  std::normal_distribution<float> nd(0.0f, 1.0f);
   ThreadPool pool(2);
   for (const KvDtype k_dtype : {KvDtype::kInt4Chan64, KvDtype::kInt2Chan}) {
     const uint32_t G = kv_channel_group_tokens(k_dtype);
-    auto make = [&] {
-      return std::move(KvBlockStorage::create({.num_blocks = 2,
-                                               .block_size = kBlock,
-                                               .layers = kLayers,
-                                               .kv_heads = kHeads,
-                                               .head_dim = kDim,
-                                               .k_dtype = k_dtype,
-                                               .v_dtype = KvDtype::kF16,
-                                               .key_tail_slots = 2}))
-          .value();
-    };
+    auto make = [&] { return make_storage(k_dtype, KvDtype::kF16, 2, 2); };
     // Group 0 of block 0 in two runs: rows [0, 3) and [3, G), block 1's first 5 rows between.
     std::vector<int64_t> slots;
     for (int64_t i = 0; i < 3; ++i) slots.push_back(i);
@@ -264,11 +235,8 @@ TEST(KvWriteTest, AGroupInTwoRunsOfOneWriteEndsAsOneWrite) {
     for (int64_t i = 3; i < G; ++i) slots.push_back(i);
     const auto n = static_cast<int64_t>(slots.size());
     const uint64_t row = uint64_t{kHeads} * kDim;
-    std::vector<float> k(uint64_t(n) * row), v(k.size());
-    for (size_t i = 0; i < k.size(); ++i) {
-      k[i] = nd(rng) + (i % kDim == 9 ? 8.0f : 0.0f);
-      v[i] = nd(rng);
-    }
+    std::vector<float> k, v;
+    random_kv(uint64_t(n), rng, k, v);
     // The same tokens in slot order: block 0's group, then block 1's rows, a write each.
     std::vector<int64_t> order(slots.size());
     std::iota(order.begin(), order.end(), int64_t{0});
