@@ -1,12 +1,9 @@
 #include "kernels/kv_write.h"
 
 #include <algorithm>
-#include <span>
-#include <utility>
 #include <vector>
 
 #include "core/check.h"
-#include "core/half.h"
 #include "kernels/kv_vector.h"
 #include "quant/f16_rows.h"
 #include "quant/key_tails.h"
@@ -34,6 +31,10 @@ struct ChannelSeal {
 struct ChannelSealPlan {
   std::vector<ChannelSeal> seals;
   std::vector<uint16_t> kept;
+  // A group in two runs of the write (its slots not together in the batch): its seals must run
+  // in order, the later reading what the earlier wrote. The engine keeps a sequence's tokens
+  // together, so this is for other callers.
+  bool group_in_two_runs = false;
 };
 
 // The seals of the runs of consecutive slots in one group, in order, with every KeyTails lookup
@@ -47,22 +48,30 @@ ChannelSealPlan plan_channel_seals(const PagedKvLayout& kv, uint32_t layer, int6
   const uint32_t D = kv.head_dim;
   KeyTails* tails = kv.key_tails;
   ChannelSealPlan plan;
-  std::vector<uint64_t> planned;  // chunks with a run earlier in this write
+  struct Run {
+    uint64_t chunk;
+    int64_t t0, t1;
+  };
+  std::vector<Run> runs;
   for (int64_t t0 = 0; t0 < num_tokens;) {
     const uint64_t slot = static_cast<uint64_t>(slot_mapping[t0]);
-    const uint64_t chunk = slot / G;
     int64_t t1 = t0 + 1;
     while (t1 < num_tokens && static_cast<uint64_t>(slot_mapping[t1]) == slot + (t1 - t0) &&
-           static_cast<uint64_t>(slot_mapping[t1]) / G == chunk)
+           static_cast<uint64_t>(slot_mapping[t1]) / G == slot / G)
       ++t1;
-    const auto r0 = static_cast<uint32_t>(slot % G);
+    runs.push_back({slot / G, t0, t1});
+    t0 = t1;
+  }
+  std::vector<uint64_t> chunks(runs.size());
+  for (size_t i = 0; i < runs.size(); ++i) chunks[i] = runs[i].chunk;
+  std::sort(chunks.begin(), chunks.end());
+  plan.group_in_two_runs = std::adjacent_find(chunks.begin(), chunks.end()) != chunks.end();
+  for (const Run& run : runs) {
+    const uint64_t chunk = run.chunk;
+    const int64_t t0 = run.t0, t1 = run.t1;
+    const auto r0 = static_cast<uint32_t>(static_cast<uint64_t>(slot_mapping[t0]) % G);
     const uint32_t n = r0 + static_cast<uint32_t>(t1 - t0);
     const uint32_t range_from = kv.recent != nullptr && kv.recent->sink_behind(t0, r0) ? 1 : 0;
-    // A group with an earlier run in this write (slots of one group not together) holds that
-    // run's rows only once its seal has run: its seals run in order (seals_disjoint), reading
-    // the tail itself.
-    const bool again = std::find(planned.begin(), planned.end(), chunk) != planned.end();
-    planned.push_back(chunk);
     for (uint32_t h = 0; h < kv.kv_heads; ++h) {
       ChannelSeal s{.chunk = chunk,
                     .head = h,
@@ -82,7 +91,8 @@ ChannelSealPlan plan_channel_seals(const PagedKvLayout& kv, uint32_t layer, int6
           s.from_tail = s.tail != nullptr;
           if (!s.from_tail && n < G) s.tail = tails->acquire(chunk, layer, h);
           s.write_tail = s.tail != nullptr && n < G;
-          if (s.from_tail && n == G && !again) {
+          // Not for a group in two runs: its earlier run has not written the rows yet.
+          if (s.from_tail && n == G && !plan.group_in_two_runs) {
             s.kept_at = static_cast<int64_t>(plan.kept.size());
             plan.kept.insert(plan.kept.end(), s.tail, s.tail + uint64_t{r0} * D);
           }
@@ -91,7 +101,6 @@ ChannelSealPlan plan_channel_seals(const PagedKvLayout& kv, uint32_t layer, int6
       plan.seals.push_back(s);
     }
     if (tails != nullptr) tails->set_rows(chunk, layer, n);
-    t0 = t1;
   }
   return plan;
 }
@@ -110,11 +119,7 @@ void seal_channel_keys(const PagedKvLayout& kv, uint32_t layer, const ChannelSea
   uint16_t* own = kv.key_tails != nullptr ? kv.key_tails->step_rows(s.chunk, h, false) : nullptr;
   if (r0 == 0 && n == G) {
     quantize_channel_group(bits, k + s.t0 * row_stride + h * D, row_stride, n, D, group,
-                           s.range_from);
-    if (own != nullptr)
-      for (uint32_t r = 0; r < n; ++r)
-        for (uint32_t i = 0; i < D; ++i)
-          own[r * D + i] = channel_key_f16(k[(s.t0 + r) * row_stride + h * D + i]);
+                           s.range_from, own);
     return;
   }
   thread_local std::vector<float> rows;
@@ -129,31 +134,29 @@ void seal_channel_keys(const PagedKvLayout& kv, uint32_t layer, const ChannelSea
   }
   for (int64_t t = s.t0; t < s.t1; ++t)
     std::copy_n(k + t * row_stride + h * D, D, &rows[(r0 + (t - s.t0)) * D]);
-  reseal_channel_group(bits, rows.data(), D, n, D, group, s.range_from, s.from_tail ? r0 : 0);
-  if (own != nullptr) {
-    // A tail's rows are f16 keys already (channel_key_f16 gives them back bit for bit): only
-    // the new rows are rounded, and only they are added to the tail.
-    const uint64_t held = s.from_tail ? uint64_t{r0} * D : 0;
-    if (s.from_tail) std::copy_n(s.kept_at >= 0 ? kept + s.kept_at : s.tail, held, own);
-    for (uint64_t i = held; i < uint64_t{n} * D; ++i) own[i] = channel_key_f16(rows[i]);
-    if (s.write_tail) std::copy_n(own + held, uint64_t{n} * D - held, s.tail + held);
-  }
+  // The seal hands back the f16 key of each row it rounded: with a tail the new rows (the earlier
+  // ones are the tail's, f16 keys already), without one every row.
+  const uint32_t sealed = s.from_tail ? r0 : 0;
+  if (own != nullptr && s.from_tail)
+    std::copy_n(s.kept_at >= 0 ? kept + s.kept_at : s.tail, uint64_t{r0} * D, own);
+  reseal_channel_group(bits, rows.data(), D, n, D, group, s.range_from, sealed,
+                       own != nullptr ? own + uint64_t{sealed} * D : nullptr);
+  // Only the new rows go to the tail (a tail that was found holds the others).
+  if (own != nullptr && s.write_tail)
+    std::copy_n(own + uint64_t{sealed} * D, uint64_t{n - sealed} * D,
+                s.tail + uint64_t{sealed} * D);
 }
 
-// Whether the seals may run at once: each touches its own group, step rows and tail. Two seals of
-// one group (a chunk in two runs), or that read or write one tail (a slot the plan handed on
-// within the write), run in the plan's order instead.
-bool seals_disjoint(std::span<const ChannelSeal> seals) {
-  std::vector<std::pair<uint64_t, uint32_t>> groups;
+// Whether the seals may run at once: each touches its own group, step rows and tail. A group in
+// two runs, or two seals that read or write one tail (a slot the plan handed on within the
+// write), run in the plan's order instead.
+bool seals_disjoint(const ChannelSealPlan& plan) {
+  if (plan.group_in_two_runs) return false;
   std::vector<const uint16_t*> tails;
-  for (const ChannelSeal& s : seals) {
-    groups.emplace_back(s.chunk, s.head);
+  for (const ChannelSeal& s : plan.seals)
     if ((s.from_tail && s.kept_at < 0) || s.write_tail) tails.push_back(s.tail);
-  }
-  std::sort(groups.begin(), groups.end());
   std::sort(tails.begin(), tails.end());
-  return std::adjacent_find(groups.begin(), groups.end()) == groups.end() &&
-         std::adjacent_find(tails.begin(), tails.end()) == tails.end();
+  return std::adjacent_find(tails.begin(), tails.end()) == tails.end();
 }
 
 }  // namespace
@@ -194,7 +197,7 @@ void write_kv(const PagedKvLayout& kv, uint32_t layer, int64_t num_tokens,
     for (size_t i = begin; i < end; ++i)
       seal_channel_keys(kv, layer, seals[i], plan.kept.data(), k);
   };
-  if (pool != nullptr && pool->num_threads() > 1 && seals.size() >= 2 && seals_disjoint(seals)) {
+  if (pool != nullptr && pool->num_threads() > 1 && seals.size() >= 2 && seals_disjoint(plan)) {
     pool->parallel_for(seals.size(), 1, seal);
   } else {
     seal(0, seals.size(), 0);

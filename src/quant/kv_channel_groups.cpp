@@ -59,12 +59,13 @@ uint64_t channel_group_bytes(uint32_t bits, uint32_t tokens, uint32_t dim) {
 }
 
 void quantize_channel_group(uint32_t bits, const float* x, uint64_t x_stride, uint32_t n,
-                            uint32_t dim, uint8_t* group, uint32_t range_from) {
-  reseal_channel_group(bits, x, x_stride, n, dim, group, range_from, 0);
+                            uint32_t dim, uint8_t* group, uint32_t range_from, uint16_t* keys_f16) {
+  reseal_channel_group(bits, x, x_stride, n, dim, group, range_from, 0, keys_f16);
 }
 
 void reseal_channel_group(uint32_t bits, const float* x, uint64_t x_stride, uint32_t n,
-                          uint32_t dim, uint8_t* group, uint32_t range_from, uint32_t sealed) {
+                          uint32_t dim, uint8_t* group, uint32_t range_from, uint32_t sealed,
+                          uint16_t* keys_f16) {
   KVS_CHECK(bits >= 2 && bits <= 4 && n >= 1 && n <= kMaxChannelGroupTokens && dim % 8 == 0);
   KVS_CHECK(sealed < n);
   if (range_from >= n) range_from = 0;
@@ -93,33 +94,34 @@ void reseal_channel_group(uint32_t bits, const float* x, uint64_t x_stride, uint
     if (bit % 8 + bits > 8) row[bit / 8 + 1] &= static_cast<uint8_t>(~(qmax >> (8 - bit % 8)));
   };
   // The rows as they are sealed: the earlier rows are key values already (read in place), the
-  // new ones are rounded once here. Each channel's range, rows in order (so a signed zero ends as
-  // before).
+  // new ones are rounded once here, each element as f16_to_f32(channel_key_f16(x)): NaN -> 0 and
+  // the clamp, then a row at a time through the f16 rows' SIMD conversions (the scalar routines'
+  // bits). Each channel's range, rows in order (so a signed zero ends as before).
   thread_local std::vector<float> fresh, lows, highs;
+  thread_local std::vector<uint16_t> halves;
+  thread_local std::vector<const float*> rows;
   fresh.resize(uint64_t{n - sealed} * dim);
+  halves.resize(uint64_t{n - sealed} * dim);
   lows.resize(dim);
   highs.resize(dim);
-  // Each new element as the key a group is sealed from, f16_to_f32(channel_key_f16(x)): NaN -> 0
-  // and the clamp here, then a row at a time through the f16 rows' SIMD conversions (the scalar
-  // routines' bits).
-  thread_local std::vector<uint16_t> halves;
-  halves.resize(dim);
-  for (uint32_t t = sealed; t < n; ++t) {
+  rows.resize(n);
+  uint16_t* const h16 = keys_f16 != nullptr ? keys_f16 : halves.data();
+  for (uint32_t t = 0; t < n; ++t) {
+    if (t < sealed) {
+      rows[t] = x + t * x_stride;
+      continue;
+    }
     float* k = fresh.data() + uint64_t{t - sealed} * dim;
+    uint16_t* h = h16 + uint64_t{t - sealed} * dim;
     for (uint32_t c = 0; c < dim; ++c) {
       const float v = x[t * x_stride + c];
       k[c] = std::isnan(v) ? 0.0f : std::clamp(v, -kF16Max, kF16Max);
     }
-    f16_from_f32_rows(k, dim, halves.data());
-    f32_from_f16_rows(halves.data(), dim, k);
+    f16_from_f32_rows(k, dim, h);
+    f32_from_f16_rows(h, dim, k);
+    rows[t] = k;
   }
-  const auto row = [&](uint32_t t) -> const float* {
-    return t < sealed ? x + t * x_stride : fresh.data() + uint64_t{t - sealed} * dim;
-  };
-  thread_local std::vector<const float*> rows;
-  rows.clear();
-  for (uint32_t t = range_from; t < n; ++t) rows.push_back(row(t));
-  channel_range(rows.data(), n - range_from, dim, lows.data(), highs.data());
+  channel_range(rows.data() + range_from, n - range_from, dim, lows.data(), highs.data());
   for (uint32_t c = 0; c < dim; ++c) {
     const float lo = lows[c], hi = highs[c];
     const uint16_t min16 = f16_floor(lo);
@@ -138,7 +140,7 @@ void reseal_channel_group(uint32_t bits, const float* x, uint64_t x_stride, uint
     store_u16(group + 2 * (dim + c), step16);
     const float inv = step > 0 ? 1.0f / step : 0.0f;
     for (uint32_t t = from; t < n; ++t) {
-      const float v = row(t)[c];
+      const float v = rows[t][c];
       // Nearest, ties to even, as std::nearbyint rounds in the default mode, without a libm call:
       // adding and taking 1.5 x 2^23 leaves no fraction bits for |u| < 2^22, and beyond that
       // both land outside [0, qmax] on the same side, which the clamp settles alike.

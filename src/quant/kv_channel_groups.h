@@ -37,17 +37,22 @@ namespace kvs {
 // and every row's codes (rows before range_from clamped to that range). Rows n.. are left as
 // they are. The attention sink leaves position 0 out of its group's range (kv_write.h): it is
 // read from the sink's f16 rows, and its key, often far from the others, would widen the range.
+// `keys_f16`, if given, gets the f16 key each row was sealed from (channel_key_f16), n rows of
+// dim: what a tail and the query's own group hold.
 void quantize_channel_group(uint32_t bits, const float* x, uint64_t x_stride, uint32_t n,
-                            uint32_t dim, uint8_t* group, uint32_t range_from = 0);
+                            uint32_t dim, uint8_t* group, uint32_t range_from = 0,
+                            uint16_t* keys_f16 = nullptr);
 // quantize_channel_group's bytes for rows [0, n), given that `group` holds its seal of rows
 // [0, sealed) (sealed < n) and that those rows of x are the keys that seal was made of, already
 // rounded (f16_to_f32 of channel_key_f16: what a tail holds): a group filled one token at a time
 // (kernels/kv_write.cpp, from its f16 tail). A row's code is a function of its key and its
 // channel's minimum and step, so only the channels whose minimum or step the new rows move are
 // coded again over every row; the others keep their earlier rows' codes and code the new rows.
-// sealed = 0 is quantize_channel_group.
+// sealed = 0 is quantize_channel_group. `keys_f16`, if given, gets the new rows' f16 keys (rows
+// [sealed, n), dim each).
 void reseal_channel_group(uint32_t bits, const float* x, uint64_t x_stride, uint32_t n,
-                          uint32_t dim, uint8_t* group, uint32_t range_from, uint32_t sealed);
+                          uint32_t dim, uint8_t* group, uint32_t range_from, uint32_t sealed,
+                          uint16_t* keys_f16 = nullptr);
 // Row t of a group, decoded.
 void dequantize_channel_row(uint32_t bits, const uint8_t* group, uint32_t t, uint32_t dim,
                             float* y);

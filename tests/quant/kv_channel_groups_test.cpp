@@ -90,7 +90,11 @@ TEST(ChannelGroupTest, TheBytesFollowTheDefinition) {
           x[t * dim + c] = v;
         }
       std::vector<uint8_t> group(channel_group_bytes(bits, kMaxChannelGroupTokens, dim), 0);
-      quantize_channel_group(bits, x.data(), dim, n, dim, group.data(), range_from);
+      std::vector<uint16_t> keys_f16(uint64_t{n} * dim);
+      quantize_channel_group(bits, x.data(), dim, n, dim, group.data(), range_from,
+                             keys_f16.data());
+      for (size_t i = 0; i < x.size(); ++i)  // the keys handed back: each one's channel_key_f16
+        ASSERT_EQ(keys_f16[i], channel_key_f16(x[i])) << "element " << i;
       for (uint32_t c = 0; c < dim; ++c) {
         std::vector<float> key(n);
         for (uint32_t t = 0; t < n; ++t) {
