@@ -18,15 +18,14 @@ namespace hn = hwy::HWY_NAMESPACE;
 // std::min(lo, k) is (k < lo ? k : lo) and std::max(hi, k) is (hi < k ? k : hi): the same
 // comparisons and selections per lane, not the ISA's min / max (whose choice between equal
 // zeros of either sign differs by instruction).
-void ChannelRangeIn(const float* const* rows, uint32_t n, uint32_t dim, float* lo, float* hi) {
+void ChannelRangeExtendIn(const float* const* rows, uint32_t n, uint32_t dim, float* lo,
+                          float* hi) {
   const hn::ScalableTag<float> df;
   const size_t L = hn::Lanes(df);
-  std::copy_n(rows[0], dim, lo);
-  std::copy_n(rows[0], dim, hi);
   size_t c = 0;
   for (; c + L <= dim; c += L) {
     auto vlo = hn::LoadU(df, lo + c), vhi = hn::LoadU(df, hi + c);
-    for (uint32_t t = 1; t < n; ++t) {
+    for (uint32_t t = 0; t < n; ++t) {
       const auto k = hn::LoadU(df, rows[t] + c);
       vlo = hn::IfThenElse(hn::Lt(k, vlo), k, vlo);
       vhi = hn::IfThenElse(hn::Lt(vhi, k), k, vhi);
@@ -35,7 +34,7 @@ void ChannelRangeIn(const float* const* rows, uint32_t n, uint32_t dim, float* l
     hn::StoreU(vhi, df, hi + c);
   }
   for (; c < dim; ++c)
-    for (uint32_t t = 1; t < n; ++t) {
+    for (uint32_t t = 0; t < n; ++t) {
       lo[c] = std::min(lo[c], rows[t][c]);
       hi[c] = std::max(hi[c], rows[t][c]);
     }
@@ -48,11 +47,18 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 namespace kvs {
 
-HWY_EXPORT(ChannelRangeIn);
+HWY_EXPORT(ChannelRangeExtendIn);
 
 void channel_range(const float* const* rows, uint32_t n, uint32_t dim, float* lo, float* hi) {
   KVS_CHECK(n >= 1);
-  HWY_DYNAMIC_DISPATCH(ChannelRangeIn)(rows, n, dim, lo, hi);
+  std::copy_n(rows[0], dim, lo);
+  std::copy_n(rows[0], dim, hi);
+  HWY_DYNAMIC_DISPATCH(ChannelRangeExtendIn)(rows + 1, n - 1, dim, lo, hi);
+}
+
+void channel_range_extend(const float* const* rows, uint32_t n, uint32_t dim, float* lo,
+                          float* hi) {
+  HWY_DYNAMIC_DISPATCH(ChannelRangeExtendIn)(rows, n, dim, lo, hi);
 }
 
 }  // namespace kvs

@@ -12,5 +12,9 @@ namespace kvs {
 // lo[c] and hi[c] start as rows[0][c]; rows[t] for t in [1, n) (n >= 1) are then compared in,
 // in order. rows[t] points at row t's dim floats.
 void channel_range(const float* const* rows, uint32_t n, uint32_t dim, float* lo, float* hi);
+// The same comparisons, continued: rows[t] for t in [0, n) compared into lo and hi as they are
+// (what channel_range left for earlier rows), so a range over rows [0, a + b) is channel_range
+// over the first a and channel_range_extend over the next b, bit for bit.
+void channel_range_extend(const float* const* rows, uint32_t n, uint32_t dim, float* lo, float* hi);
 
 }  // namespace kvs

@@ -7,6 +7,7 @@
 
 #include "core/check.h"
 #include "core/half.h"
+#include "quant/channel_codes.h"
 #include "quant/channel_range.h"
 #include "quant/f16_rows.h"
 
@@ -43,6 +44,37 @@ uint16_t f16_ceil(float v) {
   return h;
 }
 
+// A row's codes (one byte each) in channel_code's layout: q4_0's nibble order for 4 bits, LSB
+// first otherwise (dim % 8 == 0, so a row ends on a byte).
+void pack_channel_row(uint32_t bits, const uint8_t* q, uint32_t dim, uint8_t* row) {
+  if (bits == 4) {
+    for (uint32_t b = 0; b < dim; b += 32)
+      for (uint32_t j = 0; j < 16; ++j)
+        row[b / 2 + j] = static_cast<uint8_t>(q[b + j] | (q[b + j + 16] << 4));
+    return;
+  }
+  uint32_t acc = 0, have = 0;
+  for (uint32_t c = 0; c < dim; ++c) {
+    acc |= uint32_t{q[c]} << have;
+    for (have += bits; have >= 8; have -= 8, acc >>= 8) *row++ = static_cast<uint8_t>(acc);
+  }
+}
+
+// Channel c's code of a row set to q, the row's other codes kept.
+void put_channel_code(uint32_t bits, uint8_t* row, uint32_t c, uint32_t q) {
+  if (bits == 4) {  // channel_code's q4_0 order
+    uint8_t& byte = row[c / 32 * 16 + c % 16];
+    byte = static_cast<uint8_t>(c % 32 < 16 ? (byte & 0xF0u) | q : (byte & 0x0Fu) | (q << 4));
+    return;
+  }
+  const uint32_t mask = (1u << bits) - 1, bit = c * bits;
+  row[bit / 8] = static_cast<uint8_t>((row[bit / 8] & ~(mask << (bit % 8))) | (q << (bit % 8)));
+  if (bit % 8 + bits > 8) {
+    const uint32_t shift = 8 - bit % 8;
+    row[bit / 8 + 1] = static_cast<uint8_t>((row[bit / 8 + 1] & ~(mask >> shift)) | (q >> shift));
+  }
+}
+
 }  // namespace
 
 uint16_t channel_key_f16(float x) {
@@ -73,37 +105,17 @@ void reseal_channel_group(uint32_t bits, const float* x, uint64_t x_stride, uint
   const uint32_t qmax = (1u << bits) - 1;
   const uint64_t row_bytes = uint64_t{dim} * bits / 8;
   uint8_t* codes = group + 4 * uint64_t{dim};
-  std::memset(codes + sealed * row_bytes, 0, (n - sealed) * row_bytes);
-  // Channel c's code q of row `row`: OR-ed into zeroed bits, or its bits cleared.
-  auto put = [&](uint8_t* row, uint32_t c, uint32_t q) {
-    if (bits == 4) {  // channel_code's q4_0 order
-      row[c / 32 * 16 + c % 16] |= static_cast<uint8_t>(c % 32 < 16 ? q : q << 4);
-      return;
-    }
-    const uint32_t bit = c * bits;
-    row[bit / 8] |= static_cast<uint8_t>(q << (bit % 8));
-    if (bit % 8 + bits > 8) row[bit / 8 + 1] |= static_cast<uint8_t>(q >> (8 - bit % 8));
-  };
-  auto clear = [&](uint8_t* row, uint32_t c) {
-    if (bits == 4) {
-      row[c / 32 * 16 + c % 16] &= static_cast<uint8_t>(c % 32 < 16 ? 0xF0u : 0x0Fu);
-      return;
-    }
-    const uint32_t bit = c * bits;
-    row[bit / 8] &= static_cast<uint8_t>(~(qmax << (bit % 8)));
-    if (bit % 8 + bits > 8) row[bit / 8 + 1] &= static_cast<uint8_t>(~(qmax >> (8 - bit % 8)));
-  };
   // The rows as they are sealed: the earlier rows are key values already (read in place), the
   // new ones are rounded once here, each element as f16_to_f32(channel_key_f16(x)): NaN -> 0 and
   // the clamp, then a row at a time through the f16 rows' SIMD conversions (the scalar routines'
-  // bits). Each channel's range, rows in order (so a signed zero ends as before).
-  thread_local std::vector<float> fresh, lows, highs;
+  // bits).
+  thread_local std::vector<float> fresh, lows, highs, earlier, minimums, inverse_steps;
   thread_local std::vector<uint16_t> halves;
   thread_local std::vector<const float*> rows;
+  thread_local std::vector<uint8_t> row_codes;
+  thread_local std::vector<uint32_t> recode;
   fresh.resize(uint64_t{n - sealed} * dim);
   halves.resize(uint64_t{n - sealed} * dim);
-  lows.resize(dim);
-  highs.resize(dim);
   rows.resize(n);
   uint16_t* const h16 = keys_f16 != nullptr ? keys_f16 : halves.data();
   for (uint32_t t = 0; t < n; ++t) {
@@ -121,35 +133,58 @@ void reseal_channel_group(uint32_t bits, const float* x, uint64_t x_stride, uint
     f32_from_f16_rows(h, dim, k);
     rows[t] = k;
   }
-  channel_range(rows.data() + range_from, n - range_from, dim, lows.data(), highs.data());
+  // Each channel's range, rows in order (so a signed zero ends as before). Over an earlier seal
+  // whose range took rows [range_from, sealed), that range is continued with the new rows: a
+  // channel whose range they leave as it was keeps its minimum and step (a function of the range)
+  // and its earlier rows' codes, so only the others are looked at.
+  lows.resize(dim);
+  highs.resize(dim);
+  const bool continued = sealed > range_from;
+  if (continued) {
+    channel_range(rows.data() + range_from, sealed - range_from, dim, lows.data(), highs.data());
+    earlier.assign(lows.begin(), lows.end());
+    earlier.insert(earlier.end(), highs.begin(), highs.end());
+    channel_range_extend(rows.data() + sealed, n - sealed, dim, lows.data(), highs.data());
+  } else {
+    channel_range(rows.data() + range_from, n - range_from, dim, lows.data(), highs.data());
+  }
+  recode.clear();  // the channels whose earlier rows are coded again
   for (uint32_t c = 0; c < dim; ++c) {
     const float lo = lows[c], hi = highs[c];
+    if (continued && std::memcmp(&lo, &earlier[c], 4) == 0 &&
+        std::memcmp(&hi, &earlier[dim + c], 4) == 0)
+      continue;
     const uint16_t min16 = f16_floor(lo);
     const float mn = f16_to_f32(min16);
     const uint16_t step16 = f16_ceil(std::min((hi - mn) / static_cast<float>(qmax), kF16Max));
-    const float step = f16_to_f32(step16);
     // The earlier rows' codes stand where the channel's minimum and step did not move: they are
     // a function of those and of the rows' values only.
-    uint32_t from = sealed;
     if (sealed > 0 &&
-        (load_u16(group + 2 * c) != min16 || load_u16(group + 2 * (dim + c)) != step16)) {
-      for (uint32_t t = 0; t < sealed; ++t) clear(codes + t * row_bytes, c);
-      from = 0;
-    }
+        (load_u16(group + 2 * c) != min16 || load_u16(group + 2 * (dim + c)) != step16))
+      recode.push_back(c);
     store_u16(group + 2 * c, min16);
     store_u16(group + 2 * (dim + c), step16);
-    const float inv = step > 0 ? 1.0f / step : 0.0f;
-    for (uint32_t t = from; t < n; ++t) {
-      const float v = rows[t][c];
-      // Nearest, ties to even, as std::nearbyint rounds in the default mode, without a libm call:
-      // adding and taking 1.5 x 2^23 leaves no fraction bits for |u| < 2^22, and beyond that
-      // both land outside [0, qmax] on the same side, which the clamp settles alike.
-      const float u = (v - mn) * inv;
-      const float r = (u + 12582912.0f) - 12582912.0f;
-      const uint32_t q = static_cast<uint32_t>(std::clamp(r, 0.0f, static_cast<float>(qmax)));
-      put(codes + t * row_bytes, c, q);
-    }
   }
+  // Every channel's minimum and 1 / step as a reader decodes them, then the codes: the new rows'
+  // (or every row's, when many channels moved) in SIMD lanes, whole rows packed at once, and the
+  // few moved channels of the earlier rows one code at a time.
+  minimums.resize(dim);
+  inverse_steps.resize(dim);
+  f32_from_f16_rows(channel_group_minimums(group), dim, minimums.data());
+  f32_from_f16_rows(channel_group_steps(group, dim), dim, inverse_steps.data());
+  for (float& v : inverse_steps) v = v > 0 ? 1.0f / v : 0.0f;
+  const uint32_t first = recode.size() * 8 > dim ? 0 : sealed;
+  row_codes.resize(uint64_t{n - first} * dim);
+  channel_codes(rows.data() + first, n - first, dim, minimums.data(), inverse_steps.data(), qmax,
+                row_codes.data());
+  for (uint32_t t = first; t < n; ++t)
+    pack_channel_row(bits, row_codes.data() + uint64_t{t - first} * dim, dim,
+                     codes + t * row_bytes);
+  if (first == 0) return;
+  for (const uint32_t c : recode)
+    for (uint32_t t = 0; t < sealed; ++t)
+      put_channel_code(bits, codes + t * row_bytes, c,
+                       channel_code_of(rows[t][c], minimums[c], inverse_steps[c], qmax));
 }
 
 void dequantize_channel_row(uint32_t bits, const uint8_t* group, uint32_t t, uint32_t dim,

@@ -1,6 +1,7 @@
-// channel_range (quant/channel_range.h) against the scalar std::min / std::max loop, bit for bit,
-// on every SIMD target this CPU runs: signed zeros of both orders, ties, subnormals, infinities
-// and NaNs among the rows, every row count a group has and head dims around the vector widths.
+// channel_range (quant/channel_range.h), whole and continued (channel_range_extend), against the
+// scalar std::min / std::max loop, bit for bit, on every SIMD target this CPU runs: signed zeros
+// of both orders, ties, subnormals, infinities and NaNs among the rows, every row count a group
+// has and head dims around the vector widths.
 #include "quant/channel_range.h"
 
 #include <gtest/gtest.h>
@@ -51,6 +52,19 @@ TEST(ChannelRangeTest, TheScalarLoopsBitsOnEveryTarget) {
             << "dim " << dim << " n " << n;
         ASSERT_EQ(lo[dim], 7.0f);
         ASSERT_EQ(hi[dim], 7.0f);
+        // Continued over the rest from any split: the same bits (how a reseal extends the
+        // range of an earlier seal).
+        for (uint32_t a = 1; a < n; a += 1 + a / 4) {
+          std::fill(lo.begin(), lo.end(), 7.0f);
+          std::fill(hi.begin(), hi.end(), 7.0f);
+          channel_range(rows.data(), a, dim, lo.data(), hi.data());
+          channel_range_extend(rows.data() + a, n - a, dim, lo.data(), hi.data());
+          ASSERT_EQ(std::memcmp(lo.data(), want_lo.data(), dim * 4), 0)
+              << "dim " << dim << " n " << n << " split " << a;
+          ASSERT_EQ(std::memcmp(hi.data(), want_hi.data(), dim * 4), 0)
+              << "dim " << dim << " n " << n << " split " << a;
+          ASSERT_EQ(lo[dim], 7.0f);
+        }
       });
     }
 }

@@ -76,8 +76,10 @@ TEST(ChannelGroupTest, TheBytesFollowTheDefinition) {
     return best;
   };
   for (const uint32_t bits : {2u, 3u, 4u})
-    for (int trial = 0; trial < 6; ++trial) {
-      const uint32_t dim = bits == 4 ? 32 : 16, n = 1 + static_cast<uint32_t>(rng() % 64);
+    for (int trial = 0; trial < 8; ++trial) {
+      // Head dims below, at and past the SIMD widths (the codes are coded in lanes).
+      const uint32_t dim = trial < 6 ? (bits == 4 ? 32 : 16) : (bits == 4 ? 96 : 72);
+      const uint32_t n = 1 + static_cast<uint32_t>(rng() % 64);
       const uint32_t range_from = trial % 3 == 2 && n > 1 ? 1 : 0;
       const float qmax = float((1u << bits) - 1);
       std::vector<float> x(uint64_t{n} * dim);
