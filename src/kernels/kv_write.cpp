@@ -5,7 +5,6 @@
 
 #include "core/check.h"
 #include "kernels/kv_vector.h"
-#include "quant/f16_rows.h"
 #include "quant/key_tails.h"
 #include "quant/kv_channel_groups.h"
 #include "quant/recent_window.h"
@@ -117,30 +116,30 @@ void seal_channel_keys(const PagedKvLayout& kv, uint32_t layer, const ChannelSea
       kv.k_head(s.chunk / chunks_per_block, layer, h) + (s.chunk % chunks_per_block) * group_bytes;
   // This step's queries in the group read its rows in f16 (created by the plan).
   uint16_t* own = kv.key_tails != nullptr ? kv.key_tails->step_rows(s.chunk, h, false) : nullptr;
+  const float* added = k + s.t0 * row_stride + h * D;  // the new rows, row_stride apart
   if (r0 == 0 && n == G) {
-    quantize_channel_group(bits, k + s.t0 * row_stride + h * D, row_stride, n, D, group,
-                           s.range_from, own);
+    quantize_channel_group(bits, added, row_stride, n, D, group, s.range_from, own);
     return;
   }
-  thread_local std::vector<float> rows;
-  rows.resize(uint64_t{G} * D);
   // With its tail the group holds the seal of rows [0, r0) from these very f16 keys, so only
   // the channels whose range the new rows move are coded again (the same bytes as a whole
   // seal); rows decoded from the group's codes are other values and seal the group anew.
   if (s.from_tail) {
-    f32_from_f16_rows(s.kept_at >= 0 ? kept + s.kept_at : s.tail, uint64_t{r0} * D, rows.data());
+    const uint16_t* earlier = s.kept_at >= 0 ? kept + s.kept_at : s.tail;
+    // The seal hands back the f16 keys of the new rows it rounded; the earlier ones are the
+    // tail's, f16 keys already.
+    if (own != nullptr) std::copy_n(earlier, uint64_t{r0} * D, own);
+    reseal_channel_group(bits, earlier, added, row_stride, n, D, group, s.range_from, r0,
+                         own != nullptr ? own + uint64_t{r0} * D : nullptr);
   } else {
+    thread_local std::vector<float> rows;
+    rows.resize(uint64_t{n} * D);
     for (uint32_t r = 0; r < r0; ++r) dequantize_channel_row(bits, group, r, D, &rows[r * D]);
+    for (int64_t t = s.t0; t < s.t1; ++t)
+      std::copy_n(k + t * row_stride + h * D, D, &rows[(r0 + (t - s.t0)) * D]);
+    quantize_channel_group(bits, rows.data(), D, n, D, group, s.range_from, own);
   }
-  for (int64_t t = s.t0; t < s.t1; ++t)
-    std::copy_n(k + t * row_stride + h * D, D, &rows[(r0 + (t - s.t0)) * D]);
-  // The seal hands back the f16 key of each row it rounded: with a tail the new rows (the earlier
-  // ones are the tail's, f16 keys already), without one every row.
   const uint32_t sealed = s.from_tail ? r0 : 0;
-  if (own != nullptr && s.from_tail)
-    std::copy_n(s.kept_at >= 0 ? kept + s.kept_at : s.tail, uint64_t{r0} * D, own);
-  reseal_channel_group(bits, rows.data(), D, n, D, group, s.range_from, sealed,
-                       own != nullptr ? own + uint64_t{sealed} * D : nullptr);
   // Only the new rows go to the tail (a tail that was found holds the others).
   if (own != nullptr && s.write_tail)
     std::copy_n(own + uint64_t{sealed} * D, uint64_t{n - sealed} * D,

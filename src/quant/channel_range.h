@@ -16,5 +16,10 @@ void channel_range(const float* const* rows, uint32_t n, uint32_t dim, float* lo
 // (what channel_range left for earlier rows), so a range over rows [0, a + b) is channel_range
 // over the first a and channel_range_extend over the next b, bit for bit.
 void channel_range_extend(const float* const* rows, uint32_t n, uint32_t dim, float* lo, float* hi);
+// channel_range of f16 rows (n >= 1 rows of dim, one after another) with no NaN or infinity, as
+// a key group's tail holds them (channel_key_f16), compared as f16 in 16-bit lanes (twice the
+// lanes of f32, and no conversion but the result's): lo and hi are what channel_range gives for
+// the rows converted to f32, bit for bit.
+void channel_range_f16(const uint16_t* rows, uint32_t n, uint32_t dim, float* lo, float* hi);
 
 }  // namespace kvs

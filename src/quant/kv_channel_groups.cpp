@@ -92,67 +92,67 @@ uint64_t channel_group_bytes(uint32_t bits, uint32_t tokens, uint32_t dim) {
 
 void quantize_channel_group(uint32_t bits, const float* x, uint64_t x_stride, uint32_t n,
                             uint32_t dim, uint8_t* group, uint32_t range_from, uint16_t* keys_f16) {
-  reseal_channel_group(bits, x, x_stride, n, dim, group, range_from, 0, keys_f16);
+  reseal_channel_group(bits, nullptr, x, x_stride, n, dim, group, range_from, 0, keys_f16);
 }
 
-void reseal_channel_group(uint32_t bits, const float* x, uint64_t x_stride, uint32_t n,
-                          uint32_t dim, uint8_t* group, uint32_t range_from, uint32_t sealed,
-                          uint16_t* keys_f16) {
+void reseal_channel_group(uint32_t bits, const uint16_t* earlier, const float* x, uint64_t x_stride,
+                          uint32_t n, uint32_t dim, uint8_t* group, uint32_t range_from,
+                          uint32_t sealed, uint16_t* keys_f16) {
   KVS_CHECK(bits >= 2 && bits <= 4 && n >= 1 && n <= kMaxChannelGroupTokens && dim % 8 == 0);
-  KVS_CHECK(sealed < n);
+  KVS_CHECK(sealed < n && (sealed == 0 || earlier != nullptr));
   if (range_from >= n) range_from = 0;
   KVS_CHECK(bits != 4 || dim % 32 == 0);
   const uint32_t qmax = (1u << bits) - 1;
   const uint64_t row_bytes = uint64_t{dim} * bits / 8;
   uint8_t* codes = group + 4 * uint64_t{dim};
-  // The rows as they are sealed: the earlier rows are key values already (read in place), the
-  // new ones are rounded once here, each element as f16_to_f32(channel_key_f16(x)): NaN -> 0 and
-  // the clamp, then a row at a time through the f16 rows' SIMD conversions (the scalar routines'
-  // bits).
-  thread_local std::vector<float> fresh, lows, highs, earlier, minimums, inverse_steps;
+  // The group's parameters and earlier codes are read below, after the rows are rounded and the
+  // range taken: in a batch's decode step they have left the caches since the last step.
+  for (uint64_t o = 0; o < 4 * uint64_t{dim} + n * row_bytes; o += 64)
+    __builtin_prefetch(group + o, 1);
+  // The new rows, rounded once here, each element as f16_to_f32(channel_key_f16(x)): NaN -> 0
+  // and the clamp, then a row at a time through the f16 rows' SIMD conversions (the scalar
+  // routines' bits). The earlier rows are f16 keys already, read in place.
+  thread_local std::vector<float> fresh, earlier_rows, lows, highs, earlier_range, minimums,
+      inverse_steps;
   thread_local std::vector<uint16_t> halves;
   thread_local std::vector<const float*> rows;
   thread_local std::vector<uint8_t> row_codes;
   thread_local std::vector<uint32_t> recode;
   fresh.resize(uint64_t{n - sealed} * dim);
   halves.resize(uint64_t{n - sealed} * dim);
-  rows.resize(n);
+  rows.assign(n, nullptr);
   uint16_t* const h16 = keys_f16 != nullptr ? keys_f16 : halves.data();
-  for (uint32_t t = 0; t < n; ++t) {
-    if (t < sealed) {
-      rows[t] = x + t * x_stride;
-      continue;
-    }
+  for (uint32_t t = sealed; t < n; ++t) {
     float* k = fresh.data() + uint64_t{t - sealed} * dim;
     uint16_t* h = h16 + uint64_t{t - sealed} * dim;
-    for (uint32_t c = 0; c < dim; ++c) {
-      const float v = x[t * x_stride + c];
-      k[c] = std::isnan(v) ? 0.0f : std::clamp(v, -kF16Max, kF16Max);
-    }
+    const float* v = x + (t - sealed) * x_stride;
+    for (uint32_t c = 0; c < dim; ++c)
+      k[c] = std::isnan(v[c]) ? 0.0f : std::clamp(v[c], -kF16Max, kF16Max);
     f16_from_f32_rows(k, dim, h);
     f32_from_f16_rows(h, dim, k);
     rows[t] = k;
   }
   // Each channel's range, rows in order (so a signed zero ends as before). Over an earlier seal
-  // whose range took rows [range_from, sealed), that range is continued with the new rows: a
-  // channel whose range they leave as it was keeps its minimum and step (a function of the range)
-  // and its earlier rows' codes, so only the others are looked at.
+  // whose range took rows [range_from, sealed), that range (taken on the f16 rows) is continued
+  // with the new rows: a channel whose range they leave as it was keeps its minimum and step (a
+  // function of the range) and its earlier rows' codes, so only the others are looked at.
   lows.resize(dim);
   highs.resize(dim);
   const bool continued = sealed > range_from;
   if (continued) {
-    channel_range(rows.data() + range_from, sealed - range_from, dim, lows.data(), highs.data());
-    earlier.assign(lows.begin(), lows.end());
-    earlier.insert(earlier.end(), highs.begin(), highs.end());
+    channel_range_f16(earlier + uint64_t{range_from} * dim, sealed - range_from, dim, lows.data(),
+                      highs.data());
+    earlier_range.assign(lows.begin(), lows.end());
+    earlier_range.insert(earlier_range.end(), highs.begin(), highs.end());
     channel_range_extend(rows.data() + sealed, n - sealed, dim, lows.data(), highs.data());
-  } else {
+  } else {  // sealed <= range_from: the range is over new rows only
     channel_range(rows.data() + range_from, n - range_from, dim, lows.data(), highs.data());
   }
   recode.clear();  // the channels whose earlier rows are coded again
   for (uint32_t c = 0; c < dim; ++c) {
     const float lo = lows[c], hi = highs[c];
-    if (continued && std::memcmp(&lo, &earlier[c], 4) == 0 &&
-        std::memcmp(&hi, &earlier[dim + c], 4) == 0)
+    if (continued && std::memcmp(&lo, &earlier_range[c], 4) == 0 &&
+        std::memcmp(&hi, &earlier_range[dim + c], 4) == 0)
       continue;
     const uint16_t min16 = f16_floor(lo);
     const float mn = f16_to_f32(min16);
@@ -174,6 +174,11 @@ void reseal_channel_group(uint32_t bits, const float* x, uint64_t x_stride, uint
   f32_from_f16_rows(channel_group_steps(group, dim), dim, inverse_steps.data());
   for (float& v : inverse_steps) v = v > 0 ? 1.0f / v : 0.0f;
   const uint32_t first = recode.size() * 8 > dim ? 0 : sealed;
+  if (first < sealed) {  // the earlier rows as f32, for the lanes
+    earlier_rows.resize(uint64_t{sealed} * dim);
+    f32_from_f16_rows(earlier, uint64_t{sealed} * dim, earlier_rows.data());
+    for (uint32_t t = 0; t < sealed; ++t) rows[t] = earlier_rows.data() + uint64_t{t} * dim;
+  }
   row_codes.resize(uint64_t{n - first} * dim);
   channel_codes(rows.data() + first, n - first, dim, minimums.data(), inverse_steps.data(), qmax,
                 row_codes.data());
@@ -184,7 +189,8 @@ void reseal_channel_group(uint32_t bits, const float* x, uint64_t x_stride, uint
   for (const uint32_t c : recode)
     for (uint32_t t = 0; t < sealed; ++t)
       put_channel_code(bits, codes + t * row_bytes, c,
-                       channel_code_of(rows[t][c], minimums[c], inverse_steps[c], qmax));
+                       channel_code_of(f16_to_f32(earlier[uint64_t{t} * dim + c]), minimums[c],
+                                       inverse_steps[c], qmax));
 }
 
 void dequantize_channel_row(uint32_t bits, const uint8_t* group, uint32_t t, uint32_t dim,

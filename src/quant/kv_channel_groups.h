@@ -43,17 +43,19 @@ void quantize_channel_group(uint32_t bits, const float* x, uint64_t x_stride, ui
                             uint32_t dim, uint8_t* group, uint32_t range_from = 0,
                             uint16_t* keys_f16 = nullptr);
 // quantize_channel_group's bytes for rows [0, n), given that `group` holds its seal of rows
-// [0, sealed) (sealed < n) and that those rows of x are the keys that seal was made of, already
-// rounded (f16_to_f32 of channel_key_f16: what a tail holds): a group filled one token at a time
+// [0, sealed) (sealed < n) and that `earlier` holds the f16 keys that seal was made of
+// (channel_key_f16 of each, rows of dim one after another: what a tail holds); x holds the new
+// rows [sealed, n) (row stride x_stride floats): a group filled one token at a time
 // (kernels/kv_write.cpp, from its f16 tail). A row's code is a function of its key and its
 // channel's minimum and step, and those of the channel's range: the earlier seal's range is
-// continued with the new rows, only the channels whose range moved get a new minimum and step,
-// only those whose minimum or step moved are coded again over the earlier rows, and the new rows
-// are coded in SIMD lanes (quant/channel_codes.h). sealed = 0 is quantize_channel_group.
-// `keys_f16`, if given, gets the new rows' f16 keys (rows [sealed, n), dim each).
-void reseal_channel_group(uint32_t bits, const float* x, uint64_t x_stride, uint32_t n,
-                          uint32_t dim, uint8_t* group, uint32_t range_from, uint32_t sealed,
-                          uint16_t* keys_f16 = nullptr);
+// taken on the f16 rows and continued with the new ones, only the channels whose range moved get
+// a new minimum and step, only those whose minimum or step moved are coded again over the
+// earlier rows, and the new rows are coded in SIMD lanes (quant/channel_codes.h). sealed = 0
+// (earlier unused) is quantize_channel_group. `keys_f16`, if given, gets the new rows' f16 keys
+// (n - sealed rows of dim).
+void reseal_channel_group(uint32_t bits, const uint16_t* earlier, const float* x, uint64_t x_stride,
+                          uint32_t n, uint32_t dim, uint8_t* group, uint32_t range_from,
+                          uint32_t sealed, uint16_t* keys_f16 = nullptr);
 // Row t of a group, decoded.
 void dequantize_channel_row(uint32_t bits, const uint8_t* group, uint32_t t, uint32_t dim,
                             float* y);

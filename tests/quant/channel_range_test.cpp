@@ -13,6 +13,7 @@
 #include <random>
 #include <vector>
 
+#include "core/half.h"
 #include "support/simd_targets.h"
 
 namespace kvs {
@@ -65,6 +66,37 @@ TEST(ChannelRangeTest, TheScalarLoopsBitsOnEveryTarget) {
               << "dim " << dim << " n " << n << " split " << a;
           ASSERT_EQ(lo[dim], 7.0f);
         }
+      });
+    }
+}
+
+// channel_range_f16 against channel_range of the rows converted to f32: the same bits, with zeros
+// of both signs meeting in every order, subnormals, the f16 extremes, and ties.
+TEST(ChannelRangeTest, F16RowsGiveTheF32RowsBitsOnEveryTarget) {
+  std::mt19937 rng(23);
+  const uint16_t specials[] = {0x0000, 0x8000, 0x0001, 0x8001, 0x03FF, 0x83FF,
+                               0x3C00, 0xBC00, 0x7BFF, 0xFBFF, 0x0400, 0x8400};
+  std::normal_distribution<float> nd(0.0f, 3.0f);
+  for (const uint32_t dim : {8u, 24u, 64u, 72u, 256u})
+    for (const uint32_t n : {1u, 2u, 15u, 16u, 63u, 64u}) {
+      std::vector<uint16_t> data(uint64_t{n} * dim);
+      for (uint16_t& h : data)
+        h = rng() % 3 == 0 ? f32_to_f16(nd(rng)) : specials[rng() % (rng() % 8 == 0 ? 12 : 4)];
+      std::vector<float> wide(data.size());
+      for (size_t i = 0; i < data.size(); ++i) wide[i] = f16_to_f32(data[i]);
+      std::vector<const float*> rows(n);
+      for (uint32_t t = 0; t < n; ++t) rows[t] = wide.data() + uint64_t{t} * dim;
+      std::vector<float> want_lo(dim), want_hi(dim);
+      channel_range(rows.data(), n, dim, want_lo.data(), want_hi.data());
+      test::for_each_target([&] {
+        std::vector<float> lo(dim + 1, 7.0f), hi(dim + 1, 7.0f);
+        channel_range_f16(data.data(), n, dim, lo.data(), hi.data());
+        ASSERT_EQ(std::memcmp(lo.data(), want_lo.data(), dim * 4), 0)
+            << "dim " << dim << " n " << n;
+        ASSERT_EQ(std::memcmp(hi.data(), want_hi.data(), dim * 4), 0)
+            << "dim " << dim << " n " << n;
+        ASSERT_EQ(lo[dim], 7.0f);
+        ASSERT_EQ(hi[dim], 7.0f);
       });
     }
 }

@@ -220,20 +220,20 @@ TEST(ChannelGroupTest, ResealingOverAnEarlierSealGivesTheWholeSealsBytes) {
               x[2 * dim + 2] = INFINITY;
               x[3 * dim + 3] = -1e9f;
             }
-            // The earlier rows reach a reseal rounded, as a tail holds them; a whole seal of the
-            // rounded rows is the raw rows' seal.
-            std::vector<float> rounded(x.size());
-            for (size_t i = 0; i < x.size(); ++i) rounded[i] = f16_to_f32(channel_key_f16(x[i]));
+            // The earlier rows reach a reseal as a tail holds them, f16 keys.
+            std::vector<uint16_t> tail(x.size());
+            for (size_t i = 0; i < x.size(); ++i) tail[i] = channel_key_f16(x[i]);
             const uint64_t bytes = channel_group_bytes(bits, G, dim);
             const uint64_t row_bytes = uint64_t{dim} * bits / 8;
             std::vector<uint8_t> group(bytes, 0x5A), whole(bytes);
             for (uint32_t sealed = 0; sealed < G;) {
               const uint32_t n = std::min<uint32_t>(G, sealed + run(rng));
-              // rows [0, sealed) rounded, the new ones raw
-              std::vector<float> rows(rounded.begin(), rounded.begin() + sealed * dim);
-              rows.insert(rows.end(), x.begin() + sealed * dim, x.begin() + n * dim);
-              reseal_channel_group(bits, rows.data(), dim, n, dim, group.data(), range_from,
-                                   sealed);
+              // rows [0, sealed) from the tail, the new ones raw, the keys handed back
+              std::vector<uint16_t> added_f16(uint64_t{n - sealed} * dim);
+              reseal_channel_group(bits, tail.data(), x.data() + sealed * dim, dim, n, dim,
+                                   group.data(), range_from, sealed, added_f16.data());
+              ASSERT_TRUE(
+                  std::equal(added_f16.begin(), added_f16.end(), tail.begin() + sealed * dim));
               whole.assign(bytes, 0xA5);
               quantize_channel_group(bits, x.data(), dim, n, dim, whole.data(), range_from);
               const uint64_t used = 4 * uint64_t{dim} + n * row_bytes;
