@@ -43,7 +43,9 @@ void quantize_channel_group(uint32_t bits, const float* x, uint64_t x_stride, ui
                             uint32_t dim, uint8_t* group, uint32_t range_from = 0,
                             uint16_t* keys_f16 = nullptr);
 // quantize_channel_group's bytes for rows [0, n), given that `group` holds its seal of rows
-// [0, sealed) (sealed < n) and that `earlier` holds the f16 keys that seal was made of
+// [0, sealed) (sealed < n) with the same range_from (the earlier range is continued, not taken
+// again: a group's range_from is a function of its place in the sequence) and that `earlier`
+// holds the f16 keys that seal was made of
 // (channel_key_f16 of each, rows of dim one after another: what a tail holds); x holds the new
 // rows [sealed, n) (row stride x_stride floats): a group filled one token at a time
 // (kernels/kv_write.cpp, from its f16 tail). A row's code is a function of its key and its

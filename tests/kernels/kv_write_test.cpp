@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
 #include <numeric>
 #include <random>
 #include <utility>
@@ -119,6 +120,7 @@ TEST(KvWriteTest, PerChannelSealsOnThePoolAreOneThreadsOverDecodeSteps) {
       const uint32_t G = kv_channel_group_tokens(k_dtype);
       // Sequence s owns blocks [s x kSeqBlocks, +kSeqBlocks); its prompt is 3 + 11 s tokens.
       std::vector<uint32_t> len(kSeqs);
+      std::map<int64_t, std::vector<uint16_t>> written;  // slot -> its keys' f16, every head
       auto step = [&](const std::vector<std::pair<uint32_t, uint32_t>>& tokens) {  // (seq, count)
         std::vector<int64_t> slots;
         for (const auto& [seq, count] : tokens)
@@ -127,6 +129,9 @@ TEST(KvWriteTest, PerChannelSealsOnThePoolAreOneThreadsOverDecodeSteps) {
         const auto n = static_cast<int64_t>(slots.size());
         std::vector<float> k, v;
         random_kv(uint64_t(n), rng, k, v);
+        for (int64_t t = 0; t < n; ++t)
+          for (uint32_t i = 0; i < kHeads * kDim; ++i)
+            written[slots[t]].push_back(channel_key_f16(k[t * kHeads * kDim + i]));
         for (uint32_t layer = 0; layer < kLayers; ++layer) {
           write_kv(one.layout(), layer, n, slots.data(), k.data(), v.data());
           const uint64_t regions = pool.regions();
@@ -144,6 +149,14 @@ TEST(KvWriteTest, PerChannelSealsOnThePoolAreOneThreadsOverDecodeSteps) {
                 const uint16_t* c = many.layout().key_tails->step_key(b, uint32_t(r), kBlock, h);
                 ASSERT_TRUE(a != nullptr && c != nullptr);
                 ASSERT_EQ(std::memcmp(a, c, kDim * 2), 0) << "own group row " << r;
+                // With a tail for every sequence, the rows are the keys as written, in f16 (the
+                // earlier ones the tail's, the new ones the seal's); without, earlier rows may be
+                // decoded from the group's codes.
+                if (tail_slots >= kSeqs) {
+                  const std::vector<uint16_t>& want = written.at(int64_t(b * kBlock + r));
+                  ASSERT_EQ(std::memcmp(a, want.data() + h * kDim, kDim * 2), 0)
+                      << "own group row " << r << " head " << h;
+                }
               }
             }
         }

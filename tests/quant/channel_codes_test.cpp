@@ -24,19 +24,22 @@ TEST(ChannelCodesTest, TheScalarDefinitionsBitsOnEveryTarget) {
       for (const uint32_t n : {1u, 5u, 64u}) {
         std::vector<float> minimum(dim), inverse_step(dim), data(uint64_t{n} * dim);
         for (uint32_t c = 0; c < dim; ++c) {
-          // The parameters as a group stores them: f16 minimum and step, the step possibly 0.
-          const float step =
-              c % 11 == 5 ? 0.0f : f16_to_f32(f32_to_f16(0.01f + std::fabs(nd(rng))));
+          // The parameters as a group stores them: f16 minimum and step, the step possibly 0
+          // or an f16 subnormal (a channel whose keys are all but equal: 1 / step up to 2^24).
+          const float step = c % 11 == 5   ? 0.0f
+                             : c % 11 == 7 ? f16_to_f32(static_cast<uint16_t>(1 + rng() % 1023))
+                                           : f16_to_f32(f32_to_f16(0.01f + std::fabs(nd(rng))));
           minimum[c] = f16_to_f32(f32_to_f16(4.0f * nd(rng)));
           inverse_step[c] = step > 0 ? 1.0f / step : 0.0f;
           for (uint32_t t = 0; t < n; ++t) {
             const uint32_t kind = static_cast<uint32_t>(rng() % 5);
             const float level = static_cast<float>(rng() % (qmax + 3)) - 1.0f;
+            // The inputs are f16 keys, as a seal rounds them.
             float v = minimum[c] + step * qmax * (0.5f + 0.7f * nd(rng));
             if (kind == 1) v = minimum[c] + step * (level + 0.5f);  // a tie (when exact)
             if (kind == 2) v = minimum[c] + step * level;
             if (kind == 3) v = (rng() % 2 ? 1.0f : -1.0f) * 65504.0f;  // far outside the range
-            data[uint64_t{t} * dim + c] = v;
+            data[uint64_t{t} * dim + c] = kind == 4 ? f16_to_f32(f32_to_f16(v)) : v;
           }
         }
         std::vector<const float*> rows(n);

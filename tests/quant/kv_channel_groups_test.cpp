@@ -13,6 +13,7 @@
 
 #include "core/half.h"
 #include "quant/key_tails.h"
+#include "support/simd_targets.h"
 
 namespace kvs {
 namespace {
@@ -204,7 +205,7 @@ TEST(ChannelGroupTest, ResealingOverAnEarlierSealGivesTheWholeSealsBytes) {
   std::mt19937 rng(11);
   std::uniform_int_distribution<int> pick(0, 9), run(1, 5);
   for (const uint32_t bits : {2u, 3u, 4u})
-    for (const uint32_t dim : {bits == 4 ? 32u : 8u, 64u})
+    for (const uint32_t dim : {bits == 4 ? 32u : 8u, 64u, bits == 4 ? 96u : 72u})
       for (const uint32_t G : {kChannelGroupTokens, kMaxChannelGroupTokens})
         for (const uint32_t range_from : {0u, 1u})
           for (int trial = 0; trial < 4; ++trial) {
@@ -225,23 +226,29 @@ TEST(ChannelGroupTest, ResealingOverAnEarlierSealGivesTheWholeSealsBytes) {
             for (size_t i = 0; i < x.size(); ++i) tail[i] = channel_key_f16(x[i]);
             const uint64_t bytes = channel_group_bytes(bits, G, dim);
             const uint64_t row_bytes = uint64_t{dim} * bits / 8;
-            std::vector<uint8_t> group(bytes, 0x5A), whole(bytes);
-            for (uint32_t sealed = 0; sealed < G;) {
-              const uint32_t n = std::min<uint32_t>(G, sealed + run(rng));
-              // rows [0, sealed) from the tail, the new ones raw, the keys handed back
-              std::vector<uint16_t> added_f16(uint64_t{n - sealed} * dim);
-              reseal_channel_group(bits, tail.data(), x.data() + sealed * dim, dim, n, dim,
-                                   group.data(), range_from, sealed, added_f16.data());
-              ASSERT_TRUE(
-                  std::equal(added_f16.begin(), added_f16.end(), tail.begin() + sealed * dim));
-              whole.assign(bytes, 0xA5);
-              quantize_channel_group(bits, x.data(), dim, n, dim, whole.data(), range_from);
-              const uint64_t used = 4 * uint64_t{dim} + n * row_bytes;
-              ASSERT_TRUE(std::equal(group.begin(), group.begin() + used, whole.begin()))
-                  << "bits " << bits << " dim " << dim << " G " << G << " range_from " << range_from
-                  << " trial " << trial << " rows " << sealed << " -> " << n;
-              sealed = n;
-            }
+            // On every SIMD target (the lanes and their scalar tails at dims past a vector);
+            // trial 0 adds one row, one row, then two at a time: the sink's range taking effect
+            // at row 1 and then continued.
+            test::for_each_target([&] {
+              std::vector<uint8_t> group(bytes, 0x5A), whole(bytes);
+              for (uint32_t sealed = 0; sealed < G;) {
+                const uint32_t n = std::min<uint32_t>(
+                    G, sealed + (trial == 0 ? (sealed < 2 ? 1u : 2u) : uint32_t(run(rng))));
+                // rows [0, sealed) from the tail, the new ones raw, the keys handed back
+                std::vector<uint16_t> added_f16(uint64_t{n - sealed} * dim);
+                reseal_channel_group(bits, tail.data(), x.data() + sealed * dim, dim, n, dim,
+                                     group.data(), range_from, sealed, added_f16.data());
+                ASSERT_TRUE(
+                    std::equal(added_f16.begin(), added_f16.end(), tail.begin() + sealed * dim));
+                whole.assign(bytes, 0xA5);
+                quantize_channel_group(bits, x.data(), dim, n, dim, whole.data(), range_from);
+                const uint64_t used = 4 * uint64_t{dim} + n * row_bytes;
+                ASSERT_TRUE(std::equal(group.begin(), group.begin() + used, whole.begin()))
+                    << "bits " << bits << " dim " << dim << " G " << G << " range_from "
+                    << range_from << " trial " << trial << " rows " << sealed << " -> " << n;
+                sealed = n;
+              }
+            });
           }
 }
 
