@@ -90,10 +90,13 @@ static void ScoreKeysChannel(const RangeArgs& r, float* codes) {
     // which int4's reader gives as code - 8).
     float q_const[NG];
     if (D % L == 0) {
+      // Unrolled over the heads, so the accumulators stay in registers (GCC spilled them).
       VF c_min[NG], c_qs[NG];
+      KVS_UNROLL
       for (int g = 0; g < NG; ++g) c_min[g] = c_qs[g] = hn::Zero(df);
       for (uint32_t i = 0; i < D; i += L) {
         const VF mn = ReadF16::Load(df, mins, i), st = ReadF16::Load(df, steps, i);
+        KVS_UNROLL
         for (int g = 0; g < NG; ++g) {
           const VF q = hn::LoadU(df, r.q + g * D + i);
           const VF qst = hn::Mul(q, st);
@@ -102,6 +105,7 @@ static void ScoreKeysChannel(const RangeArgs& r, float* codes) {
           c_qs[g] = hn::Add(c_qs[g], qst);
         }
       }
+      KVS_UNROLL
       for (int g = 0; g < NG; ++g)
         q_const[g] =
             hn::GetLane(hn::SumOfLanes(df, c_min[g])) +
