@@ -217,16 +217,18 @@ static HWY_INLINE void DotKey(DF df, const uint8_t* k, const RangeArgs& r, uint3
   }
 }
 
-// Four horizontal sums at once: out[u] = sum of the lanes of a[u] times f[u]. Pairs of
-// interleaves leave each 128-bit block holding (a0, a1, a2, a3) partial sums, then the blocks
-// are folded: about 3 operations per sum instead of SumOfLanes' 8.
+// Four horizontal sums at once: out[u] = sum of the lanes of a[u] times f[u], or with `add`,
+// (sum + add[u]) times f[u]. Pairs of interleaves leave each 128-bit block holding (a0, a1, a2,
+// a3) partial sums, then the blocks are folded: about 3 operations per sum instead of
+// SumOfLanes' 8.
 #if HWY_TARGET == HWY_SCALAR
 constexpr bool kReduce4 = false;
 #else
 constexpr bool kReduce4 = hn::MaxLanes(DF()) >= 4 && hn::MaxLanes(DF()) <= 16;
 #endif
 
-static HWY_INLINE void Reduce4(DF df, VF a0, VF a1, VF a2, VF a3, const float* f, float* out) {
+static HWY_INLINE void Reduce4(DF df, VF a0, VF a1, VF a2, VF a3, const float* f, float* out,
+                               const float* add = nullptr) {
 #if HWY_TARGET != HWY_SCALAR
   const hn::Repartition<uint64_t, DF> du64;
   const VF b01 = hn::Add(hn::InterleaveLower(df, a0, a1), hn::InterleaveUpper(df, a0, a1));
@@ -235,20 +237,23 @@ static HWY_INLINE void Reduce4(DF df, VF a0, VF a1, VF a2, VF a3, const float* f
   const VF c = hn::Add(hn::BitCast(df, hn::InterleaveLower(du64, w01, w23)),
                        hn::BitCast(df, hn::InterleaveUpper(du64, w01, w23)));
   if constexpr (hn::MaxLanes(DF()) == 4) {
-    hn::StoreU(hn::Mul(c, hn::LoadU(df, f)), df, out);
+    const VF s = add != nullptr ? hn::Add(c, hn::LoadU(df, add)) : c;
+    hn::StoreU(hn::Mul(s, hn::LoadU(df, f)), df, out);
   } else if constexpr (hn::MaxLanes(DF()) == 8) {
     const hn::Half<DF> d4;
-    const auto s = hn::Add(hn::LowerHalf(d4, c), hn::UpperHalf(d4, c));
+    auto s = hn::Add(hn::LowerHalf(d4, c), hn::UpperHalf(d4, c));
+    if (add != nullptr) s = hn::Add(s, hn::LoadU(d4, add));
     hn::StoreU(hn::Mul(s, hn::LoadU(d4, f)), d4, out);
   } else {
     const hn::Half<DF> d8;
     const hn::Half<decltype(d8)> d4;
     const auto h = hn::Add(hn::LowerHalf(d8, c), hn::UpperHalf(d8, c));
-    const auto s = hn::Add(hn::LowerHalf(d4, h), hn::UpperHalf(d4, h));
+    auto s = hn::Add(hn::LowerHalf(d4, h), hn::UpperHalf(d4, h));
+    if (add != nullptr) s = hn::Add(s, hn::LoadU(d4, add));
     hn::StoreU(hn::Mul(s, hn::LoadU(d4, f)), d4, out);
   }
 #else
-  (void)df, (void)a0, (void)a1, (void)a2, (void)a3, (void)f, (void)out;
+  (void)df, (void)a0, (void)a1, (void)a2, (void)a3, (void)f, (void)out, (void)add;
 #endif
 }
 
@@ -376,7 +381,12 @@ static int32_t ScoreChannelRows(const RangeArgs& r, const uint8_t* group, int32_
   const DF df;
   const size_t L = hn::Lanes(df);
   if constexpr (kReduce4) {
-    static constexpr float kOnes[4] = {1, 1, 1, 1};
+    // score = (q_const + sum) x scale, four keys of a head at a time in the reduction's lanes.
+    HWY_ALIGN float add[NG][4], factor[4];
+    for (int u = 0; u < 4; ++u) {
+      factor[u] = a.scale;
+      for (int g = 0; g < NG; ++g) add[g][u] = q_const[g];
+    }
     for (; j + 4 <= end; j += 4) {
       pf.Issue(lines_per_step);
       const uint8_t* rows[4];
@@ -404,13 +414,9 @@ static int32_t ScoreChannelRows(const RangeArgs& r, const uint8_t* group, int32_
         for (uint32_t e = 0; e < D; e += L) chunk(e);
       }
       KVS_UNROLL
-      for (int g = 0; g < NG; ++g) {
-        float sum[4];
-        Reduce4(df, acc[0][g], acc[1][g], acc[2][g], acc[3][g], kOnes, sum);
-        KVS_UNROLL
-        for (int u = 0; u < 4; ++u)
-          r.scores[g * len + (j + u - r.j0)] = (q_const[g] + sum[u]) * a.scale;
-      }
+      for (int g = 0; g < NG; ++g)
+        Reduce4(df, acc[0][g], acc[1][g], acc[2][g], acc[3][g], factor,
+                r.scores + g * len + (j - r.j0), add[g]);
     }
   }
   for (; j < end; ++j) {
