@@ -11,6 +11,7 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "core/half.h"
@@ -18,6 +19,17 @@
 
 namespace kvs {
 namespace {
+
+// lo and hi are want_lo and want_hi bit for bit over dim channels, and the guard after them
+// (7.0f) is untouched.
+void expect_range(const std::vector<float>& lo, const std::vector<float>& hi,
+                  const std::vector<float>& want_lo, const std::vector<float>& want_hi,
+                  uint32_t dim, const std::string& what) {
+  ASSERT_EQ(std::memcmp(lo.data(), want_lo.data(), dim * 4), 0) << what;
+  ASSERT_EQ(std::memcmp(hi.data(), want_hi.data(), dim * 4), 0) << what;
+  ASSERT_EQ(lo[dim], 7.0f) << what;
+  ASSERT_EQ(hi[dim], 7.0f) << what;
+}
 
 TEST(ChannelRangeTest, TheScalarLoopsBitsOnEveryTarget) {
   std::mt19937 rng(21);
@@ -46,13 +58,9 @@ TEST(ChannelRangeTest, TheScalarLoopsBitsOnEveryTarget) {
         }
       test::for_each_target([&] {
         std::vector<float> lo(dim + 1, 7.0f), hi(dim + 1, 7.0f);
+        const std::string what = "dim " + std::to_string(dim) + " n " + std::to_string(n);
         channel_range(rows.data(), n, dim, lo.data(), hi.data());
-        ASSERT_EQ(std::memcmp(lo.data(), want_lo.data(), dim * 4), 0)
-            << "dim " << dim << " n " << n;
-        ASSERT_EQ(std::memcmp(hi.data(), want_hi.data(), dim * 4), 0)
-            << "dim " << dim << " n " << n;
-        ASSERT_EQ(lo[dim], 7.0f);
-        ASSERT_EQ(hi[dim], 7.0f);
+        expect_range(lo, hi, want_lo, want_hi, dim, what);
         // Continued over the rest from any split: the same bits (how a reseal extends the
         // range of an earlier seal).
         for (uint32_t a = 1; a < n; a += 1 + a / 4) {
@@ -60,11 +68,7 @@ TEST(ChannelRangeTest, TheScalarLoopsBitsOnEveryTarget) {
           std::fill(hi.begin(), hi.end(), 7.0f);
           channel_range(rows.data(), a, dim, lo.data(), hi.data());
           channel_range_extend(rows.data() + a, n - a, dim, lo.data(), hi.data());
-          ASSERT_EQ(std::memcmp(lo.data(), want_lo.data(), dim * 4), 0)
-              << "dim " << dim << " n " << n << " split " << a;
-          ASSERT_EQ(std::memcmp(hi.data(), want_hi.data(), dim * 4), 0)
-              << "dim " << dim << " n " << n << " split " << a;
-          ASSERT_EQ(lo[dim], 7.0f);
+          expect_range(lo, hi, want_lo, want_hi, dim, what + " split " + std::to_string(a));
         }
       });
     }
@@ -91,12 +95,8 @@ TEST(ChannelRangeTest, F16RowsGiveTheF32RowsBitsOnEveryTarget) {
       test::for_each_target([&] {
         std::vector<float> lo(dim + 1, 7.0f), hi(dim + 1, 7.0f);
         channel_range_f16(data.data(), n, dim, lo.data(), hi.data());
-        ASSERT_EQ(std::memcmp(lo.data(), want_lo.data(), dim * 4), 0)
-            << "dim " << dim << " n " << n;
-        ASSERT_EQ(std::memcmp(hi.data(), want_hi.data(), dim * 4), 0)
-            << "dim " << dim << " n " << n;
-        ASSERT_EQ(lo[dim], 7.0f);
-        ASSERT_EQ(hi[dim], 7.0f);
+        expect_range(lo, hi, want_lo, want_hi, dim,
+                     "dim " + std::to_string(dim) + " n " + std::to_string(n));
       });
     }
 }
