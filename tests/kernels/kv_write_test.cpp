@@ -232,6 +232,44 @@ TEST(KvWriteTest, GroupsWrittenPieceByPieceOnThePoolEndAsOneWrite) {
   }
 }
 
+// Seals that share a tail run in the plan's order, on the calling thread: with one tail slot per
+// layer and three sequences in the middle of their groups, a decode write hands the slot from
+// sequence to sequence, so its seals must not go to the pool (counted, not raced: a plan that
+// let them would show as a second region), and the bytes are one thread's. With a slot each they
+// go to the pool.
+TEST(KvWriteTest, SealsThatShareATailSlotRunInOrder) {
+  std::mt19937 rng(7);
+  constexpr uint32_t kSeqs = 3;
+  ThreadPool pool(3);
+  for (const uint32_t tail_slots : {1u, kSeqs}) {
+    KvBlockStorage one = make_storage(KvDtype::kInt4Chan64, KvDtype::kInt4Had, kSeqs, tail_slots);
+    KvBlockStorage many = make_storage(KvDtype::kInt4Chan64, KvDtype::kInt4Had, kSeqs, tail_slots);
+    std::vector<uint32_t> len(kSeqs, 0);
+    auto write = [&](const std::vector<uint32_t>& seqs, uint32_t count, uint64_t want_regions) {
+      std::vector<int64_t> slots;
+      for (const uint32_t s : seqs)
+        for (uint32_t i = 0; i < count; ++i) slots.push_back(int64_t{s} * kBlock + len[s] + i);
+      const auto n = static_cast<int64_t>(slots.size());
+      std::vector<float> k, v;
+      random_kv(uint64_t(n), rng, k, v);
+      for (uint32_t layer = 0; layer < kLayers; ++layer) {
+        write_kv(one.layout(), layer, n, slots.data(), k.data(), v.data());
+        const uint64_t regions = pool.regions();
+        write_kv(many.layout(), layer, n, slots.data(), k.data(), v.data(), &pool);
+        ASSERT_EQ(pool.regions() - regions, want_regions) << "tail slots " << tail_slots;
+      }
+      for (const uint32_t s : seqs) len[s] += count;
+    };
+    for (uint32_t s = 0; s < kSeqs; ++s) write({s}, 5 + s, 2);  // a prompt each: one seal
+    for (int step = 0; step < 4; ++step)  // decode: the vectors, then the seals if disjoint
+      write({0, 1, 2}, 1, tail_slots >= kSeqs ? 2 : 1);
+    ASSERT_TRUE(many.layout().key_tails->check_integrity());
+    for (uint32_t b = 0; b < kSeqs; ++b)
+      ASSERT_EQ(std::memcmp(one.block_data(b), many.block_data(b), one.block_bytes()), 0)
+          << "tail slots " << tail_slots << " block " << b;
+  }
+}
+
 // One group's slots in two runs of one write (another sequence's tokens between them), the later
 // run filling the group from the tail the earlier one starts: the seals run in order and the
 // group ends as one write of its tokens, on the pool as on one thread.
