@@ -4,6 +4,7 @@
 #include <cstddef>
 
 #include "core/check.h"
+#include "core/round_even.h"
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/scale_fits.cpp"
@@ -50,8 +51,8 @@ void FitsIn(const float* x, const float* d, uint32_t k, ScaleFit* out) {
     for (uint32_t i = 0; i < kScaleFitGroup; ++i) {
       const VF xi = hn::Set(df, x[i]);
       VF l;
-      if constexpr (kInt4) {  // round_even(clamp(x / d, -8, 7)) by adding and taking 1.5 x 2^23
-        const VF magic = hn::Set(df, 12582912.0f);
+      if constexpr (kInt4) {  // round_even(clamp(x / d, -8, 7)), core/round_even.h in lanes
+        const VF magic = hn::Set(df, kRoundEvenShift);
         const VF v = hn::Min(hn::Max(hn::Mul(xi, inv), hn::Set(df, -8.0f)), hn::Set(df, 7.0f));
         l = hn::Sub(hn::Add(v, magic), magic);
       } else {  // c = clamp(floor(x / 2d + (top + 1) / 2), 0, top); the level 2c - top

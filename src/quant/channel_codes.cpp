@@ -22,7 +22,7 @@ void ChannelCodesIn(const float* const* rows, uint32_t n, uint32_t dim, const fl
   const hn::Rebind<int32_t, decltype(df)> di;
   const hn::Rebind<uint8_t, decltype(df)> d8;
   const size_t L = hn::Lanes(df);
-  const auto magic = hn::Set(df, 12582912.0f);
+  const auto magic = hn::Set(df, kRoundEvenShift);
   const auto zero = hn::Zero(df);
   const auto top = hn::Set(df, static_cast<float>(qmax));
   size_t c = 0;

@@ -7,16 +7,15 @@
 
 #include <cstdint>
 
+#include "core/round_even.h"
+
 namespace kvs {
 
-// The scalar definition, for one element (inverse_step = step > 0 ? 1 / step : 0). Rounding to
-// nearest even without a libm call: adding and taking 1.5 x 2^23 leaves no fraction bits for
-// |u| < 2^22, and beyond that both land outside [0, qmax] on the same side, which the clamp
-// settles alike.
+// The scalar definition, for one element (inverse_step = step > 0 ? 1 / step : 0), rounded to
+// nearest even by core/round_even.h (beyond its range the clamp settles both sides alike).
 [[nodiscard]] inline uint32_t channel_code_of(float x, float minimum, float inverse_step,
                                               uint32_t qmax) {
-  const float u = (x - minimum) * inverse_step;
-  const float r = (u + 12582912.0f) - 12582912.0f;
+  const float r = round_even((x - minimum) * inverse_step);
   const float q = r < 0.0f ? 0.0f : (static_cast<float>(qmax) < r ? static_cast<float>(qmax) : r);
   return static_cast<uint32_t>(q);
 }

@@ -6,6 +6,7 @@
 #include <iterator>
 
 #include "core/half.h"
+#include "core/round_even.h"
 #include "quant/fp8.h"
 #include "quant/scale_fits.h"
 
@@ -35,10 +36,6 @@ float stored_scale(float amax, float qmax, uint8_t* p) {
   store_f16(p, s);
   return load_f16_scale(p);
 }
-
-// Round to nearest even for |v| <= 2^22 without a libm call (adding 1.5 * 2^23 leaves no
-// fraction bits; the FPU's default rounding mode is nearest even).
-inline float round_even(float v) { return (v + 12582912.0f) - 12582912.0f; }
 
 // round(x * inv) clamped to [-qmax, qmax] (inv = 1 / s); NaN -> 0, +-inf -> +-qmax.
 inline int quantize_symmetric(float x, float inv, int qmax) {

@@ -5,13 +5,10 @@
 
 #include "core/check.h"
 #include "core/half.h"
+#include "core/round_even.h"
 
 namespace kvs {
 namespace {
-
-// Round to nearest even for |v| <= 2^22 without a libm call (adding 1.5 * 2^23 leaves no
-// fraction bits; the FPU's default rounding mode is nearest even).
-inline float round_even(float v) { return (v + 12582912.0f) - 12582912.0f; }
 
 // The reciprocal each level rule multiplies by.
 template <ScaleLevels kLevels>
