@@ -63,12 +63,7 @@ static void ScoreKeysChannel(const RangeArgs& r, float* codes) {
         const uint8_t* row = reinterpret_cast<const uint8_t*>(own);
         for (; j < end; ++j, row += 2 * D) {
           VF acc[NG];
-          for (int g = 0; g < NG; ++g) acc[g] = hn::Zero(df);
-          for (uint32_t i = 0; i < D; i += L) {
-            const VF k = ReadF16::Load(df, row, i);
-            for (int g = 0; g < NG; ++g)
-              acc[g] = hn::MulAdd(hn::LoadU(df, r.q + g * D + i), k, acc[g]);
-          }
+          KeyDot<ReadF16, NG, 0>(df, row, r.q, D, acc);
           for (int g = 0; g < NG; ++g)
             r.scores[g * len + (j - r.j0)] = hn::GetLane(hn::SumOfLanes(df, acc[g])) * a.scale;
         }

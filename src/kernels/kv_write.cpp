@@ -135,8 +135,7 @@ void seal_channel_keys(const PagedKvLayout& kv, uint32_t layer, const ChannelSea
     thread_local std::vector<float> rows;
     rows.resize(uint64_t{n} * D);
     for (uint32_t r = 0; r < r0; ++r) dequantize_channel_row(bits, group, r, D, &rows[r * D]);
-    for (int64_t t = s.t0; t < s.t1; ++t)
-      std::copy_n(k + t * row_stride + h * D, D, &rows[(r0 + (t - s.t0)) * D]);
+    for (uint32_t r = r0; r < n; ++r) std::copy_n(added + (r - r0) * row_stride, D, &rows[r * D]);
     quantize_channel_group(bits, rows.data(), D, n, D, group, s.range_from, own);
   }
   const uint32_t sealed = s.from_tail ? r0 : 0;
