@@ -18,6 +18,8 @@ struct EngineFlags {
   std::string kv_cache_dtype = "f16";
   std::string kv_cache_dtype_k;
   std::string kv_cache_dtype_v;
+  std::string kv_cache_dtype_k_layers;
+  std::string kv_cache_dtype_v_layers;
   int threads = 0;
   uint32_t max_num_batched_tokens = 512;
   uint32_t max_num_seqs = 64;

@@ -29,6 +29,10 @@ void add_model_flag(CLI::App& cmd, std::string* model, FlagRole role);
 // --v-dtype); "auto" is f16 for the engine, the model's dtype for the planner.
 void add_kv_cache_dtype_flags(CLI::App& cmd, std::string* both, std::string* k, std::string* v,
                               FlagRole role);
+// --kv-cache-dtype-k-layers, --kv-cache-dtype-v-layers: layers whose K or V has its own format,
+// "18=int4_chan,20=int4_chan" (quant/kv_layer_formats.h); every role.
+void add_kv_layer_dtype_flags(CLI::App& cmd, std::string* k_layers, std::string* v_layers,
+                              FlagRole role);
 // --kv-cache-memory: the engine's pool (kEngine, kSimulatedEngine) or a pool to show (kPlanner).
 void add_kv_cache_memory_flag(CLI::App& cmd, std::string* bytes, FlagRole role);
 // --block-size: tokens per KV block (kPlanner: 0 = contiguous).

@@ -7,6 +7,7 @@ namespace kvs::cli {
 void add_hardware_flags(CLI::App* cmd, HardwareArgs* a) {
   add_model_flag(*cmd, &a->model, FlagRole::kPlanner);
   add_kv_cache_dtype_flags(*cmd, &a->kv_dtype, &a->k_dtype, &a->v_dtype, FlagRole::kPlanner);
+  add_kv_layer_dtype_flags(*cmd, &a->k_layers, &a->v_layers, FlagRole::kPlanner);
   cmd->add_option("--tp", a->tp, "tensor-parallel GPUs")->capture_default_str();
   cmd->add_option("--gpu", a->gpu, "GPU preset (--list-gpus); default H100-80GB");
   cmd->add_option("--memory", a->memory,

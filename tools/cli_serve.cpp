@@ -82,9 +82,10 @@ void run_serve(ServeFlags& f) {
 
   const ModelSpec& spec = model->spec;
   const uint32_t max_len = config.max_model_len ? config.max_model_len : spec.context_length;
-  auto pool = plan_kv_pool(spec.kv_model_shape(config.k_dtype, config.v_dtype),
-                           config.kv_cache_memory, config.block_size, config.max_num_seqs,
-                           config.recent_window, config.attention_sink);
+  auto pool =
+      plan_kv_pool(spec.kv_model_shape(config.k_dtype, config.v_dtype, config.layer_formats),
+                   config.kv_cache_memory, config.block_size, config.max_num_seqs,
+                   config.recent_window, config.attention_sink);
   if (!pool.is_ok()) fail(pool.status().message());
   const KvPoolPlan& p = *pool;
   // The most blocks one request of max_len tokens holds (all layer groups; a sliding group holds

@@ -114,10 +114,11 @@ Result<std::unique_ptr<Engine>> Engine::create(TransformerModel& model,
     return invalid_argument("--max-num-batched-tokens must be positive");
   if (config.max_num_seqs == 0) return invalid_argument("--max-num-seqs must be positive");
   const ModelSpec& spec = model.spec();
-  KVS_ASSIGN_OR_RETURN(KvPoolPlan pool,
-                       plan_kv_pool(spec.kv_model_shape(config.k_dtype, config.v_dtype),
-                                    config.kv_cache_memory, config.block_size, config.max_num_seqs,
-                                    config.recent_window, config.attention_sink));
+  KVS_ASSIGN_OR_RETURN(
+      KvPoolPlan pool,
+      plan_kv_pool(spec.kv_model_shape(config.k_dtype, config.v_dtype, config.layer_formats),
+                   config.kv_cache_memory, config.block_size, config.max_num_seqs,
+                   config.recent_window, config.attention_sink));
   KVS_RETURN_IF_ERROR(check_window_preemption(config.recent_window, config.preemption_mode));
   if (config.offload.enabled()) KVS_RETURN_IF_ERROR(config.offload.validate());
   std::unique_ptr<Engine> e(new Engine(model, config, pool));
@@ -173,9 +174,12 @@ Result<std::unique_ptr<Engine>> Engine::create(TransformerModel& model,
   // With the attention sink every query reads position 0 exactly, so the cached blocks' bytes
   // differ from the same tokens' without it: their keys (in memory, the tiers and KV events) say
   // which they are.
-  const uint64_t fingerprint = config.attention_sink
-                                   ? attention_sink_fingerprint(config.model_fingerprint)
-                                   : config.model_fingerprint;
+  // So do per-layer formats (their blocks are laid out layer by layer in other formats).
+  uint64_t fingerprint = config.attention_sink
+                             ? attention_sink_fingerprint(config.model_fingerprint)
+                             : config.model_fingerprint;
+  if (!config.layer_formats.empty())
+    fingerprint = kv_layer_formats_fingerprint(fingerprint, config.layer_formats);
   std::unique_ptr<RecentWindow> recent;
   if (pool.recent_window > 0) {
     KVS_ASSIGN_OR_RETURN(

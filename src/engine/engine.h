@@ -41,6 +41,9 @@ struct EngineConfig {
   uint32_t block_size = 16;                        // tokens per block, 1..kMaxBlockSize
   KvDtype k_dtype = KvDtype::kF16;
   KvDtype v_dtype = KvDtype::kF16;
+  // `--kv-cache-dtype-k-layers`, `--kv-cache-dtype-v-layers`: layers whose K or V has its own
+  // format (quant/kv_layer_formats.h); none by default.
+  KvLayerFormats layer_formats;
   int threads = 0;  // 0 = all hardware threads
   uint32_t max_num_batched_tokens = 512;
   uint32_t max_num_seqs = 64;

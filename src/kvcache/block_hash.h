@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "quant/kv_format.h"
+#include "quant/kv_layer_formats.h"
 
 namespace kvs {
 
@@ -26,6 +27,11 @@ using BlockHashFn = uint64_t (*)(uint64_t parent_key, std::span<const int32_t> t
 // The fingerprint of a model whose cache is written with the attention sink
 // (quant/attention_sink.h): its blocks hold other bytes than the same tokens' without it.
 [[nodiscard]] uint64_t attention_sink_fingerprint(uint64_t model_fingerprint);
+// The fingerprint of a model whose cache stores some layers' K or V in their own formats
+// (quant/kv_layer_formats.h): its blocks are laid out and computed differently. `formats` must
+// not be empty (a pool without them keeps its fingerprint).
+[[nodiscard]] uint64_t kv_layer_formats_fingerprint(uint64_t model_fingerprint,
+                                                    const KvLayerFormats& formats);
 
 // Key of the (virtual) parent of a tenant's first block.
 [[nodiscard]] uint64_t root_block_key(uint64_t extra_keys, std::string_view cache_salt);

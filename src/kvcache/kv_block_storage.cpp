@@ -1,6 +1,7 @@
 #include "kvcache/kv_block_storage.h"
 
 #include <cstring>
+#include <memory>
 #include <string>
 
 #include "kvcache/kv_geometry.h"
@@ -59,8 +60,28 @@ Result<PagedKvLayout> KvBlockStorage::layout_of(const KvStorageShape& s) {
   l.v_offset = uint64_t{s.block_size} * tb.k_bytes_per_layer;
   l.layer_bytes = uint64_t{s.block_size} * (tb.k_bytes_per_layer + tb.v_bytes_per_layer);
   l.block_bytes = uint64_t{s.block_size} * tb.bytes_per_token;
-  KVS_CHECK(l.block_bytes == l.layer_bytes * s.layers);
-  return l;
+  if (s.layer_formats.empty()) {
+    KVS_CHECK(l.block_bytes == l.layer_bytes * s.layers);
+    return l;
+  }
+  // Per-layer formats: each layer's K heads then V heads, in its own formats, layer after layer.
+  auto slices = std::make_shared<std::vector<PagedKvLayerSlice>>(s.layers);
+  uint64_t offset = 0;
+  for (uint32_t layer = 0; layer < s.layers; ++layer) {
+    PagedKvLayerSlice& sl = (*slices)[layer];
+    sl.offset = offset;
+    sl.k_dtype = s.layer_formats.k_at(layer, s.k_dtype);
+    sl.v_dtype = s.layer_formats.v_at(layer, s.v_dtype);
+    sl.k_vector_bytes = kv_vector_bytes(sl.k_dtype, s.head_dim);
+    sl.v_vector_bytes = kv_vector_bytes(sl.v_dtype, s.head_dim);
+    sl.v_offset = uint64_t{s.block_size} * s.kv_heads * sl.k_vector_bytes;
+    offset += sl.v_offset + uint64_t{s.block_size} * s.kv_heads * sl.v_vector_bytes;
+  }
+  KVS_CHECK(offset == l.block_bytes);
+  l.layer_bytes = 0;
+  l.layers = std::move(slices);
+  // The top-level fields describe layer 0 (a view's, layer_view), never a stride.
+  return l.layer_view(0);
 }
 
 void KvBlockStorage::copy_tokens(uint32_t src, uint32_t dst, uint32_t num_tokens) {
@@ -82,9 +103,10 @@ void KvBlockStorage::copy_tokens(uint32_t src, uint32_t dst, uint32_t num_tokens
     return;
   }
   for (uint32_t layer = 0; layer < shape_.layers; ++layer) {
+    const PagedKvLayout v = l.layer_view(layer);
     for (uint32_t h = 0; h < shape_.kv_heads; ++h) {
-      std::memcpy(l.k_head(dst, layer, h), l.k_head(src, layer, h), k_tokens * l.k_vector_bytes);
-      std::memcpy(l.v_head(dst, layer, h), l.v_head(src, layer, h), num_tokens * l.v_vector_bytes);
+      std::memcpy(v.k_head(dst, layer, h), v.k_head(src, layer, h), k_tokens * v.k_vector_bytes);
+      std::memcpy(v.v_head(dst, layer, h), v.v_head(src, layer, h), num_tokens * v.v_vector_bytes);
     }
   }
 }

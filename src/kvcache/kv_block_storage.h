@@ -6,7 +6,8 @@
 //   // [num_blocks][layers][K: kv_heads][block_size][k_vector_bytes]
 //   //                     [V: kv_heads][block_size][v_vector_bytes]
 // The byte counts are kv_geometry's (kv_token_bytes), so block_bytes == block_size x
-// bytes_per_token exactly; how many blocks a memory budget buys is kv_pool_plan's answer.
+// bytes_per_token exactly; how many blocks a memory budget buys is kv_pool_plan's answer. With
+// per-layer formats each layer's part has its own size, in layer order (PagedKvLayout::layers).
 #pragma once
 
 #include <cstdint>
@@ -33,6 +34,9 @@ struct KvStorageShape {
   // Per-channel K formats: slots of f16 keys for partly filled groups (quant/key_tails.h);
   // ignored for other formats. Their bytes are kv_pool_plan's key_tail_bytes.
   uint32_t key_tail_slots = 0;
+  // Layers whose K or V has its own format (quant/kv_layer_formats.h): the layout then gives each
+  // layer its slice of a block (PagedKvLayout::layers).
+  KvLayerFormats layer_formats;
 
   [[nodiscard]] KvUniformShape uniform() const {
     return {.layers = layers,
@@ -40,7 +44,8 @@ struct KvStorageShape {
             .head_dim_k = head_dim,
             .head_dim_v = head_dim,
             .k_dtype = k_dtype,
-            .v_dtype = v_dtype};
+            .v_dtype = v_dtype,
+            .layer_formats = layer_formats};
   }
   // The storage for a planned pool: its blocks, block size, and one group's layers per block.
   [[nodiscard]] static KvStorageShape of(const KvPoolPlan& plan) {
@@ -51,7 +56,8 @@ struct KvStorageShape {
             .head_dim = plan.unit.head_dim_k,
             .k_dtype = plan.unit.k_dtype,
             .v_dtype = plan.unit.v_dtype,
-            .key_tail_slots = plan.key_tail_slots};
+            .key_tail_slots = plan.key_tail_slots,
+            .layer_formats = plan.unit.layer_formats};
   }
 };
 

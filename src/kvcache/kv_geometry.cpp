@@ -52,10 +52,18 @@ std::string layer_tag(const KvLayer& l) {
   return "";
 }
 
-// Groups identical layers (first-appearance order) with their counts.
-std::vector<std::pair<KvLayer, uint32_t>> group_layers(const std::vector<KvLayer>& layers) {
-  std::vector<std::pair<KvLayer, uint32_t>> groups;
-  for (const KvLayer& l : layers) {
+// A layer with its formats: what one term of the formula covers.
+struct FormattedLayer {
+  KvLayer layer;
+  KvDtype k, v;
+  friend bool operator==(const FormattedLayer&, const FormattedLayer&) = default;
+};
+
+// Groups identical layers in identical formats (first-appearance order) with their counts.
+std::vector<std::pair<FormattedLayer, uint32_t>> group_layers(const KvModelShape& s) {
+  std::vector<std::pair<FormattedLayer, uint32_t>> groups;
+  for (size_t i = 0; i < s.layers.size(); ++i) {
+    const FormattedLayer l{s.layers[i], s.k_dtype_at(i), s.v_dtype_at(i)};
     auto it =
         std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == l; });
     if (it == groups.end())
@@ -83,6 +91,7 @@ KvModelShape KvModelShape::uniform(const KvUniformShape& u) {
   s.layers.assign(u.layers, KvLayer::full(u.kv_heads, u.head_dim_k, u.head_dim_v));
   s.k_dtype = u.k_dtype;
   s.v_dtype = u.v_dtype;
+  s.layer_formats = u.layer_formats;
   s.tp = 1;
   return s;
 }
@@ -120,6 +129,10 @@ uint64_t kv_layer_token_bytes(const KvLayer& l, KvDtype k, KvDtype v, uint32_t t
     case KvLayerKind::kNoKv: return 0;
   }
   return 0;
+}
+
+uint64_t kv_layer_token_bytes(const KvModelShape& s, size_t i) {
+  return kv_layer_token_bytes(s.layers[i], s.k_dtype_at(i), s.v_dtype_at(i), s.tp);
 }
 
 uint64_t kv_window_first_needed(uint32_t window, uint64_t step_start) {
@@ -218,6 +231,8 @@ Status validate_kv_shape(const KvModelShape& s) {
   if (s.tp == 0) return invalid_argument("tensor parallelism must be at least 1");
   if (s.attention_sink && s.recent_window == 0)
     return invalid_argument("--kv-attention-sink needs --kv-recent-window");
+  KVS_RETURN_IF_ERROR(
+      check_kv_layer_formats(s.layer_formats, static_cast<uint32_t>(s.layers.size()), s.k_dtype));
   KVS_RETURN_IF_ERROR(check_recent_window(s.recent_window));
   for (size_t i = 0; i < s.layers.size(); ++i) {
     const KvLayer& l = s.layers[i];
@@ -231,9 +246,9 @@ Status validate_kv_shape(const KvModelShape& s) {
         if (l.kv_heads == 0) return invalid_argument(where + ": no KV heads");
         if (Status split = check_kv_heads_split(l.kv_heads, s.tp); !split.is_ok())
           return invalid_argument(where + ": " + split.message());
-        auto k = kv_vector_bytes_checked(s.k_dtype, l.head_dim_k);
+        auto k = kv_vector_bytes_checked(s.k_dtype_at(i), l.head_dim_k);
         if (!k.is_ok()) return invalid_argument(where + ", K: " + k.status().message());
-        auto v = kv_vector_bytes_checked(s.v_dtype, l.head_dim_v);
+        auto v = kv_vector_bytes_checked(s.v_dtype_at(i), l.head_dim_v);
         if (!v.is_ok()) return invalid_argument(where + ", V: " + v.status().message());
         if (s.recent_window > 0 && l.head_dim_k != l.head_dim_v)
           return invalid_argument(where + ": --kv-recent-window needs the same head dim for K (" +
@@ -243,6 +258,11 @@ Status validate_kv_shape(const KvModelShape& s) {
       }
       case KvLayerKind::kMla: {
         if (l.kv_lora_rank == 0) return invalid_argument(where + ": kv_lora_rank must be positive");
+        if (s.layer_formats.k.contains(static_cast<uint32_t>(i)) ||
+            s.layer_formats.v.contains(static_cast<uint32_t>(i)))
+          return invalid_argument(where +
+                                  ": per-layer K/V formats apply to attention heads; an "
+                                  "MLA latent has none");
         if (s.recent_window > 0)
           return invalid_argument(where +
                                   ": --kv-recent-window keeps K and V heads in f16; an "
@@ -251,7 +271,11 @@ Status validate_kv_shape(const KvModelShape& s) {
         if (!k.is_ok()) return invalid_argument(where + ": " + k.status().message());
         break;
       }
-      case KvLayerKind::kNoKv: break;
+      case KvLayerKind::kNoKv:
+        if (s.layer_formats.k.contains(static_cast<uint32_t>(i)) ||
+            s.layer_formats.v.contains(static_cast<uint32_t>(i)))
+          return invalid_argument(where + ": the layer stores no K or V to give a format");
+        break;
     }
   }
   return Status::ok();
@@ -259,10 +283,11 @@ Status validate_kv_shape(const KvModelShape& s) {
 
 KvShapeBytes kv_shape_bytes(const KvModelShape& s) {
   KvShapeBytes out;
-  for (const KvLayer& l : s.layers) {
+  for (size_t i = 0; i < s.layers.size(); ++i) {
+    const KvLayer& l = s.layers[i];
     const auto kind = static_cast<size_t>(l.kind);
     ++out.layers_by_kind[kind];
-    const uint64_t b = kv_layer_token_bytes(l, s.k_dtype, s.v_dtype, s.tp);
+    const uint64_t b = kv_layer_token_bytes(s, i);
     out.token_bytes_by_kind[kind] += b;
     out.bytes_per_token += b;
     out.state_bytes_per_sequence += kv_layer_state_bytes(l, s.tp);
@@ -270,15 +295,26 @@ KvShapeBytes kv_shape_bytes(const KvModelShape& s) {
     out.rows_per_sequence.recent_window += rows.recent_window;
     out.rows_per_sequence.key_tails += rows.key_tails;
   }
-  const auto groups = group_layers(s.layers);
+  const auto groups = group_layers(s);
+  // Layers that differ other than in their formats get their kind tagged.
+  const bool layers_differ = std::any_of(
+      s.layers.begin(), s.layers.end(), [&](const KvLayer& l) { return !(l == s.layers.front()); });
   std::string terms;
-  for (const auto& [layer, count] : groups) {
+  for (const auto& [fl, count] : groups) {
+    const KvLayer& layer = fl.layer;
     if (layer.kind == KvLayerKind::kNoKv) continue;
     if (!terms.empty()) terms += " + ";
-    terms += layer_term(layer, count, s.k_dtype, s.v_dtype, s.tp);
-    // A lone full-attention group is the textbook formula: no tag.
-    if (groups.size() > 1 || layer.kind != KvLayerKind::kFull)
-      terms += " [" + layer_tag(layer) + "]";
+    terms += layer_term(layer, count, fl.k, fl.v, s.tp);
+    // A lone full-attention group is the textbook formula: no tag. Per-layer formats tag each
+    // term with its formats.
+    std::string tag;
+    if (layers_differ || layer.kind != KvLayerKind::kFull) tag = layer_tag(layer);
+    if (!s.layer_formats.empty()) {
+      const std::string formats =
+          std::string("K ") + kv_dtype_name(fl.k) + ", V " + kv_dtype_name(fl.v);
+      tag = tag.empty() ? formats : tag + ", " + formats;
+    }
+    if (!tag.empty()) terms += " [" + tag + "]";
   }
   if (terms.empty()) terms = "0";
   out.formula = terms + " = " + format_thousands(out.bytes_per_token) + " B";
@@ -288,10 +324,11 @@ KvShapeBytes kv_shape_bytes(const KvModelShape& s) {
 KvRequestBytes kv_request_breakdown(const KvModelShape& s, uint64_t n_tokens,
                                     uint64_t chunk_tokens) {
   KvRequestBytes out;
-  for (const KvLayer& l : s.layers) {
-    const uint64_t b = kv_layer_token_bytes(l, s.k_dtype, s.v_dtype, s.tp) *
-                           kv_layer_held_tokens(l, n_tokens, chunk_tokens) +
-                       kv_layer_sequence_bytes(l, s);
+  for (size_t i = 0; i < s.layers.size(); ++i) {
+    const KvLayer& l = s.layers[i];
+    const uint64_t b =
+        kv_layer_token_bytes(s, i) * kv_layer_held_tokens(l, n_tokens, chunk_tokens) +
+        kv_layer_sequence_bytes(l, s);
     out.by_kind[static_cast<size_t>(l.kind)] += b;
     out.total += b;
   }
@@ -310,7 +347,7 @@ KvTokenBytes kv_token_bytes(const KvUniformShape& u) {
   out.k_bytes_per_layer = uint64_t{u.kv_heads} * kv_vector_bytes(u.k_dtype, u.head_dim_k);
   out.v_bytes_per_layer = uint64_t{u.kv_heads} * kv_vector_bytes(u.v_dtype, u.head_dim_v);
   out.bytes_per_token = general.bytes_per_token;
-  KVS_CHECK(u.layers == 0 ||
+  KVS_CHECK(u.layers == 0 || !u.layer_formats.empty() ||
             out.bytes_per_token ==
                 uint64_t{u.layers} * kv_layer_token_bytes(layer, u.k_dtype, u.v_dtype, 1));
   out.formula = general.formula;

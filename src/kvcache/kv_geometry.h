@@ -30,6 +30,7 @@
 
 #include "core/status.h"
 #include "quant/kv_format.h"
+#include "quant/kv_layer_formats.h"
 
 namespace kvs {
 
@@ -41,12 +42,16 @@ struct KvUniformShape {
   uint32_t head_dim_v = 0;
   KvDtype k_dtype = KvDtype::kF16;
   KvDtype v_dtype = KvDtype::kF16;
+  // The layers whose K or V has its own format (quant/kv_layer_formats.h); none by default.
+  KvLayerFormats layer_formats;
 };
 
 struct KvTokenBytes {
-  uint64_t k_bytes_per_layer = 0;  // kv_heads x kv_vector_bytes(k_dtype, head_dim_k)
+  // kv_heads x kv_vector_bytes(k_dtype, head_dim_k): a layer in the shape's own formats.
+  uint64_t k_bytes_per_layer = 0;
   uint64_t v_bytes_per_layer = 0;
-  uint64_t bytes_per_token = 0;  // layers x (k + v)
+  // layers x (k + v), or with per-layer formats the sum of every layer's.
+  uint64_t bytes_per_token = 0;
   // "30 x 2 x 3 x 64 x 2 = 23,040 B" (or the K/V split when K and V differ).
   std::string formula;
 };
@@ -107,6 +112,9 @@ struct KvModelShape {
   std::vector<KvLayer> layers;
   KvDtype k_dtype = KvDtype::kF16;  // also the format of MLA latents
   KvDtype v_dtype = KvDtype::kF16;
+  // Full and sliding layers whose K or V has its own format (quant/kv_layer_formats.h), by
+  // index into `layers`; every other layer stores K in k_dtype and V in v_dtype.
+  KvLayerFormats layer_formats;
   uint32_t tp = 1;  // tensor-parallel ranks (>= 1)
   // The engine's f16 rows beside the blocks that every running sequence holds
   // (kv_layer_row_bytes): its `--kv-recent-window` (tokens, 0 = none) and `--kv-attention-sink`.
@@ -117,6 +125,13 @@ struct KvModelShape {
 
   // Every layer full attention, tp = 1: the engine's shape.
   [[nodiscard]] static KvModelShape uniform(const KvUniformShape& u);
+  // Layer i's K (V) format: its own, or the shape's.
+  [[nodiscard]] KvDtype k_dtype_at(size_t i) const {
+    return layer_formats.k_at(static_cast<uint32_t>(i), k_dtype);
+  }
+  [[nodiscard]] KvDtype v_dtype_at(size_t i) const {
+    return layer_formats.v_at(static_cast<uint32_t>(i), v_dtype);
+  }
 };
 
 // invalid_argument naming `--kv-recent-window` unless `tokens` is a window the engine takes (a
@@ -125,8 +140,9 @@ struct KvModelShape {
 
 // Rejects shapes the formula cannot size: no layers, zero heads/dims/window, tp = 0, KV heads that
 // tp cannot split (check_kv_heads_split), a grouped format (int4, q8_0, q4_0) with a vector
-// length that is not a multiple of its group, or a recent window (or sink) the engine does not
-// take.
+// length that is not a multiple of its group, a recent window (or sink) the engine does not
+// take, or per-layer formats that check_kv_layer_formats refuses or that name an MLA or no-KV
+// layer.
 [[nodiscard]] Status validate_kv_shape(const KvModelShape& shape);
 
 // KV heads one rank stores: kv_heads / tp, or 1 when tp >= kv_heads (the head is replicated).
@@ -141,6 +157,8 @@ struct KvModelShape {
 // Bytes one token adds to `layer` on one rank (0 for kNoKv), scales included.
 [[nodiscard]] uint64_t kv_layer_token_bytes(const KvLayer& layer, KvDtype k, KvDtype v,
                                             uint32_t tp);
+// The same for layer i of `shape`, in its own formats (KvModelShape::k_dtype_at).
+[[nodiscard]] uint64_t kv_layer_token_bytes(const KvModelShape& shape, size_t i);
 // ---- Windowed layers: what a request holds -------------------------------------------------
 //
 // A sliding layer's query at position p attends positions [p - window + 1, p]. During a step
@@ -235,6 +253,8 @@ struct KvShapeBytes {
   //   "32 x 2 x 8 x 128 x 2 = 131,072 B"                                     (uniform)
   //   "21 x 2 x 8 x 256 x 2 [full] + 21 x 2 x 8 x 256 x 2 [window 4096] = 344,064 B"
   //   "61 x (512 + 64) x 2 [MLA] = 70,272 B"
+  // With per-layer formats, one term per group of identical layers in the same formats, tagged
+  // with them: "27 x 3 x (64 x (20/64) + 64 x (20/64)) [K int2_chan64, V int2_had] + ...".
   // A uniform full-attention shape gives exactly kv_token_bytes(...).formula.
   std::string formula;
 };

@@ -24,19 +24,32 @@ Result<KvPoolPlan> plan_kv_layout(const KvModelShape& shape, uint32_t block_size
   KvPoolPlan p;
   p.shape = shape;
   KVS_ASSIGN_OR_RETURN(p.groups, KvCacheGroups::of_layers(shape.layers));
+  // A block holds one group's layers, and every group's blocks are alike: layers of their own
+  // formats would make the groups' blocks differ in size.
+  if (!shape.layer_formats.empty() && p.groups.num_groups() != 1)
+    return invalid_argument(
+        "per-layer K/V formats (--kv-cache-dtype-k-layers, --kv-cache-dtype-v-layers) need a "
+        "model whose layers share one block group; this model's " +
+        std::to_string(p.groups.num_groups()) +
+        " groups (sliding-window and full-attention layers) hold blocks of one size each");
   const KvLayer& l0 = shape.layers.front();
   p.unit = KvUniformShape{.layers = p.groups.layers_per_group,
                           .kv_heads = l0.kv_heads,
                           .head_dim_k = l0.head_dim_k,
                           .head_dim_v = l0.head_dim_v,
                           .k_dtype = shape.k_dtype,
-                          .v_dtype = shape.v_dtype};
+                          .v_dtype = shape.v_dtype,
+                          .layer_formats = shape.layer_formats};
   p.layer_token_bytes = kv_layer_token_bytes(l0, shape.k_dtype, shape.v_dtype, 1);
   const KvShapeBytes sb = kv_shape_bytes(shape);
   p.bytes_per_token = sb.bytes_per_token;
   p.formula = sb.formula;
   p.block_size = block_size;
-  p.block_bytes = uint64_t{block_size} * p.groups.layers_per_group * p.layer_token_bytes;
+  // One group: a block holds every layer, bytes_per_token each token (per-layer formats
+  // included); several: layers_per_group layers alike.
+  p.block_bytes = p.groups.num_groups() == 1
+                      ? uint64_t{block_size} * p.bytes_per_token
+                      : uint64_t{block_size} * p.groups.layers_per_group * p.layer_token_bytes;
   return p;
 }
 

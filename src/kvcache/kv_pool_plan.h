@@ -4,6 +4,7 @@
 //
 //   layer_token_bytes = kv_heads x (K vector + V vector bytes)          (kv_geometry's formula)
 //   block_bytes       = block_size x layers_per_group x layer_token_bytes
+//                       (one group: block_size x bytes_per_token, per-layer formats included)
 //   num_blocks        = floor(kv_cache_memory / block_bytes)
 //   pool_bytes        = num_blocks x block_bytes
 //
@@ -30,7 +31,7 @@ struct KvPoolPlan {
   KvModelShape shape;  // the model's layers and K/V formats (one rank)
   KvCacheGroups groups;
   KvUniformShape unit;             // the layers of one group: what one block stores per token
-  uint64_t layer_token_bytes = 0;  // one layer's K and V for one token
+  uint64_t layer_token_bytes = 0;  // one layer's K and V for one token (layer 0's formats)
   // Every layer's K and V for one token (sliding layers while the sequence is within their
   // window), and the formula with the model's numbers (kv_geometry's text).
   uint64_t bytes_per_token = 0;

@@ -68,8 +68,11 @@ struct ModelSpec {
   // uniform formula sizes.
   [[nodiscard]] bool uniform_full_attention() const;
   // Every layer, for kv_geometry and the pool plan (one rank).
-  [[nodiscard]] KvModelShape kv_model_shape(KvDtype k, KvDtype v) const {
-    return KvModelShape{.layers = kv_layers, .k_dtype = k, .v_dtype = v, .tp = 1};
+  // `layers`: the layers whose K or V has its own format (quant/kv_layer_formats.h).
+  [[nodiscard]] KvModelShape kv_model_shape(KvDtype k, KvDtype v,
+                                            const KvLayerFormats& layers = {}) const {
+    return KvModelShape{
+        .layers = kv_layers, .k_dtype = k, .v_dtype = v, .layer_formats = layers, .tp = 1};
   }
   // Precondition: uniform_full_attention().
   [[nodiscard]] KvUniformShape kv_shape(KvDtype k, KvDtype v) const {

@@ -296,7 +296,10 @@ void TransformerModel::forward(const ForwardBatch& b, const PagedKvLayout& kv, T
       }
       rope_inplace_qk(ws_.q.data(), H, ws_.k.data(), KVH, angles, t0, t1);
     });
-    write_kv(kv, slot.index, T, b.slot_mapping + slot.group * T, ws_.k.data(), ws_.v.data(), &pool);
+    // This layer's formats (per-layer formats, quant/kv_layer_formats.h; kv itself otherwise).
+    attn.kv = kv.layer_view(slot.index);
+    write_kv(attn.kv, slot.index, T, b.slot_mapping + slot.group * T, ws_.k.data(), ws_.v.data(),
+             &pool);
     if (recent != nullptr) recent->store(ws_.k.data(), ws_.v.data());
     attn.layer = slot.index;
     attn.model_layer = l;

@@ -36,11 +36,11 @@ MaxContext max_context_for(const KvModelShape& s, uint32_t block, uint64_t chunk
 // Bytes of the shared prefix [0, prefix) that a request of n tokens holds, summed over layers.
 uint64_t prefix_held_bytes(const KvModelShape& s, uint64_t n, uint64_t prefix, uint64_t chunk) {
   uint64_t total = 0;
-  for (const KvLayer& l : s.layers) {
-    const uint64_t held = kv_layer_held_tokens(l, n, chunk);  // positions [n - held, n)
+  for (size_t i = 0; i < s.layers.size(); ++i) {
+    const uint64_t held = kv_layer_held_tokens(s.layers[i], n, chunk);  // [n - held, n)
     const uint64_t first = n - held;
     const uint64_t overlap = prefix > first ? std::min(prefix, n) - first : 0;
-    total += overlap * kv_layer_token_bytes(l, s.k_dtype, s.v_dtype, s.tp);
+    total += overlap * kv_layer_token_bytes(s, i);
   }
   return total;
 }
@@ -92,9 +92,9 @@ Status check_query_heads_split(uint32_t heads, uint32_t tp) {
 uint64_t kv_request_bytes_paged(const KvModelShape& s, uint64_t n, uint32_t block, uint64_t chunk) {
   auto at = [&](uint64_t m) {
     uint64_t total = 0;
-    for (const KvLayer& l : s.layers) {
-      total += kv_layer_token_bytes(l, s.k_dtype, s.v_dtype, s.tp) *
-                   kv_layer_held_slots(l, m, block, chunk) +
+    for (size_t i = 0; i < s.layers.size(); ++i) {
+      const KvLayer& l = s.layers[i];
+      total += kv_layer_token_bytes(s, i) * kv_layer_held_slots(l, m, block, chunk) +
                kv_layer_sequence_bytes(l, s);
     }
     return total;

@@ -63,7 +63,7 @@ std::vector<LayerRoleBytes> layer_role_breakdown(const std::vector<LayerRole>& r
     LayerRoleBytes& b = by[static_cast<size_t>(role)];
     b.role = role;
     ++b.layers;
-    const uint64_t token = kv_layer_token_bytes(l, s.k_dtype, s.v_dtype, s.tp);
+    const uint64_t token = kv_layer_token_bytes(s, i);
     const uint64_t state = kv_layer_state_bytes(l, s.tp);
     b.bytes_per_token += token;
     b.state_bytes += state;

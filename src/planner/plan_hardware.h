@@ -17,6 +17,9 @@ struct HardwareArgs {
   std::string kv_dtype = "auto";
   std::string k_dtype;  // overrides kv_dtype for K when set
   std::string v_dtype;
+  // --kv-cache-dtype-k-layers, --kv-cache-dtype-v-layers (quant/kv_layer_formats.h).
+  std::string k_layers;
+  std::string v_layers;
   uint32_t tp = 1;
   std::string gpu;     // preset name; "" = H100-80GB unless memory is given
   std::string memory;  // per GPU: "80GB", "75GiB"; with gpu, replaces the preset's memory
@@ -31,8 +34,9 @@ struct HardwareArgs {
 // KV format (kv_format.h).
 [[nodiscard]] Result<KvDtype> resolve_kv_dtype(const std::string& name, const PlannerModel& model);
 
-// Loads the model and fills model, k/v dtypes, tp, GPU (name, note, memory), utilization, weights
-// (with their origin) and workspace. Errors name the flag: "--memory: ...", "--tp must be ...".
+// Loads the model and fills model, k/v dtypes (and per-layer formats), tp, GPU (name, note,
+// memory), utilization, weights (with their origin) and workspace. Errors name the flag: "--memory:
+// ...", "--tp must be ...".
 [[nodiscard]] Result<PlanRequest> plan_request_from_hardware(const HardwareArgs& args);
 
 }  // namespace kvs

@@ -51,7 +51,10 @@ std::string render_plan_json(const PlanOutcome& out) {
                 {"num_experts", r.model.num_experts},
                 {"num_parameters", r.model.num_parameters},
                 {"parameters_estimated", r.model.parameters_estimated}};
-  j["kv_format"] = {{"k", kv_dtype_name(r.k_dtype)}, {"v", kv_dtype_name(r.v_dtype)}};
+  j["kv_format"] = {{"k", kv_dtype_name(r.k_dtype)},
+                    {"v", kv_dtype_name(r.v_dtype)},
+                    {"k_layers", kv_layer_formats_text(r.layer_formats, 'k')},
+                    {"v_layers", kv_layer_formats_text(r.layer_formats, 'v')}};
   j["tp"] = r.tp;
   j["units"] = {{"GB", 1000000000}, {"GiB", 1073741824}};
   json per_token = {{"bytes", p.per_token.bytes_per_token},

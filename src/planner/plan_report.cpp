@@ -101,7 +101,8 @@ void model_section(std::ostringstream& o, const PlanOutcome& out) {
 void formula_section(std::ostringstream& o, const PlanOutcome& out) {
   const PlanRequest& r = out.request;
   const CapacityPlan& p = out.plan;
-  o << "\nKV format: " << dtype_line(r.k_dtype, r.v_dtype) << "\n";
+  o << "\nKV format: " << dtype_line(r.k_dtype, r.v_dtype)
+    << kv_layer_formats_suffix(r.layer_formats) << "\n";
   if (r.tp > 1)
     o << "Tensor parallel: " << r.tp << " GPUs; KV heads per GPU = kv_heads / " << r.tp
       << " (1, replicated, when " << r.tp

@@ -73,6 +73,7 @@ Result<PlanOutcome> run_plan(const PlanRequest& r) {
   PlanOutcome o;
   o.request = r;
   o.inputs.shape = r.model.kv_shape(r.k_dtype, r.v_dtype, r.tp);
+  o.inputs.shape.layer_formats = r.layer_formats;
   // Each request the engine runs holds its window's rows (and the sink's) beside its blocks.
   o.inputs.shape.recent_window = r.engine_recent_window;
   o.inputs.shape.attention_sink = r.engine_attention_sink;
@@ -97,18 +98,19 @@ Result<PlanOutcome> run_plan(const PlanRequest& r) {
     if (p.is_ok()) o.other_units = std::move(p).value();
   }
   o.levers = compute_levers(o.inputs, o.plan);
-  if (r.engine_kv_shape) {
-    auto unit = plan_kv_layout(*r.engine_kv_shape, r.workload.block_size);
+  std::optional<KvModelShape> engine_shape = r.engine_kv_shape;
+  if (engine_shape) engine_shape->layer_formats = r.layer_formats;
+  if (engine_shape) {
+    auto unit = plan_kv_layout(*engine_shape, r.workload.block_size);
     if (unit.is_ok()) {
       o.engine_sequence = sequence_footprint(*unit, r.workload.context, r.engine_prefill_chunk);
       o.engine_sequence_windows = unit->groups.windows;
     }
   }
   if (r.kv_cache_memory) {
-    if (!r.engine_kv_shape)
-      return invalid_argument("--kv-cache-memory needs a model the engine runs");
+    if (!engine_shape) return invalid_argument("--kv-cache-memory needs a model the engine runs");
     auto pool =
-        plan_kv_pool(*r.engine_kv_shape, r.kv_cache_memory->bytes, r.workload.block_size,
+        plan_kv_pool(*engine_shape, r.kv_cache_memory->bytes, r.workload.block_size,
                      r.engine_max_num_seqs, r.engine_recent_window, r.engine_attention_sink);
     if (!pool.is_ok())
       return Status(pool.status().code(), "engine pool: " + pool.status().message());

@@ -22,6 +22,9 @@ struct PlanRequest {
   PlannerModel model;
   KvDtype k_dtype = KvDtype::kBF16;
   KvDtype v_dtype = KvDtype::kBF16;
+  // Layers whose K or V has its own format (quant/kv_layer_formats.h), in the capacity plan and
+  // the engine's pool alike.
+  KvLayerFormats layer_formats;
   uint32_t tp = 1;
   std::string gpu_name;  // the preset, or "" for --memory
   std::string gpu_note;  // the preset's note
@@ -37,7 +40,8 @@ struct PlanRequest {
   PlanWorkload workload;
   std::string length_distribution_origin;  // the file, when one was given
   // --kv-cache-memory: also size the engine's pool for this budget (kvcache/kv_pool_plan.h,
-  // the engine's own sizing), for the KV shape the engine would run (engine_kv_shape).
+  // the engine's own sizing), for the KV shape the engine would run (engine_kv_shape; run_plan
+  // gives it layer_formats).
   std::optional<SizeInput> kv_cache_memory;
   std::optional<KvModelShape> engine_kv_shape;
   // The engine's prefill chunk (max_num_batched_tokens), for the per-sequence footprint.

@@ -31,6 +31,9 @@ struct CapacityLever {
 struct CapacityLine {
   std::string formula;  // "30 x 2 x 3 x 64 x 2 = 23,040 B"
   std::string k_dtype, v_dtype;
+  // Per-layer formats (quant/kv_layer_formats.h): " + layers K 18=int4_chan; V 1=int4_had", or
+  // "" for none. The format levers keep them (a lever whose keys they cannot group says why).
+  std::string layer_formats;
   uint64_t bytes_per_token = 0;
   uint64_t kv_cache_memory = 0;  // the budget (--kv-cache-memory)
   // Taken from the budget before the blocks (kv_pool_plan.h): the per-channel keys' f16 tails and

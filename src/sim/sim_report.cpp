@@ -69,6 +69,8 @@ ojson setup_json(const SimSetup& s) {
   j["replicas"] = s.replicas;
   j["kv_cache_dtype_k"] = kv_dtype_name(s.pool.shape.k_dtype);
   j["kv_cache_dtype_v"] = kv_dtype_name(s.pool.shape.v_dtype);
+  j["kv_cache_dtype_k_layers"] = kv_layer_formats_text(s.pool.shape.layer_formats, 'k');
+  j["kv_cache_dtype_v_layers"] = kv_layer_formats_text(s.pool.shape.layer_formats, 'v');
   j["kv_bytes_per_token_per_rank"] = s.pool.bytes_per_token;
   j["block_size"] = s.pool.block_size;
   j["num_blocks"] = s.pool.num_blocks;
@@ -175,9 +177,9 @@ std::string render_sim_report(const SimSetup& s, const SimResult& r) {
       << ": " << format_thousands(s.plan.gpu_memory.bytes) << " B per GPU instead of the preset's "
       << format_thousands(s.plan.gpu_preset_memory_bytes) << " B (its compute and bandwidth)\n";
   o << "  KV pool     " << s.pool.formula << " per token per rank ("
-    << kv_dtype_name(s.pool.shape.k_dtype) << "); " << format_thousands(s.pool.num_blocks)
-    << " blocks of " << s.pool.block_size << " = " << format_thousands(s.pool.num_tokens)
-    << " tokens per replica\n";
+    << kv_dtype_name(s.pool.shape.k_dtype) << kv_layer_formats_suffix(s.pool.shape.layer_formats)
+    << "); " << format_thousands(s.pool.num_blocks) << " blocks of " << s.pool.block_size << " = "
+    << format_thousands(s.pool.num_tokens) << " tokens per replica\n";
   o << "              from " << s.pool_origin;
   if (s.pool.key_tail_bytes > 0)
     o << ", less " << format_thousands(s.pool.key_tail_bytes) << " B of key tails";

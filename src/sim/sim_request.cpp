@@ -78,6 +78,7 @@ Result<SimSetup> resolve_sim(const SimArgs& a) {
   // One rank's pool: the KV heads a rank holds (the engine's pool is one rank, tp 1).
   KvModelShape shape = *engine_shape;
   for (KvLayer& l : shape.layers) l.kv_heads = kv_heads_per_rank(l.kv_heads, s.tp);
+  shape.layer_formats = s.plan.layer_formats;
 
   s.max_model_len = a.max_model_len != 0     ? a.max_model_len
                     : model.max_context != 0 ? model.max_context
@@ -95,6 +96,7 @@ Result<SimSetup> resolve_sim(const SimArgs& a) {
   } else {
     PlanInputs in;
     in.shape = model.kv_shape(s.plan.k_dtype, s.plan.v_dtype, s.tp);
+    in.shape.layer_formats = s.plan.layer_formats;
     in.gpu_memory_bytes = s.plan.gpu_memory.bytes;
     in.gpu_memory_utilization = s.plan.utilization;
     in.weights_bytes = s.plan.weights.bytes;
@@ -167,6 +169,8 @@ std::vector<std::string> sim_setting_keys() {
           "kv-cache-dtype",
           "k-dtype",
           "v-dtype",
+          "kv-cache-dtype-k-layers",
+          "kv-cache-dtype-v-layers",
           "gpu",
           "gpus",
           "tp",
@@ -199,6 +203,10 @@ Status apply_sim_setting(SimArgs& a, const std::string& key, const std::string& 
     a.hw.k_dtype = v;
   } else if (key == "v-dtype" || key == "kv-cache-dtype-v") {
     a.hw.v_dtype = v;
+  } else if (key == "kv-cache-dtype-k-layers") {
+    a.hw.k_layers = v;
+  } else if (key == "kv-cache-dtype-v-layers") {
+    a.hw.v_layers = v;
   } else if (key == "gpu") {  // with --memory: each preset's compute with that memory
     a.hw.gpu = v;
   } else if (key == "gpus") {

@@ -15,6 +15,7 @@ Result<KvBlockTranscoder> KvBlockTranscoder::create(const KvStorageShape& pool, 
   KvStorageShape tier = pool;
   tier.k_dtype = tier_k;
   tier.v_dtype = tier_v;
+  tier.layer_formats = {};  // the tier's blocks are in one format, whatever the pool's layers
   Result<PagedKvLayout> l = KvBlockStorage::layout_of(tier);
   if (!l.is_ok())
     return invalid_argument(std::string("--kv-offload-dtype ") + kv_dtype_name(tier_k) + ": " +
@@ -23,23 +24,21 @@ Result<KvBlockTranscoder> KvBlockTranscoder::create(const KvStorageShape& pool, 
   return t;
 }
 
-void KvBlockTranscoder::convert(const PagedKvLayout& from, const uint8_t* src,
-                                const PagedKvLayout& to, uint8_t* dst) const {
-  const uint32_t D = from.head_dim, bs = from.block_size;
-  const uint32_t from_bits = channel_group_bits(from.k_dtype),
-                 to_bits = channel_group_bits(to.k_dtype);
-  const uint32_t from_g = kv_channel_group_tokens(from.k_dtype),
-                 to_g = kv_channel_group_tokens(to.k_dtype);
+void KvBlockTranscoder::convert(const PagedKvLayout& from_layout, const uint8_t* src,
+                                const PagedKvLayout& to_layout, uint8_t* dst) const {
+  const uint32_t D = from_layout.head_dim, bs = from_layout.block_size;
   std::vector<float> x(D), keys(uint64_t{bs} * D);
   for (uint32_t layer = 0; layer < layers_; ++layer) {
+    // Each layer in its own formats (per-layer formats, paged_kv_layout.h's layer_view).
+    const PagedKvLayout from = from_layout.layer_view(layer), to = to_layout.layer_view(layer);
+    const uint32_t from_bits = channel_group_bits(from.k_dtype),
+                   to_bits = channel_group_bits(to.k_dtype);
+    const uint32_t from_g = kv_channel_group_tokens(from.k_dtype),
+                   to_g = kv_channel_group_tokens(to.k_dtype);
     for (uint32_t h = 0; h < from.kv_heads; ++h) {
-      // The offsets of (layer, head) within one block (paged_kv_layout.h's strides).
-      const uint64_t fk = layer * from.layer_bytes + uint64_t{h} * bs * from.k_vector_bytes;
-      const uint64_t fv =
-          layer * from.layer_bytes + from.v_offset + uint64_t{h} * bs * from.v_vector_bytes;
-      const uint64_t tk = layer * to.layer_bytes + uint64_t{h} * to.block_size * to.k_vector_bytes;
-      const uint64_t tv =
-          layer * to.layer_bytes + to.v_offset + uint64_t{h} * to.block_size * to.v_vector_bytes;
+      // The offsets of (layer, head) within one block.
+      const uint64_t fk = from.k_head_offset(layer, h), fv = from.v_head_offset(layer, h);
+      const uint64_t tk = to.k_head_offset(layer, h), tv = to.v_head_offset(layer, h);
       // Keys: a per-channel format is decoded and encoded a group at a time.
       for (uint32_t t = 0; t < bs; ++t) {
         float* k = keys.data() + uint64_t{t} * D;

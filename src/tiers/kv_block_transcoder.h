@@ -3,7 +3,9 @@
 // the other format with the scalar codecs (kernels/kv_vector.h). A rotated format (int4_had)
 // stores the rotated vector and converts back from it, so both sides are always the model's
 // own K and V. Per-channel keys (quant/kv_channel_groups.h) are decoded and encoded a 16-token
-// group at a time. The layouts are those of the paged pool (quant/paged_kv_layout.h), one block.
+// group at a time. The layouts are those of the paged pool (quant/paged_kv_layout.h), one block;
+// a pool with per-layer formats (quant/kv_layer_formats.h) is converted layer by layer from each
+// layer's formats, and the tier's blocks hold every layer in the tier's format.
 #pragma once
 
 #include <cstdint>

@@ -27,11 +27,19 @@ Result<std::unique_ptr<KvOffload>> KvOffload::create(
                      .block_bytes = pool_layout.block_bytes,
                      .secret_id = secrets.id};
   std::optional<KvBlockTranscoder> transcoder;
-  if (config.tier_dtype &&
-      (*config.tier_dtype != pool.k_dtype || *config.tier_dtype != pool.v_dtype)) {
+  // A pool with per-layer formats is demoted to one format for every layer, even its own.
+  if (config.tier_dtype && (*config.tier_dtype != pool.k_dtype ||
+                            *config.tier_dtype != pool.v_dtype || !pool.layer_formats.empty())) {
     KVS_ASSIGN_OR_RETURN(transcoder,
                          KvBlockTranscoder::create(pool, *config.tier_dtype, *config.tier_dtype));
     t.block_bytes = transcoder->tier_block_bytes();
+    // The host tier packs demoted blocks into pool-sized host blocks: a larger one fits none.
+    if (t.block_bytes > t.pool_block_bytes)
+      return invalid_argument(std::string("--kv-offload-dtype ") +
+                              kv_dtype_name(*config.tier_dtype) + " stores a block in " +
+                              std::to_string(t.block_bytes) + " B, more than the pool's " +
+                              std::to_string(t.pool_block_bytes) +
+                              " B: the tiers demote to a smaller format (or \"same\")");
     t.demoted = true;
     // The extents hold the demoted format (the tier keys still name the pool's).
     ns.k_dtype = ns.v_dtype = *config.tier_dtype;

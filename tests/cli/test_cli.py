@@ -234,6 +234,71 @@ class Generate(unittest.TestCase):
             (["--kv-cache-dtype-k", "int2_chan64", "--block-size", "32"], "multiple of 64"),
             (["--kv-cache-dtype", "int3_chan64", "--block-size", "64"], "holds keys only"))
 
+    def test_per_layer_formats_pool_is_the_planners_to_the_byte(self):
+        # Keys of layers 18 and 20 and values of layer 1 at 4 bits in a 2-bit pool: each layer's
+        # bytes in its own formats, in generate, perplexity and the plan alike.
+        layers = ["--kv-cache-dtype-k-layers", "18=int4_chan,20=int4_chan",
+                  "--kv-cache-dtype-v-layers", "1=int4_had"]
+        flags = ["--kv-cache-dtype-k", "int2_chan", "--kv-cache-dtype-v", "int2_had",
+                 "--kv-cache-memory", "96MiB", "--max-num-seqs", "8", *layers]
+        gen, pool = self.generate_and_plan(flags)
+        self.assertEqual(gen["kv_bytes_per_token"], 3 * (28 * 32 + 2 * 48 + 29 * 20 + 36))
+        self.assertEqual(gen["kv_cache_dtype_k_layers"], "18=int4_chan,20=int4_chan")
+        self.assertEqual(gen["kv_cache_dtype_v_layers"], "1=int4_had")
+        self.assertEqual(pool["num_blocks"], gen["kv_pool_blocks"])
+        self.assertEqual(pool["pool_bytes"], gen["kv_pool_bytes"])
+        self.assertEqual(pool["bytes_per_token"], gen["kv_bytes_per_token"])
+        self.assertIn("[K int4_chan, V int2_had]", pool["formula"])
+        plan = json.loads(run("plan", MODEL, "--json", *flags).stdout)
+        self.assertEqual(plan["kv_format"]["k_layers"], "18=int4_chan,20=int4_chan")
+        self.assertEqual(plan["per_token"]["bytes"], gen["kv_bytes_per_token"])
+        text = os.path.join(os.path.dirname(__file__), "..", "data", "kjv_genesis_exodus.txt")
+        ppl = run("perplexity", "-f", text, "--ctx", "128", "--max-windows", "1", *flags).stdout
+        self.assertIn("KV int2_chan/int2_had + layers K 18=int4_chan,20=int4_chan; V 1=int4_had", ppl)
+        self.assert_generate_refuses(
+            (["--kv-cache-dtype-k-layers", "18"], "--kv-cache-dtype-k-layers: \"18\" is not"),
+            (["--kv-cache-dtype-k-layers", "30=int8"], "layer 30: the model has 30 layers"),
+            (["--kv-cache-dtype-k", "int2_chan", "--kv-cache-dtype-v", "int2_had",
+              "--kv-cache-dtype-k-layers", "3=int8"], "grouped like the pool's"),
+            (["--kv-cache-dtype-v-layers", "2=int4_chan"], "K format only"),
+            (["--kv-cache-dtype-v-layers", "2=int4,2=int8"], "given twice"))
+
+    def test_rank_layers_runs_each_layer_and_suggests_the_best(self):
+        # One run per layer with its keys at 4 bits in a 2-bit pool, ranked; each row is what a
+        # plain run with that layer listed gives, and the suggestion lists the best ones.
+        text = os.path.join(os.path.dirname(__file__), "..", "data", "kjv_genesis_exodus.txt")
+        flags = ["perplexity", "-f", text, "--ctx", "64", "--max-windows", "2",
+                 "--kv-cache-dtype-k", "int2_chan", "--kv-cache-dtype-v", "int2_had",
+                 "--kv-cache-memory", "64MiB", "--max-num-seqs", "4"]
+        out = json.loads(run(*flags, "--rank-layers", "k", "--rank-format", "int4_chan",
+                             "--rank-top", "2", "--json").stdout)
+        rows = out["layers"]
+        self.assertEqual(sorted(r["layer"] for r in rows), list(range(30)))
+        self.assertEqual([r["perplexity"] for r in rows], sorted(r["perplexity"] for r in rows))
+        best = rows[0]
+        plain = json.loads(run(*flags, "--json", "--kv-cache-dtype-k-layers",
+                               f"{best['layer']}=int4_chan").stdout)
+        self.assertEqual(plain["perplexity"], best["perplexity"])
+        base = json.loads(run(*flags, "--json").stdout)
+        self.assertEqual(out["base_perplexity"], base["perplexity"])
+        top = sorted(r["layer"] for r in rows[:2] if r["perplexity"] < base["perplexity"])
+        self.assertEqual(out["suggested"], "--kv-cache-dtype-k-layers " +
+                         ",".join(f"{l}=int4_chan" for l in top))
+        # A layer already listed is not tried again.
+        listed = json.loads(run(*flags, "--kv-cache-dtype-k-layers", "5=int4_chan", "--rank-layers",
+                                "k", "--json").stdout)
+        self.assertNotIn(5, [r["layer"] for r in listed["layers"]])
+        self.assertIn("5=int4_chan", listed["suggested"])
+        self.assert_clean_failure_of(flags + ["--rank-layers", "q"], "--rank-layers must be k or v")
+        self.assert_clean_failure_of(flags + ["--rank-layers", "v", "--rank-format", "int4_chan"],
+                                     "K format only")
+
+    def assert_clean_failure_of(self, args, needle):
+        p = run(*args, check=False)
+        self.assertNotEqual(p.returncode, 0, args)
+        self.assertIn(needle, p.stderr, args)
+        self.assertNotIn("CHECK failed", p.stderr)
+
     def test_parallel_reports_every_sequence(self):
         out = json.loads(run("generate", "-p", "Once upon a time", "-n", "6", "--parallel", "3", "--temp", "0.8",
                              "--seed", "5", "--json").stdout)

@@ -155,6 +155,53 @@ TEST(KvGeometry, SlidingWindowInterleaved) {
   EXPECT_EQ(r.total, 2'113'929'216u);
 }
 
+// Per-layer formats: the bytes per token are the sum over layers in their own formats, the
+// formula one term per layer group in the same formats; a request, a paged pool and a sliding
+// layer count the same per-layer bytes; MLA and no-KV layers take none.
+TEST(KvGeometry, PerLayerFormatsSumOverLayers) {
+  KvModelShape s = shape_of(std::vector<KvLayer>(30, KvLayer::full(3, 64, 64)), KvDtype::kInt2Chan,
+                            KvDtype::kInt2Had);
+  s.layer_formats = {.k = {{18, KvDtype::kInt4Chan}, {20, KvDtype::kInt4Chan}},
+                     .v = {{1, KvDtype::kInt4Had}}};
+  ASSERT_TRUE(validate_kv_shape(s).is_ok());
+  const KvShapeBytes b = kv_shape_bytes(s);
+  // Keys 32 B (2 bits) or 48 B (4 bits) per head, values 20 B or 36 B.
+  EXPECT_EQ(b.bytes_per_token, 3u * (28 * 32 + 2 * 48 + 29 * 20 + 36));
+  EXPECT_EQ(b.formula,
+            "27 x 3 x (64 x (32/64) + 64 x (20/64)) [K int2_chan, V int2_had] + "
+            "1 x 3 x (64 x (32/64) + 64 x (36/64)) [K int2_chan, V int4_had] + "
+            "2 x 3 x (64 x (48/64) + 64 x (20/64)) [K int4_chan, V int2_had] = 4,824 B");
+  EXPECT_EQ(kv_layer_token_bytes(s, 18), 3u * (48 + 20));
+  // A request: its tokens, and the f16 keys of its partly filled group in every layer.
+  EXPECT_EQ(kv_request_bytes(s, 100), 100u * b.bytes_per_token + 30u * 3 * 16 * 64 * 2);
+  // The uniform description carries them too.
+  KvUniformShape u{.layers = 30,
+                   .kv_heads = 3,
+                   .head_dim_k = 64,
+                   .head_dim_v = 64,
+                   .k_dtype = KvDtype::kInt2Chan,
+                   .v_dtype = KvDtype::kInt2Had};
+  u.layer_formats = s.layer_formats;
+  EXPECT_EQ(kv_token_bytes(u).bytes_per_token, b.bytes_per_token);
+  EXPECT_EQ(kv_token_bytes(u).formula, b.formula);
+  // A sliding layer holds its window in its own format; an MLA or no-KV layer takes none.
+  KvModelShape w = shape_of({KvLayer::sliding(8, 128, 128, 4096), KvLayer::full(8, 128, 128)},
+                            KvDtype::kF16, KvDtype::kF16);
+  w.layer_formats.k = {{0, KvDtype::kInt8}};
+  EXPECT_EQ(kv_request_bytes(w, 8192), 4096u * 8 * (130 + 256) + 8192u * 8 * 512);
+  EXPECT_EQ(kv_shape_bytes(w).formula,
+            "1 x 8 x (128 x (130/128) + 128 x 2) [window 4096, K int8, V f16] + "
+            "1 x 2 x 8 x 128 x 2 [full, K f16, V f16] = 7,184 B");
+  KvModelShape m = shape_of({KvLayer::mla(512, 64), KvLayer::no_kv(100)});
+  m.layer_formats.k = {{0, KvDtype::kInt8}};
+  EXPECT_NE(validate_kv_shape(m).message().find("MLA latent has none"), std::string::npos);
+  m.layer_formats.k = {{1, KvDtype::kInt8}};
+  EXPECT_NE(validate_kv_shape(m).message().find("no K or V"), std::string::npos);
+  m.layer_formats.k = {{2, KvDtype::kInt8}};
+  EXPECT_NE(validate_kv_shape(m).message().find("layer 2: the model has 2 layers"),
+            std::string::npos);
+}
+
 TEST(KvGeometry, HybridLinearAttentionStateReportedSeparately) {
   // Qwen3-Next style: 48 layers, every 4th full attention (2 KV heads x 256), the others linear
   // attention with a fixed state per sequence.

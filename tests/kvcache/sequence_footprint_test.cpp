@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <string>
 #include <vector>
 
 #include "kvcache/kv_cache_manager.h"
@@ -60,6 +61,27 @@ TEST(SequenceFootprint, EqualsTheCacheManagersPeak) {
       }
     }
   }
+}
+
+// Per-layer formats need one block group: Gemma 3's six groups hold blocks of one size each,
+// which layers of their own formats would break. A uniform model's block is the formula's.
+TEST(SequenceFootprint, PerLayerFormatsNeedOneBlockGroup) {
+  KvModelShape g = gemma3_shape(KvDtype::kInt4Had);
+  g.layer_formats.k = {{5, KvDtype::kInt8}};
+  auto refused = plan_kv_layout(g, 16);
+  ASSERT_FALSE(refused.is_ok());
+  EXPECT_NE(refused.status().message().find("one block group"), std::string::npos)
+      << refused.status().to_string();
+  KvModelShape u;
+  u.layers.assign(30, KvLayer::full(3, 64, 64));
+  u.k_dtype = u.v_dtype = KvDtype::kInt4Had;
+  u.layer_formats.v = {{0, KvDtype::kF16}};
+  auto plan = plan_kv_pool(u, 64ull << 20, 16, 8);
+  ASSERT_TRUE(plan.is_ok()) << plan.status().to_string();
+  EXPECT_EQ(plan->bytes_per_token, 3u * (30 * 36 + 29 * 36 + 128));
+  EXPECT_EQ(plan->block_bytes, 16 * plan->bytes_per_token);
+  EXPECT_EQ(plan->num_blocks, (64ull << 20) / plan->block_bytes);
+  EXPECT_EQ(plan->unit.layer_formats, u.layer_formats);
 }
 
 TEST(SequenceFootprint, Gemma3WorkedNumbers) {

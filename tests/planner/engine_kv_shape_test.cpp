@@ -69,6 +69,60 @@ TEST(EngineKvShape, PlannerPoolEqualsTheEnginesToTheByte) {
   }
 }
 
+// With per-layer formats (and the window and sink): the planner's pool, its capacity plan and the
+// engine's pool agree to the byte.
+TEST(EngineKvShape, PerLayerFormatsAgreeToTheByte) {
+  const std::string path = default_model_path();
+  if (!std::filesystem::exists(path))
+    SKIP_OR_FAIL_IN_CI() << "run scripts/fetch-model for " << path;
+  auto loaded = load_model(path);
+  ASSERT_TRUE(loaded.is_ok()) << loaded.status().to_string();
+  auto file = GgufFile::open(path);
+  ASSERT_TRUE(file.is_ok());
+  auto model = model_from_gguf(*file, path);
+  ASSERT_TRUE(model.is_ok()) << model.status().to_string();
+  const KvLayerFormats layers{.k = {{18, KvDtype::kInt4Chan}, {20, KvDtype::kInt4Chan}},
+                              .v = {{1, KvDtype::kInt4Had}}};
+  PlanRequest r;
+  r.model = *model;
+  r.k_dtype = KvDtype::kInt2Chan;
+  r.v_dtype = KvDtype::kInt2Had;
+  r.layer_formats = layers;
+  r.gpu_memory = *parse_size_input("8GiB");
+  r.workload.context = 2048;
+  r.workload.block_size = 16;
+  r.kv_cache_memory = *parse_size_input("100MB");
+  r.engine_max_num_seqs = 8;
+  r.engine_recent_window = 128;
+  r.engine_attention_sink = true;
+  auto shape = engine_kv_shape(*model, r.k_dtype, r.v_dtype);
+  ASSERT_TRUE(shape.is_ok()) << shape.status().to_string();
+  r.engine_kv_shape = *shape;
+  auto out = run_plan(r);
+  ASSERT_TRUE(out.is_ok()) << out.status().to_string();
+  ASSERT_TRUE(out->engine_pool.has_value());
+  EngineConfig c{.kv_cache_memory = r.kv_cache_memory->bytes,
+                 .k_dtype = r.k_dtype,
+                 .v_dtype = r.v_dtype,
+                 .layer_formats = layers,
+                 .threads = 1,
+                 .max_num_seqs = 8,
+                 .recent_window = 128,
+                 .attention_sink = true};
+  auto engine = Engine::create(*loaded->model, c);
+  ASSERT_TRUE(engine.is_ok()) << engine.status().to_string();
+  const KvPoolPlan& e = (*engine)->kv_pool();
+  const KvPoolPlan& p = *out->engine_pool;
+  EXPECT_EQ(e.bytes_per_token, 3u * (28 * 32 + 2 * 48 + 29 * 20 + 36));
+  EXPECT_EQ(p.bytes_per_token, e.bytes_per_token);
+  EXPECT_EQ(p.formula, e.formula);
+  EXPECT_EQ(p.block_bytes, e.block_bytes);
+  EXPECT_EQ(p.num_blocks, e.num_blocks);
+  EXPECT_EQ(p.pool_bytes, e.pool_bytes);
+  EXPECT_EQ(p.recent_window_bytes + p.key_tail_bytes, e.recent_window_bytes + e.key_tail_bytes);
+  EXPECT_EQ(out->plan.per_token.bytes_per_token, e.bytes_per_token);
+}
+
 TEST(EngineKvShape, DefaultModelNumbers) {
   const std::string path = default_model_path();
   if (!std::filesystem::exists(path))

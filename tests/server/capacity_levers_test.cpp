@@ -93,6 +93,32 @@ TEST(CapacityLevers, KeysPer64TokensArePricedAtABlockSizeThatHoldsAGroup) {
 
 // With a recent-token window, every lever keeps it: its f16 rows for the pool's sequences come
 // out of the same memory in the lever's pool too.
+// Per-layer formats: the line names them, and a format lever keeps them (the pool the engine
+// would size with that flag changed) or says why it cannot.
+TEST(CapacityLevers, LeversKeepThePerLayerFormats) {
+  const uint64_t memory = uint64_t{64} << 20;
+  KvModelShape s = shape(KvDtype::kF16, KvDtype::kF16);
+  s.layer_formats.v = {{2, KvDtype::kInt8}};
+  const KvPoolPlan pool = *plan_kv_pool(s, memory, 16, 8);
+  const CapacityLine c = capacity_line(pool, memory, 1024);
+  EXPECT_EQ(c.layer_formats, " + layers V 2=int8");
+  EXPECT_EQ(capacity_json(c)["layer_formats"], " + layers V 2=int8");
+  const CapacityLever& int4 = c.levers[1];  // K and V int4, layer 2's values still int8
+  ASSERT_TRUE(int4.applicable) << int4.why_not;
+  KvModelShape want = shape(KvDtype::kInt4, KvDtype::kInt4);
+  want.layer_formats = s.layer_formats;
+  EXPECT_EQ(int4.num_blocks, plan_kv_pool(want, memory, 16, 8)->num_blocks);
+  EXPECT_LT(int4.num_blocks,
+            plan_kv_pool(shape(KvDtype::kInt4, KvDtype::kInt4), memory, 16, 8)->num_blocks);
+  KvModelShape keys = shape(KvDtype::kF16, KvDtype::kF16);
+  keys.layer_formats.k = {{2, KvDtype::kInt8}};
+  const CapacityLine ck = capacity_line(*plan_kv_pool(keys, memory, 16, 8), memory, 1024);
+  const CapacityLever& chan = ck.levers[2];  // int4_chan keys: layer 2's int8 is per token
+  EXPECT_FALSE(chan.applicable);
+  EXPECT_NE(chan.why_not.find("--kv-cache-dtype-k-layers: layer 2"), std::string::npos)
+      << chan.why_not;
+}
+
 TEST(CapacityLevers, LeversKeepTheRecentWindow) {
   const uint64_t memory = uint64_t{256} << 20;
   const KvPoolPlan pool = *plan_kv_pool(shape(KvDtype::kF16, KvDtype::kF16), memory, 16, 8, 64);

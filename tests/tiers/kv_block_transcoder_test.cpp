@@ -133,5 +133,65 @@ TEST(KvBlockTranscoderTest, PerChannelKeysGoThroughATierAGroupAtATime) {
   }
 }
 
+// A pool with per-layer formats goes to a tier in one format for every layer and comes back
+// into each layer's own: vector by vector, the scalar codecs of that layer's formats.
+TEST(KvBlockTranscoderTest, PerLayerFormatsConvertEachLayerFromItsOwnFormats) {
+  KvStorageShape s = shape(KvDtype::kF16, KvDtype::kF16);
+  s.layer_formats = {.k = {{1, KvDtype::kInt8}}, .v = {{2, KvDtype::kInt4Had}}};
+  const KvDtype tier = KvDtype::kInt8Had;
+  auto t = KvBlockTranscoder::create(s, tier, tier);
+  ASSERT_TRUE(t.is_ok()) << t.status().to_string();
+  auto pl = KvBlockStorage::layout_of(s);
+  auto tl = KvBlockStorage::layout_of(shape(tier, tier));
+  ASSERT_TRUE(pl.is_ok() && tl.is_ok());
+  EXPECT_EQ(t->pool_block_bytes(), pl->block_bytes);
+  EXPECT_EQ(t->tier_block_bytes(), tl->block_bytes);
+  std::vector<uint8_t> block(pl->block_bytes), tier_block(t->tier_block_bytes()),
+      back(pl->block_bytes);
+  std::mt19937 rng(7);
+  std::normal_distribution<float> nd(0, 2);
+  std::vector<float> x(64), y(64);
+  // Every (layer, head, token, K or V) vector: where it is and in which format, in a layout.
+  struct Vec {
+    uint64_t offset;
+    KvDtype dtype;
+    uint64_t bytes;
+  };
+  auto vectors = [](const PagedKvLayout& layout) {
+    std::vector<Vec> out;
+    for (uint32_t layer = 0; layer < 3; ++layer) {
+      const PagedKvLayout v = layout.layer_view(layer);
+      for (uint32_t h = 0; h < 2; ++h)
+        for (uint64_t tok = 0; tok < 4; ++tok) {
+          out.push_back(
+              {v.k_head_offset(layer, h) + tok * v.k_vector_bytes, v.k_dtype, v.k_vector_bytes});
+          out.push_back(
+              {v.v_head_offset(layer, h) + tok * v.v_vector_bytes, v.v_dtype, v.v_vector_bytes});
+        }
+    }
+    return out;
+  };
+  const std::vector<Vec> pv = vectors(*pl), tv = vectors(*tl);
+  ASSERT_EQ(pv.size(), tv.size());
+  uint64_t total = 0;
+  for (const Vec& v : pv) {
+    for (float& e : x) e = nd(rng);
+    kv_vector_from_f32(v.dtype, x.data(), 64, block.data() + v.offset);
+    total += v.bytes;
+  }
+  EXPECT_EQ(total, pl->block_bytes);  // the slices cover the block exactly
+  t->encode(block.data(), tier_block.data());
+  t->decode(tier_block.data(), back.data());
+  std::vector<uint8_t> want(t->tier_block_bytes());
+  for (size_t i = 0; i < pv.size(); ++i) {
+    kv_vector_to_f32(pv[i].dtype, block.data() + pv[i].offset, 64, x.data(), 0);
+    kv_vector_from_f32(tier, x.data(), 64, want.data());
+    ASSERT_EQ(0, std::memcmp(want.data(), tier_block.data() + tv[i].offset, tv[i].bytes)) << i;
+    kv_vector_to_f32(tier, want.data(), 64, y.data(), 0);
+    kv_vector_from_f32(pv[i].dtype, y.data(), 64, want.data());
+    ASSERT_EQ(0, std::memcmp(want.data(), back.data() + pv[i].offset, pv[i].bytes)) << i;
+  }
+}
+
 }  // namespace
 }  // namespace kvs

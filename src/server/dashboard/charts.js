@@ -168,7 +168,7 @@ export function renderLengths(container, note, lf, maxModelLen) {
 export function renderCapacity(container, cap) {
   const p1 = el('p');
   p1.append(el('b', null, 'KV bytes per token '),
-            `layers x 2 x kv_heads x head_dim x bytes = ${cap.formula} (K ${cap.k_dtype}, V ${cap.v_dtype})`);
+            `layers x 2 x kv_heads x head_dim x bytes = ${cap.formula} (K ${cap.k_dtype}, V ${cap.v_dtype}${cap.layer_formats || ''})`);
   const p2 = el('p');
   p2.append(el('b', null, 'Pool '),
             `${formatBytes(cap.pool_bytes)} = ${commas(cap.pool_bytes)} B in ${commas(cap.num_blocks)} ` +
