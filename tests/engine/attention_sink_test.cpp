@@ -93,11 +93,7 @@ TEST_P(EngineAttentionSinkTest, ParallelPreemptedAndForkedSequencesKeepOutput) {
   EXPECT_TRUE(tight->check_integrity().is_ok());
   // Three samples forked after the prompt read their parent's rows.
   auto e = make(*model, sink_config());
-  auto id = e->add_request({.prompt = prompts[4], .max_tokens = 40, .ignore_eos = true, .n = 3});
-  ASSERT_TRUE(id.is_ok()) << id.status().to_string();
-  std::map<uint32_t, std::vector<int32_t>> samples;
-  while (e->has_unfinished())
-    for (const StepOutput& o : e->step()) samples[o.index].push_back(o.token);
+  const auto samples = test::forked_samples(*e, prompts[4], 40, 3);
   ASSERT_EQ(samples.size(), 3u);
   const auto one = run_all(*make(*model, sink_config()), {prompts[4]}, 40)[0];
   for (const auto& [index, tokens] : samples) EXPECT_EQ(tokens, one) << "sample " << index;

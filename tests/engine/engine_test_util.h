@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -94,6 +95,20 @@ inline std::vector<std::vector<int32_t>> run_all(Engine& e,
     e.release(id);
   }
   return out;
+}
+
+// The greedy tokens (EOS ignored) of each of the n samples of one request, by sample index: the
+// samples fork after the prompt, sharing its blocks copy-on-write.
+inline std::map<uint32_t, std::vector<int32_t>> forked_samples(Engine& e,
+                                                               const std::vector<int32_t>& prompt,
+                                                               uint32_t max_tokens, uint32_t n) {
+  std::map<uint32_t, std::vector<int32_t>> samples;
+  auto id = e.add_request({.prompt = prompt, .max_tokens = max_tokens, .ignore_eos = true, .n = n});
+  EXPECT_TRUE(id.is_ok()) << id.status().to_string();
+  if (!id.is_ok()) return samples;
+  while (e.has_unfinished())
+    for (const StepOutput& o : e.step()) samples[o.index].push_back(o.token);
+  return samples;
 }
 
 // Greedy output of long_chat_prompt under `c` (with a recent-token window) is the same in one

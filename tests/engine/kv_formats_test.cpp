@@ -79,11 +79,7 @@ TEST_P(EngineKvFormatTest, ForkedSamplesMatchOneSample) {
   auto one = make(*model, {.kv_cache_memory = 32ull << 20});
   const auto expect = run_all(*one, {prompt}, 12)[0];
   auto e = make(*model, {.kv_cache_memory = 32ull << 20});
-  auto id = e->add_request({.prompt = prompt, .max_tokens = 12, .ignore_eos = true, .n = 3});
-  ASSERT_TRUE(id.is_ok()) << id.status().to_string();
-  std::map<uint32_t, std::vector<int32_t>> samples;
-  while (e->has_unfinished())
-    for (const StepOutput& o : e->step()) samples[o.index].push_back(o.token);
+  const auto samples = test::forked_samples(*e, prompt, 12, 3);
   ASSERT_EQ(samples.size(), 3u);
   for (const auto& [index, tokens] : samples) EXPECT_EQ(tokens, expect) << "sample " << index;
 }
@@ -140,11 +136,7 @@ TEST_P(EngineChannel64Test, OutputDoesNotDependOnHitsChunkingOrForks) {
                                  .enable_prefix_caching = false});
     EXPECT_EQ(run_all(*chunked, {p}, 8)[0], expect[0]) << bs;
     auto forks = make(*model, {.kv_cache_memory = 128ull << 20, .block_size = bs});
-    auto id = forks->add_request({.prompt = p, .max_tokens = 8, .ignore_eos = true, .n = 3});
-    ASSERT_TRUE(id.is_ok()) << id.status().to_string();
-    std::map<uint32_t, std::vector<int32_t>> samples;
-    while (forks->has_unfinished())
-      for (const StepOutput& o : forks->step()) samples[o.index].push_back(o.token);
+    const auto samples = test::forked_samples(*forks, p, 8, 3);
     ASSERT_EQ(samples.size(), 3u);
     for (const auto& [index, tokens] : samples) EXPECT_EQ(tokens, expect[0]) << "sample " << index;
   }

@@ -116,11 +116,7 @@ TEST(KvLayerFormatsEngineTest, AMixedPoolKeepsItsOutputUnderChunksHitsPreemption
   auto one = make_engine(*model, mixed_config());
   const auto single = run_all(*one, {prompt}, 12)[0];
   auto forks = make_engine(*model, mixed_config());
-  auto id = forks->add_request({.prompt = prompt, .max_tokens = 12, .ignore_eos = true, .n = 3});
-  ASSERT_TRUE(id.is_ok()) << id.status().to_string();
-  std::map<uint32_t, std::vector<int32_t>> samples;
-  while (forks->has_unfinished())
-    for (const StepOutput& o : forks->step()) samples[o.index].push_back(o.token);
+  const auto samples = test::forked_samples(*forks, prompt, 12, 3);
   ASSERT_EQ(samples.size(), 3u);
   for (const auto& [index, tokens] : samples) EXPECT_EQ(tokens, single) << "sample " << index;
 }

@@ -84,11 +84,7 @@ TEST_P(EngineRecentWindowTest, ForkedSamplesMatchOneSample) {
   auto one = make(*model, {.kv_cache_memory = 256ull << 20, .recent_window = kWindow});
   const auto expect = run_all(*one, {prompt}, 40)[0];
   auto e = make(*model, {.kv_cache_memory = 256ull << 20, .recent_window = kWindow});
-  auto id = e->add_request({.prompt = prompt, .max_tokens = 40, .ignore_eos = true, .n = 3});
-  ASSERT_TRUE(id.is_ok()) << id.status().to_string();
-  std::map<uint32_t, std::vector<int32_t>> samples;
-  while (e->has_unfinished())
-    for (const StepOutput& o : e->step()) samples[o.index].push_back(o.token);
+  const auto samples = test::forked_samples(*e, prompt, 40, 3);
   ASSERT_EQ(samples.size(), 3u);
   for (const auto& [index, tokens] : samples) EXPECT_EQ(tokens, expect) << "sample " << index;
 }
