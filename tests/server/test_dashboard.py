@@ -565,7 +565,8 @@ def test_capacity_shows_what_the_budget_holds_besides_the_pool(start_server, bro
     # pool and /metrics.
     server = start_server("--kv-cache-memory", "64MiB", "--max-model-len", "512",
                           "--max-num-seqs", "4", "--kv-cache-dtype-k", "int4_chan",
-                          "--kv-cache-dtype-v", "int4_had", "--kv-recent-window", "32")
+                          "--kv-cache-dtype-v", "int4_had", "--kv-recent-window", "32",
+                          "--kv-cache-dtype-k-layers", "3=int3_chan")
     metrics = server.get("/metrics").text
     tails = int(re.search(r"^kvserve_kv_key_tail_bytes (\d+)", metrics, re.M).group(1))
     window = int(re.search(r"^kvserve_kv_recent_window_bytes (\d+)", metrics, re.M).group(1))
@@ -583,4 +584,8 @@ def test_capacity_shows_what_the_budget_holds_besides_the_pool(start_server, bro
     want = (f"{tails:,} B of key tails and {window:,} B of recent window "
             "(--kv-recent-window 32) for --max-num-seqs 4")
     assert want in text, text
+    # Per-layer formats: named beside the pool's, and in the formula's terms.
+    assert cap["layer_formats"] == " + layers K 3=int3_chan", cap
+    assert "(K int4_chan, V int4_had + layers K 3=int3_chan)" in text, text
+    assert "[K int3_chan, V int4_had]" in cap["formula"], cap
     assert console_errors(driver) == []

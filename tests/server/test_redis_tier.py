@@ -166,6 +166,11 @@ def test_another_kv_format_never_loads(start_server, redis_server):
     assert cached == 0
     assert metric(b, "kvserve_kv_offload_prefix_cache_hits_tokens_total") == 0
     assert metric(b, "kvserve_kv_offload_checksum_failures_total") == 0  # never even read
+    # Nor does a pool of the same formats with some layers in their own (per-layer formats).
+    c = replica(start_server, redis_server, "--kv-cache-dtype-v-layers", "1=int8")
+    _, cached = complete(c, doc(6))
+    assert cached == 0
+    assert metric(c, "kvserve_kv_offload_checksum_failures_total") == 0
     # A bad --kv-remote is a clear startup error.
     import pytest
     from conftest import Server
