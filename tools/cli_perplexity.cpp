@@ -29,14 +29,13 @@ struct PerplexityFlags {
   uint32_t rank_top = 3;
 };
 
-// The perplexity of `tokens` with an engine of `config`; fails with one clear line.
-PerplexityResult perplexity_of(LoadedModel& model, const EngineConfig& config,
+// The perplexity of `tokens` through `engine` (progress on a terminal); fails with one clear line.
+PerplexityResult perplexity_of(Engine& engine, const LoadedModel& model,
                                const std::vector<int32_t>& tokens, uint32_t ctx,
                                const std::string& progress_label) {
-  auto engine = create_engine_or_fail(model, config);
   const bool tty = isatty(fileno(stderr));
   auto result = compute_perplexity(
-      *engine, tokens, ctx, model.tokenizer->adds_bos() ? model.tokenizer->bos_id() : std::nullopt,
+      engine, tokens, ctx, model.tokenizer->adds_bos() ? model.tokenizer->bos_id() : std::nullopt,
       [&](uint32_t done, uint32_t total, double ppl) {
         if (tty)
           std::fprintf(stderr, "\rperplexity%s: window %u/%u, running ppl %.4f",
@@ -64,7 +63,8 @@ void rank_layers(const PerplexityFlags& f, LoadedModel& model, const EngineConfi
     const Status ok = check_kv_layer_formats(trial, model.spec.n_layers, config.k_dtype);
     if (!ok.is_ok()) fail(ok.message());
   }
-  const PerplexityResult base = perplexity_of(model, config, tokens, f.ctx, " (base)");
+  const PerplexityResult base =
+      perplexity_of(*create_engine_or_fail(model, config), model, tokens, f.ctx, " (base)");
   struct Ranked {
     uint32_t layer;
     double perplexity;
@@ -77,7 +77,7 @@ void rank_layers(const PerplexityFlags& f, LoadedModel& model, const EngineConfi
     if (listed.contains(l)) continue;  // already in its own format
     listed[l] = *format;
     const PerplexityResult r =
-        perplexity_of(model, c, tokens, f.ctx,
+        perplexity_of(*create_engine_or_fail(model, c), model, tokens, f.ctx,
                       " (layer " + std::to_string(l) + "/" + std::to_string(layers) + ")");
     ranked.push_back({l, r.perplexity});
   }
@@ -147,17 +147,7 @@ void run_perplexity(PerplexityFlags& f) {
     return;
   }
   auto engine = create_engine_or_fail(*model, config);
-  const bool tty = isatty(fileno(stderr));
-  auto result = compute_perplexity(
-      *engine, tokens, f.ctx,
-      model->tokenizer->adds_bos() ? model->tokenizer->bos_id() : std::nullopt,
-      [&](uint32_t done, uint32_t total, double ppl) {
-        if (tty)
-          std::fprintf(stderr, "\rperplexity: window %u/%u, running ppl %.4f", done, total, ppl);
-      });
-  if (tty) std::fprintf(stderr, "\n");
-  if (!result.is_ok()) fail(result.status().message());
-  const PerplexityResult& r = *result;
+  const PerplexityResult r = perplexity_of(*engine, *model, tokens, f.ctx, "");
   if (f.json) {
     nlohmann::json j = {
         {"model", model->path},
