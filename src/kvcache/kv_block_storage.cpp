@@ -80,7 +80,8 @@ Result<PagedKvLayout> KvBlockStorage::layout_of(const KvStorageShape& s) {
   KVS_CHECK(offset == l.block_bytes);
   l.layer_bytes = 0;
   l.layers = std::move(slices);
-  // The top-level fields describe layer 0 (a view's, layer_view), never a stride.
+  // The top-level fields describe layer 0 (its view); other layers are reached through
+  // layer_view.
   return l.layer_view(0);
 }
 

@@ -40,16 +40,12 @@ Result<KvPoolPlan> plan_kv_layout(const KvModelShape& shape, uint32_t block_size
                           .k_dtype = shape.k_dtype,
                           .v_dtype = shape.v_dtype,
                           .layer_formats = shape.layer_formats};
-  p.layer_token_bytes = kv_layer_token_bytes(l0, shape.k_dtype, shape.v_dtype, 1);
   const KvShapeBytes sb = kv_shape_bytes(shape);
   p.bytes_per_token = sb.bytes_per_token;
   p.formula = sb.formula;
   p.block_size = block_size;
-  // One group: a block holds every layer, bytes_per_token each token (per-layer formats
-  // included); several: layers_per_group layers alike.
-  p.block_bytes = p.groups.num_groups() == 1
-                      ? uint64_t{block_size} * p.bytes_per_token
-                      : uint64_t{block_size} * p.groups.layers_per_group * p.layer_token_bytes;
+  // A block holds one group's layers (their own formats included), as the storage lays it out.
+  p.block_bytes = uint64_t{block_size} * kv_token_bytes(p.unit).bytes_per_token;
   return p;
 }
 

@@ -2,15 +2,15 @@
 // the engine allocates what it says, `kvserve serve` prints it before it starts, and
 // `kvserve plan` predicts with it, so all three agree to the byte:
 //
-//   layer_token_bytes = kv_heads x (K vector + V vector bytes)          (kv_geometry's formula)
-//   block_bytes       = block_size x layers_per_group x layer_token_bytes
-//                       (one group: block_size x bytes_per_token, per-layer formats included)
+//   group_token_bytes = one group's layers' K and V for one token      (kv_geometry's formula)
+//   block_bytes       = block_size x group_token_bytes
 //   num_blocks        = floor(kv_cache_memory / block_bytes)
 //   pool_bytes        = num_blocks x block_bytes
 //
-// With one group of all layers (every uniform model), block_bytes = block_size x
-// bytes_per_token: a block holds every layer's K/V for block_size tokens. A model with sliding
-// layers has several groups (kv_cache_groups.h), and a block holds one group's layers.
+// With one group of all layers (every uniform model, and every model with per-layer formats),
+// block_bytes = block_size x bytes_per_token: a block holds every layer's K/V for block_size
+// tokens. A model with sliding layers has several groups (kv_cache_groups.h) of
+// layers_per_group alike layers, and a block holds one group's layers.
 #pragma once
 
 #include <cstdint>
@@ -30,8 +30,7 @@ inline constexpr uint64_t kMaxPoolBlocks = uint64_t{1} << 31;
 struct KvPoolPlan {
   KvModelShape shape;  // the model's layers and K/V formats (one rank)
   KvCacheGroups groups;
-  KvUniformShape unit;             // the layers of one group: what one block stores per token
-  uint64_t layer_token_bytes = 0;  // one layer's K and V for one token (layer 0's formats)
+  KvUniformShape unit;  // the layers of one group: what one block stores per token
   // Every layer's K and V for one token (sliding layers while the sequence is within their
   // window), and the formula with the model's numbers (kv_geometry's text).
   uint64_t bytes_per_token = 0;

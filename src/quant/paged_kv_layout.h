@@ -44,6 +44,9 @@ struct PagedKvLayout {
   uint64_t block_bytes = 0;
   uint64_t layer_bytes = 0;  // one layer's K and V within a block (0 when `layers` is set)
   uint64_t v_offset = 0;     // from a layer's start to its V part
+  // A layer view's (layer_view) offset of its layer from a block's start; 0 otherwise. With
+  // layer_bytes 0 it makes the accessors below branch-free for every layout.
+  uint64_t layer_base = 0;
   // Per-layer formats: every layer's slice (shared by the copies of a layout); null when all
   // layers are alike. The fields above then describe one layer: the view's (layer_view).
   std::shared_ptr<const std::vector<PagedKvLayerSlice>> layers;
@@ -54,12 +57,12 @@ struct PagedKvLayout {
   // owned by the engine's model runner; null without a window.
   RecentWindow* recent = nullptr;
 
-  // Offset of `layer`'s part from a block's start.
+  // Offset of `layer`'s part from a block's start. With per-layer formats only a view of that
+  // layer (layer_view) knows it: call these on layer_view(layer).
   [[nodiscard]] uint64_t layer_offset(uint32_t layer) const {
-    return layers ? (*layers)[layer].offset : layer * layer_bytes;
+    return layer_base + layer * layer_bytes;
   }
-  // Offsets of (layer, head)'s K (V) rows from a block's start, in this layout's formats: a
-  // layer's own when `layers` is set, so call them on layer_view(layer).
+  // Offsets of (layer, head)'s K (V) rows from a block's start, in this layout's formats.
   [[nodiscard]] uint64_t k_head_offset(uint32_t layer, uint32_t head) const {
     return layer_offset(layer) + head * block_size * k_vector_bytes;
   }
@@ -85,6 +88,7 @@ struct PagedKvLayout {
     v.k_vector_bytes = s.k_vector_bytes;
     v.v_vector_bytes = s.v_vector_bytes;
     v.v_offset = s.v_offset;
+    v.layer_base = s.offset;
     return v;
   }
 };

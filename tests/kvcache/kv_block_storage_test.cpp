@@ -64,9 +64,9 @@ TEST(KvBlockStorageTest, PerLayerFormatsGiveEachLayerItsSlice) {
   EXPECT_EQ(st->block_bytes(), 4u * (64 + 96 + 96));
   const PagedKvLayout& l = st->layout();
   ASSERT_TRUE(l.layers != nullptr);
-  EXPECT_EQ(l.layer_offset(0), 0u);
-  EXPECT_EQ(l.layer_offset(1), 4u * 64);
-  EXPECT_EQ(l.layer_offset(2), 4u * (64 + 96));
+  EXPECT_EQ(l.layer_view(0).layer_offset(0), 0u);
+  EXPECT_EQ(l.layer_view(1).layer_offset(1), 4u * 64);
+  EXPECT_EQ(l.layer_view(2).layer_offset(2), 4u * (64 + 96));
   const PagedKvLayout v1 = l.layer_view(1), v2 = l.layer_view(2);
   EXPECT_EQ(v1.k_dtype, KvDtype::kF32);
   EXPECT_EQ(v1.v_dtype, KvDtype::kF16);
