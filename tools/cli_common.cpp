@@ -82,11 +82,9 @@ EngineConfig engine_config_or_fail(const EngineFlags& f, const LoadedModel& mode
       dtype(f.kv_cache_dtype == "auto" ? "f16" : f.kv_cache_dtype, "--kv-cache-dtype");
   c.k_dtype = f.kv_cache_dtype_k.empty() ? both : dtype(f.kv_cache_dtype_k, "--kv-cache-dtype-k");
   c.v_dtype = f.kv_cache_dtype_v.empty() ? both : dtype(f.kv_cache_dtype_v, "--kv-cache-dtype-v");
-  auto k_layers = parse_kv_layer_formats(f.kv_cache_dtype_k_layers, "--kv-cache-dtype-k-layers");
-  if (!k_layers.is_ok()) fail(k_layers.status().message());
-  auto v_layers = parse_kv_layer_formats(f.kv_cache_dtype_v_layers, "--kv-cache-dtype-v-layers");
-  if (!v_layers.is_ok()) fail(v_layers.status().message());
-  c.layer_formats = {.k = std::move(k_layers).value(), .v = std::move(v_layers).value()};
+  auto layers = parse_kv_layer_flags(f.kv_cache_dtype_k_layers, f.kv_cache_dtype_v_layers);
+  if (!layers.is_ok()) fail(layers.status().message());
+  c.layer_formats = std::move(layers).value();
   if (f.threads < 0) fail("--threads must be positive");
   c.threads = f.threads;
   c.max_num_batched_tokens = f.max_num_batched_tokens;

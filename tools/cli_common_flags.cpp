@@ -6,6 +6,7 @@
 
 #include "core/check.h"
 #include "quant/kv_format.h"
+#include "quant/kv_layer_formats.h"
 #include "tools/cli_commands.h"
 #include "tools/cli_config_file.h"
 
@@ -140,17 +141,16 @@ void add_kv_layer_dtype_flags(CLI::App& cmd, std::string* k_layers, std::string*
     case FlagRole::kSimulatedEngine: what = "simulated"; break;
     case FlagRole::kPlanner: what = "counted"; break;
   }
-  if (what == nullptr) unknown_role("--kv-cache-dtype-k-layers");
+  if (what == nullptr) unknown_role(kKLayersFlag);
   const std::string tail = std::string(" ") + what +
                            " in their own format, LAYER=FORMAT or FIRST-LAST=FORMAT items "
                            "separated by commas (layers count from 0), e.g. ";
-  cmd.add_option("--kv-cache-dtype-k-layers", *k_layers,
+  cmd.add_option(kKLayersFlag, *k_layers,
                  "layers whose keys are" + tail +
                      "18=int4_chan,20=int4_chan with --kv-cache-dtype-k int2_chan: a few "
                      "layers at more bits take most of a low-bit format's loss; keys grouped "
                      "like the pool's (docs/kv-quantization.md)");
-  cmd.add_option("--kv-cache-dtype-v-layers", *v_layers,
-                 "layers whose values are" + tail + "1=int4_had");
+  cmd.add_option(kVLayersFlag, *v_layers, "layers whose values are" + tail + "1=int4_had");
 }
 
 void add_kv_cache_memory_flag(CLI::App& cmd, std::string* bytes, FlagRole role) {

@@ -56,7 +56,7 @@ void rank_layers(const PerplexityFlags& f, LoadedModel& model, const EngineConfi
   if (role == 0) fail("--rank-layers must be k or v, got '" + f.rank_layers + "'");
   auto format = parse_kv_dtype(f.rank_format);
   if (!format.is_ok()) fail("--rank-format: " + format.status().message());
-  const std::string flag = role == 'k' ? "--kv-cache-dtype-k-layers" : "--kv-cache-dtype-v-layers";
+  const std::string flag = role == 'k' ? kKLayersFlag : kVLayersFlag;
   {  // a format the role cannot take fails before the first run
     KvLayerFormats trial = config.layer_formats;
     (role == 'k' ? trial.k : trial.v)[0] = *format;

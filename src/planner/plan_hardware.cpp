@@ -36,10 +36,7 @@ Result<PlanRequest> plan_request_from_hardware(const HardwareArgs& a) {
                        resolve_kv_dtype(a.k_dtype.empty() ? a.kv_dtype : a.k_dtype, r.model));
   KVS_ASSIGN_OR_RETURN(r.v_dtype,
                        resolve_kv_dtype(a.v_dtype.empty() ? a.kv_dtype : a.v_dtype, r.model));
-  KVS_ASSIGN_OR_RETURN(r.layer_formats.k,
-                       parse_kv_layer_formats(a.k_layers, "--kv-cache-dtype-k-layers"));
-  KVS_ASSIGN_OR_RETURN(r.layer_formats.v,
-                       parse_kv_layer_formats(a.v_layers, "--kv-cache-dtype-v-layers"));
+  KVS_ASSIGN_OR_RETURN(r.layer_formats, parse_kv_layer_flags(a.k_layers, a.v_layers));
   if (a.tp == 0) return invalid_argument("--tp must be at least 1");
   r.tp = a.tp;
 

@@ -11,14 +11,24 @@ KvDtype at(const std::map<uint32_t, KvDtype>& m, uint32_t layer, KvDtype pool) {
   return it == m.end() ? pool : it->second;
 }
 
-// A layer number: decimal digits only, below 2^20 (no model has that many layers).
+// A layer number: decimal digits only, below 2^16 (no model has that many layers; a range's
+// entries stay few).
 Result<uint32_t> parse_layer(std::string_view s, std::string_view item, std::string_view flag) {
   uint32_t n = 0;
   const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), n);
-  if (s.empty() || ec != std::errc() || end != s.data() + s.size() || n >= (1u << 20))
+  if (s.empty() || ec != std::errc() || end != s.data() + s.size() || n >= (1u << 16))
     return invalid_argument(std::string(flag) + ": \"" + std::string(item) +
                             "\" is not LAYER=FORMAT or FIRST-LAST=FORMAT (layers count from 0)");
   return n;
+}
+
+// invalid_argument naming `flag` for the first listed layer the model lacks.
+Status check_layers_exist(const std::map<uint32_t, KvDtype>& listed, uint32_t layers,
+                          std::string_view flag) {
+  if (listed.empty() || listed.rbegin()->first < layers) return Status::ok();
+  return invalid_argument(std::string(flag) + ": layer " + std::to_string(listed.rbegin()->first) +
+                          ": the model has " + std::to_string(layers) + " layers (0 to " +
+                          std::to_string(layers - 1) + ")");
 }
 
 }  // namespace
@@ -62,12 +72,18 @@ Result<std::map<uint32_t, KvDtype>> parse_kv_layer_formats(std::string_view text
   return out;
 }
 
+Result<KvLayerFormats> parse_kv_layer_flags(std::string_view k_text, std::string_view v_text) {
+  KvLayerFormats f;
+  KVS_ASSIGN_OR_RETURN(f.k, parse_kv_layer_formats(k_text, kKLayersFlag));
+  KVS_ASSIGN_OR_RETURN(f.v, parse_kv_layer_formats(v_text, kVLayersFlag));
+  return f;
+}
+
 Status check_kv_layer_formats(const KvLayerFormats& f, uint32_t layers, KvDtype pool_k) {
+  KVS_RETURN_IF_ERROR(check_layers_exist(f.k, layers, kKLayersFlag));
+  KVS_RETURN_IF_ERROR(check_layers_exist(f.v, layers, kVLayersFlag));
   for (const auto& [layer, dtype] : f.k) {
-    const std::string where = "--kv-cache-dtype-k-layers: layer " + std::to_string(layer);
-    if (layer >= layers)
-      return invalid_argument(where + ": the model has " + std::to_string(layers) +
-                              " layers (0 to " + std::to_string(layers - 1) + ")");
+    const std::string where = std::string(kKLayersFlag) + ": layer " + std::to_string(layer);
     if (kv_channel_group_tokens(dtype) != kv_channel_group_tokens(pool_k)) {
       const auto grouping = [](KvDtype d) {
         const uint32_t g = kv_channel_group_tokens(d);
@@ -82,10 +98,7 @@ Status check_kv_layer_formats(const KvLayerFormats& f, uint32_t layers, KvDtype 
     }
   }
   for (const auto& [layer, dtype] : f.v) {
-    const std::string where = "--kv-cache-dtype-v-layers: layer " + std::to_string(layer);
-    if (layer >= layers)
-      return invalid_argument(where + ": the model has " + std::to_string(layers) +
-                              " layers (0 to " + std::to_string(layers - 1) + ")");
+    const std::string where = std::string(kVLayersFlag) + ": layer " + std::to_string(layer);
     if (kv_dtype_per_channel(dtype))
       return invalid_argument(where + ": " + kv_dtype_name(dtype) +
                               " quantizes keys per channel; it is a K format only");

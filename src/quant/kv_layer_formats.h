@@ -36,12 +36,19 @@ struct KvLayerFormats {
   friend bool operator==(const KvLayerFormats&, const KvLayerFormats&) = default;
 };
 
+inline constexpr const char* kKLayersFlag = "--kv-cache-dtype-k-layers";
+inline constexpr const char* kVLayersFlag = "--kv-cache-dtype-v-layers";
+
 // Parses one role's flag text: comma-separated `LAYER=FORMAT` or `FIRST-LAST=FORMAT` items
 // ("18=int4_chan,20=int4_chan", "0-3=int8"), format names as parse_kv_dtype takes them. An empty
 // text is no layer. invalid_argument naming `flag` for a malformed item, a layer given twice or a
 // range that runs backwards.
 [[nodiscard]] Result<std::map<uint32_t, KvDtype>> parse_kv_layer_formats(std::string_view text,
                                                                          std::string_view flag);
+
+// Both flags' texts (kKLayersFlag's, kVLayersFlag's), each as parse_kv_layer_formats.
+[[nodiscard]] Result<KvLayerFormats> parse_kv_layer_flags(std::string_view k_text,
+                                                          std::string_view v_text);
 
 // ok when every listed layer exists (< layers), no V format is per channel (those are keys only)
 // and every K format groups keys like `pool_k` (kv_channel_group_tokens equal). invalid_argument
