@@ -148,14 +148,14 @@ Result run(const Model& m, KvDtype dtype, KvDtype v_dtype, int ctx, ThreadPool& 
   std::normal_distribution<float> nd(0.0f, 1.0f);
   const int distinct = 256;
   // Per-channel keys (quant/kv_channel_groups.h) are sealed a group of G tokens at a time.
-  const uint32_t k_bits = channel_group_bits(dtype);
+  const ChannelBits k_bits = channel_bits(dtype);
   const uint32_t G = kv_channel_group_tokens(dtype);
-  const uint64_t gb = k_bits ? channel_group_bytes(k_bits, G, m.head_dim) : 0;
+  const uint64_t gb = k_bits.bits ? channel_group_bytes(k_bits, G, m.head_dim) : 0;
   const uint64_t kb = kv.k_vector_bytes, vb = kv.v_vector_bytes;
-  std::vector<uint8_t> k_bytes(distinct * (k_bits ? gb : kb)), v_bytes(distinct * vb);
+  std::vector<uint8_t> k_bytes(distinct * (k_bits.bits ? gb : kb)), v_bytes(distinct * vb);
   std::vector<float> x(m.head_dim), group(uint64_t{std::max(1u, G)} * m.head_dim);
   for (int i = 0; i < distinct; ++i) {
-    if (k_bits) {
+    if (k_bits.bits) {
       for (auto& v : group) v = nd(rng);
       quantize_channel_group(k_bits, group.data(), m.head_dim, G, m.head_dim,
                              k_bytes.data() + i * gb);
@@ -174,7 +174,7 @@ Result run(const Model& m, KvDtype dtype, KvDtype v_dtype, int ctx, ThreadPool& 
     for (uint32_t l = 0; l < m.layers; ++l)
       for (uint32_t h = 0; h < m.kv_heads; ++h)
         for (uint32_t s = 0; s < m.block_size; ++s) {
-          if (k_bits == 0)
+          if (k_bits.bits == 0)
             std::memcpy(kv.k_head(b, l, h) + s * kb, k_bytes.data() + (rng() % distinct) * kb, kb);
           else if (s % G == 0)
             std::memcpy(kv.k_head(b, l, h) + (s / G) * gb, k_bytes.data() + (rng() % distinct) * gb,
@@ -324,8 +324,8 @@ void print_window(const Model& m) {
 int main_impl(int argc, char** argv) {
   std::vector<int> contexts = {1024, 4096, 16384, 32768};
   std::vector<std::string> formats = {
-      "f32",      "f16",  "bf16", "fp8_e4m3", "fp8_e5m2", "fp8_e4m3_dyn", "int8",
-      "int8_had", "q8_0", "int4", "int4_had", "int3_had", "int2_had",     "q4_0"};
+      "f32",  "f16",  "bf16",     "fp8_e4m3", "fp8_e5m2", "fp8_e4m3_dyn", "int8", "int8_had",
+      "q8_0", "int4", "int4_had", "int3_had", "int2_had", "int2_had64",   "q4_0"};
   int threads = ThreadPool::hardware_threads();
   double min_seconds = 1.0;
   bool markdown = false;

@@ -44,12 +44,15 @@ MODEL = os.path.join(os.environ.get("KVSERVE_MODEL_DIR", os.path.expanduser("~/.
 # channel over 64 tokens (*_chan64) run in blocks of 64.
 FORMATS = ["f32/f32", "f16/f16", "bf16/bf16", "fp8_e4m3/fp8_e4m3", "fp8_e5m2/fp8_e5m2",
            "fp8_e4m3_dyn/fp8_e4m3_dyn", "int8/int8", "int8_had/int8_had", "q8_0/q8_0", "int4/int4",
-           "int4_had/int4_had", "int3_had/int3_had", "int2_had/int2_had", "q4_0/q4_0",
+           "int4_had/int4_had", "int3_had/int3_had", "int2_had/int2_had", "int2_had64/int2_had64",
+           "q4_0/q4_0",
            "int8/int4", "int8/int4_had", "f16/int4", "f16/int8", "q8_0/q4_0",
            "int4_chan/int4_had", "int4_chan64/int4_had", "int3_chan/int3_had",
            "int3_chan64/int3_had", "int2_chan/int2_had", "int2_chan64/int2_had",
+           "int2mix_chan64/int2_had64",
            "int4_chan64/int4_had@128+sink", "int3_chan/int3_had@128+sink",
-           "int2_chan/int2_had@128+sink", "int2_chan64/int2_had@128+sink"]
+           "int2_chan/int2_had@128+sink", "int2_chan64/int2_had@128+sink",
+           "int2mix_chan64/int2_had64@128+sink"]
 SPEED_FORMATS = [f for f in FORMATS if "@" not in f and f.split("/")[0] == f.split("/")[1]] + [
     f for f in FORMATS if "chan" in f] + ["int8/int4_had"]
 LLAMA_FORMATS = [("f32", "f32"), ("f16", "f16"), ("q8_0", "q8_0"), ("q4_0", "q4_0"), ("q8_0", "q4_0")]

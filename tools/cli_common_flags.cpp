@@ -24,10 +24,13 @@ constexpr const char* kKvFormats =
     "f32, f16, bf16, fp8 (= fp8_e4m3, per-tensor scale 1.0, saturating), fp8_e5m2, fp8_e4m3_dyn "
     "(f16 scale per token and head), int8 (f16 scale per token and head), int8_had (int8 after a "
     "Hadamard rotation), int4 (f16 scale per 32 elements), int4_had (int4 after the rotation), "
-    "int3_had, int2_had (3 and 2 bits after the rotation), q8_0, q4_0 (llama.cpp blocks); for keys "
-    "only (--kv-cache-dtype-k): int4_chan, int3_chan, int2_chan (per channel over 16 tokens), "
-    "int4_chan64, int3_chan64, int2_chan64 (over 64 tokens: --block-size a multiple of 64); see "
-    "docs/kv-quantization.md";
+    "int3_had, int2_had (3 and 2 bits after the rotation), int2_had64 (int2_had, one scale per 64 "
+    "elements), q8_0, q4_0 (llama.cpp blocks); for keys only (--kv-cache-dtype-k): int4_chan, "
+    "int3_chan, int2_chan (per channel over 16 tokens), int4_chan64, int3_chan64, int2_chan64 "
+    "(over "
+    "64 tokens: --block-size a multiple of 64), int2mix_chan64 (int2_chan64 with the widest "
+    "quarter "
+    "of the channels at 3 bits); see docs/kv-quantization.md";
 
 // The list above is written by hand; it must name every format of the table (kv_format.h), as a
 // word of its own ("int4" inside "int4_had" does not count).

@@ -32,14 +32,15 @@ static void ScoreKeysChannel(const RangeArgs& r, float* codes) {
   const uint32_t D = kv.head_dim;
   const int32_t bs = static_cast<int32_t>(kv.block_size);
   const int32_t G = static_cast<int32_t>(kv_channel_group_tokens(kv.k_dtype));
-  const uint32_t bits = channel_group_bits(kv.k_dtype);
-  const uint64_t group_bytes = channel_group_bytes(bits, uint32_t(G), D);
+  const ChannelBits code = channel_bits(kv.k_dtype);
+  const uint32_t bits = code.bits;
+  const uint64_t group_bytes = channel_group_bytes(code, uint32_t(G), D);
   const int32_t len = r.j1 - r.j0;
   const uint32_t* table = a.block_table[r.t];
   const DF df;
   const size_t L = hn::Lanes(df);
   const bool q4_rows = bits == 4 && readers_fit(KvDtype::kInt4, D);
-  thread_local std::vector<float> qs;
+  thread_local std::vector<float> qs, wide_terms;
   if (qs.size() < size_t{NG} * D) qs.resize(size_t{NG} * D);
   // The query's own group is read in f16 (quant/key_tails.h), the groups before it sealed.
   const int32_t own_start = (a.context_len[r.t] - 1) / G * G;
@@ -90,7 +91,8 @@ static void ScoreKeysChannel(const RangeArgs& r, float* codes) {
       KVS_UNROLL
       for (int g = 0; g < NG; ++g) c_min[g] = c_qs[g] = hn::Zero(df);
       for (uint32_t i = 0; i < D; i += L) {
-        const VF mn = ReadF16::Load(df, mins, i), st = ReadF16::Load(df, steps, i);
+        // |step|: int2mix_chan64 marks its wide channels in the sign bits.
+        const VF mn = ReadF16::Load(df, mins, i), st = hn::Abs(ReadF16::Load(df, steps, i));
         KVS_UNROLL
         for (int g = 0; g < NG; ++g) {
           const VF q = hn::LoadU(df, r.q + g * D + i);
@@ -113,7 +115,7 @@ static void ScoreKeysChannel(const RangeArgs& r, float* codes) {
           std::memcpy(&m16, mins + 2 * i, 2);
           std::memcpy(&s16, steps + 2 * i, 2);
           c += r.q[g * D + i] * f16_to_f32(m16);
-          qs[g * D + i] = r.q[g * D + i] * f16_to_f32(s16);
+          qs[g * D + i] = r.q[g * D + i] * f16_to_f32(s16 & 0x7FFFu);
         }
         q_const[g] = c;
       }
@@ -121,6 +123,36 @@ static void ScoreKeysChannel(const RangeArgs& r, float* codes) {
     if (q4_rows) {
       j = ScoreChannelRowsD<ChannelRowQ4, NG>(r, group, G, qs.data(), q_const, j, end, pf,
                                               lines_per_step);
+    } else if (code.wide) {
+      // int2mix_chan64: the wide channels' third bits stand for 4 x (q x step) each, added in
+      // lanes with the 2-bit rows' sums (the keys past the last four: the scalar loop below).
+      const uint32_t W = D / 4;
+      if (D % L == 0 && L <= 16 && W % L == 0) {
+        // Each head's wide terms in channel order, a chunk of channels at a time compressed to
+        // the lanes whose step has its sign bit set (a full vector may be written: L of slack).
+        wide_terms.resize(size_t{NG} * (W + L));
+        const hn::RebindToUnsigned<DF> du;
+        const hn::Rebind<uint16_t, DF> du16;
+        size_t k = 0;
+        for (uint32_t i = 0; i < D; i += L) {
+          const auto sign = hn::And(
+              hn::PromoteTo(du, hn::LoadU(du16, reinterpret_cast<const uint16_t*>(steps) + i)),
+              hn::Set(du, 0x8000u));
+          const auto is_wide = hn::RebindMask(df, hn::Ne(sign, hn::Zero(du)));
+          size_t n = 0;
+          KVS_UNROLL
+          for (int g = 0; g < NG; ++g)
+            n = hn::CompressStore(hn::Mul(hn::Set(df, 4.0f), hn::LoadU(df, qs.data() + g * D + i)),
+                                  is_wide, df, wide_terms.data() + size_t(g) * (W + L) + k);
+          k += n;
+          KVS_CHECK(k <= W);
+        }
+        KVS_CHECK(k == W);
+        j = ScoreChannelRowsD<ChannelRowLowBit<2>, NG, true>(
+            r, group, G, qs.data(), q_const, j, end, pf, lines_per_step,
+            WideChannelTerms{
+                .w = wide_terms.data(), .W = W, .stride = W + uint32_t(L), .group = group});
+      }
     } else if (D % L == 0 && L <= 16) {
       j = bits == 3 ? ScoreChannelRowsD<ChannelRowLowBit<3>, NG>(r, group, G, qs.data(), q_const, j,
                                                                  end, pf, lines_per_step)
@@ -128,8 +160,7 @@ static void ScoreKeysChannel(const RangeArgs& r, float* codes) {
                                                                  end, pf, lines_per_step);
     }
     for (; j < end; ++j) {  // head dims the readers cannot tile
-      const uint8_t* row = channel_group_codes(group, bits, uint32_t(j % G), D);
-      for (uint32_t i = 0; i < D; ++i) codes[i] = static_cast<float>(channel_code(row, bits, i));
+      channel_row_codes(code, group, uint32_t(j % G), D, codes);
       for (int g = 0; g < NG; ++g) {
         float d = 0;
         for (uint32_t i = 0; i < D; ++i) d += qs[g * D + i] * codes[i];

@@ -115,8 +115,8 @@ static HWY_INLINE PrefetchCursor BlockPrefetch(const RangeArgs& r, int32_t j, in
   return pf;
 }
 
-// One chunk of L elements of an ungrouped key (i) or one 32-element group of a grouped key
-// (e0), for all NG query heads: the bodies of KeyDot's loop.
+// One chunk of L elements of an ungrouped key (i) or one group (R::kGroupElems elements) of a
+// grouped key, for all NG query heads: the bodies of KeyDot's loop.
 template <class R, int NG>
 static HWY_INLINE void KeyChunk(DF df, const uint8_t* k, const float* q, uint32_t D, size_t i,
                                 VF* acc) {
@@ -126,12 +126,12 @@ static HWY_INLINE void KeyChunk(DF df, const uint8_t* k, const float* q, uint32_
     for (int g = 0; g < NG; ++g) acc[g] = hn::MulAdd(hn::LoadU(df, q + g * D + i), x, acc[g]);
   } else {
     const size_t L = hn::Lanes(df);
-    const uint8_t* gp = k + (i / 32) * R::kGroupBytes;
+    const uint8_t* gp = k + (i / R::kGroupElems) * R::kGroupBytes;
     VF part[NG];
     KVS_UNROLL
     for (int g = 0; g < NG; ++g) part[g] = hn::Zero(df);
     KVS_UNROLL
-    for (size_t e = 0; e < 32; e += L) {
+    for (size_t e = 0; e < R::kGroupElems; e += L) {
       const VF x = R::Load(df, gp, e);
       KVS_UNROLL
       for (int g = 0; g < NG; ++g)
@@ -149,7 +149,8 @@ static HWY_INLINE void KeyChunk(DF df, const uint8_t* k, const float* q, uint32_
 // runtime head dim keeps a plain loop (unrolling it would multiply the code of every format).
 template <class R, int NG, uint32_t kD>
 static HWY_INLINE void KeyDot(DF df, const uint8_t* k, const float* q, uint32_t D, VF* acc) {
-  const size_t step = R::kGrouped ? 32 : hn::Lanes(df);
+  size_t step = hn::Lanes(df);
+  if constexpr (R::kGrouped) step = R::kGroupElems;
   KVS_UNROLL
   for (int g = 0; g < NG; ++g) acc[g] = hn::Zero(df);
   if constexpr (kD != 0) {
@@ -366,15 +367,27 @@ static void ScoreKeysD(const RangeArgs& r) {
   return ScoreKeys<R, NG, 0>(r);
 }
 
+// int2mix_chan64's third bits (quant/kv_channel_groups.h) for ScoreChannelRows: per head, the
+// wide channels' 4 x (q x step) in their order, W of them (W a multiple of the lanes, `stride`
+// floats from one head's to the next), and where a group's rows of third bits start.
+struct WideChannelTerms {
+  const float* w = nullptr;  // head g's terms at w + g x stride
+  uint32_t W = 0, stride = 0;
+  const uint8_t* group = nullptr;
+};
+
 // Keys [j, end) of one per-channel group, as rows of R (kv_readers-inl.h): each key one dot
 // product of the heads' qs with its codes, the accumulators in registers, four keys at a time
 // reduced together (attention_key_scores-inl.h). Returns the first key not scored. With the
 // head dim known at compile time (kD, as ScoreKeys) the loop over a row's chunks unrolls.
-// G: the format's tokens per group.
-template <class R, int NG, uint32_t kD>
+// G: the format's tokens per group. kWide: the four keys' third bits (WideChannelTerms) go into
+// the same accumulators, a lane per wide channel, before the reduction; every key at a time and
+// the keys past the last four are left to the caller (returned as not scored).
+template <class R, int NG, uint32_t kD, bool kWide = false>
 static int32_t ScoreChannelRows(const RangeArgs& r, const uint8_t* group, int32_t G,
                                 const float* qs, const float* q_const, int32_t j, int32_t end,
-                                PrefetchCursor& pf, uint32_t lines_per_step) {
+                                PrefetchCursor& pf, uint32_t lines_per_step,
+                                const WideChannelTerms& wide = {}) {
   const PagedAttentionArgs& a = *r.a;
   const uint32_t D = kD != 0 ? kD : a.kv.head_dim;
   const int32_t len = r.j1 - r.j0;
@@ -413,12 +426,33 @@ static int32_t ScoreChannelRows(const RangeArgs& r, const uint8_t* group, int32_
       } else {
         for (uint32_t e = 0; e < D; e += L) chunk(e);
       }
+      if constexpr (kWide) {
+        // Lane i of a chunk of wide channels adds its term where its third bit is set. The four
+        // keys' rows of third bits follow each other (they are in one group).
+        const uint8_t* thirds = channel_group_wide_bits(wide.group, uint32_t(j % G), D);
+        const uint32_t third_bytes = D / 32;
+        for (uint32_t k = 0; k < wide.W; k += L) {
+          VF wv[NG];
+          KVS_UNROLL
+          for (int g = 0; g < NG; ++g) wv[g] = hn::LoadU(df, wide.w + g * wide.stride + k);
+          KVS_UNROLL
+          for (int u = 0; u < 4; ++u) {
+            // The chunk's L bits: lane i's bit i. A group's rows of third bits lie before its
+            // layer's V in the block, so reading past the last one stays in the block.
+            const auto set = hn::LoadMaskBits(df, thirds + u * third_bytes + k / 8);
+            KVS_UNROLL
+            for (int g = 0; g < NG; ++g)
+              acc[u][g] = hn::IfThenElse(set, hn::Add(acc[u][g], wv[g]), acc[u][g]);
+          }
+        }
+      }
       KVS_UNROLL
       for (int g = 0; g < NG; ++g)
         Reduce4(df, acc[0][g], acc[1][g], acc[2][g], acc[3][g], factor,
                 r.scores + g * len + (j - r.j0), add[g]);
     }
   }
+  if constexpr (kWide) return j;
   for (; j < end; ++j) {
     const uint8_t* row = R::Row(group, uint32_t(j % G), D);
     VF acc[NG];
@@ -436,13 +470,16 @@ static int32_t ScoreChannelRows(const RangeArgs& r, const uint8_t* group, int32_
   return j;
 }
 
-template <class R, int NG>
+template <class R, int NG, bool kWide = false>
 static int32_t ScoreChannelRowsD(const RangeArgs& r, const uint8_t* group, int32_t G,
                                  const float* qs, const float* q_const, int32_t j, int32_t end,
-                                 PrefetchCursor& pf, uint32_t lines_per_step) {
+                                 PrefetchCursor& pf, uint32_t lines_per_step,
+                                 const WideChannelTerms& wide = {}) {
   if (r.a->kv.head_dim == 64)
-    return ScoreChannelRows<R, NG, 64>(r, group, G, qs, q_const, j, end, pf, lines_per_step);
-  return ScoreChannelRows<R, NG, 0>(r, group, G, qs, q_const, j, end, pf, lines_per_step);
+    return ScoreChannelRows<R, NG, 64, kWide>(r, group, G, qs, q_const, j, end, pf, lines_per_step,
+                                              wide);
+  return ScoreChannelRows<R, NG, 0, kWide>(r, group, G, qs, q_const, j, end, pf, lines_per_step,
+                                           wide);
 }
 
 }  // namespace HWY_NAMESPACE

@@ -62,8 +62,8 @@ static HWY_INLINE void AccumulateTile(const RangeArgs& r, float* out, size_t c0,
           x = R::Load(df, v, (c0 + c) * L);  // the vector's scale is already in p (ScaleWeights)
         } else {
           const size_t e = (c0 + c) * L;
-          const uint8_t* gp = v + (e / 32) * R::kGroupBytes;
-          x = hn::Mul(R::Load(df, gp, e % 32), hn::Set(df, R::Scale(gp)));
+          const uint8_t* gp = v + (e / R::kGroupElems) * R::kGroupBytes;
+          x = hn::Mul(R::Load(df, gp, e % R::kGroupElems), hn::Set(df, R::Scale(gp)));
         }
         KVS_UNROLL
         for (int g = 0; g < NG; ++g) acc[g][c] = hn::MulAdd(w[g], x, acc[g][c]);

@@ -35,8 +35,9 @@ using VF = hn::Vec<DF>;
 //
 // Ungrouped readers: Load(df, vec, i) for elements [i, i + L); Scale(vec, D) = kFactor (a
 // constant of the format) times, where kVectorScale, the f16 scale stored after the vector.
-// Grouped readers (32 elements per group): Load(df, group, e) for elements [e, e + L) of the
-// group, e a multiple of L < 32 (needs L <= 16); Scale(group).
+// Grouped readers (kGroupElems elements per group: 32, or 64 for int2_had64): Load(df, group, e)
+// for elements [e, e + L) of the group, e a multiple of L < kGroupElems (needs L <= 16);
+// Scale(group).
 
 // One f16 scale as f32, converted by the hardware where it can (F16C), not bit by bit.
 static HWY_INLINE float F16At(const uint8_t* p) {
@@ -135,6 +136,7 @@ struct ReadInt8 : Ungrouped<true> {
 
 struct ReadQ4 {  // int4 and q4_0
   static constexpr bool kGrouped = true;
+  static constexpr uint32_t kGroupElems = GroupQ4Traits::kGroup;
   static constexpr uint32_t kGroupBytes = GroupQ4Traits::kGroupBytes;
   static HWY_INLINE VF Load(DF df, const uint8_t* g, size_t e) {
     const hn::Rebind<uint32_t, DF> du32;
@@ -149,6 +151,7 @@ struct ReadQ4 {  // int4 and q4_0
 
 struct ReadQ8 {  // q8_0
   static constexpr bool kGrouped = true;
+  static constexpr uint32_t kGroupElems = GroupQ8Traits::kGroup;
   static constexpr uint32_t kGroupBytes = GroupQ8Traits::kGroupBytes;
   static HWY_INLINE VF Load(DF df, const uint8_t* g, size_t e) {
     const hn::Rebind<int32_t, DF> di32;
@@ -159,13 +162,15 @@ struct ReadQ8 {  // q8_0
   static HWY_INLINE float Scale(const uint8_t* g) { return F16At(g); }
 };
 
-// int3_had and int2_had (quant/kv_lowbit_groups.h): code c of a group's element is the level
-// 2c - (2^kBits - 1), times the group's f16 scale. Lanes e .. e + L (L dividing 16) lie in one
-// 32-bit word of each bit plane; each lane shifts it by its element's position.
-template <uint32_t kBits>
+// int3_had, int2_had and int2_had64 (quant/kv_lowbit_groups.h): code c of a group's element is
+// the level 2c - (2^kBits - 1), times the group's f16 scale. Lanes e .. e + L (L dividing 16) lie
+// in one 32-bit word of each bit plane; each lane shifts it by its element's position. A 64-element
+// group's 2-bit plane is two 32-element planes one after the other, so word e / 16 holds lane e.
+template <uint32_t kBits, uint32_t kElems = kLowBitGroup>
 struct ReadLowBit {
   static constexpr bool kGrouped = true;
-  static constexpr uint32_t kGroupBytes = lowbit_group_bytes(kBits);
+  static constexpr uint32_t kGroupElems = kElems;
+  static constexpr uint32_t kGroupBytes = lowbit_group_bytes(kBits, kElems);
   static HWY_INLINE VF Load(DF df, const uint8_t* g, size_t e) {
     const hn::Rebind<uint32_t, DF> du32;
     const hn::Rebind<int32_t, DF> di32;

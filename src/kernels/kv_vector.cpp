@@ -61,6 +61,10 @@ void kv_vector_to_f32(KvDtype dtype, const uint8_t* src, uint32_t n, float* dst,
       dequantize_lowbit(dtype == KvDtype::kInt3Had ? 3 : 2, src, n, y);
       hadamard_rotate(y, n);
       break;
+    case KvDtype::kInt2Had64:
+      dequantize_lowbit(2, src, n, y, kLowBitGroup64);
+      hadamard_rotate(y, n);
+      break;
     case KvDtype::kInt8Had:
       dequantize_int8(src, n, y);
       hadamard_rotate(y, n);
@@ -90,6 +94,7 @@ void kv_vector_from_f32(KvDtype dtype, const float* src, uint32_t n, uint8_t* ds
     case KvDtype::kInt4Had:
     case KvDtype::kInt3Had:
     case KvDtype::kInt2Had:
+    case KvDtype::kInt2Had64:
     case KvDtype::kInt8Had: {
       float local[1024];
       std::vector<float> big;
@@ -104,6 +109,8 @@ void kv_vector_from_f32(KvDtype dtype, const float* src, uint32_t n, uint8_t* ds
         quantize_int8(r, n, dst);
       else if (dtype == KvDtype::kInt4Had)
         quantize_int4_with(r, n, dst, scale_fits);
+      else if (dtype == KvDtype::kInt2Had64)
+        quantize_lowbit_with(2, r, n, dst, scale_fits, kLowBitGroup64);
       else
         quantize_lowbit_with(dtype == KvDtype::kInt3Had ? 3 : 2, r, n, dst, scale_fits);
       return;
@@ -113,7 +120,8 @@ void kv_vector_from_f32(KvDtype dtype, const float* src, uint32_t n, uint8_t* ds
     case KvDtype::kInt2Chan:
     case KvDtype::kInt4Chan64:
     case KvDtype::kInt3Chan64:
-    case KvDtype::kInt2Chan64: break;  // a group of tokens, not one vector (kv_write.cpp)
+    case KvDtype::kInt2Chan64:
+    case KvDtype::kInt2MixChan64: break;  // a group of tokens, not one vector (kv_write.cpp)
   }
   KVS_CHECK_MSG(false, "KV format not supported by the kernels");
 }
@@ -121,8 +129,8 @@ void kv_vector_from_f32(KvDtype dtype, const float* src, uint32_t n, uint8_t* ds
 void kv_key_to_f32(const PagedKvLayout& kv, uint64_t block, uint32_t layer, uint32_t head,
                    uint32_t offset, float* dst) {
   const uint8_t* region = kv.k_head(block, layer, head);
-  const uint32_t bits = channel_group_bits(kv.k_dtype);
-  if (bits == 0) {
+  const ChannelBits bits = channel_bits(kv.k_dtype);
+  if (bits.bits == 0) {
     kv_vector_to_f32(kv.k_dtype, region + uint64_t{offset} * kv.k_vector_bytes, kv.head_dim, dst,
                      0);
     return;

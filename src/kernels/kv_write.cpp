@@ -106,7 +106,8 @@ ChannelSealPlan plan_channel_seals(const PagedKvLayout& kv, uint32_t layer, int6
 
 void seal_channel_keys(const PagedKvLayout& kv, uint32_t layer, const ChannelSeal& s,
                        const uint16_t* kept, const float* k) {
-  const uint32_t D = kv.head_dim, bits = channel_group_bits(kv.k_dtype);
+  const uint32_t D = kv.head_dim;
+  const ChannelBits bits = channel_bits(kv.k_dtype);
   const uint32_t G = kv_channel_group_tokens(kv.k_dtype);
   const uint64_t chunks_per_block = kv.block_size / G;
   const uint64_t group_bytes = channel_group_bytes(bits, G, D);

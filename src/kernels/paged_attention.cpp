@@ -154,13 +154,15 @@ static void ScoreKeysFor(KvDtype dtype, const RangeArgs& r, float* buf) {
     case KvDtype::kInt4Had: return ScoreKeysD<ReadQ4, NG>(r);
     case KvDtype::kInt3Had: return ScoreKeysD<ReadLowBit<3>, NG>(r);
     case KvDtype::kInt2Had: return ScoreKeysD<ReadLowBit<2>, NG>(r);
+    case KvDtype::kInt2Had64: return ScoreKeysD<ReadLowBit<2, kLowBitGroup64>, NG>(r);
     case KvDtype::kQ8_0: return ScoreKeysD<ReadQ8, NG>(r);
     case KvDtype::kInt4Chan:
     case KvDtype::kInt3Chan:
     case KvDtype::kInt2Chan:
     case KvDtype::kInt4Chan64:
     case KvDtype::kInt3Chan64:
-    case KvDtype::kInt2Chan64: return;  // above
+    case KvDtype::kInt2Chan64:
+    case KvDtype::kInt2MixChan64: return;  // above
   }
 }
 
@@ -181,13 +183,15 @@ static void AccumulateValuesFor(KvDtype dtype, const RangeArgs& r, float* out, f
     case KvDtype::kInt4Had: return AccumulateValues<ReadQ4, NG>(r, out);
     case KvDtype::kInt3Had: return AccumulateValues<ReadLowBit<3>, NG>(r, out);
     case KvDtype::kInt2Had: return AccumulateValues<ReadLowBit<2>, NG>(r, out);
+    case KvDtype::kInt2Had64: return AccumulateValues<ReadLowBit<2, kLowBitGroup64>, NG>(r, out);
     case KvDtype::kQ8_0: return AccumulateValues<ReadQ8, NG>(r, out);
     case KvDtype::kInt4Chan:
     case KvDtype::kInt3Chan:
     case KvDtype::kInt2Chan:
     case KvDtype::kInt4Chan64:
     case KvDtype::kInt3Chan64:
-    case KvDtype::kInt2Chan64: KVS_CHECK_MSG(false, "per-channel formats hold keys only");
+    case KvDtype::kInt2Chan64:
+    case KvDtype::kInt2MixChan64: KVS_CHECK_MSG(false, "per-channel formats hold keys only");
   }
 }
 

@@ -86,19 +86,79 @@ uint32_t channel_group_bits(KvDtype dtype) {
   return kv_dtype_per_channel(dtype) ? kv_dtype_info(dtype).elem_bits : 0;
 }
 
-uint64_t channel_group_bytes(uint32_t bits, uint32_t tokens, uint32_t dim) {
-  return 4 * uint64_t{dim} + uint64_t{tokens} * dim * bits / 8;
+ChannelBits channel_bits(KvDtype dtype) {
+  return {channel_group_bits(dtype), kv_dtype_wide_channels(dtype)};
 }
 
-void quantize_channel_group(uint32_t bits, const float* x, uint64_t x_stride, uint32_t n,
+uint64_t channel_group_bytes(ChannelBits code, uint32_t tokens, uint32_t dim) {
+  return 4 * uint64_t{dim} + uint64_t{tokens} * dim * code.bits / 8 +
+         (code.wide ? uint64_t{tokens} * dim / 32 : 0);
+}
+
+void quantize_channel_group(ChannelBits code, const float* x, uint64_t x_stride, uint32_t n,
                             uint32_t dim, uint8_t* group, uint32_t range_from, uint16_t* keys_f16) {
-  reseal_channel_group(bits, nullptr, x, x_stride, n, dim, group, range_from, 0, keys_f16);
+  reseal_channel_group(code, nullptr, x, x_stride, n, dim, group, range_from, 0, keys_f16);
 }
 
-void reseal_channel_group(uint32_t bits, const uint16_t* earlier, const float* x, uint64_t x_stride,
-                          uint32_t n, uint32_t dim, uint8_t* group, uint32_t range_from,
-                          uint32_t sealed, uint16_t* keys_f16) {
+namespace {
+
+// An int2mix_chan64 group sealed over all of its rows [0, n) (f32 values of f16 keys): the ranges
+// over rows [range_from, n), the quarter of the channels of widest range at 3 bits, every row
+// coded.
+void seal_wide_group(const float* const* rows, uint32_t n, uint32_t dim, uint8_t* group,
+                     uint32_t range_from) {
+  thread_local std::vector<float> lows, highs, minimums, inverse_steps;
+  thread_local std::vector<uint32_t> order;
+  thread_local std::vector<uint8_t> wide, row_codes, low;
+  lows.resize(dim);
+  highs.resize(dim);
+  channel_range(rows + range_from, n - range_from, dim, lows.data(), highs.data());
+  order.resize(dim);
+  for (uint32_t c = 0; c < dim; ++c) order[c] = c;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](uint32_t a, uint32_t b) { return highs[a] - lows[a] > highs[b] - lows[b]; });
+  wide.assign(dim, 0);
+  for (uint32_t i = 0; i < dim / 4; ++i) wide[order[i]] = 1;
+  minimums.resize(dim);
+  inverse_steps.resize(dim);
+  for (uint32_t c = 0; c < dim; ++c) {
+    const uint16_t min16 = f16_floor(lows[c]);
+    const float mn = f16_to_f32(min16);
+    const uint16_t step16 = f16_ceil(std::min((highs[c] - mn) / (wide[c] ? 7.0f : 3.0f), kF16Max));
+    store_u16(group + 2 * c, min16);
+    store_u16(group + 2 * (dim + c), static_cast<uint16_t>(step16 | (wide[c] ? 0x8000u : 0u)));
+    minimums[c] = mn;
+    const float step = f16_to_f32(step16);
+    inverse_steps[c] = step > 0 ? 1.0f / step : 0.0f;
+  }
+  row_codes.resize(uint64_t{n} * dim);
+  channel_codes(rows, n, dim, minimums.data(), inverse_steps.data(), 7, row_codes.data());
+  low.resize(dim);
+  for (uint32_t t = 0; t < n; ++t) {
+    const uint8_t* q = row_codes.data() + uint64_t{t} * dim;
+    uint8_t* third = group + (channel_group_wide_bits(group, t, dim) - group);
+    std::fill_n(third, dim / 32, uint8_t{0});
+    uint32_t k = 0;
+    for (uint32_t c = 0; c < dim; ++c) {
+      const uint32_t v = wide[c] ? q[c] : std::min<uint32_t>(q[c], 3);
+      low[c] = static_cast<uint8_t>(v & 3u);
+      if (wide[c]) {
+        third[k / 8] = static_cast<uint8_t>(third[k / 8] | ((v >> 2) << (k % 8)));
+        ++k;
+      }
+    }
+    pack_channel_row(2, low.data(), dim, group + 4 * uint64_t{dim} + uint64_t{t} * dim / 4);
+  }
+}
+
+}  // namespace
+
+void reseal_channel_group(ChannelBits code, const uint16_t* earlier, const float* x,
+                          uint64_t x_stride, uint32_t n, uint32_t dim, uint8_t* group,
+                          uint32_t range_from, uint32_t sealed, uint16_t* keys_f16) {
+  const uint32_t bits = code.bits;
   KVS_CHECK(bits >= 2 && bits <= 4 && n >= 1 && n <= kMaxChannelGroupTokens && dim % 8 == 0);
+  KVS_CHECK(!code.wide || (bits == 2 && dim % 32 == 0));
   KVS_CHECK(sealed < n && (sealed == 0 || earlier != nullptr));
   if (range_from >= n) range_from = 0;
   KVS_CHECK(bits != 4 || dim % 32 == 0);
@@ -131,6 +191,13 @@ void reseal_channel_group(uint32_t bits, const uint16_t* earlier, const float* x
     f16_from_f32_rows(k, dim, h);
     f32_from_f16_rows(h, dim, k);
     rows[t] = k;
+  }
+  if (code.wide) {  // every row coded again, the earlier ones from their f16 keys
+    earlier_rows.resize(uint64_t{sealed} * dim);
+    if (sealed > 0) f32_from_f16_rows(earlier, uint64_t{sealed} * dim, earlier_rows.data());
+    for (uint32_t t = 0; t < sealed; ++t) rows[t] = earlier_rows.data() + uint64_t{t} * dim;
+    seal_wide_group(rows.data(), n, dim, group, range_from);
+    return;
   }
   // Each channel's range, rows in order (so a signed zero ends as before). Over an earlier seal
   // whose range took rows [range_from, sealed), that range (taken on the f16 rows) is continued
@@ -193,13 +260,28 @@ void reseal_channel_group(uint32_t bits, const uint16_t* earlier, const float* x
                                        inverse_steps[c], qmax));
 }
 
-void dequantize_channel_row(uint32_t bits, const uint8_t* group, uint32_t t, uint32_t dim,
+void channel_row_codes(ChannelBits code, const uint8_t* group, uint32_t t, uint32_t dim,
+                       float* codes) {
+  const uint8_t* row = channel_group_codes(group, code.bits, t, dim);
+  const uint8_t* third = code.wide ? channel_group_wide_bits(group, t, dim) : nullptr;
+  uint32_t k = 0;
+  for (uint32_t c = 0; c < dim; ++c) {
+    uint32_t q = channel_code(row, code.bits, c);
+    if (third != nullptr && channel_step_wide(load_u16(group + 2 * (dim + c)))) {
+      q |= ((third[k / 8] >> (k % 8)) & 1u) << 2;
+      ++k;
+    }
+    codes[c] = static_cast<float>(q);
+  }
+}
+
+void dequantize_channel_row(ChannelBits code, const uint8_t* group, uint32_t t, uint32_t dim,
                             float* y) {
-  const uint8_t* row = channel_group_codes(group, bits, t, dim);
+  channel_row_codes(code, group, t, dim, y);
   for (uint32_t c = 0; c < dim; ++c) {
     const float mn = f16_to_f32(load_u16(group + 2 * c));
-    const float step = f16_to_f32(load_u16(group + 2 * (dim + c)));
-    y[c] = mn + step * static_cast<float>(channel_code(row, bits, c));
+    const float step = f16_to_f32(load_u16(group + 2 * (dim + c)) & 0x7FFFu);
+    y[c] = mn + step * y[c];
   }
 }
 

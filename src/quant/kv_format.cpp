@@ -42,6 +42,11 @@ constexpr std::array<KvDtypeInfo, kNumKvDtypes> kTable = {{
      "keys only: f16 minimum and step per channel per 64 tokens", kMaxChannelGroupTokens},
     {KvDtype::kInt8Had, "int8_had", 0, 0, 8, 2,
      "one f16 scale per token per head of the Hadamard-rotated vector"},
+    {KvDtype::kInt2Had64, "int2_had64", 64, 18, 0, 0,
+     "one f16 scale per 64 elements of the Hadamard-rotated vector"},
+    {KvDtype::kInt2MixChan64, "int2mix_chan64", 0, 0, 2, 0,
+     "keys only: f16 minimum and step per channel per 64 tokens, the widest quarter at 3 bits",
+     kMaxChannelGroupTokens},
 }};
 
 // Row i is the format whose value is i: kv_dtype_from_code and all_kv_dtypes rely on it.
@@ -76,6 +81,8 @@ static_assert(info_of(KvDtype::kInt3Had).group_elems == kLowBitGroup &&
               info_of(KvDtype::kInt3Had).group_bytes == lowbit_group_bytes(3));
 static_assert(info_of(KvDtype::kInt2Had).group_elems == kLowBitGroup &&
               info_of(KvDtype::kInt2Had).group_bytes == lowbit_group_bytes(2));
+static_assert(info_of(KvDtype::kInt2Had64).group_elems == kLowBitGroup64 &&
+              info_of(KvDtype::kInt2Had64).group_bytes == lowbit_group_bytes(2, kLowBitGroup64));
 static_assert(info_of(KvDtype::kQ8_0).group_elems == GroupQ8Traits::kGroup &&
               info_of(KvDtype::kQ8_0).group_bytes == GroupQ8Traits::kGroupBytes);
 static_assert(info_of(KvDtype::kInt8).elem_bits == 8 &&
@@ -136,8 +143,10 @@ uint64_t kv_vector_bytes(KvDtype dtype, uint64_t dim) {
     return groups * info.group_bytes;
   }
   // Per channel: the codes, plus 4 bytes per channel (f16 minimum and step) shared by a group.
+  // The wide channels (a quarter) add one bit each.
   if (info.channel_group_tokens != 0)
-    return (dim * info.elem_bits + 7) / 8 + dim * 4 / info.channel_group_tokens;
+    return (dim * info.elem_bits + 7) / 8 + (kv_dtype_wide_channels(dtype) ? dim / 32 : 0) +
+           dim * 4 / info.channel_group_tokens;
   return (dim * info.elem_bits + 7) / 8 + info.vector_scale_bytes;
 }
 
@@ -149,8 +158,10 @@ Result<uint64_t> kv_vector_bytes_checked(KvDtype dtype, uint64_t dim) {
                             " needs a head dimension that is a multiple of " +
                             std::to_string(info.group_elems) + ", got " + std::to_string(dim));
   // q4_0-ordered 4-bit rows; and 4 parameter bytes per channel that divide by the group's tokens.
-  const uint64_t channel_multiple =
-      info.elem_bits == 4 ? 32 : std::max<uint64_t>(8, info.channel_group_tokens / 4);
+  // The wide channels' bits (a quarter of the channels) fill whole bytes: a multiple of 32.
+  const uint64_t channel_multiple = info.elem_bits == 4 || kv_dtype_wide_channels(dtype)
+                                        ? 32
+                                        : std::max<uint64_t>(8, info.channel_group_tokens / 4);
   if (info.channel_group_tokens != 0 && dim % channel_multiple != 0)
     return invalid_argument(std::string("KV format ") + info.name +
                             " needs a head dimension that is a multiple of " +

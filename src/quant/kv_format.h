@@ -49,19 +49,33 @@ enum class KvDtype : uint8_t {
   // one scale (Gemma 3 at 512: int8 +0.78% perplexity, int8_had +0.24%; docs/kv-quantization.md).
   // Keys are scored in integers against the rotated query in int8, as int8's are. Appended.
   kInt8Had,
+  // int2_had with one f16 scale per 64 elements instead of 32 (quant/kv_lowbit_groups.h): 18 bytes
+  // per 64 elements, so a 2-bit value takes 18 bytes at head dim 64 where int2_had takes 20.
+  // Appended.
+  kInt2Had64,
+  // Keys only: int2_chan64 with the quarter of each group's channels of widest range at 3 bits
+  // (quant/kv_channel_groups.h): head_dim / 32 more bytes per token than int2_chan64 (22 against
+  // 20 at head dim 64), the widest channels flagged in their steps' sign bits. Appended.
+  kInt2MixChan64,
 };
 
 // How many formats there are: the values of KvDtype are 0 .. kNumKvDtypes - 1, and the table
 // (kv_format.cpp) has one row per value, in this order (a static_assert holds it to that). The
 // one place that names the last format; everything else counts through all_kv_dtypes().
-inline constexpr size_t kNumKvDtypes = static_cast<size_t>(KvDtype::kInt8Had) + 1;
+inline constexpr size_t kNumKvDtypes = static_cast<size_t>(KvDtype::kInt2MixChan64) + 1;
 
 // Formats that store H x (H the normalized Walsh-Hadamard matrix, its own inverse) instead of x:
 // q . k = (H q) . (H k), and sum p (H v) = H (sum p v), so attention rotates q once and the
 // output once instead of every stored vector.
 [[nodiscard]] inline bool kv_dtype_rotated(KvDtype dtype) {
   return dtype == KvDtype::kInt4Had || dtype == KvDtype::kInt3Had || dtype == KvDtype::kInt2Had ||
-         dtype == KvDtype::kInt8Had;
+         dtype == KvDtype::kInt8Had || dtype == KvDtype::kInt2Had64;
+}
+
+// Per-channel key formats that keep a quarter of each group's channels (those of widest range) at
+// one bit more than the rest (quant/kv_channel_groups.h): int2mix_chan64.
+[[nodiscard]] inline bool kv_dtype_wide_channels(KvDtype dtype) {
+  return dtype == KvDtype::kInt2MixChan64;
 }
 
 // Formats whose keys are scored as integer dot products against the query quantized to int8

@@ -26,20 +26,30 @@
 namespace kvs {
 
 inline constexpr uint32_t kLowBitGroup = 32;
+// int2_had64's groups: 64 elements under one f16 scale, [f16 d][16 bytes: 2-bit plane], the plane
+// the two 32-element planes of int2_had one after the other (element i at bits 2 (i % 32) of the
+// 64-bit word i / 32). The scale is searched over all 64 elements (the same candidates and refits,
+// their fits summed over the two halves), so a group costs 18 bytes where int2_had's two cost 20.
+inline constexpr uint32_t kLowBitGroup64 = 64;
 
-// Bytes of one group of 32 elements: 10 for 2 bits, 14 for 3.
-[[nodiscard]] constexpr uint32_t lowbit_group_bytes(uint32_t bits) {
-  return 2 + kLowBitGroup * bits / 8;
+// Bytes of one group of `elems` (32, or 64 at 2 bits) elements: 10 for 2 bits, 14 for 3; 18 for
+// 2 bits over 64.
+[[nodiscard]] constexpr uint32_t lowbit_group_bytes(uint32_t bits, uint32_t elems = kLowBitGroup) {
+  return 2 + elems * bits / 8;
 }
 
-// n % 32 == 0; bits 2 or 3. x is the (already rotated) vector.
-void quantize_lowbit(uint32_t bits, const float* x, uint32_t n, uint8_t* dst);
+// n % elems == 0; bits 2 or 3 with elems 32, bits 2 with elems 64. x is the (already rotated)
+// vector.
+void quantize_lowbit(uint32_t bits, const float* x, uint32_t n, uint8_t* dst,
+                     uint32_t elems = kLowBitGroup);
 // The same bytes, with the candidates' fits computed by `fits` (kernels/scale_fits.h in lanes).
-void quantize_lowbit_with(uint32_t bits, const float* x, uint32_t n, uint8_t* dst,
-                          ScaleFitsFn fits);
-void dequantize_lowbit(uint32_t bits, const uint8_t* src, uint32_t n, float* y);
+void quantize_lowbit_with(uint32_t bits, const float* x, uint32_t n, uint8_t* dst, ScaleFitsFn fits,
+                          uint32_t elems = kLowBitGroup);
+void dequantize_lowbit(uint32_t bits, const uint8_t* src, uint32_t n, float* y,
+                       uint32_t elems = kLowBitGroup);
 
-// The code (0 .. 2^bits - 1) of element i (< 32) of the group starting at `group`.
+// The code (0 .. 2^bits - 1) of element i (< the group's elements) of the group starting at
+// `group`.
 [[nodiscard]] uint32_t lowbit_code(uint32_t bits, const uint8_t* group, uint32_t i);
 
 }  // namespace kvs

@@ -70,16 +70,36 @@ void scale_fits_scalar(ScaleLevels levels, const float* x, const float* d, uint3
   }
 }
 
+namespace {
+
+// The fits of d[0..k) to `groups` consecutive groups of x, summed over them in order.
+void group_fits(ScaleLevels levels, const float* x, const float* d, uint32_t k, bool refit_sums,
+                uint32_t groups, ScaleFitsFn fits, ScaleFit* out) {
+  fits(levels, x, d, k, refit_sums, out);
+  for (uint32_t g = 1; g < groups; ++g) {
+    ScaleFit more[kMaxScaleFits];
+    fits(levels, x + uint64_t{g} * kScaleFitGroup, d, k, refit_sums, more);
+    for (uint32_t c = 0; c < k; ++c) {
+      out[c].err += more[c].err;
+      out[c].worst = std::max(out[c].worst, more[c].worst);
+      out[c].xl += more[c].xl;
+      out[c].ll += more[c].ll;
+    }
+  }
+}
+
+}  // namespace
+
 float search_scale(ScaleLevels levels, const float* x, const float* d, uint32_t k, float limit,
-                   ScaleFitsFn fits) {
-  KVS_CHECK(k >= 1 && k <= kMaxScaleFits);
+                   ScaleFitsFn fits, uint32_t groups) {
+  KVS_CHECK(k >= 1 && k <= kMaxScaleFits && groups >= 1);
   constexpr float kF16Max = 65504.0f;
   const bool positive = levels != ScaleLevels::kInt4;
   // Every candidate's fit, then every refit's: each fit depends on its scale alone.
   ScaleFit fit[kMaxScaleFits], refit[kMaxScaleFits];
   float refit_d[kMaxScaleFits];
   int32_t refit_of[kMaxScaleFits];  // candidate c's refit, or -1
-  fits(levels, x, d, k, true, fit);
+  group_fits(levels, x, d, k, true, groups, fits, fit);
   uint32_t refits = 0;
   for (uint32_t c = 0; c < k; ++c) {
     const ScaleFit& f = fit[c];
@@ -91,7 +111,7 @@ float search_scale(ScaleLevels levels, const float* x, const float* d, uint32_t 
       refit_d[refits++] = f16_to_f32(f32_to_f16(r));
     }
   }
-  fits(levels, x, refit_d, refits, false, refit);
+  group_fits(levels, x, refit_d, refits, false, groups, fits, refit);
   float best_d = d[0];
   double best = fit[0].err;
   const auto consider = [&](float dc, const ScaleFit& f) {

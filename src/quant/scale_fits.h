@@ -44,9 +44,11 @@ void scale_fits_scalar(ScaleLevels levels, const float* x, const float* d, uint3
 // least-squares refit of each, d* = xl / ll as an f16 (when ll > 0 and xl is finite, and for the
 // low-bit codes, whose d is positive, xl > 0). Going through them in order, each candidate then
 // its refit, it keeps the first and then any whose error is smaller and whose largest element
-// error is <= limit. Returns the kept scale.
+// error is <= limit. Returns the kept scale. With `groups` > 1 the scale is one for x's `groups`
+// consecutive groups (int2_had64): each fit is the groups' fits summed in order (largest error:
+// the largest of them).
 [[nodiscard]] float search_scale(ScaleLevels levels, const float* x, const float* d, uint32_t k,
-                                 float limit, ScaleFitsFn fits);
+                                 float limit, ScaleFitsFn fits, uint32_t groups = 1);
 
 // The group's level codes for scale d (what the quantizers store for the chosen one): q + 8
 // (0..15) for kInt4, c for the low-bit codes.

@@ -31,8 +31,7 @@ void KvBlockTranscoder::convert(const PagedKvLayout& from_layout, const uint8_t*
   for (uint32_t layer = 0; layer < layers_; ++layer) {
     // Each layer in its own formats (per-layer formats, paged_kv_layout.h's layer_view).
     const PagedKvLayout from = from_layout.layer_view(layer), to = to_layout.layer_view(layer);
-    const uint32_t from_bits = channel_group_bits(from.k_dtype),
-                   to_bits = channel_group_bits(to.k_dtype);
+    const ChannelBits from_bits = channel_bits(from.k_dtype), to_bits = channel_bits(to.k_dtype);
     const uint32_t from_g = kv_channel_group_tokens(from.k_dtype),
                    to_g = kv_channel_group_tokens(to.k_dtype);
     for (uint32_t h = 0; h < from.kv_heads; ++h) {
@@ -42,16 +41,17 @@ void KvBlockTranscoder::convert(const PagedKvLayout& from_layout, const uint8_t*
       // Keys: a per-channel format is decoded and encoded a group at a time.
       for (uint32_t t = 0; t < bs; ++t) {
         float* k = keys.data() + uint64_t{t} * D;
-        if (from_bits == 0) {
+        if (from_bits.bits == 0) {
           kv_vector_to_f32(from.k_dtype, src + fk + t * from.k_vector_bytes, D, k, 0);
         } else {
           dequantize_channel_row(
               from_bits, src + fk + (t / from_g) * channel_group_bytes(from_bits, from_g, D),
               t % from_g, D, k);
         }
-        if (to_bits == 0) kv_vector_from_f32(to.k_dtype, k, D, dst + tk + t * to.k_vector_bytes);
+        if (to_bits.bits == 0)
+          kv_vector_from_f32(to.k_dtype, k, D, dst + tk + t * to.k_vector_bytes);
       }
-      if (to_bits != 0)
+      if (to_bits.bits != 0)
         for (uint32_t g = 0; g < bs / to_g; ++g)
           quantize_channel_group(to_bits, keys.data() + uint64_t{g} * to_g * D, D, to_g, D,
                                  dst + tk + g * channel_group_bytes(to_bits, to_g, D));

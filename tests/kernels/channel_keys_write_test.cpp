@@ -63,8 +63,9 @@ std::vector<float> random_keys(uint32_t n, std::mt19937& rng) {
 
 TEST(ChannelKeysWriteTest, AnyChunkingEndsWithTheBytesOfOneWrite) {
   std::mt19937 rng(5);
-  for (KvDtype d : {KvDtype::kInt4Chan, KvDtype::kInt3Chan, KvDtype::kInt2Chan,
-                    KvDtype::kInt4Chan64, KvDtype::kInt3Chan64, KvDtype::kInt2Chan64})
+  for (KvDtype d :
+       {KvDtype::kInt4Chan, KvDtype::kInt3Chan, KvDtype::kInt2Chan, KvDtype::kInt4Chan64,
+        KvDtype::kInt3Chan64, KvDtype::kInt2Chan64, KvDtype::kInt2MixChan64})
     for (uint32_t n : {1u, 15u, 16u, 17u, 40u, 64u, 65u, 100u}) {
       if (n > 2 * block_of(d)) continue;
       const uint32_t group = kv_channel_group_tokens(d);

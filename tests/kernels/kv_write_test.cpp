@@ -50,11 +50,14 @@ void random_kv(uint64_t n, std::mt19937& rng, std::vector<float>& k, std::vector
 TEST(KvWriteTest, ThePoolsThreadsWriteTheBytesOfOneThread) {
   std::mt19937 rng(3);
   std::normal_distribution<float> nd(0.0f, 1.0f);
-  const std::pair<KvDtype, KvDtype> formats[] = {
-      {KvDtype::kF16, KvDtype::kF16},           {KvDtype::kInt8, KvDtype::kInt8},
-      {KvDtype::kInt8Had, KvDtype::kInt8Had},   {KvDtype::kInt4, KvDtype::kQ8_0},
-      {KvDtype::kInt4Had, KvDtype::kInt4Had},   {KvDtype::kInt3Had, KvDtype::kInt2Had},
-      {KvDtype::kInt4Chan64, KvDtype::kInt2Had}};
+  const std::pair<KvDtype, KvDtype> formats[] = {{KvDtype::kF16, KvDtype::kF16},
+                                                 {KvDtype::kInt8, KvDtype::kInt8},
+                                                 {KvDtype::kInt8Had, KvDtype::kInt8Had},
+                                                 {KvDtype::kInt4, KvDtype::kQ8_0},
+                                                 {KvDtype::kInt4Had, KvDtype::kInt4Had},
+                                                 {KvDtype::kInt3Had, KvDtype::kInt2Had},
+                                                 {KvDtype::kInt4Chan64, KvDtype::kInt2Had},
+                                                 {KvDtype::kInt2MixChan64, KvDtype::kInt2Had64}};
   ThreadPool pool(3);
   for (const auto& [k_dtype, v_dtype] : formats)
     for (const uint32_t n : {1u, 2u, 37u, 128u}) {

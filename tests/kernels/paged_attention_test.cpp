@@ -198,7 +198,7 @@ constexpr KvDtype kAllFormats[] = {KvDtype::kF32,     KvDtype::kF16,     KvDtype
                                    KvDtype::kFp8E4M3, KvDtype::kFp8E5M2, KvDtype::kFp8E4M3Dyn,
                                    KvDtype::kInt8,    KvDtype::kInt4,    KvDtype::kQ8_0,
                                    KvDtype::kQ4_0,    KvDtype::kInt4Had, KvDtype::kInt3Had,
-                                   KvDtype::kInt2Had, KvDtype::kInt8Had};
+                                   KvDtype::kInt2Had, KvDtype::kInt8Had, KvDtype::kInt2Had64};
 
 std::vector<Case> all_cases() {
   std::vector<Case> cases = {{1, KvDtype::kF32, KvDtype::kF32},
@@ -210,17 +210,19 @@ std::vector<Case> all_cases() {
   // K/V combination of the formats people mix (a precise K with a coarse V, and back).
   for (KvDtype d : kAllFormats) cases.push_back({16, d, d});
   for (KvDtype d : {KvDtype::kFp8E4M3, KvDtype::kInt8, KvDtype::kInt4, KvDtype::kQ4_0,
-                    KvDtype::kInt4Had, KvDtype::kInt2Had, KvDtype::kInt8Had})
+                    KvDtype::kInt4Had, KvDtype::kInt2Had, KvDtype::kInt8Had, KvDtype::kInt2Had64})
     cases.push_back({7, d, d});
   for (KvDtype k : kAllFormats)
     for (KvDtype v : kAllFormats)
       if (k != v) cases.push_back({16, k, v});
   // Per-channel keys (keys only) with the V formats they are paired with, at block sizes of one
   // and several groups (16 or 64 tokens).
-  for (KvDtype k : {KvDtype::kInt4Chan, KvDtype::kInt3Chan, KvDtype::kInt2Chan,
-                    KvDtype::kInt4Chan64, KvDtype::kInt3Chan64, KvDtype::kInt2Chan64})
-    for (KvDtype v : {KvDtype::kF16, KvDtype::kInt8, KvDtype::kInt4Had, KvDtype::kQ4_0,
-                      KvDtype::kInt3Had, KvDtype::kInt2Had, KvDtype::kInt8Had}) {
+  for (KvDtype k :
+       {KvDtype::kInt4Chan, KvDtype::kInt3Chan, KvDtype::kInt2Chan, KvDtype::kInt4Chan64,
+        KvDtype::kInt3Chan64, KvDtype::kInt2Chan64, KvDtype::kInt2MixChan64})
+    for (KvDtype v :
+         {KvDtype::kF16, KvDtype::kInt8, KvDtype::kInt4Had, KvDtype::kQ4_0, KvDtype::kInt3Had,
+          KvDtype::kInt2Had, KvDtype::kInt8Had, KvDtype::kInt2Had64}) {
       const uint32_t g = kv_channel_group_tokens(k);
       cases.push_back({g, k, v});
       cases.push_back({3 * g, k, v});
@@ -298,29 +300,30 @@ TEST_P(QuantizedVsF32Test, WithinFormatBound) {
               kv_dtype_name(fb.k_dtype), kv_dtype_name(fb.v_dtype), worst, fb.max_abs_err);
 }
 
-INSTANTIATE_TEST_SUITE_P(Formats, QuantizedVsF32Test,
-                         ::testing::Values(FormatBound{KvDtype::kF32, KvDtype::kF32, 1e-5},
-                                           FormatBound{KvDtype::kF16, KvDtype::kF16, 2e-3},
-                                           FormatBound{KvDtype::kBF16, KvDtype::kBF16, 1.5e-2},
-                                           FormatBound{KvDtype::kFp8E4M3, KvDtype::kFp8E4M3, 0.25},
-                                           FormatBound{KvDtype::kFp8E5M2, KvDtype::kFp8E5M2, 0.4},
-                                           FormatBound{KvDtype::kFp8E4M3Dyn, KvDtype::kFp8E4M3Dyn,
-                                                       0.25},
-                                           FormatBound{KvDtype::kInt8, KvDtype::kInt8, 0.03},
-                                           FormatBound{KvDtype::kInt8Had, KvDtype::kInt8Had, 0.03},
-                                           FormatBound{KvDtype::kQ8_0, KvDtype::kQ8_0, 0.03},
-                                           FormatBound{KvDtype::kInt4, KvDtype::kInt4, 0.4},
-                                           FormatBound{KvDtype::kQ4_0, KvDtype::kQ4_0, 0.4},
-                                           FormatBound{KvDtype::kInt4Had, KvDtype::kInt4Had, 0.4},
-                                           FormatBound{KvDtype::kInt3Had, KvDtype::kInt3Had, 0.8},
-                                           FormatBound{KvDtype::kInt2Had, KvDtype::kInt2Had, 1.6},
-                                           FormatBound{KvDtype::kInt8, KvDtype::kInt4, 0.4},
-                                           FormatBound{KvDtype::kInt8, KvDtype::kInt4Had, 0.4},
-                                           FormatBound{KvDtype::kFp8E4M3, KvDtype::kInt8, 0.05}),
-                         [](const ::testing::TestParamInfo<FormatBound>& info) {
-                           return std::string(kv_dtype_name(info.param.k_dtype)) + "_" +
-                                  kv_dtype_name(info.param.v_dtype);
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Formats, QuantizedVsF32Test,
+    ::testing::Values(FormatBound{KvDtype::kF32, KvDtype::kF32, 1e-5},
+                      FormatBound{KvDtype::kF16, KvDtype::kF16, 2e-3},
+                      FormatBound{KvDtype::kBF16, KvDtype::kBF16, 1.5e-2},
+                      FormatBound{KvDtype::kFp8E4M3, KvDtype::kFp8E4M3, 0.25},
+                      FormatBound{KvDtype::kFp8E5M2, KvDtype::kFp8E5M2, 0.4},
+                      FormatBound{KvDtype::kFp8E4M3Dyn, KvDtype::kFp8E4M3Dyn, 0.25},
+                      FormatBound{KvDtype::kInt8, KvDtype::kInt8, 0.03},
+                      FormatBound{KvDtype::kInt8Had, KvDtype::kInt8Had, 0.03},
+                      FormatBound{KvDtype::kQ8_0, KvDtype::kQ8_0, 0.03},
+                      FormatBound{KvDtype::kInt4, KvDtype::kInt4, 0.4},
+                      FormatBound{KvDtype::kQ4_0, KvDtype::kQ4_0, 0.4},
+                      FormatBound{KvDtype::kInt4Had, KvDtype::kInt4Had, 0.4},
+                      FormatBound{KvDtype::kInt3Had, KvDtype::kInt3Had, 0.8},
+                      FormatBound{KvDtype::kInt2Had, KvDtype::kInt2Had, 1.6},
+                      FormatBound{KvDtype::kInt2Had64, KvDtype::kInt2Had64, 1.6},
+                      FormatBound{KvDtype::kInt8, KvDtype::kInt4, 0.4},
+                      FormatBound{KvDtype::kInt8, KvDtype::kInt4Had, 0.4},
+                      FormatBound{KvDtype::kFp8E4M3, KvDtype::kInt8, 0.05}),
+    [](const ::testing::TestParamInfo<FormatBound>& info) {
+      return std::string(kv_dtype_name(info.param.k_dtype)) + "_" +
+             kv_dtype_name(info.param.v_dtype);
+    });
 
 // Kernel vs scalar reference on the same quantized data, on shapes that take the other code
 // paths: decode of one sequence with a long context (split into key ranges that are merged),

@@ -110,15 +110,20 @@ TEST(ScaleFits, QuantizersStoreTheScalarBytesOnEveryTarget) {
     quantize_int4(x.data(), n, want4.data());
     std::vector<uint8_t> want2(n / G * lowbit_group_bytes(2)), got2(want2.size());
     std::vector<uint8_t> want3(n / G * lowbit_group_bytes(3)), got3(want3.size());
+    std::vector<uint8_t> want64(n / kLowBitGroup64 * lowbit_group_bytes(2, kLowBitGroup64)),
+        got64(want64.size());
     quantize_lowbit(2, x.data(), n, want2.data());
     quantize_lowbit(3, x.data(), n, want3.data());
+    quantize_lowbit(2, x.data(), n, want64.data(), kLowBitGroup64);
     test::for_each_target([&] {
       quantize_int4_with(x.data(), n, got4.data(), scale_fits);
       quantize_lowbit_with(2, x.data(), n, got2.data(), scale_fits);
       quantize_lowbit_with(3, x.data(), n, got3.data(), scale_fits);
+      quantize_lowbit_with(2, x.data(), n, got64.data(), scale_fits, kLowBitGroup64);
       ASSERT_EQ(got4, want4) << "int4, vector " << t;
       ASSERT_EQ(got2, want2) << "2-bit, vector " << t;
       ASSERT_EQ(got3, want3) << "3-bit, vector " << t;
+      ASSERT_EQ(got64, want64) << "2-bit over 64, vector " << t;
     });
   }
 }

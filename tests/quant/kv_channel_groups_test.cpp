@@ -60,6 +60,69 @@ TEST(ChannelGroupTest, EveryElementWithinHalfItsChannelsStep) {
       }
 }
 
+// int2mix_chan64's groups: exactly a quarter of the channels marked wide, those of widest range
+// (the lower channel first among equals), each element within half its channel's step (range / 7
+// wide, range / 3 otherwise), and the codes where the header puts them.
+TEST(ChannelGroupTest, TheWidestQuarterOfTheChannelsTakesAThirdBit) {
+  std::mt19937 rng(23);
+  const ChannelBits code(2, true);
+  for (const uint32_t dim : {32u, 64u, 256u})
+    for (const uint32_t n : {1u, 2u, 17u, 63u, 64u}) {
+      std::vector<float> x = keys_with_outlier_channels(n, dim, rng);
+      if (n > 2) x[dim + 5] = x[5] + 1e4f;  // one channel far wider than any other
+      std::vector<uint8_t> group(channel_group_bytes(code, kMaxChannelGroupTokens, dim), 0xAB);
+      ASSERT_EQ(group.size(), 4 * dim + 64 * (dim / 4 + dim / 32));
+      quantize_channel_group(code, x.data(), dim, n, dim, group.data());
+      std::vector<float> range(dim);
+      for (uint32_t c = 0; c < dim; ++c) {
+        float lo = INFINITY, hi = -INFINITY;
+        for (uint32_t t = 0; t < n; ++t) {
+          const float v = f16_to_f32(f32_to_f16(x[t * dim + c]));
+          lo = std::min(lo, v);
+          hi = std::max(hi, v);
+        }
+        range[c] = hi - lo;
+      }
+      std::vector<uint32_t> order(dim);
+      for (uint32_t c = 0; c < dim; ++c) order[c] = c;
+      std::stable_sort(order.begin(), order.end(),
+                       [&](uint32_t a, uint32_t b) { return range[a] > range[b]; });
+      std::vector<bool> wide(dim, false);
+      for (uint32_t i = 0; i < dim / 4; ++i) wide[order[i]] = true;
+      if (n > 2) {
+        EXPECT_TRUE(wide[5]);
+      }
+      std::vector<float> y(dim), q(dim);
+      for (uint32_t c = 0; c < dim; ++c) {
+        uint16_t s16;
+        std::memcpy(&s16, channel_group_steps(group.data(), dim) + 2 * c, 2);
+        ASSERT_EQ(channel_step_wide(s16), wide[c]) << "dim " << dim << " n " << n << " c " << c;
+      }
+      for (uint32_t t = 0; t < n; ++t) {
+        dequantize_channel_row(code, group.data(), t, dim, y.data());
+        channel_row_codes(code, group.data(), t, dim, q.data());
+        for (uint32_t c = 0; c < dim; ++c) {
+          const float levels = wide[c] ? 7.0f : 3.0f;
+          ASSERT_LE(q[c], levels);
+          const float step = range[c] / levels * (1 + 1.0f / 512) + 6e-8f + std::abs(x[c]) / 1024 +
+                             std::abs(range[c]) / 1024;
+          ASSERT_LE(std::abs(x[t * dim + c] - y[c]), step / 2 + std::abs(x[t * dim + c]) / 2048)
+              << "dim " << dim << " n " << n << " t " << t << " c " << c;
+          // The low two bits in int2_chan64's row, the third after the 64 rows.
+          EXPECT_EQ(channel_code(channel_group_codes(group.data(), 2, t, dim), 2, c),
+                    uint32_t(q[c]) & 3u);
+        }
+        uint32_t k = 0;
+        const uint8_t* third = channel_group_wide_bits(group.data(), t, dim);
+        for (uint32_t c = 0; c < dim; ++c)
+          if (wide[c]) {
+            EXPECT_EQ((third[k / 8] >> (k % 8)) & 1u, uint32_t(q[c]) >> 2);
+            ++k;
+          }
+      }
+    }
+}
+
 // The bytes against the format's definition, written out plainly: each key rounded to f16
 // (NaN -> 0, clamped to +-65504); per channel over rows [range_from, n) the minimum as the
 // largest f16 <= it and the step as the smallest f16 >= range / qmax; each code
@@ -204,11 +267,15 @@ TEST(ChannelGroupTest, ARangeFromRowOneLeavesRowZeroOut) {
 TEST(ChannelGroupTest, ResealingOverAnEarlierSealGivesTheWholeSealsBytes) {
   std::mt19937 rng(11);
   std::uniform_int_distribution<int> pick(0, 9), run(1, 5);
-  for (const uint32_t bits : {2u, 3u, 4u})
-    for (const uint32_t dim : {bits == 4 ? 32u : 8u, 64u, bits == 4 ? 96u : 72u})
+  for (const ChannelBits code : {ChannelBits(2), ChannelBits(3), ChannelBits(4),
+                                 ChannelBits(2, true)})  // and int2mix_chan64's
+    for (const uint32_t dim :
+         {code.bits == 4 || code.wide ? 32u : 8u, 64u, code.bits == 4 || code.wide ? 96u : 72u})
       for (const uint32_t G : {kChannelGroupTokens, kMaxChannelGroupTokens})
         for (const uint32_t range_from : {0u, 1u})
           for (int trial = 0; trial < 4; ++trial) {
+            if (code.wide && G != kMaxChannelGroupTokens) continue;
+            const uint32_t bits = code.bits;
             std::vector<float> x = keys_with_outlier_channels(G, dim, rng);
             for (float& v : x) {
               const int p = pick(rng);
@@ -224,7 +291,7 @@ TEST(ChannelGroupTest, ResealingOverAnEarlierSealGivesTheWholeSealsBytes) {
             // The earlier rows reach a reseal as a tail holds them, f16 keys.
             std::vector<uint16_t> tail(x.size());
             for (size_t i = 0; i < x.size(); ++i) tail[i] = channel_key_f16(x[i]);
-            const uint64_t bytes = channel_group_bytes(bits, G, dim);
+            const uint64_t bytes = channel_group_bytes(code, G, dim);
             const uint64_t row_bytes = uint64_t{dim} * bits / 8;
             // On every SIMD target (the lanes and their scalar tails at dims past a vector);
             // trial 0 adds one row, one row, then two at a time: the sink's range taking effect
@@ -236,16 +303,24 @@ TEST(ChannelGroupTest, ResealingOverAnEarlierSealGivesTheWholeSealsBytes) {
                     G, sealed + (trial == 0 ? (sealed < 2 ? 1u : 2u) : uint32_t(run(rng))));
                 // rows [0, sealed) from the tail, the new ones raw, the keys handed back
                 std::vector<uint16_t> added_f16(uint64_t{n - sealed} * dim);
-                reseal_channel_group(bits, tail.data(), x.data() + sealed * dim, dim, n, dim,
+                reseal_channel_group(code, tail.data(), x.data() + sealed * dim, dim, n, dim,
                                      group.data(), range_from, sealed, added_f16.data());
                 ASSERT_TRUE(
                     std::equal(added_f16.begin(), added_f16.end(), tail.begin() + sealed * dim));
                 whole.assign(bytes, 0xA5);
-                quantize_channel_group(bits, x.data(), dim, n, dim, whole.data(), range_from);
+                quantize_channel_group(code, x.data(), dim, n, dim, whole.data(), range_from);
                 const uint64_t used = 4 * uint64_t{dim} + n * row_bytes;
+                // int2mix_chan64: and the third bits of rows [0, n), after the 64 rows
+                const uint64_t third = 4 * uint64_t{dim} + uint64_t{G} * row_bytes;
+                if (code.wide) {
+                  ASSERT_TRUE(std::equal(group.begin() + third,
+                                         group.begin() + third + n * (dim / 32),
+                                         whole.begin() + third));
+                }
                 ASSERT_TRUE(std::equal(group.begin(), group.begin() + used, whole.begin()))
-                    << "bits " << bits << " dim " << dim << " G " << G << " range_from "
-                    << range_from << " trial " << trial << " rows " << sealed << " -> " << n;
+                    << "bits " << bits << (code.wide ? " wide" : "") << " dim " << dim << " G " << G
+                    << " range_from " << range_from << " trial " << trial << " rows " << sealed
+                    << " -> " << n;
                 sealed = n;
               }
             });
