@@ -21,6 +21,7 @@ void add_engine_flags(CLI::App* cmd, EngineFlags* f) {
   add_max_num_batched_tokens_flag(*cmd, &f->max_num_batched_tokens, FlagRole::kEngine);
   add_max_num_seqs_flag(*cmd, &f->max_num_seqs, FlagRole::kEngine);
   add_kv_recent_window_flag(*cmd, &f->kv_recent_window, FlagRole::kEngine);
+  add_kv_recent_window_dtype_flag(*cmd, &f->kv_recent_window_dtype, FlagRole::kEngine);
   add_kv_attention_sink_flag(*cmd, &f->kv_attention_sink, FlagRole::kEngine);
   add_prefix_caching_flag(*cmd, &f->enable_prefix_caching);
   add_max_model_len_flag(*cmd, &f->max_model_len);
@@ -90,6 +91,9 @@ EngineConfig engine_config_or_fail(const EngineFlags& f, const LoadedModel& mode
   c.max_num_batched_tokens = f.max_num_batched_tokens;
   c.max_num_seqs = f.max_num_seqs;
   c.recent_window = f.kv_recent_window;
+  auto window_dtype = parse_recent_window_dtype(f.kv_recent_window_dtype);
+  if (!window_dtype.is_ok()) fail(window_dtype.status().message());
+  c.recent_window_dtype = *window_dtype;
   c.attention_sink = f.kv_attention_sink;
   c.enable_prefix_caching = f.enable_prefix_caching;
   c.max_model_len = f.max_model_len;

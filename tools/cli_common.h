@@ -24,6 +24,7 @@ struct EngineFlags {
   uint32_t max_num_batched_tokens = 512;
   uint32_t max_num_seqs = 64;
   uint32_t kv_recent_window = 0;
+  std::string kv_recent_window_dtype = "f16";
   bool kv_attention_sink = false;
   bool enable_prefix_caching = true;
   uint32_t max_model_len = 0;

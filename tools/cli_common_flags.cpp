@@ -7,6 +7,7 @@
 #include "core/check.h"
 #include "quant/kv_format.h"
 #include "quant/kv_layer_formats.h"
+#include "quant/recent_window.h"
 #include "tools/cli_commands.h"
 #include "tools/cli_config_file.h"
 
@@ -242,6 +243,31 @@ void add_kv_recent_window_flag(CLI::App& cmd, uint32_t* tokens, FlagRole role) {
   }
   if (help == nullptr) unknown_role("--kv-recent-window");
   cmd.add_option("--kv-recent-window", *tokens, help)->capture_default_str();
+}
+
+void add_kv_recent_window_dtype_flag(CLI::App& cmd, std::string* dtype, FlagRole role) {
+  const char* help = nullptr;
+  switch (role) {
+    case FlagRole::kEngine:
+      help =
+          "the recent-token window's rows: f16, or int8 (an f16 scale per row: about half the "
+          "bytes, so a window twice as long for the same memory)";
+      break;
+    case FlagRole::kPlanner:
+    case FlagRole::kSimulatedEngine:
+      help = "the engine's --kv-recent-window-dtype (f16 or int8): the bytes of its window's rows";
+      break;
+  }
+  if (help == nullptr) unknown_role("--kv-recent-window-dtype");
+  cmd.add_option("--kv-recent-window-dtype", *dtype, help)->capture_default_str();
+}
+
+Result<KvDtype> parse_recent_window_dtype(const std::string& name) {
+  auto d = parse_kv_dtype(name);
+  if (!d.is_ok())
+    return invalid_argument("--kv-recent-window-dtype must be f16 or int8, got '" + name + "'");
+  KVS_RETURN_IF_ERROR(check_recent_window_dtype(*d));
+  return *d;
 }
 
 void add_kv_attention_sink_flag(CLI::App& cmd, bool* on, FlagRole role) {

@@ -175,6 +175,7 @@ void run_generate(GenerateFlags& f) {
         {"kv_key_tail_bytes", pool.key_tail_bytes},
         {"kv_recent_window", pool.recent_window},
         {"kv_recent_window_bytes", pool.recent_window_bytes},
+        {"kv_recent_window_dtype", kv_dtype_name(pool.recent_window_dtype)},
         {"kv_attention_sink", pool.attention_sink},
         {"kv_pool_blocks", pool.num_blocks},
         {"kv_pool_tokens", pool.num_tokens},

@@ -41,6 +41,7 @@ struct PlanFlags {
   uint32_t block_size = 16;
   uint32_t max_num_seqs = 64;  // the engine's default (EngineConfig)
   uint32_t kv_recent_window = 0;
+  std::string kv_recent_window_dtype = "f16";
   bool kv_attention_sink = false;
   uint64_t max_num_batched_tokens = 0;  // 0: windows at their size; the engine's chunk 512
   uint64_t shared_prefix = 0;
@@ -100,6 +101,9 @@ void run(const PlanFlags& f) {
   r.workload.block_size = f.block_size;
   r.engine_max_num_seqs = f.max_num_seqs;
   r.engine_recent_window = f.kv_recent_window;
+  auto window_dtype = parse_recent_window_dtype(f.kv_recent_window_dtype);
+  if (!window_dtype.is_ok()) fail(window_dtype.status().message());
+  r.engine_recent_window_dtype = *window_dtype;
   r.engine_attention_sink = f.kv_attention_sink;
   r.workload.shared_prefix = f.shared_prefix;
   r.workload.window_chunk_tokens = f.max_num_batched_tokens;
@@ -209,6 +213,7 @@ void add_plan_command(CLI::App& app) {
   add_block_size_flag(*cmd, &flags->block_size, FlagRole::kPlanner);
   add_max_num_seqs_flag(*cmd, &flags->max_num_seqs, FlagRole::kPlanner);
   add_kv_recent_window_flag(*cmd, &flags->kv_recent_window, FlagRole::kPlanner);
+  add_kv_recent_window_dtype_flag(*cmd, &flags->kv_recent_window_dtype, FlagRole::kPlanner);
   add_kv_attention_sink_flag(*cmd, &flags->kv_attention_sink, FlagRole::kPlanner);
   add_max_num_batched_tokens_flag(*cmd, &flags->max_num_batched_tokens, FlagRole::kPlanner);
   cmd->add_option("--shared-prefix", flags->shared_prefix,

@@ -85,7 +85,7 @@ void run_serve(ServeFlags& f) {
   auto pool =
       plan_kv_pool(spec.kv_model_shape(config.k_dtype, config.v_dtype, config.layer_formats),
                    config.kv_cache_memory, config.block_size, config.max_num_seqs,
-                   config.recent_window, config.attention_sink);
+                   config.recent_window, config.attention_sink, config.recent_window_dtype);
   if (!pool.is_ok()) fail(pool.status().message());
   const KvPoolPlan& p = *pool;
   // The most blocks one request of max_len tokens holds (all layer groups; a sliding group holds

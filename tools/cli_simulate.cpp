@@ -114,6 +114,7 @@ void add_simulate_command(CLI::App& app) {
   add_max_num_seqs_flag(*cmd, &f->sim.max_num_seqs, FlagRole::kSimulatedEngine);
   add_max_num_batched_tokens_flag(*cmd, &f->sim.max_num_batched_tokens, FlagRole::kSimulatedEngine);
   add_kv_recent_window_flag(*cmd, &f->sim.recent_window, FlagRole::kSimulatedEngine);
+  add_kv_recent_window_dtype_flag(*cmd, &f->sim.recent_window_dtype, FlagRole::kSimulatedEngine);
   add_kv_attention_sink_flag(*cmd, &f->sim.attention_sink, FlagRole::kSimulatedEngine);
   add_preemption_flags(*cmd, &f->sim.preemption_mode, &f->sim.swap_space,
                        FlagRole::kSimulatedEngine);
@@ -141,6 +142,7 @@ void add_simulate_command(CLI::App& app) {
       "--sweep", f->sweeps,
       "KEY=V1,V2: run every combination, one table (keys: kv-cache-dtype, gpu, "
       "gpus, tp, memory, block-size, max-num-seqs, max-num-batched-tokens, kv-recent-window, "
+      "kv-recent-window-dtype, "
       "preemption-mode, enable-prefix-caching, rate-scale, ...)");
   cmd->add_flag("--json", f->json, "print the results as JSON");
   cmd->add_option("--svg", f->svg, "write running/waiting, KV occupancy and preemptions to FILE");

@@ -118,7 +118,7 @@ Result<std::unique_ptr<Engine>> Engine::create(TransformerModel& model,
       KvPoolPlan pool,
       plan_kv_pool(spec.kv_model_shape(config.k_dtype, config.v_dtype, config.layer_formats),
                    config.kv_cache_memory, config.block_size, config.max_num_seqs,
-                   config.recent_window, config.attention_sink));
+                   config.recent_window, config.attention_sink, config.recent_window_dtype));
   KVS_RETURN_IF_ERROR(check_window_preemption(config.recent_window, config.preemption_mode));
   if (config.offload.enabled()) KVS_RETURN_IF_ERROR(config.offload.validate());
   std::unique_ptr<Engine> e(new Engine(model, config, pool));
@@ -186,7 +186,7 @@ Result<std::unique_ptr<Engine>> Engine::create(TransformerModel& model,
         RecentWindow w,
         RecentWindow::create(pool.recent_window_slots, pool.recent_window,
                              static_cast<uint32_t>(pool.shape.layers.size()), pool.unit.kv_heads,
-                             pool.unit.head_dim_k, pool.attention_sink));
+                             pool.unit.head_dim_k, pool.attention_sink, pool.recent_window_dtype));
     recent = std::make_unique<RecentWindow>(std::move(w));
   }
   KvCacheConfig cache =

@@ -53,6 +53,8 @@ struct EngineConfig {
   // `--kv-recent-window`: each running sequence's newest tokens kept in f16 beside the pool
   // (quant/recent_window.h); 0 = none. Needs recompute preemption.
   uint32_t recent_window = 0;
+  // `--kv-recent-window-dtype`: the window's rows in f16 or int8 (about half the bytes).
+  KvDtype recent_window_dtype = KvDtype::kF16;
   // `--kv-attention-sink`: every query reads position 0's K and V in f16 too
   // (quant/attention_sink.h). Needs a recent window.
   bool attention_sink = false;

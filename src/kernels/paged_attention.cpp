@@ -418,9 +418,17 @@ static void AttendHeads(const PagedAttentionArgs& a, int64_t t, uint32_t kvh, Ke
 }
 
 // The recent-token window's keys k (quant/recent_window.h) for the `group` query heads of kv head
-// kvh of token t: f16 rows in the model's own space, so the queries are the unrotated ones. The
-// partial goes to `base` like AttendHeads', its value sum rotated when V is (so that the merge and
-// the output's rotation back treat every segment alike).
+// kvh of token t: f16 or int8 rows in the model's own space, so the queries are the unrotated ones.
+// The partial goes to `base` like AttendHeads', its value sum rotated when V is (so that the merge
+// and the output's rotation back treat every segment alike).
+// A window row's elements as f32 lanes, times the row's scale (int8: its f16 scale; f16: 1).
+static HWY_INLINE float WindowRowScale(const WindowRow& row, uint32_t D) {
+  return row.dtype == KvDtype::kInt8 ? ReadInt8::Scale(row.bytes, D) : 1.0f;
+}
+static HWY_INLINE VF WindowRowLoad(DF df, const WindowRow& row, size_t i) {
+  return row.dtype == KvDtype::kInt8 ? ReadInt8::Load(df, row.bytes, i)
+                                     : ReadF16::Load(df, row.bytes, i);
+}
 static void AttendRecent(const PagedAttentionArgs& a, int64_t t, uint32_t kvh, KeyRange k,
                          uint32_t group, bool v_rotated, float* base, Scratch& s) {
   const RecentWindow& w = *a.kv.recent;
@@ -432,21 +440,25 @@ static void AttendRecent(const PagedAttentionArgs& a, int64_t t, uint32_t kvh, K
   const DF df;
   const size_t L = hn::Lanes(df);
   const bool vec = D % L == 0;
+  thread_local std::vector<float> row_f32;
+  row_f32.resize(D);
   for (int32_t j = 0; j < len; ++j) {
-    const uint8_t* kr = reinterpret_cast<const uint8_t*>(w.key(t, a.model_layer, kvh, k.first + j));
+    const WindowRow kr = w.key(t, a.model_layer, kvh, k.first + j);
+    const float ks = WindowRowScale(kr, D) * a.scale;
+    if (!vec) window_row_to_f32(kr, D, row_f32.data());
     for (uint32_t g = 0; g < group; ++g) {
       const float* qg = q + size_t{g} * D;
       float d = 0;
       if (vec) {
         VF acc = hn::Zero(df);
         for (uint32_t i = 0; i < D; i += L)
-          acc = hn::MulAdd(hn::LoadU(df, qg + i), ReadF16::Load(df, kr, i), acc);
-        d = hn::GetLane(hn::SumOfLanes(df, acc));
+          acc = hn::MulAdd(hn::LoadU(df, qg + i), WindowRowLoad(df, kr, i), acc);
+        d = hn::GetLane(hn::SumOfLanes(df, acc)) * ks;
       } else {
-        for (uint32_t i = 0; i < D; ++i)
-          d += qg[i] * f16_to_f32(reinterpret_cast<const uint16_t*>(kr)[i]);
+        for (uint32_t i = 0; i < D; ++i) d += qg[i] * row_f32[i];
+        d *= a.scale;
       }
-      sc[size_t{g} * len + j] = d * a.scale;
+      sc[size_t{g} * len + j] = d;
     }
   }
   float* acc = base;
@@ -458,18 +470,18 @@ static void AttendRecent(const PagedAttentionArgs& a, int64_t t, uint32_t kvh, K
     l[g] = ExpSubAndSum(sc + size_t{g} * len, len, m[g]);
   }
   for (int32_t j = 0; j < len; ++j) {
-    const uint8_t* vr =
-        reinterpret_cast<const uint8_t*>(w.value(t, a.model_layer, kvh, k.first + j));
+    const WindowRow vr = w.value(t, a.model_layer, kvh, k.first + j);
+    const float vs = WindowRowScale(vr, D);
+    if (!vec) window_row_to_f32(vr, D, row_f32.data());
     for (uint32_t g = 0; g < group; ++g) {
       const float p = sc[size_t{g} * len + j];
       float* o = acc + size_t{g} * D;
       if (vec) {
-        const VF vp = hn::Set(df, p);
+        const VF vp = hn::Set(df, p * vs);
         for (uint32_t i = 0; i < D; i += L)
-          hn::StoreU(hn::MulAdd(vp, ReadF16::Load(df, vr, i), hn::LoadU(df, o + i)), df, o + i);
+          hn::StoreU(hn::MulAdd(vp, WindowRowLoad(df, vr, i), hn::LoadU(df, o + i)), df, o + i);
       } else {
-        for (uint32_t i = 0; i < D; ++i)
-          o[i] += p * f16_to_f32(reinterpret_cast<const uint16_t*>(vr)[i]);
+        for (uint32_t i = 0; i < D; ++i) o[i] += p * row_f32[i];
       }
     }
   }

@@ -31,9 +31,6 @@ void paged_attention_reference(const PagedAttentionArgs& a) {
     // The attention sink (quant/attention_sink.h): position 0 too.
     const bool sink = kv.recent != nullptr && kv.recent->reads_sink(t, j0, n);
     auto exact = [&](int32_t j) { return j >= jr || (sink && j == 0); };
-    auto f16_row = [&](const uint16_t* row, float* out) {
-      for (uint32_t i = 0; i < D; ++i) out[i] = f16_to_f32(row[i]);
-    };
     for (uint32_t h = 0; h < a.num_heads; ++h) {
       const uint32_t kvh = h / group;
       const float* q = a.q + (t * a.num_heads + h) * D;
@@ -55,7 +52,7 @@ void paged_attention_reference(const PagedAttentionArgs& a) {
         const uint8_t* kp = kv.k_head(blk, a.layer, kvh) + (j % kv.block_size) * kv.k_vector_bytes;
         double d = 0;
         if (exact(j)) {
-          f16_row(kv.recent->key(t, a.model_layer, kvh, j), k.data());
+          window_row_to_f32(kv.recent->key(t, a.model_layer, kvh, j), D, k.data());
           for (uint32_t i = 0; i < D; ++i) d += double(q[i]) * k[i];
         } else if (k_int8) {
           int64_t isum = 0;
@@ -82,7 +79,7 @@ void paged_attention_reference(const PagedAttentionArgs& a) {
       for (int32_t j = j0; j < n; ++j) {
         const uint32_t blk = a.block_table[t][j / kv.block_size];
         if (exact(j)) {
-          f16_row(kv.recent->value(t, a.model_layer, kvh, j), v.data());
+          window_row_to_f32(kv.recent->value(t, a.model_layer, kvh, j), D, v.data());
         } else {
           kv_vector_to_f32(kv.v_dtype,
                            kv.v_head(blk, a.layer, kvh) + (j % kv.block_size) * kv.v_vector_bytes,

@@ -187,8 +187,8 @@ KvSequenceRowBytes layer_rows(const KvLayer& l, const KvModelShape& s) {
   const uint32_t heads = kv_heads_per_rank(l.kv_heads, s.tp);
   if (s.recent_window > 0) {
     KVS_CHECK(l.head_dim_k == l.head_dim_v);  // validate_kv_shape: one dim for K and V
-    rows.recent_window =
-        RecentWindow::bytes(1, s.recent_window, 1, heads, l.head_dim_k, s.attention_sink);
+    rows.recent_window = RecentWindow::bytes(1, s.recent_window, 1, heads, l.head_dim_k,
+                                             s.attention_sink, s.recent_window_dtype);
   }
   if (kv_dtype_per_channel(s.k_dtype))
     rows.key_tails = KeyTails::bytes(1, 1, heads, l.head_dim_k, kv_channel_group_tokens(s.k_dtype));

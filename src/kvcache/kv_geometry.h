@@ -122,6 +122,7 @@ struct KvModelShape {
   // for its --max-num-seqs slots instead and leaves these at 0.
   uint32_t recent_window = 0;
   bool attention_sink = false;
+  KvDtype recent_window_dtype = KvDtype::kF16;  // its rows (`--kv-recent-window-dtype`)
 
   // Every layer full attention, tp = 1: the engine's shape.
   [[nodiscard]] static KvModelShape uniform(const KvUniformShape& u);

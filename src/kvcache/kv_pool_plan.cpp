@@ -50,11 +50,12 @@ Result<KvPoolPlan> plan_kv_layout(const KvModelShape& shape, uint32_t block_size
 }
 
 Result<KvPoolPlan> plan_kv_pool(const KvModelShape& shape, uint64_t memory, uint32_t block_size,
-                                uint32_t max_num_seqs, uint32_t recent_window,
-                                bool attention_sink) {
+                                uint32_t max_num_seqs, uint32_t recent_window, bool attention_sink,
+                                KvDtype recent_window_dtype) {
   KVS_ASSIGN_OR_RETURN(KvPoolPlan p, plan_kv_layout(shape, block_size));
   p.max_num_seqs = max_num_seqs;
   KVS_RETURN_IF_ERROR(check_recent_window(recent_window));
+  KVS_RETURN_IF_ERROR(check_recent_window_dtype(recent_window_dtype));
   if (attention_sink && recent_window == 0)
     return invalid_argument(
         "--kv-attention-sink needs --kv-recent-window: the sink's rows are read with the window's "
@@ -66,9 +67,10 @@ Result<KvPoolPlan> plan_kv_pool(const KvModelShape& shape, uint64_t memory, uint
     p.recent_window = recent_window;
     p.recent_window_slots = max_num_seqs;
     p.attention_sink = attention_sink;
+    p.recent_window_dtype = recent_window_dtype;
     p.recent_window_bytes =
         RecentWindow::bytes(max_num_seqs, recent_window, static_cast<uint32_t>(shape.layers.size()),
-                            l0.kv_heads, l0.head_dim_k, attention_sink);
+                            l0.kv_heads, l0.head_dim_k, attention_sink, recent_window_dtype);
     if (p.recent_window_bytes >= memory)
       return invalid_argument(
           "--kv-cache-memory " + format_bytes_binary(memory) +

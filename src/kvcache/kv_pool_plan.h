@@ -45,12 +45,14 @@ struct KvPoolPlan {
   // head_dim x 2. Zero for every other format.
   uint32_t key_tail_slots = 0;
   uint64_t key_tail_bytes = 0;
-  // `--kv-recent-window` (quant/recent_window.h): each running sequence's newest tokens in f16, K
-  // and V, one ring per sequence (max_num_seqs) of W + 16 tokens for every layer, taken from the
-  // budget before the blocks: recent_window_bytes = slots x layers x kv_heads x (W + 16) x
-  // head_dim x 2 B x 2. Zero without a window. With `--kv-attention-sink` (quant/attention_sink.h)
-  // it also holds the sink's rows: + 2 x slots x layers x kv_heads x head_dim x 2 B x 2.
+  // `--kv-recent-window` (quant/recent_window.h): each running sequence's newest tokens in f16
+  // (or int8, `--kv-recent-window-dtype`), K and V, one ring per sequence (max_num_seqs) of W + 16
+  // tokens for every layer, taken from the budget before the blocks: recent_window_bytes = slots
+  // x layers x kv_heads x (W + 16) x row bytes x 2, a row head_dim x 2 B (f16) or head_dim + 2 B
+  // (int8). Zero without a window. With `--kv-attention-sink` (quant/attention_sink.h) it also
+  // holds the sink's f16 rows: + 2 x slots x layers x kv_heads x head_dim x 2 B x 2.
   uint32_t recent_window = 0;  // W, tokens
+  KvDtype recent_window_dtype = KvDtype::kF16;
   uint32_t recent_window_slots = 0;
   bool attention_sink = false;
   uint64_t recent_window_bytes = 0;
@@ -88,11 +90,13 @@ struct KvSequenceFootprint {
 // than one block or one with too many blocks.
 // max_num_seqs sizes the per-channel keys' tails (0: none) and the recent-token window's rings
 // (`recent_window` tokens each; 0: no window; a multiple of 16 up to kMaxRecentWindow), and with
-// `attention_sink` (which needs a window) the sink's rows.
+// `attention_sink` (which needs a window) the sink's rows; the rings' rows in
+// `recent_window_dtype` (f16 or int8).
 [[nodiscard]] Result<KvPoolPlan> plan_kv_pool(const KvModelShape& shape, uint64_t kv_cache_memory,
                                               uint32_t block_size, uint32_t max_num_seqs = 0,
                                               uint32_t recent_window = 0,
-                                              bool attention_sink = false);
+                                              bool attention_sink = false,
+                                              KvDtype recent_window_dtype = KvDtype::kF16);
 // The same without a budget: everything but num_blocks, pool_bytes and num_tokens (0).
 [[nodiscard]] Result<KvPoolPlan> plan_kv_layout(const KvModelShape& shape, uint32_t block_size);
 // The uniform case.

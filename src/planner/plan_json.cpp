@@ -137,20 +137,22 @@ std::string render_plan_json(const PlanOutcome& out) {
   }
   j["levers"] = levers;
   if (out.engine_pool)
-    j["engine_pool"] = {{"kv_cache_memory_bytes", r.kv_cache_memory->bytes},
-                        {"block_size", r.workload.block_size},
-                        {"bytes_per_token", out.engine_pool->bytes_per_token},
-                        {"formula", out.engine_pool->formula},
-                        {"block_bytes", out.engine_pool->block_bytes},
-                        {"num_blocks", out.engine_pool->num_blocks},
-                        {"num_tokens", out.engine_pool->num_tokens},
-                        {"pool_bytes", out.engine_pool->pool_bytes},
-                        {"key_tail_slots", out.engine_pool->key_tail_slots},
-                        {"key_tail_bytes", out.engine_pool->key_tail_bytes},
-                        {"recent_window", out.engine_pool->recent_window},
-                        {"recent_window_slots", out.engine_pool->recent_window_slots},
-                        {"recent_window_bytes", out.engine_pool->recent_window_bytes},
-                        {"attention_sink", out.engine_pool->attention_sink}};
+    j["engine_pool"] = {
+        {"kv_cache_memory_bytes", r.kv_cache_memory->bytes},
+        {"block_size", r.workload.block_size},
+        {"bytes_per_token", out.engine_pool->bytes_per_token},
+        {"formula", out.engine_pool->formula},
+        {"block_bytes", out.engine_pool->block_bytes},
+        {"num_blocks", out.engine_pool->num_blocks},
+        {"num_tokens", out.engine_pool->num_tokens},
+        {"pool_bytes", out.engine_pool->pool_bytes},
+        {"key_tail_slots", out.engine_pool->key_tail_slots},
+        {"key_tail_bytes", out.engine_pool->key_tail_bytes},
+        {"recent_window", out.engine_pool->recent_window},
+        {"recent_window_slots", out.engine_pool->recent_window_slots},
+        {"recent_window_bytes", out.engine_pool->recent_window_bytes},
+        {"recent_window_dtype", kv_dtype_name(out.engine_pool->recent_window_dtype)},
+        {"attention_sink", out.engine_pool->attention_sink}};
   if (out.engine_sequence) {
     const KvSequenceFootprint& q = *out.engine_sequence;
     j["engine_sequence"] = {{"tokens", q.tokens},

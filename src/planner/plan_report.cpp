@@ -136,7 +136,8 @@ void formula_section(std::ostringstream& o, const PlanOutcome& out) {
     o << "  + per sequence beside the blocks, in f16 (as the engine holds them):";
     if (rows.recent_window > 0)
       o << " recent window (" << shape.recent_window << " + 16"
-        << (shape.attention_sink ? " + 2 sink" : "") << " tokens of K and V) "
+        << (shape.attention_sink ? " + 2 sink" : "") << " tokens of K and V"
+        << (shape.recent_window_dtype == KvDtype::kInt8 ? ", the window's in int8" : "") << ") "
         << format_thousands(rows.recent_window) << " B" << (rows.key_tails > 0 ? ";" : "");
     if (rows.key_tails > 0)
       o << " key tails (" << kv_channel_group_tokens(shape.k_dtype)
@@ -384,7 +385,21 @@ std::string render_plan_report(const PlanOutcome& out) {
         << e.unit.head_dim_k << " x 2 B = " << format_thousands(e.key_tail_bytes)
         << " B: the f16 keys of each "
         << "sequence's partly filled 16-token group\n";
-    if (e.recent_window_bytes > 0)
+    if (e.recent_window_bytes > 0 && e.recent_window_dtype == KvDtype::kInt8)
+      o << "  recent window " << e.recent_window_slots << " (--max-num-seqs) x "
+        << e.shape.layers.size() << " layers x " << e.unit.kv_heads << " kv heads x ("
+        << e.recent_window << " + 16) x (" << e.unit.head_dim_k << " + 2) B x 2 (K, V)"
+        << (e.attention_sink ? std::string(" + the same x 2 x ") +
+                                   std::to_string(e.unit.head_dim_k) + " x 2 B x 2 (the sink)"
+                             : std::string())
+        << " = " << format_thousands(e.recent_window_bytes)
+        << " B: each sequence's newest tokens in int8 with an f16 scale per row"
+        << (e.attention_sink
+                ? ", and position 0's f16 rows of each sequence and of as many start tokens (the "
+                  "attention sink)"
+                : "")
+        << "\n";
+    else if (e.recent_window_bytes > 0)
       o << "  recent window " << e.recent_window_slots << " (--max-num-seqs) x "
         << e.shape.layers.size() << " layers x " << e.unit.kv_heads << " kv heads x ("
         << e.recent_window << " + 16" << (e.attention_sink ? " + 2" : "") << ") x "

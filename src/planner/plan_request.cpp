@@ -77,6 +77,7 @@ Result<PlanOutcome> run_plan(const PlanRequest& r) {
   // Each request the engine runs holds its window's rows (and the sink's) beside its blocks.
   o.inputs.shape.recent_window = r.engine_recent_window;
   o.inputs.shape.attention_sink = r.engine_attention_sink;
+  o.inputs.shape.recent_window_dtype = r.engine_recent_window_dtype;
   o.inputs.gpu_memory_bytes = r.gpu_memory.bytes;
   o.inputs.gpu_memory_utilization = r.utilization;
   o.inputs.weights_bytes = r.weights.bytes;
@@ -109,9 +110,9 @@ Result<PlanOutcome> run_plan(const PlanRequest& r) {
   }
   if (r.kv_cache_memory) {
     if (!engine_shape) return invalid_argument("--kv-cache-memory needs a model the engine runs");
-    auto pool =
-        plan_kv_pool(*engine_shape, r.kv_cache_memory->bytes, r.workload.block_size,
-                     r.engine_max_num_seqs, r.engine_recent_window, r.engine_attention_sink);
+    auto pool = plan_kv_pool(*engine_shape, r.kv_cache_memory->bytes, r.workload.block_size,
+                             r.engine_max_num_seqs, r.engine_recent_window, r.engine_attention_sink,
+                             r.engine_recent_window_dtype);
     if (!pool.is_ok())
       return Status(pool.status().code(), "engine pool: " + pool.status().message());
     o.engine_pool = std::move(pool).value();

@@ -53,6 +53,7 @@ struct PlanRequest {
   // counted in every request of the capacity (KvModelShape::recent_window) and taken from
   // --kv-cache-memory before the blocks.
   uint32_t engine_recent_window = 0;
+  KvDtype engine_recent_window_dtype = KvDtype::kF16;  // its rows (--kv-recent-window-dtype)
   // The engine's --kv-attention-sink (quant/attention_sink.h): its rows, counted with the window's.
   bool engine_attention_sink = false;
 };

@@ -23,7 +23,10 @@
 //
 // Storage: one slot per sequence the engine may run (max_num_seqs), each a ring of W + 16 rows per
 // layer and KV head, row = position % (W + 16), plus this step's rows (one layer at a time):
-//   bytes = slots x layers x kv_heads x (W + 16) x head_dim x 2 B x 2 (K and V)
+//   bytes = slots x layers x kv_heads x (W + 16) x row bytes x 2 (K and V)
+// A row is f16 (head_dim x 2 B), or with `--kv-recent-window-dtype int8` the int8 format's
+// (head_dim + 2 B: int8 elements and their f16 scale, quant/kv_codecs.h), about half: a window
+// twice as long for the same bytes. The sink's rows stay f16.
 // counted in the KV budget (kv_pool_plan.h). Per layer the forward pass calls store() (the step's
 // new K and V, before attention), attention reads key()/value(), then commit() moves the step's
 // rows into the rings. The ring holds every row a window can reach back to before the step's
@@ -46,29 +49,45 @@
 #include "core/status.h"
 #include "core/zero_pages.h"
 #include "quant/attention_sink.h"
+#include "quant/kv_format.h"
 
 namespace kvs {
 
 inline constexpr uint32_t kRecentWindowAlign = 16;
 inline constexpr uint32_t kMaxRecentWindow = 4096;
 
+// A row of the window as attention reads it: its bytes and their format (f16, or int8 with its
+// f16 scale after the elements; the sink's rows are f16).
+struct WindowRow {
+  const uint8_t* bytes;
+  KvDtype dtype;
+};
+// The row's head_dim values.
+void window_row_to_f32(const WindowRow& row, uint32_t dim, float* out);
+// invalid_argument naming `--kv-recent-window-dtype` unless `dtype` is f16 or int8.
+[[nodiscard]] Status check_recent_window_dtype(KvDtype dtype);
+
 class RecentWindow {
  public:
   // `slots` rings of `tokens` (a multiple of 16, at most kMaxRecentWindow) + 16 rows per layer
   // and KV head, and with `sink` an attention sink of `slots` sequences; resource_exhausted when
   // the system cannot map them.
+  // Rows in `rows` (f16 or int8, check_recent_window_dtype).
   static Result<RecentWindow> create(uint32_t slots, uint32_t tokens, uint32_t layers,
-                                     uint32_t kv_heads, uint32_t dim, bool sink = false);
+                                     uint32_t kv_heads, uint32_t dim, bool sink = false,
+                                     KvDtype rows = KvDtype::kF16);
 
   // What `slots` rings (and the sink's rows) cost (kv_pool_plan.h takes it from the budget).
   [[nodiscard]] static uint64_t bytes(uint32_t slots, uint32_t tokens, uint32_t layers,
-                                      uint32_t kv_heads, uint32_t dim, bool sink = false);
+                                      uint32_t kv_heads, uint32_t dim, bool sink = false,
+                                      KvDtype rows = KvDtype::kF16);
   // The floor for a sequence whose cache reuse may reach position `boundary` (see above).
   [[nodiscard]] static uint32_t floor_of(uint32_t boundary, uint32_t tokens);
 
   [[nodiscard]] uint32_t tokens() const { return tokens_; }
   [[nodiscard]] uint32_t slots() const { return slots_; }
   [[nodiscard]] uint32_t capacity() const { return cap_; }
+  [[nodiscard]] KvDtype row_dtype() const { return dtype_; }
 
   // ---- one forward pass ----
   // Per token of the step: its position, its sequence's slot (-1: no window) and floor. A
@@ -98,11 +117,11 @@ class RecentWindow {
   // The attention sink, or nullptr (the model runner copies its rows as the cache manager's
   // start-token table says: kvcache/start_token_table.h).
   [[nodiscard]] AttentionSink* sink() const { return sink_.get(); }
-  // Rows [dim] of f16 of position `pos` (within token t's window) for `layer` and `head`.
-  [[nodiscard]] const uint16_t* key(int64_t t, uint32_t layer, uint32_t head, int32_t pos) const {
+  // The row of position `pos` (within token t's window) for `layer` and `head`.
+  [[nodiscard]] WindowRow key(int64_t t, uint32_t layer, uint32_t head, int32_t pos) const {
     return row(false, t, layer, head, pos);
   }
-  [[nodiscard]] const uint16_t* value(int64_t t, uint32_t layer, uint32_t head, int32_t pos) const {
+  [[nodiscard]] WindowRow value(int64_t t, uint32_t layer, uint32_t head, int32_t pos) const {
     return row(true, t, layer, head, pos);
   }
 
@@ -114,19 +133,20 @@ class RecentWindow {
 
  private:
   RecentWindow(uint32_t slots, uint32_t tokens, uint32_t layers, uint32_t kv_heads, uint32_t dim,
-               ZeroPages rings, std::unique_ptr<AttentionSink> sink);
-  [[nodiscard]] const uint16_t* row(bool v, int64_t t, uint32_t layer, uint32_t head,
-                                    int32_t pos) const;
+               KvDtype rows, ZeroPages rings, std::unique_ptr<AttentionSink> sink);
+  [[nodiscard]] WindowRow row(bool v, int64_t t, uint32_t layer, uint32_t head, int32_t pos) const;
   [[nodiscard]] uint64_t ring_index(uint32_t slot, uint32_t layer, uint32_t head,
                                     int32_t pos) const;
 
   uint32_t slots_, tokens_, cap_, layers_, kv_heads_, dim_;
-  // K's rings, then V's, each [slots][layers][kv_heads][cap][dim].
+  KvDtype dtype_;
+  uint64_t row_bytes_;
+  // K's rings, then V's, each [slots][layers][kv_heads][cap] rows of row_bytes_.
   ZeroPages rings_;
   std::unique_ptr<AttentionSink> sink_;
-  [[nodiscard]] uint16_t* ring_k() const { return rings_.as<uint16_t>(); }
-  [[nodiscard]] uint16_t* ring_v() const {
-    return ring_k() + uint64_t{slots_} * layers_ * kv_heads_ * cap_ * dim_;
+  [[nodiscard]] uint8_t* ring_k() const { return rings_.as<uint8_t>(); }
+  [[nodiscard]] uint8_t* ring_v() const {
+    return ring_k() + uint64_t{slots_} * layers_ * kv_heads_ * cap_ * row_bytes_;
   }
   // Per slot: the position after its last step, and the first position its rows hold for the
   // sequence now in it. A chunk that does not continue the slot's last step (a new sequence, or
@@ -134,10 +154,16 @@ class RecentWindow {
   // read below it is a bug (CHECK), never another sequence's KV.
   std::vector<int32_t> next_pos_, valid_from_;
   // The step: per token its slot, floor, position, and where its chunk starts (batch index and
-  // position); the rows of the layer being run, [tokens][kv_heads][dim].
+  // position); the rows of the layer being run, [tokens][kv_heads] rows: in f16 (the sink's, and
+  // the window's when its rows are f16) and in int8 when they are int8.
   int64_t num_tokens_ = 0;
   std::vector<int32_t> slot_, floor_, pos_, chunk_token_, chunk_pos_;
   std::vector<uint16_t> step_k_, step_v_;
+  std::vector<uint8_t> step_k8_, step_v8_;
+  [[nodiscard]] const uint8_t* step_row(bool v, uint64_t r) const {
+    if (dtype_ == KvDtype::kInt8) return (v ? step_v8_ : step_k8_).data() + r * row_bytes_;
+    return reinterpret_cast<const uint8_t*>((v ? step_v_ : step_k_).data() + r * dim_);
+  }
 };
 
 }  // namespace kvs

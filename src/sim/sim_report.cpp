@@ -185,7 +185,8 @@ std::string render_sim_report(const SimSetup& s, const SimResult& r) {
     o << ", less " << format_thousands(s.pool.key_tail_bytes) << " B of key tails";
   if (s.pool.recent_window_bytes > 0)
     o << ", less " << format_thousands(s.pool.recent_window_bytes)
-      << " B of recent window (--kv-recent-window " << s.pool.recent_window << ")";
+      << " B of recent window (--kv-recent-window " << s.pool.recent_window
+      << (s.pool.recent_window_dtype == KvDtype::kInt8 ? ", int8 rows" : "") << ")";
   o << "\n";
   o << "  scheduler   max-num-seqs " << s.scheduler.max_num_seqs << ", max-num-batched-tokens "
     << s.scheduler.max_num_batched_tokens << ", preemption "

@@ -121,8 +121,12 @@ Result<SimSetup> resolve_sim(const SimArgs& a) {
   s.scheduler.max_num_seqs =
       a.max_num_seqs != 0 ? a.max_num_seqs : (cpu ? kCpuMaxNumSeqs : kGpuMaxNumSeqs);
   s.scheduler.recent_window = a.recent_window;
+  auto window_dtype = parse_kv_dtype(a.recent_window_dtype);
+  if (!window_dtype.is_ok())
+    return invalid_argument("--kv-recent-window-dtype must be f16 or int8, got '" +
+                            a.recent_window_dtype + "'");
   auto pool = plan_kv_pool(shape, pool_bytes, a.block_size, s.scheduler.max_num_seqs,
-                           a.recent_window, a.attention_sink);
+                           a.recent_window, a.attention_sink, *window_dtype);
   if (!pool.is_ok()) return Status(pool.status().code(), "KV pool: " + pool.status().message());
   s.pool = *pool;
 
@@ -233,6 +237,8 @@ Status apply_sim_setting(SimArgs& a, const std::string& key, const std::string& 
     KVS_ASSIGN_OR_RETURN(a.max_num_batched_tokens, parse_number<uint32_t>(key, v));
   } else if (key == "kv-recent-window") {
     KVS_ASSIGN_OR_RETURN(a.recent_window, parse_number<uint32_t>(key, v));
+  } else if (key == "kv-recent-window-dtype") {
+    a.recent_window_dtype = v;
   } else if (key == "kv-attention-sink") {
     KVS_ASSIGN_OR_RETURN(a.attention_sink, parse_on_off(key, v));
   } else if (key == "preemption-mode") {

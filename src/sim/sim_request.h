@@ -37,6 +37,7 @@ struct SimArgs {
   // The engine's --kv-recent-window (tokens, 0 = none): its rings come out of the pool's budget
   // and prefix hits stop at each sequence's window floor, as in the engine.
   uint32_t recent_window = 0;
+  std::string recent_window_dtype = "f16";  // the engine's --kv-recent-window-dtype
   // The engine's --kv-attention-sink: its rows come out of the budget with the window's, and the
   // scheduler refuses a prefix hit whose first token the sink's table forgot, as in the engine
   // (kvcache/start_token_table.h).

@@ -134,6 +134,34 @@ class Generate(unittest.TestCase):
             (["--kv-recent-window", "64", "--kv-cache-memory", "8MiB"],
              "does not hold the recent-token window"))
 
+    def test_int8_window_and_the_6x_pair_are_the_planners_to_the_byte(self):
+        # --kv-recent-window-dtype int8: rows of 64 int8 and an f16 scale (66 B) where f16 takes
+        # 128, the sink's rows still f16; with the 2-bit pair int2mix_chan64/int2_had64 in blocks
+        # of 64 and per-layer formats, the engine's pool is the plan's, to the byte.
+        flags = ["--kv-cache-dtype-k", "int2mix_chan64", "--kv-cache-dtype-v", "int2_had64",
+                 "--block-size", "64", "--kv-cache-memory", "96MiB", "--max-num-seqs", "8",
+                 "--kv-recent-window", "64", "--kv-recent-window-dtype", "int8",
+                 "--kv-attention-sink", "--kv-cache-dtype-k-layers", "18=int4_chan64",
+                 "--kv-cache-dtype-v-layers", "1=int3_had"]
+        gen, pool = self.generate_and_plan(flags)
+        rows = 8 * 30 * 3
+        self.assertEqual(gen["kv_recent_window_bytes"],
+                         rows * (64 + 16) * 66 * 2 + rows * 2 * 64 * 2 * 2)
+        self.assertEqual(pool["recent_window_bytes"], gen["kv_recent_window_bytes"])
+        self.assertEqual(pool["recent_window_dtype"], "int8")
+        self.assertEqual(gen["kv_recent_window_dtype"], "int8")
+        self.assertEqual(pool["num_blocks"], gen["kv_pool_blocks"])
+        # 40 B per token and KV head, + the listed layers' 14 (K) and 10 (V) x 3 heads.
+        self.assertEqual(gen["kv_bytes_per_token"], 30 * 3 * 40 + 3 * 14 + 3 * 10)
+        self.assertGreater(gen["generated_tokens"], 0)
+        text = run("plan", MODEL, "--context", "2048", *flags).stdout
+        self.assertIn("(64 + 16) x (64 + 2) B x 2 (K, V)", text)
+        self.assert_generate_refuses(
+            (["--kv-recent-window", "64", "--kv-recent-window-dtype", "int4_had"],
+             "--kv-recent-window-dtype must be f16 or int8"),
+            (["--kv-recent-window", "64", "--kv-recent-window-dtype", "int9"],
+             "--kv-recent-window-dtype must be f16 or int8"))
+
     def test_attention_sink_pool_is_the_planners_to_the_byte(self):
         # --kv-attention-sink adds two f16 rows of position 0 per sequence (its own and a start
         # token's) to the window's, in the engine and the plan; without a window it is refused.

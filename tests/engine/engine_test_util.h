@@ -131,17 +131,26 @@ void expect_chunks_and_hits_keep_output(LoadedModel& m, EngineConfig c, Make mak
   EXPECT_EQ(run_all(*on, {p}, 24, &cached)[0], expect);
   ASSERT_EQ(cached.size(), 2u);
   EXPECT_EQ(cached[0], 0u);
-  EXPECT_EQ(cached[1], RecentWindow::floor_of(uint32_t(p.size()) - 1, c.recent_window));
+  // Hits are whole blocks: the floor rounded down to the block size.
+  const uint32_t bs = on->kv_pool().block_size;
+  EXPECT_EQ(cached[1], RecentWindow::floor_of(uint32_t(p.size()) - 1, c.recent_window) / bs * bs);
   EXPECT_GT(cached[1], 0u);
 }
 
 // The mean negative log-likelihood of long_chat_prompt's tokens from position 48 on under a
-// quantized pool, with a recent-token window of `window` tokens and the attention sink or not.
+// quantized pool, with a recent-token window of `window` tokens (rows in `rows`) and the attention
+// sink or not, in blocks of `block_size`.
 inline double score_long_chat_prompt(LoadedModel& m, KvDtype k, KvDtype v, uint32_t window,
-                                     bool attention_sink) {
-  EngineConfig c{
-      .kv_cache_memory = 256ull << 20, .k_dtype = k, .v_dtype = v, .threads = 2, .max_num_seqs = 4};
+                                     bool attention_sink, KvDtype rows = KvDtype::kF16,
+                                     uint32_t block_size = 16) {
+  EngineConfig c{.kv_cache_memory = 256ull << 20,
+                 .block_size = block_size,
+                 .k_dtype = k,
+                 .v_dtype = v,
+                 .threads = 2,
+                 .max_num_seqs = 4};
   c.recent_window = window;
+  c.recent_window_dtype = rows;
   c.attention_sink = attention_sink;
   auto e = Engine::create(*m.model, c);
   EXPECT_TRUE(e.is_ok()) << e.status().to_string();

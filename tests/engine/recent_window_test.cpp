@@ -131,6 +131,54 @@ INSTANTIATE_TEST_SUITE_P(Formats, EngineRecentWindowTest,
                                            Formats{KvDtype::kInt2Chan, KvDtype::kInt2Had}),
                          test::kv_formats_name);
 
+// --kv-recent-window-dtype int8, with the 2-bit pair that needs it (docs/kv-quantization.md): the
+// output keeps to chunking, prefix hits and forks; the rows are int8 (the score moves from the f16
+// rows', and a whole-prompt window is no longer every format's score); the rings are the plan's,
+// head_dim + 2 B a row.
+TEST(EngineRecentWindowInt8Test, Int8RowsKeepOutputAndAreCounted) {
+  REQUIRE_MODEL();
+  EngineConfig base{.kv_cache_memory = 256ull << 20,
+                    .block_size = 64,
+                    .k_dtype = KvDtype::kInt2MixChan64,
+                    .v_dtype = KvDtype::kInt2Had64,
+                    .threads = 2};
+  base.recent_window = kWindow;
+  base.recent_window_dtype = KvDtype::kInt8;
+  base.attention_sink = true;
+  const auto make_one = [&](const EngineConfig& c) { return test::make_engine(*model, c); };
+  test::expect_chunks_and_hits_keep_output(*model, base, make_one);
+  const auto prompt = model->tokenizer->encode("Once upon a time, in a small village", true, true);
+  const auto expect = run_all(*make_one(base), {prompt}, 40)[0];
+  const auto samples = test::forked_samples(*make_one(base), prompt, 40, 3);
+  ASSERT_EQ(samples.size(), 3u);
+  for (const auto& [index, tokens] : samples) EXPECT_EQ(tokens, expect) << "sample " << index;
+  auto e = make_one(base);
+  const KvPoolPlan plan =
+      *plan_kv_pool(model->spec.kv_model_shape(base.k_dtype, base.v_dtype), 256ull << 20, 64,
+                    EngineConfig{}.max_num_seqs, kWindow, true, KvDtype::kInt8);
+  EXPECT_EQ(e->kv_pool().recent_window_bytes, plan.recent_window_bytes);
+  EXPECT_EQ(e->kv_pool().num_blocks, plan.num_blocks);
+  const auto& spec = model->spec;
+  const uint64_t rows = uint64_t{EngineConfig{}.max_num_seqs} * spec.n_layers * spec.n_kv_heads;
+  EXPECT_EQ(plan.recent_window_bytes,
+            rows * (kWindow + 16) * (spec.head_dim + 2) * 2 + rows * 2 * spec.head_dim * 2 * 2);
+  // The rows are read as int8: the prompt scores otherwise than with f16 rows, and a window over
+  // the whole prompt no longer scores as f16 KV does (it did with f16 rows, the test above).
+  const auto score = [&](KvDtype k, KvDtype v, uint32_t window, KvDtype rows) {
+    return test::score_long_chat_prompt(*model, k, v, window, true, rows, 64);
+  };
+  EXPECT_NE(score(base.k_dtype, base.v_dtype, kWindow, KvDtype::kInt8),
+            score(base.k_dtype, base.v_dtype, kWindow, KvDtype::kF16));
+  EXPECT_NE(score(KvDtype::kF16, KvDtype::kF16, 256, KvDtype::kInt8),
+            score(KvDtype::kF16, KvDtype::kF16, 256, KvDtype::kF16));
+  // A row format other than f16 or int8 is refused with the flag's name.
+  EngineConfig bad = base;
+  bad.recent_window_dtype = KvDtype::kInt4;
+  auto refused = Engine::create(*model->model, bad);
+  ASSERT_FALSE(refused.is_ok());
+  EXPECT_NE(refused.status().message().find("--kv-recent-window-dtype"), std::string::npos);
+}
+
 TEST(EngineRecentWindowConfigTest, RefusesWhatCannotKeepItExact) {
   REQUIRE_MODEL();
   EngineConfig c{.kv_cache_memory = 256ull << 20,

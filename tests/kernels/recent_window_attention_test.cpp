@@ -56,7 +56,8 @@ void run_step(RecentWindow& w, const Step& s, std::mt19937& rng) {
 class RecentWindowAttentionTest
     : public ::testing::TestWithParam<std::tuple<KvDtype, KvDtype, uint32_t>> {};
 
-void check_against_reference(KvDtype kd, KvDtype vd, uint32_t sliding, bool sink) {
+void check_against_reference(KvDtype kd, KvDtype vd, uint32_t sliding, bool sink,
+                             KvDtype rows = KvDtype::kF16) {
   const uint32_t nblocks = (kContext + kBs - 1) / kBs;
   auto storage = KvBlockStorage::create({.num_blocks = nblocks,
                                          .block_size = kBs,
@@ -79,7 +80,7 @@ void check_against_reference(KvDtype kd, KvDtype vd, uint32_t sliding, bool sink
   // Sequences (all reading the same pool blocks): A, slot 0, a chunk of 8 at 692 (floor 640);
   // B, slot 1, decoding at 400 (floor 0); C, slot 2, decoding at 300 below its floor 320; D, no
   // slot, decoding at 500.
-  RecentWindow w = RecentWindow::create(3, kWindow, 2, kKvHeads, kDim, sink).value();
+  RecentWindow w = RecentWindow::create(3, kWindow, 2, kKvHeads, kDim, sink, rows).value();
   if (sink) {  // position 0 of A, B and C, computed by an earlier step (rows unlike the pool's)
     Step first;
     for (int32_t s = 0; s < 3; ++s) first.add(0, 1, s, 0);
@@ -182,6 +183,13 @@ TEST_P(RecentWindowAttentionTest, MatchesReference) {
 TEST_P(RecentWindowAttentionTest, MatchesReferenceWithTheSink) {
   const auto [kd, vd, sliding] = GetParam();
   check_against_reference(kd, vd, sliding, /*sink=*/true);
+}
+
+// --kv-recent-window-dtype int8: the window's rows in int8 (the sink's stay f16).
+TEST_P(RecentWindowAttentionTest, MatchesReferenceWithInt8Rows) {
+  const auto [kd, vd, sliding] = GetParam();
+  check_against_reference(kd, vd, sliding, /*sink=*/false, KvDtype::kInt8);
+  check_against_reference(kd, vd, sliding, /*sink=*/true, KvDtype::kInt8);
 }
 
 INSTANTIATE_TEST_SUITE_P(

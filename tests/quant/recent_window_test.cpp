@@ -4,7 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "core/half.h"
@@ -36,13 +38,21 @@ void step(RecentWindow& w, int32_t first, int32_t n, int32_t slot, int32_t floor
   w.store(k.data(), v.data());
 }
 
+// The rows of `pos` hold value_of: exactly in f16, within half an int8 step (the row's largest
+// element / 254) in int8.
 void expect_row(const RecentWindow& w, int64_t t, uint32_t layer, int32_t pos) {
-  for (uint32_t h = 0; h < kHeads; ++h)
+  for (uint32_t h = 0; h < kHeads; ++h) {
+    float k[kDim], v[kDim];
+    window_row_to_f32(w.key(t, layer, h, pos), kDim, k);
+    window_row_to_f32(w.value(t, layer, h, pos), kDim, v);
+    const float tol = w.row_dtype() == KvDtype::kInt8
+                          ? std::abs(value_of(pos, h, kDim - 1, false)) / 254 * 1.001f
+                          : 0.0f;
     for (uint32_t i = 0; i < kDim; ++i) {
-      ASSERT_EQ(f16_to_f32(w.key(t, layer, h, pos)[i]), value_of(pos, h, i, false))
-          << "t " << t << " pos " << pos;
-      ASSERT_EQ(f16_to_f32(w.value(t, layer, h, pos)[i]), value_of(pos, h, i, true));
+      ASSERT_NEAR(k[i], value_of(pos, h, i, false), tol) << "t " << t << " pos " << pos;
+      ASSERT_NEAR(v[i], value_of(pos, h, i, true), tol);
     }
+  }
 }
 
 TEST(RecentWindowTest, FloorAndBytes) {
@@ -52,6 +62,16 @@ TEST(RecentWindowTest, FloorAndBytes) {
   EXPECT_EQ(RecentWindow::floor_of(100, 0), 96u);
   // slots x layers x kv heads x (W + 16) x dim x 2 B x 2.
   EXPECT_EQ(RecentWindow::bytes(64, 128, 30, 3, 64), 64ull * 30 * 3 * 144 * 64 * 4);
+  // int8 rows: dim + 2 B (the f16 scale); the sink's rows stay f16.
+  EXPECT_EQ(RecentWindow::bytes(64, 256, 30, 3, 64, false, KvDtype::kInt8),
+            64ull * 30 * 3 * 272 * 66 * 2);
+  EXPECT_EQ(RecentWindow::bytes(64, 256, 30, 3, 64, true, KvDtype::kInt8) -
+                RecentWindow::bytes(64, 256, 30, 3, 64, false, KvDtype::kInt8),
+            RecentWindow::bytes(64, 0, 30, 3, 64, true) - RecentWindow::bytes(64, 0, 30, 3, 64));
+  EXPECT_TRUE(check_recent_window_dtype(KvDtype::kF16).is_ok());
+  EXPECT_TRUE(check_recent_window_dtype(KvDtype::kInt8).is_ok());
+  EXPECT_NE(check_recent_window_dtype(KvDtype::kInt4).message().find("--kv-recent-window-dtype"),
+            std::string::npos);
 }
 
 TEST(RecentWindowTest, WindowStartsAtGroupMinusWindowAboveTheFloor) {
@@ -65,8 +85,10 @@ TEST(RecentWindowTest, WindowStartsAtGroupMinusWindowAboveTheFloor) {
   EXPECT_EQ(w.first_position(0, 100), 100);  // no slot
 }
 
-TEST(RecentWindowTest, ChunksReadTheirOwnRowsAndTheRingBeforeThem) {
-  RecentWindow w = RecentWindow::create(2, 32, kLayers, kHeads, kDim).value();
+class RecentWindowRowsTest : public ::testing::TestWithParam<KvDtype> {};
+
+TEST_P(RecentWindowRowsTest, ChunksReadTheirOwnRowsAndTheRingBeforeThem) {
+  RecentWindow w = RecentWindow::create(2, 32, kLayers, kHeads, kDim, false, GetParam()).value();
   // Prefill 0..99 in chunks of 7, 50 and 43 (the last longer than the ring of 48), each
   // committed to layer 1 after its rows were read.
   int32_t at = 0;
@@ -93,6 +115,12 @@ TEST(RecentWindowTest, ChunksReadTheirOwnRowsAndTheRingBeforeThem) {
 // A slot taken by another sequence (a chunk that does not continue the slot's last step)
 // holds none of the new owner's rows before it: reading one is a bug, caught, never the earlier
 // owner's KV.
+INSTANTIATE_TEST_SUITE_P(Rows, RecentWindowRowsTest,
+                         ::testing::Values(KvDtype::kF16, KvDtype::kInt8),
+                         [](const ::testing::TestParamInfo<KvDtype>& info) {
+                           return std::string(kv_dtype_name(info.param));
+                         });
+
 TEST(RecentWindowDeathTest, ANewOwnerNeverReadsTheLastOwnersRows) {
   RecentWindow w = RecentWindow::create(1, 32, kLayers, kHeads, kDim).value();
   step(w, 0, 60, 0, 0);
