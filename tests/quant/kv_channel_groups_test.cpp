@@ -33,6 +33,20 @@ std::vector<float> keys_with_outlier_channels(uint32_t n, uint32_t dim, std::mt1
   return x;
 }
 
+// Channel c's smallest and largest key over rows [0, n), rounded to f16 as a group seals them.
+struct ChannelSpan {
+  float lo = INFINITY, hi = -INFINITY;
+};
+ChannelSpan f16_span(const std::vector<float>& x, uint32_t n, uint32_t dim, uint32_t c) {
+  ChannelSpan s;
+  for (uint32_t u = 0; u < n; ++u) {
+    const float v = f16_to_f32(f32_to_f16(x[u * dim + c]));
+    s.lo = std::min(s.lo, v);
+    s.hi = std::max(s.hi, v);
+  }
+  return s;
+}
+
 TEST(ChannelGroupTest, EveryElementWithinHalfItsChannelsStep) {
   std::mt19937 rng(7);
   for (const uint32_t bits : {2u, 3u, 4u})
@@ -46,12 +60,7 @@ TEST(ChannelGroupTest, EveryElementWithinHalfItsChannelsStep) {
         for (uint32_t t = 0; t < n; ++t) {
           dequantize_channel_row(bits, group.data(), t, dim, y.data());
           for (uint32_t c = 0; c < dim; ++c) {
-            float lo = INFINITY, hi = -INFINITY;
-            for (uint32_t u = 0; u < n; ++u) {
-              const float v = f16_to_f32(f32_to_f16(x[u * dim + c]));
-              lo = std::min(lo, v);
-              hi = std::max(hi, v);
-            }
+            const auto [lo, hi] = f16_span(x, n, dim, c);
             const float step = (hi - lo) / qmax * (1 + 1.0f / 512) + 6e-8f + std::abs(lo) / 1024;
             ASSERT_LE(std::abs(x[t * dim + c] - y[c]), step / 2 + std::abs(x[t * dim + c]) / 2048)
                 << "bits " << bits << " dim " << dim << " n " << n << " t " << t << " c " << c;
@@ -73,15 +82,11 @@ TEST(ChannelGroupTest, TheWidestQuarterOfTheChannelsTakesAThirdBit) {
       std::vector<uint8_t> group(channel_group_bytes(code, kMaxChannelGroupTokens, dim), 0xAB);
       ASSERT_EQ(group.size(), 4 * dim + 64 * (dim / 4 + dim / 32));
       quantize_channel_group(code, x.data(), dim, n, dim, group.data());
-      std::vector<float> range(dim);
+      std::vector<float> range(dim), low(dim);
       for (uint32_t c = 0; c < dim; ++c) {
-        float lo = INFINITY, hi = -INFINITY;
-        for (uint32_t t = 0; t < n; ++t) {
-          const float v = f16_to_f32(f32_to_f16(x[t * dim + c]));
-          lo = std::min(lo, v);
-          hi = std::max(hi, v);
-        }
+        const auto [lo, hi] = f16_span(x, n, dim, c);
         range[c] = hi - lo;
+        low[c] = lo;
       }
       std::vector<uint32_t> order(dim);
       for (uint32_t c = 0; c < dim; ++c) order[c] = c;
@@ -104,8 +109,7 @@ TEST(ChannelGroupTest, TheWidestQuarterOfTheChannelsTakesAThirdBit) {
         for (uint32_t c = 0; c < dim; ++c) {
           const float levels = wide[c] ? 7.0f : 3.0f;
           ASSERT_LE(q[c], levels);
-          const float step = range[c] / levels * (1 + 1.0f / 512) + 6e-8f + std::abs(x[c]) / 1024 +
-                             std::abs(range[c]) / 1024;
+          const float step = range[c] / levels * (1 + 1.0f / 512) + 6e-8f + std::abs(low[c]) / 1024;
           ASSERT_LE(std::abs(x[t * dim + c] - y[c]), step / 2 + std::abs(x[t * dim + c]) / 2048)
               << "dim " << dim << " n " << n << " t " << t << " c " << c;
           // The low two bits in int2_chan64's row, the third after the 64 rows.
