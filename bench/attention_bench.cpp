@@ -6,7 +6,8 @@
 //
 //   build/bench/attention_bench [--contexts 1024,4096,16384,32768] [--formats f16,int8,K/V,...]
 //                               [--threads N] [--block-size N] [--min-seconds S] [--markdown]
-//                               [--sequences N --shared-prefix TOKENS] [--recent-window W [--sink]]
+//                               [--sequences N --shared-prefix TOKENS]
+//                               [--recent-window W [--recent-window-dtype f16|int8] [--sink]]
 //                               [--prefill] [--shape smollm2|gemma3]
 //
 // With --recent-window W, each sequence also reads its newest W..W+15 positions in f16 from the
@@ -98,8 +99,9 @@ double measure_read_bandwidth(ThreadPool& pool, int reps) {
 
 struct Model {
   uint32_t layers = 30, heads = 9, kv_heads = 3, head_dim = 64, block_size = 16;
-  uint32_t recent_window = 0;  // --recent-window
-  bool sink = false;           // --sink
+  uint32_t recent_window = 0;           // --recent-window
+  KvDtype window_rows = KvDtype::kF16;  // --recent-window-dtype
+  bool sink = false;                    // --sink
   // Sliding-window layers: every layer but each global_every-th sees its last `window` positions.
   uint32_t window = 0, global_every = 0;
 };
@@ -206,7 +208,7 @@ Result run(const Model& m, KvDtype dtype, KvDtype v_dtype, int ctx, ThreadPool& 
   if (m.recent_window > 0) {
     recent = std::make_unique<RecentWindow>(RecentWindow::create(batch.sequences, m.recent_window,
                                                                  m.layers, m.kv_heads, m.head_dim,
-                                                                 m.sink)
+                                                                 m.sink, m.window_rows)
                                                 .value());
     const int32_t before = std::min<int32_t>(ctx - 1, int32_t(recent->capacity()));
     std::vector<int32_t> pos, slot, floor;
@@ -377,6 +379,13 @@ int main_impl(int argc, char** argv) {
                      kMaxRecentWindow);
         return 2;
       }
+    } else if (a == "--recent-window-dtype") {
+      const auto d = parse_kv_dtype(next());
+      if (!d.is_ok() || !check_recent_window_dtype(*d).is_ok()) {
+        std::fprintf(stderr, "--recent-window-dtype must be f16 or int8\n");
+        return 2;
+      }
+      m.window_rows = *d;
     } else if (a == "--sink") {
       m.sink = true;
     } else if (a == "--markdown") {
