@@ -380,9 +380,9 @@ struct WideChannelTerms {
 // product of the heads' qs with its codes, the accumulators in registers, four keys at a time
 // reduced together (attention_key_scores-inl.h). Returns the first key not scored. With the
 // head dim known at compile time (kD, as ScoreKeys) the loop over a row's chunks unrolls.
-// G: the format's tokens per group. kWide: the four keys' third bits (WideChannelTerms) go into
-// the same accumulators, a lane per wide channel, before the reduction; every key at a time and
-// the keys past the last four are left to the caller (returned as not scored).
+// G: the format's tokens per group. kWide: each key's third bits (WideChannelTerms) go into the
+// same accumulators, a lane per wide channel, before the reduction (W a multiple of the lanes,
+// and those a multiple of 8; otherwise no key is scored here and the caller scores them all).
 template <class R, int NG, uint32_t kD, bool kWide = false>
 static int32_t ScoreChannelRows(const RangeArgs& r, const uint8_t* group, int32_t G,
                                 const float* qs, const float* q_const, int32_t j, int32_t end,
@@ -393,6 +393,9 @@ static int32_t ScoreChannelRows(const RangeArgs& r, const uint8_t* group, int32_
   const int32_t len = r.j1 - r.j0;
   const DF df;
   const size_t L = hn::Lanes(df);
+  if constexpr (kWide) {  // a whole number of bytes of third bits per chunk of lanes
+    if (wide.W % L != 0 || L % 8 != 0) return j;
+  }
   if constexpr (kReduce4) {
     // score = (q_const + sum) x scale, four keys of a head at a time in the reduction's lanes.
     HWY_ALIGN float add[NG][4], factor[4];
@@ -452,7 +455,6 @@ static int32_t ScoreChannelRows(const RangeArgs& r, const uint8_t* group, int32_
                 r.scores + g * len + (j - r.j0), add[g]);
     }
   }
-  if constexpr (kWide) return j;
   for (; j < end; ++j) {
     const uint8_t* row = R::Row(group, uint32_t(j % G), D);
     VF acc[NG];
@@ -462,6 +464,16 @@ static int32_t ScoreChannelRows(const RangeArgs& r, const uint8_t* group, int32_
       const VF x = R::Load(df, row, e);
       KVS_UNROLL
       for (int g = 0; g < NG; ++g) acc[g] = hn::MulAdd(hn::LoadU(df, qs + g * D + e), x, acc[g]);
+    }
+    if constexpr (kWide) {  // as in the four-key loop, for one key
+      const uint8_t* third = channel_group_wide_bits(wide.group, uint32_t(j % G), D);
+      for (uint32_t k = 0; k < wide.W; k += L) {
+        const auto set = hn::LoadMaskBits(df, third + k / 8);
+        KVS_UNROLL
+        for (int g = 0; g < NG; ++g)
+          acc[g] = hn::IfThenElse(set, hn::Add(acc[g], hn::LoadU(df, wide.w + g * wide.stride + k)),
+                                  acc[g]);
+      }
     }
     for (int g = 0; g < NG; ++g)
       r.scores[g * len + (j - r.j0)] =
