@@ -303,6 +303,9 @@ def main():
     p.add_argument("--speed-formats", default=",".join(SPEED_FORMATS),
                    help="rows for the decode runs, e.g. f16/f16,int8/int8,int2_chan/int2_had@128+sink")
     p.add_argument("--render-only", action="store_true", help="only use cached results")
+    p.add_argument("--only", action="store_true",
+                   help="run and render the rows of --formats alone (e.g. a new format's, with "
+                        "f32/f32 and f16/f16 for its vs columns), not the whole table")
     p.add_argument("--results", default="/tmp/kvserve-kv-quantization")
     p.add_argument("--out", default="-", help="markdown table file (default: stdout)")
     a = p.parse_args()
@@ -313,7 +316,8 @@ def main():
     ppl = {}
     pools = {}
     run_first = [row for row in a.formats.split(",") if row]
-    for row in run_first + [f for f in FORMATS if f not in run_first]:
+    rows = run_first if a.only else run_first + [f for f in FORMATS if f not in run_first]
+    for row in rows:
         r = get(f"ppl_{tag}_{row_key(a, row)}",
                 (lambda: None) if a.skip_perplexity else (lambda: perplexity(a, row)))
         if r:
