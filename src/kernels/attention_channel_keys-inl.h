@@ -125,7 +125,7 @@ static void ScoreKeysChannel(const RangeArgs& r, float* codes) {
                                               lines_per_step);
     } else if (code.wide) {
       // int2mix_chan64: the wide channels' third bits stand for 4 x (q x step) each, added in
-      // lanes with the 2-bit rows' sums (the keys past the last four: the scalar loop below).
+      // lanes with the 2-bit rows' sums (targets of fewer than 8 lanes: the scalar loop below).
       const uint32_t W = D / 4;
       if (D % L == 0 && L <= 16 && L % 8 == 0 && W % L == 0) {
         // Each head's wide terms in channel order, a chunk of channels at a time compressed to

@@ -24,10 +24,10 @@
 // Storage: one slot per sequence the engine may run (max_num_seqs), each a ring of W + 16 rows per
 // layer and KV head, row = position % (W + 16), plus this step's rows (one layer at a time):
 //   bytes = slots x layers x kv_heads x (W + 16) x row bytes x 2 (K and V)
-// A row is f16 (head_dim x 2 B), or with `--kv-recent-window-dtype int8` the int8 format's
-// (head_dim + 2 B: int8 elements and their f16 scale, quant/kv_codecs.h), about half: a window
-// twice as long for the same bytes. The sink's rows stay f16.
-// counted in the KV budget (kv_pool_plan.h). Per layer the forward pass calls store() (the step's
+// counted in the KV budget (kv_pool_plan.h). A row is f16 (head_dim x 2 B), or with
+// `--kv-recent-window-dtype int8` the int8 format's (head_dim + 2 B: int8 elements and their f16
+// scale, quant/kv_codecs.h), about half: a window twice as long for the same bytes. The sink's
+// rows stay f16, and so does position 0 wherever a sink keeps it. Per layer the forward pass calls store() (the step's
 // new K and V, before attention), attention reads key()/value(), then commit() moves the step's
 // rows into the rings. The ring holds every row a window can reach back to before the step's
 // chunk: a chunk starting at p has queries reaching back to p - 15 - W.
