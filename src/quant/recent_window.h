@@ -27,10 +27,10 @@
 // counted in the KV budget (kv_pool_plan.h). A row is f16 (head_dim x 2 B), or with
 // `--kv-recent-window-dtype int8` the int8 format's (head_dim + 2 B: int8 elements and their f16
 // scale, quant/kv_codecs.h), about half: a window twice as long for the same bytes. The sink's
-// rows stay f16, and so does position 0 wherever a sink keeps it. Per layer the forward pass calls store() (the step's
-// new K and V, before attention), attention reads key()/value(), then commit() moves the step's
-// rows into the rings. The ring holds every row a window can reach back to before the step's
-// chunk: a chunk starting at p has queries reaching back to p - 15 - W.
+// rows stay f16, and so does position 0 wherever a sink keeps it. Per layer the forward pass calls
+// store() (the step's new K and V, before attention), attention reads key()/value(), then commit()
+// moves the step's rows into the rings. The ring holds every row a window can reach back to before
+// the step's chunk: a chunk starting at p has queries reaching back to p - 15 - W.
 //
 // Keys are stored after RoPE, both in the model's own space (not rotated for the Hadamard
 // formats). The rings are ZeroPages (core/zero_pages.h): a slot costs memory once a sequence
