@@ -4,6 +4,7 @@
 
 #include "core/byte_size.h"
 #include "model/model_paths.h"
+#include "quant/recent_window.h"
 #include "tools/cli_commands.h"
 #include "tools/cli_common_flags.h"
 

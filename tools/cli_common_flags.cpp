@@ -262,14 +262,6 @@ void add_kv_recent_window_dtype_flag(CLI::App& cmd, std::string* dtype, FlagRole
   cmd.add_option("--kv-recent-window-dtype", *dtype, help)->capture_default_str();
 }
 
-Result<KvDtype> parse_recent_window_dtype(const std::string& name) {
-  auto d = parse_kv_dtype(name);
-  if (!d.is_ok())
-    return invalid_argument("--kv-recent-window-dtype must be f16 or int8, got '" + name + "'");
-  KVS_RETURN_IF_ERROR(check_recent_window_dtype(*d));
-  return *d;
-}
-
 void add_kv_attention_sink_flag(CLI::App& cmd, bool* on, FlagRole role) {
   const char* help = nullptr;
   switch (role) {

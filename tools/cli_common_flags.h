@@ -13,9 +13,6 @@
 #include <cstdint>
 #include <string>
 
-#include "core/status.h"
-#include "quant/kv_format.h"
-
 namespace kvs::cli {
 
 enum class FlagRole {
@@ -54,9 +51,8 @@ void add_kv_recent_window_flag(CLI::App& cmd, uint32_t* tokens, FlagRole role);
 // kEngine runs it, kSimulatedEngine counts its rows in the engine's pool and refuses the hits the
 // engine refuses, kPlanner counts its rows in every request and in the engine's pool.
 void add_kv_attention_sink_flag(CLI::App& cmd, bool* on, FlagRole role);
-// --kv-recent-window-dtype f16|int8 (the window's rows), and its value as a format.
+// --kv-recent-window-dtype f16|int8 (the window's rows; parse_recent_window_dtype reads it).
 void add_kv_recent_window_dtype_flag(CLI::App& cmd, std::string* dtype, FlagRole role);
-[[nodiscard]] Result<KvDtype> parse_recent_window_dtype(const std::string& name);
 // --NAME / --no-NAME: a boolean set on or off, the last one given winning; --help shows the
 // default (*value when added) as "(default: on)" / "(default: off)" after `help`.
 void add_on_off_flags(CLI::App& cmd, const std::string& name, bool* value, const std::string& help,

@@ -22,6 +22,7 @@
 #include "planner/plan_request.h"
 #include "planner/plan_svg.h"
 #include "planner/tier_capacity.h"
+#include "quant/recent_window.h"
 #include "tools/cli_commands.h"
 #include "tools/cli_common_flags.h"
 #include "tools/cli_hardware_flags.h"

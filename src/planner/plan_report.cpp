@@ -385,31 +385,25 @@ std::string render_plan_report(const PlanOutcome& out) {
         << e.unit.head_dim_k << " x 2 B = " << format_thousands(e.key_tail_bytes)
         << " B: the f16 keys of each "
         << "sequence's partly filled 16-token group\n";
-    if (e.recent_window_bytes > 0 && e.recent_window_dtype == KvDtype::kInt8)
+    if (e.recent_window_bytes > 0) {
+      // Rows of f16 (the sink's among them), or of int8 with their f16 scale and the sink's f16.
+      const bool int8 = e.recent_window_dtype == KvDtype::kInt8;
+      const std::string dim = std::to_string(e.unit.head_dim_k);
+      const std::string sink_rows = e.attention_sink ? " + 2" : "";
       o << "  recent window " << e.recent_window_slots << " (--max-num-seqs) x "
         << e.shape.layers.size() << " layers x " << e.unit.kv_heads << " kv heads x ("
-        << e.recent_window << " + 16) x (" << e.unit.head_dim_k << " + 2) B x 2 (K, V)"
-        << (e.attention_sink ? std::string(" + the same x 2 x ") +
-                                   std::to_string(e.unit.head_dim_k) + " x 2 B x 2 (the sink)"
-                             : std::string())
+        << e.recent_window << " + 16" << (int8 ? "" : sink_rows) << ") x "
+        << (int8 ? "(" + dim + " + 2) B x 2 (K, V)" : dim + " x 2 B x 2 (K, V)")
+        << (int8 && e.attention_sink ? " + the same x 2 x " + dim + " x 2 B x 2 (the sink)" : "")
         << " = " << format_thousands(e.recent_window_bytes)
-        << " B: each sequence's newest tokens in int8 with an f16 scale per row"
+        << " B: each sequence's newest tokens in "
+        << (int8 ? "int8 with an f16 scale per row" : "f16")
         << (e.attention_sink
                 ? ", and position 0's f16 rows of each sequence and of as many start tokens (the "
                   "attention sink)"
                 : "")
         << "\n";
-    else if (e.recent_window_bytes > 0)
-      o << "  recent window " << e.recent_window_slots << " (--max-num-seqs) x "
-        << e.shape.layers.size() << " layers x " << e.unit.kv_heads << " kv heads x ("
-        << e.recent_window << " + 16" << (e.attention_sink ? " + 2" : "") << ") x "
-        << e.unit.head_dim_k << " x 2 B x 2 (K, V) = " << format_thousands(e.recent_window_bytes)
-        << " B: each sequence's newest tokens in f16"
-        << (e.attention_sink
-                ? ", and position 0's rows of each sequence and of as many start tokens (the "
-                  "attention sink)"
-                : "")
-        << "\n";
+    }
   }
   if (out.engine_sequence) engine_sequence_section(o, out);
   return o.str();

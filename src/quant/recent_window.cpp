@@ -25,6 +25,15 @@ Status check_recent_window_dtype(KvDtype dtype) {
                           kv_dtype_name(dtype));
 }
 
+Result<KvDtype> parse_recent_window_dtype(std::string_view name) {
+  auto d = parse_kv_dtype(name);
+  if (!d.is_ok())
+    return invalid_argument("--kv-recent-window-dtype must be f16 or int8, got '" +
+                            std::string(name) + "'");
+  KVS_RETURN_IF_ERROR(check_recent_window_dtype(*d));
+  return *d;
+}
+
 Result<RecentWindow> RecentWindow::create(uint32_t slots, uint32_t tokens, uint32_t layers,
                                           uint32_t kv_heads, uint32_t dim, bool sink,
                                           KvDtype rows) {

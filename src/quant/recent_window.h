@@ -42,6 +42,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string_view>
 #include <vector>
 
 #include <memory>
@@ -66,6 +67,8 @@ struct WindowRow {
 void window_row_to_f32(const WindowRow& row, uint32_t dim, float* out);
 // invalid_argument naming `--kv-recent-window-dtype` unless `dtype` is f16 or int8.
 [[nodiscard]] Status check_recent_window_dtype(KvDtype dtype);
+// The flag's value as a format: f16 or int8, else that invalid_argument.
+[[nodiscard]] Result<KvDtype> parse_recent_window_dtype(std::string_view name);
 
 class RecentWindow {
  public:

@@ -11,6 +11,7 @@
 #include "model/model_paths.h"
 #include "planner/capacity_plan.h"
 #include "planner/catalog.h"
+#include "quant/recent_window.h"
 #include "sim/token_synthesizer.h"
 
 namespace kvs {
@@ -121,12 +122,10 @@ Result<SimSetup> resolve_sim(const SimArgs& a) {
   s.scheduler.max_num_seqs =
       a.max_num_seqs != 0 ? a.max_num_seqs : (cpu ? kCpuMaxNumSeqs : kGpuMaxNumSeqs);
   s.scheduler.recent_window = a.recent_window;
-  auto window_dtype = parse_kv_dtype(a.recent_window_dtype);
-  if (!window_dtype.is_ok())
-    return invalid_argument("--kv-recent-window-dtype must be f16 or int8, got '" +
-                            a.recent_window_dtype + "'");
+  KVS_ASSIGN_OR_RETURN(const KvDtype window_dtype,
+                       parse_recent_window_dtype(a.recent_window_dtype));
   auto pool = plan_kv_pool(shape, pool_bytes, a.block_size, s.scheduler.max_num_seqs,
-                           a.recent_window, a.attention_sink, *window_dtype);
+                           a.recent_window, a.attention_sink, window_dtype);
   if (!pool.is_ok()) return Status(pool.status().code(), "KV pool: " + pool.status().message());
   s.pool = *pool;
 
