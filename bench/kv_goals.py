@@ -1,0 +1,344 @@
+#!/usr/bin/env python3
+"""Issue 28's four goals for the low-bit KV formats, measured in one run -> markdown.
+
+On a held-out text (--text; the docs use the pydoc pages of 20 standard-library modules that
+no tuning read), for SmolLM2-135M (3 KV heads, head dim 64) and Gemma 3 270M (1 KV head, head
+dim 256), at context 512 and 2,048:
+
+  1. quality: `kvserve perplexity --json` of each recipe (8, 4, 3 and 2 bits) against f32 KV,
+     over at least 40K scored tokens per cell (--windows-512 160, --windows-2048 40: the second
+     half of each window is scored), with the bound the issue sets for its bits;
+  2. llama.cpp on the same GGUF and text (`llama-perplexity -fa on -ctk T -ctv T`, built
+     outside the repository), against its own f16 KV: each recipe beside llama.cpp's formats of
+     the fewest bits that are not fewer than the recipe's;
+  3. users per GiB: the engine's pool (`kvserve plan --json`, 8 GiB, 64 sequences' window and
+     sink rows counted) with the 2-bit recipe against f16;
+  4. decode attention at 16K (`attention_bench`, both models' shapes): the 4- and 2-bit recipes
+     against int4_had, alternating rounds, 1 and 2 threads.
+
+Each run's result is cached as JSON in --results, so an interrupted run resumes and
+--render-only rebuilds the tables. With --out FILE the tables replace the part of FILE between
+the kv_goals BEGIN/END markers.
+
+Usage:
+  bench/kv_goals.py --text pydoc2.txt --llama-perplexity /path/llama-perplexity \
+      [--attention-bench build/bench/attention_bench] [--out docs/kv-quantization.md]
+"""
+import argparse
+import hashlib
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MODEL_DIR = os.environ.get("KVSERVE_MODEL_DIR", os.path.expanduser("~/.cache/kvserve/models"))
+# name -> (GGUF, --kv-cache-memory for perplexity, attention_bench --shape)
+MODELS = {"SmolLM2": ("SmolLM2-135M-Instruct.Q4_1.gguf", "1GiB", "smollm2"),
+          "Gemma 3": ("gemma-3-270m-q4_k_m.gguf", "2GiB", "gemma3")}
+WINDOW_SINK_128 = ["--kv-recent-window", "128", "--kv-attention-sink"]
+TWO_BIT = ["--block-size", "64", "--kv-cache-dtype-k", "int2mix_chan64", "--kv-cache-dtype-v",
+           "int2_had64", "--kv-recent-window", "256", "--kv-recent-window-dtype", "int8",
+           "--kv-attention-sink"]
+# SmolLM2's three layer parts (chosen on the KJV calibration text); Gemma 3's block groups
+# refuse per-layer formats and it meets the bound without them.
+TWO_BIT_SMOLLM2_LAYERS = ["--kv-cache-dtype-k-layers", "18=int4_chan64,20=int4_chan64",
+                          "--kv-cache-dtype-v-layers", "1=int3_had"]
+THREE_BIT = ["--block-size", "64", "--kv-cache-dtype-k", "int3_chan64", "--kv-cache-dtype-v",
+             "int3_had", "--kv-recent-window", "256", "--kv-recent-window-dtype", "int8",
+             "--kv-attention-sink"]
+THREE_BIT_SMOLLM2_LAYERS = ["--kv-cache-dtype-k-layers", "18=int4_chan64,20=int4_chan64",
+                            "--kv-cache-dtype-v-layers", "1=int4_had"]
+# (key, name, bound in % over f32 or None, flags, SmolLM2-only flags)
+RECIPES = [
+    ("f32", "f32", None, ["--kv-cache-dtype", "f32"], []),
+    ("2bit", "2-bit: `int2mix_chan64 / int2_had64`, window 256 int8 + sink", 6.0, TWO_BIT,
+     TWO_BIT_SMOLLM2_LAYERS),
+    ("4bit", "4-bit: `int4_chan64 / int4_had`, window 128 + sink", 1.5,
+     ["--block-size", "64", "--kv-cache-dtype-k", "int4_chan64", "--kv-cache-dtype-v", "int4_had",
+      *WINDOW_SINK_128], []),
+    ("3bit", "3-bit: `int3_chan64 / int3_had`, window 256 int8 + sink", 3.0, THREE_BIT,
+     THREE_BIT_SMOLLM2_LAYERS),
+    ("q8_0", "8-bit: `q8_0`", 0.2, ["--kv-cache-dtype", "q8_0"], []),
+]
+# llama.cpp's cache types: name -> bits per element (its blocks of 32 with an f16 scale).
+LLAMA = {"f16": 16.0, "q8_0": 8.5, "q4_0": 4.5, "iq4_nl": 4.5}
+CONTEXTS = (512, 2048)
+# Decode attention rows: (name, formats, flags) for attention_bench.
+SPEED_ROWS = [
+    ("`int4_had`, block size 16", "int4_had", ["--block-size", "16"]),
+    ("`int4_had`, block size 64", "int4_had", ["--block-size", "64"]),
+    ("4-bit recipe (window 128 + sink)", "int4_chan64/int4_had",
+     ["--block-size", "64", "--recent-window", "128", "--sink"]),
+    ("2-bit recipe (window 256 int8 + sink)", "int2mix_chan64/int2_had64",
+     ["--block-size", "64", "--recent-window", "256", "--recent-window-dtype", "int8", "--sink"]),
+]
+
+
+def run(cmd, env=None):
+    out = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if out.returncode != 0:
+        sys.stderr.write(out.stdout[-2000:] + out.stderr[-2000:])
+        raise SystemExit(f"failed: {' '.join(cmd)}")
+    return out.stdout + out.stderr
+
+
+def cached(a, name, fn):
+    path = os.path.join(a.results, name + ".json")
+    if os.path.exists(path):
+        with open(path) as f:
+            return json.load(f)
+    if a.render_only:
+        return None
+    t0 = time.time()
+    r = fn()
+    sys.stderr.write(f"{name}: {time.time() - t0:.0f} s\n")
+    with open(path, "w") as f:
+        json.dump(r, f)
+    return r
+
+
+def model_path(model):
+    return os.path.join(MODEL_DIR, MODELS[model][0])
+
+
+def recipe_flags(recipe, model):
+    return recipe[3] + (recipe[4] if model == "SmolLM2" else [])
+
+
+def windows(a, ctx):
+    return a.windows_512 if ctx == 512 else a.windows_2048
+
+
+def kvserve_perplexity(a, recipe, model, ctx):
+    cmd = [a.kvserve, "perplexity", "-m", model_path(model), "-f", a.text, "--ctx", str(ctx),
+           "--max-windows", str(windows(a, ctx)), "-t", str(a.threads), "--kv-cache-memory",
+           MODELS[model][1], *recipe_flags(recipe, model), "--json"]
+    j = json.loads(run(cmd))
+    return {k: j[k] for k in ("perplexity", "scored_tokens", "text_tokens", "windows",
+                              "kv_bytes_per_token")}
+
+
+def llama_perplexity(a, t, model, ctx):
+    cmd = [a.llama_perplexity, "-m", model_path(model), "-f", a.text, "-c", str(ctx), "-b",
+           str(ctx), "--chunks", str(windows(a, ctx)), "-t", str(a.threads), "-fa", "on", "-ctk",
+           t, "-ctv", t]
+    env = dict(os.environ, LD_LIBRARY_PATH=os.path.dirname(a.llama_perplexity))
+    out = run(cmd, env)
+    m = re.search(r"Final estimate: PPL = ([0-9.]+)", out)
+    if not m:
+        raise SystemExit(f"no final estimate from: {' '.join(cmd)}")
+    return {"perplexity": float(m.group(1))}
+
+
+def plan_tokens(a, model, flags):
+    cmd = [a.kvserve, "plan", "-m", model_path(model), "--memory", "8GiB", "--kv-cache-memory",
+           "8GiB", *flags, "--json"]
+    return {"tokens": json.loads(run(cmd))["engine_pool"]["num_tokens"]}
+
+
+def attention_ms(a, shape, formats, flags, threads):
+    cmd = [a.attention_bench, "--contexts", "16384", "--formats", formats, "--threads",
+           str(threads), "--min-seconds", "0.5", "--shape", shape, *flags]
+    rows = [l.split() for l in run(cmd).splitlines() if l.startswith(formats + " ")]
+    if len(rows) != 1:
+        raise SystemExit(f"no result row from: {' '.join(cmd)}")
+    return float(rows[0][3])
+
+
+def pct(x, base):
+    return 100 * (x / base - 1)
+
+
+def render(a, ppl, llama, plans, speed):
+    lines = []
+    w = lines.append
+    cells = [(m, c) for m in MODELS for c in CONTEXTS]
+    head = " | ".join(f"{m} {c}" for m, c in cells)
+    f32 = {cell: ppl.get(("f32",) + cell) for cell in cells}
+    any_f32 = next((r for r in f32.values() if r), None)
+    if any_f32:
+        scored = sorted({r["scored_tokens"] for r in f32.values() if r})
+        w(f"Goal 1, perplexity against f32 KV ({'/'.join(f'{s:,}' for s in scored)} scored tokens "
+          "per cell); bits per element from the blocks' bytes per token, SmolLM2 / Gemma 3 where they "
+          "differ (the window's and the sink's per-sequence rows come on top, and are in goal "
+          "3's count):")
+        w("")
+        w(f"| recipe | bits | bound | {head} | met |")
+        w("|---|---:|---:|" + "---:|" * len(cells) + "---|")
+        f16_bpt = {m: None for m in MODELS}
+        for recipe in RECIPES:
+            key, name, bound = recipe[0], recipe[1], recipe[2]
+            row, ok, bits = [], True, {}
+            for cell in cells:
+                r, base = ppl.get((key,) + cell), f32[cell]
+                if not r or not base:
+                    row.append("-")
+                    ok = False
+                    continue
+                if key == "f32":
+                    row.append(f"{r['perplexity']:.4f}")
+                    f16_bpt[cell[0]] = r["kv_bytes_per_token"] / 2
+                    continue
+                d = pct(r["perplexity"], base["perplexity"])
+                within = bound is None or d <= bound
+                ok = ok and within
+                row.append(f"{r['perplexity']:.4f} ({d:+.2f}%)" if within else
+                           f"{r['perplexity']:.4f} (**{d:+.2f}%**)")
+                if f16_bpt[cell[0]]:
+                    bits[cell[0]] = f"{16 * r['kv_bytes_per_token'] / f16_bpt[cell[0]]:.2f}"
+            # Per model (SmolLM2 / Gemma 3) where they differ.
+            shown = list(dict.fromkeys(bits.values()))
+            bits_s = " / ".join(bits.values()) if len(shown) > 1 else (
+                shown[0] if shown else ("32" if key == "f32" else "-"))
+            bound_s = f"+{bound:g}%" if bound is not None else "-"
+            met = "-" if bound is None else ("met" if ok else "**not met**")
+            w(f"| {name} | {bits_s} | {bound_s} | " + " | ".join(row) + f" | {met} |")
+    if llama:
+        w("")
+        w("Goal 2, llama.cpp on the same GGUF, text and windows, against its own f16 KV "
+          "(`llama-perplexity -c C -b C --chunks N -fa on -ctk T -ctv T`):")
+        w("")
+        w(f"| llama.cpp | bits | {head} |")
+        w("|---|---:|" + "---:|" * len(cells))
+        for t, bits in LLAMA.items():
+            row = []
+            for cell in cells:
+                r, base = llama.get((t,) + cell), llama.get(("f16",) + cell)
+                if not r:
+                    row.append("-")
+                elif t == "f16" or not base:
+                    row.append(f"{r['perplexity']:.4f}")
+                else:
+                    row.append(f"{r['perplexity']:.4f} ({pct(r['perplexity'], base['perplexity']):+.2f}%)")
+            w(f"| `{t}` | {bits:g} | " + " | ".join(row) + " |")
+        w("")
+        for recipe in RECIPES[1:]:
+            key, name = recipe[0], recipe[1]
+            vs = ["q8_0"] if key == "q8_0" else ["q4_0", "iq4_nl"]
+            verdicts = []
+            for t in vs:
+                better = []
+                for cell in cells:
+                    r, base = ppl.get((key,) + cell), f32[cell]
+                    lr, lbase = llama.get((t,) + cell), llama.get(("f16",) + cell)
+                    if not (r and base and lr and lbase):
+                        continue
+                    mine = pct(r["perplexity"], base["perplexity"])
+                    theirs = pct(lr["perplexity"], lbase["perplexity"])
+                    better.append(mine < theirs)
+                if better:
+                    verdicts.append(f"better than `{t}` ({LLAMA[t]:g} bits) in "
+                                    f"{sum(better)} of {len(better)} cells")
+            if verdicts:
+                w(f"- {name}: " + "; ".join(verdicts) + ".")
+    if plans:
+        w("")
+        w("Goal 3, `kvserve plan -m M --memory 8GiB --kv-cache-memory 8GiB FLAGS --json`'s engine "
+          "pool (64 sequences' window and sink rows counted), the 2-bit recipe against f16:")
+        w("")
+        w("| model | f16 tokens | 2-bit recipe tokens | x f16 |")
+        w("|---|---:|---:|---:|")
+        for m in MODELS:
+            f16, two = plans.get((m, "f16")), plans.get((m, "2bit"))
+            if f16 and two:
+                w(f"| {m} | {f16['tokens']:,} | {two['tokens']:,} | "
+                  f"{two['tokens'] / f16['tokens']:.2f}x |")
+    if speed:
+        w("")
+        w(f"Goal 4, decode attention at 16K (`attention_bench --contexts 16384 --min-seconds 0.5 "
+          f"--shape S --threads T`), ms per step, {a.rounds} alternating rounds (each cell: the "
+          "rounds' values, then their best against `int4_had`'s best at block size 16):")
+        w("")
+        shapes = [(m, t) for m in MODELS for t in (1, 2)]
+        w("| decode attention | " + " | ".join(f"{m}, {t} thread{'s' if t > 1 else ''}"
+                                               for m, t in shapes) + " |")
+        w("|---|" + "---|" * len(shapes))
+        for name, formats, flags in SPEED_ROWS:
+            row = []
+            for m, t in shapes:
+                v = speed.get((name, m, t))
+                ref = speed.get((SPEED_ROWS[0][0], m, t))
+                if not v:
+                    row.append("-")
+                    continue
+                s = ", ".join(f"{x:.1f}" for x in v)
+                if ref and name != SPEED_ROWS[0][0]:
+                    s += f" ({min(ref) / min(v):.2f}x)"
+                row.append(s)
+            w(f"| {name} | " + " | ".join(row) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--text", required=True, help="held-out text")
+    p.add_argument("--kvserve", default=os.path.join(ROOT, "build", "bin", "kvserve"))
+    p.add_argument("--llama-perplexity")
+    p.add_argument("--llama-types", default="f16,q4_0,q8_0",
+                   help="llama.cpp cache types to run (of %s)" % ",".join(LLAMA))
+    p.add_argument("--attention-bench")
+    p.add_argument("--windows-512", type=int, default=160)
+    p.add_argument("--windows-2048", type=int, default=40)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--rounds", type=int, default=2, help="alternating attention_bench rounds")
+    p.add_argument("--results", default="/tmp/kvserve-kv-goals")
+    p.add_argument("--render-only", action="store_true")
+    p.add_argument("--out")
+    a = p.parse_args()
+    if not os.path.exists(a.text):
+        raise SystemExit(f"--text {a.text}: no such file")
+    os.makedirs(a.results, exist_ok=True)
+    tag = os.path.basename(a.text).replace(".", "_")
+    ppl, llama, plans, speed = {}, {}, {}, {}
+    for m in MODELS:
+        plans[(m, "f16")] = cached(a, f"plan_{m[0]}_f16", lambda: plan_tokens(a, m, []))
+        plans[(m, "2bit")] = cached(a, f"plan_{m[0]}_2bit_{len(recipe_flags(RECIPES[1], m))}",
+                                    lambda: plan_tokens(a, m, recipe_flags(RECIPES[1], m)))
+    # Recipes first (f32 and the goals' formats), then llama.cpp's rows.
+    for recipe in RECIPES:
+        for m in MODELS:
+            for c in CONTEXTS:
+                flags = hashlib.sha1(" ".join(recipe_flags(recipe, m)).encode()).hexdigest()[:8]
+                ppl[(recipe[0], m, c)] = cached(
+                    a, f"ppl_{tag}_{recipe[0]}_{flags}_{m[0]}_{c}_{windows(a, c)}",
+                    lambda: kvserve_perplexity(a, recipe, m, c))
+    if a.llama_perplexity:
+        for c in CONTEXTS:
+            for t in a.llama_types.split(","):
+                if t not in LLAMA:
+                    raise SystemExit(f"--llama-types: {t} is not one of {', '.join(LLAMA)}")
+                for m in MODELS:
+                    llama[(t, m, c)] = cached(a, f"llama_{tag}_{t}_{m[0]}_{c}_{windows(a, c)}",
+                                              lambda: llama_perplexity(a, t, m, c))
+    if a.attention_bench:
+        for m, (_, _, shape) in MODELS.items():
+            for t in (1, 2):
+                for i in range(a.rounds):
+                    for name, formats, flags in SPEED_ROWS:
+                        v = cached(a, f"attn_{m[0]}_{t}_{i}_{formats.replace('/', '_')}_"
+                                      f"{'_'.join(f.strip('-') for f in flags)}",
+                                   lambda: {"ms": attention_ms(a, shape, formats, flags, t)})
+                        if v:
+                            speed.setdefault((name, m, t), []).append(v["ms"])
+    text = render(a, {k: v for k, v in ppl.items() if v}, {k: v for k, v in llama.items() if v},
+                  {k: v for k, v in plans.items() if v}, speed)
+    if not a.out or a.out == "-":
+        sys.stdout.write(text)
+        return
+    with open(a.out) as f:
+        doc = f.read()
+    begin, end = "<!-- BEGIN generated by bench/kv_goals.py -->", "<!-- END generated by bench/kv_goals.py -->"
+    if begin not in doc or end not in doc:
+        raise SystemExit(f"{a.out} has no kv_goals BEGIN/END markers")
+    head, rest = doc.split(begin, 1)
+    _, tail = rest.split(end, 1)
+    with open(a.out, "w") as f:
+        f.write(head + begin + "\n" + text + end + tail)
+
+
+if __name__ == "__main__":
+    main()

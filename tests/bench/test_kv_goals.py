@@ -1,0 +1,95 @@
+"""bench/kv_goals.py's verdicts: each recipe against its bound, against llama.cpp, and the
+capacity and speed ratios, from results given to its renderer (no model runs)."""
+import argparse
+import importlib.util
+import os
+import unittest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+spec = importlib.util.spec_from_file_location("kv_goals", os.path.join(ROOT, "bench", "kv_goals.py"))
+kv_goals = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(kv_goals)
+
+CELLS = [(m, c) for m in kv_goals.MODELS for c in kv_goals.CONTEXTS]
+F32_BYTES = {"SmolLM2": 46080, "Gemma 3": 36864}
+
+
+def perplexities(change_of):
+    """kvserve results: f32 = 4.0 in every cell, each recipe 4.0 x (1 + its change)."""
+    ppl = {}
+    for m, c in CELLS:
+        ppl[("f32", m, c)] = {"perplexity": 4.0, "scored_tokens": 40800 if c == 512 else 40920,
+                              "kv_bytes_per_token": F32_BYTES[m]}
+        for key, change in change_of.items():
+            # 72 B per token and KV head at head dim 64 are 4.5 bits per element.
+            ppl[(key, m, c)] = {"perplexity": 4.0 * (1 + change(m, c) / 100),
+                                "scored_tokens": 40800, "kv_bytes_per_token": F32_BYTES[m] * 4.5 / 32}
+    return ppl
+
+
+def render(ppl, llama=None, plans=None, speed=None):
+    a = argparse.Namespace(rounds=2)
+    return kv_goals.render(a, ppl, llama or {}, plans or {}, speed or {})
+
+
+def recipe_line(text, key):
+    name = next(r[1] for r in kv_goals.RECIPES if r[0] == key)
+    return next(l for l in text.splitlines() if l.startswith(f"| {name} |"))
+
+
+class Goal1(unittest.TestCase):
+    def test_within_every_bound_is_met(self):
+        text = render(perplexities({"2bit": lambda m, c: 5.9, "4bit": lambda m, c: 1.4,
+                                    "3bit": lambda m, c: 2.9, "q8_0": lambda m, c: 0.19}))
+        for key in ("2bit", "4bit", "3bit", "q8_0"):
+            self.assertTrue(recipe_line(text, key).endswith("| met |"), recipe_line(text, key))
+        self.assertIn("| 4.50 |", recipe_line(text, "4bit"))
+        self.assertIn("40,800/40,920 scored tokens", text)
+
+    def test_one_cell_over_the_bound_is_not_met_and_shown(self):
+        text = render(perplexities(
+            {"2bit": lambda m, c: 6.1 if (m, c) == ("SmolLM2", 2048) else 1.0}))
+        line = recipe_line(text, "2bit")
+        self.assertTrue(line.endswith("| **not met** |"), line)
+        self.assertIn("(**+6.10%**)", line)
+        self.assertEqual(line.count("(+1.00%)"), 3)
+
+    def test_a_missing_cell_is_not_met(self):
+        ppl = perplexities({"4bit": lambda m, c: 0.5})
+        del ppl[("4bit", "Gemma 3", 2048)]
+        line = recipe_line(render(ppl), "4bit")
+        self.assertIn("| - |", line)
+        self.assertTrue(line.endswith("| **not met** |"), line)
+
+
+class Goal2(unittest.TestCase):
+    def test_better_counts_each_cell_against_llamas_own_f16(self):
+        ppl = perplexities({"4bit": lambda m, c: 1.0, "q8_0": lambda m, c: 0.1})
+        llama = {}
+        for m, c in CELLS:
+            llama[("f16", m, c)] = {"perplexity": 5.0}
+            # q4_0 +2% everywhere but Gemma 3 at 512 (+0.5%, better than the recipe's +1%).
+            q4 = 0.5 if (m, c) == ("Gemma 3", 512) else 2.0
+            llama[("q4_0", m, c)] = {"perplexity": 5.0 * (1 + q4 / 100)}
+            llama[("q8_0", m, c)] = {"perplexity": 5.0 * 1.0005}
+        text = render(ppl, llama)
+        self.assertIn("better than `q4_0` (4.5 bits) in 3 of 4 cells", text)
+        self.assertNotIn("iq4_nl` (4.5 bits) in", text)  # no iq4_nl results, no verdict
+        self.assertIn("8-bit: `q8_0`: better than `q8_0` (8.5 bits) in 0 of 4 cells", text)
+        self.assertIn("| `q4_0` | 4.5 | 5.1000 (+2.00%) |", text)
+
+
+class Goals3And4(unittest.TestCase):
+    def test_capacity_and_speed_ratios(self):
+        plans = {("SmolLM2", "f16"): {"tokens": 372816}, ("SmolLM2", "2bit"): {"tokens": 2243648}}
+        first, second = kv_goals.SPEED_ROWS[0][0], kv_goals.SPEED_ROWS[3][0]
+        speed = {(first, "SmolLM2", 1): [34.0, 33.0], (second, "SmolLM2", 1): [30.0, 31.0]}
+        text = render(perplexities({}), plans=plans, speed=speed)
+        self.assertIn("| SmolLM2 | 372,816 | 2,243,648 | 6.02x |", text)
+        self.assertNotIn("| Gemma 3 | 466", text)
+        self.assertIn(f"| {second} | 30.0, 31.0 (1.10x) | - | - | - |", text)
+        self.assertIn(f"| {first} | 34.0, 33.0 | - | - | - |", text)
+
+
+if __name__ == "__main__":
+    unittest.main()
