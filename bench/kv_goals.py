@@ -204,6 +204,8 @@ def render(a, ppl, llama, plans, speed):
         w(f"| llama.cpp | bits | {head} |")
         w("|---|---:|" + "---:|" * len(cells))
         for t, bits in LLAMA.items():
+            if not any(llama.get((t,) + cell) for cell in cells):
+                continue  # not run
             row = []
             for cell in cells:
                 r, base = llama.get((t,) + cell), llama.get(("f16",) + cell)

@@ -77,6 +77,7 @@ class Goal2(unittest.TestCase):
         self.assertNotIn("iq4_nl` (4.5 bits) in", text)  # no iq4_nl results, no verdict
         self.assertIn("8-bit: `q8_0`: better than `q8_0` (8.5 bits) in 0 of 4 cells", text)
         self.assertIn("| `q4_0` | 4.5 | 5.1000 (+2.00%) |", text)
+        self.assertNotIn("| `iq4_nl` |", text)  # a type that was not run has no row
 
 
 class Goals3And4(unittest.TestCase):
