@@ -27,8 +27,8 @@ def perplexities(change_of):
     return ppl
 
 
-def render(ppl, llama=None, plans=None, speed=None):
-    a = argparse.Namespace(rounds=2)
+def render(ppl, llama=None, plans=None, speed=None, recipes=None):
+    a = argparse.Namespace(rounds=2, recipes=recipes)
     return kv_goals.render(a, ppl, llama or {}, plans or {}, speed or {})
 
 
@@ -82,14 +82,35 @@ class Goal2(unittest.TestCase):
 
 class Goals3And4(unittest.TestCase):
     def test_capacity_and_speed_ratios(self):
-        plans = {("SmolLM2", "f16"): {"tokens": 372816}, ("SmolLM2", "2bit"): {"tokens": 2243648}}
+        plans = {("SmolLM2", "f16"): {"tokens": 372816}, ("SmolLM2", "2bit"): {"tokens": 2243648},
+                 ("SmolLM2", "2bit400"): {"tokens": 2239488}}
         first, second = kv_goals.SPEED_ROWS[0][0], kv_goals.SPEED_ROWS[3][0]
         speed = {(first, "SmolLM2", 1): [34.0, 33.0], (second, "SmolLM2", 1): [30.0, 31.0]}
         text = render(perplexities({}), plans=plans, speed=speed)
-        self.assertIn("| SmolLM2 | 372,816 | 2,243,648 | 6.02x |", text)
-        self.assertNotIn("| Gemma 3 | 466", text)
+        self.assertIn("| SmolLM2 | window 256 int8 + sink | 372,816 | 2,243,648 | 6.02x |", text)
+        self.assertIn("| SmolLM2 | window 400 int8 + sink | 372,816 | 2,239,488 | 6.01x |", text)
+        self.assertNotIn("| Gemma 3 |", text)
         self.assertIn(f"| {second} | 30.0, 31.0 (1.10x) | - | - | - |", text)
         self.assertIn(f"| {first} | 34.0, 33.0 | - | - | - |", text)
+
+
+class RecipesShown(unittest.TestCase):
+    def test_only_the_recipes_asked_for_are_judged(self):
+        # A run of the new 2-bit recipe alone (--recipes f32,2bit400): no other recipe's row, no
+        # verdict and no speed row for a recipe not run, and the one run is judged by its bound.
+        ppl = perplexities({"2bit400": lambda m, c: 4.5, "4bit": lambda m, c: 9.0})
+        text = render(ppl, recipes="f32,2bit400")
+        self.assertTrue(recipe_line(text, "2bit400").endswith("| met |"))
+        self.assertTrue(recipe_line(text, "f32").endswith("| - |"))
+        for key in ("2bit", "4bit", "3bit", "q8_0"):
+            name = next(r[1] for r in kv_goals.RECIPES if r[0] == key)
+            self.assertNotIn(f"| {name} |", text)
+        speed = {(r[0], "SmolLM2", 1): [30.0] for r in kv_goals.SPEED_ROWS}
+        text = render(ppl, speed=speed, recipes="f32,2bit400")
+        shown = [r[0] for r in kv_goals.SPEED_ROWS if f"| {r[0]} |" in text]
+        self.assertEqual(shown, [r[0] for r in kv_goals.SPEED_ROWS if r[3] in (None, "2bit400")])
+        # Without --recipes every recipe is shown (one over its bound: not met).
+        self.assertTrue(recipe_line(render(ppl), "4bit").endswith("| **not met** |"))
 
 
 if __name__ == "__main__":
