@@ -27,13 +27,17 @@ bool attention_reads_sink(const PagedAttentionArgs& a, int64_t t) {
 }
 
 // With a sink, position 0 first (one key, read like the window); the pool's keys of token t,
-// [first, recent): segments of kAttentionSegment keys; then the window.
+// [first, recent): segments of kAttentionSegment keys; then the window's, [recent, n), in segments
+// of kAttentionSegment keys too, so that a long window is spread over the threads like the pool
+// (one segment of 400 rows was a 2-thread step's critical path: 14% slower at 16K on Gemma 3).
 int32_t attention_segments(const PagedAttentionArgs& a, int64_t t) {
+  const int32_t n = a.context_len[t];
   const int32_t recent = attention_recent_key(a, t);
   const int32_t sink = attention_reads_sink(a, t) ? 1 : 0;
   const int32_t pool =
       (recent - attention_first_key(a, t) - sink + kAttentionSegment - 1) / kAttentionSegment;
-  return sink + std::max<int32_t>(1 - sink, pool + (recent < a.context_len[t] ? 1 : 0));
+  const int32_t window = (n - recent + kAttentionSegment - 1) / kAttentionSegment;
+  return sink + std::max<int32_t>(1 - sink, pool + window);
 }
 
 KeyRange attention_segment_keys(const PagedAttentionArgs& a, int64_t t, int32_t seg) {
@@ -45,8 +49,12 @@ KeyRange attention_segment_keys(const PagedAttentionArgs& a, int64_t t, int32_t 
     first += 1;
     seg -= 1;
   }
+  const int32_t pool = (recent - first + kAttentionSegment - 1) / kAttentionSegment;
+  if (seg >= pool && recent < n) {
+    const int32_t w = recent + (seg - pool) * kAttentionSegment;
+    return {w, std::min(n, w + kAttentionSegment), true};
+  }
   first += seg * kAttentionSegment;
-  if (first >= recent && recent < n) return {recent, n, true};
   return {std::min(recent, first), std::min(recent, first + kAttentionSegment)};
 }
 

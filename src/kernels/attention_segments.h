@@ -33,7 +33,7 @@ struct KeyRange {
 // The first key token t sees: 0, or the start of its sliding window.
 int32_t attention_first_key(const PagedAttentionArgs& a, int64_t t);
 // The first key token t reads from the recent-token window (its context length when none): the
-// pool's keys end there and one last segment holds the window.
+// pool's keys end there and the window's segments (kAttentionSegment keys each) follow.
 int32_t attention_recent_key(const PagedAttentionArgs& a, int64_t t);
 // Whether token t reads position 0 from the attention sink (quant/attention_sink.h): its first
 // segment is then that one key, read like the window, and the pool's keys start at 1.

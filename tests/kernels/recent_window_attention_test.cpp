@@ -192,6 +192,83 @@ TEST_P(RecentWindowAttentionTest, MatchesReferenceWithInt8Rows) {
   check_against_reference(kd, vd, sliding, /*sink=*/true, KvDtype::kInt8);
 }
 
+// A window longer than a segment (400 rows, as the 2-bit recipe's) is cut into segments of
+// kAttentionSegment keys like the pool, so that threads share it: a token decoding at 600 with
+// the sink reads position 0, the pool's [1, 192) and the window's [192, 448) and [448, 601), and
+// matches the reference on every target.
+TEST(RecentWindowLongTest, AWindowLongerThanASegmentIsCutAndMatchesReference) {
+  constexpr uint32_t kLong = 400;
+  constexpr int32_t kPos = 600;
+  const uint32_t nblocks = (kContext + kBs - 1) / kBs;
+  for (const KvDtype rows : {KvDtype::kF16, KvDtype::kInt8}) {
+    auto storage = KvBlockStorage::create({.num_blocks = nblocks,
+                                           .block_size = kBs,
+                                           .layers = 1,
+                                           .kv_heads = kKvHeads,
+                                           .head_dim = kDim,
+                                           .k_dtype = KvDtype::kInt2Chan,
+                                           .v_dtype = KvDtype::kInt2Had});
+    ASSERT_TRUE(storage.is_ok());
+    std::mt19937 rng(5);
+    std::vector<uint32_t> table(nblocks);
+    std::iota(table.begin(), table.end(), 0);
+    std::shuffle(table.begin(), table.end(), rng);
+    const std::vector<float> k = normal(size_t(kContext) * kKvHeads * kDim, 1.0f, rng);
+    const std::vector<float> v = normal(k.size(), 3.0f, rng);
+    std::vector<int64_t> slots(kContext);
+    for (int j = 0; j < kContext; ++j) slots[j] = int64_t{table[j / kBs]} * kBs + j % kBs;
+    write_kv(storage->layout(), 0, kContext, slots.data(), k.data(), v.data());
+    RecentWindow w = RecentWindow::create(1, kLong, 2, kKvHeads, kDim, true, rows).value();
+    Step first;  // position 0, then the rows the window reaches back to
+    first.add(0, 1, 0, 0);
+    run_step(w, first, rng);
+    w.commit(kLayer);
+    Step fill;
+    fill.add(1, kPos - 1, 0, 0);
+    run_step(w, fill, rng);
+    w.commit(kLayer);
+    Step now;
+    now.add(kPos, 1, 0, 0);
+    run_step(w, now, rng);
+    const int32_t ctx = kPos + 1;
+    const uint32_t* tab = table.data();
+    const std::vector<float> q = normal(size_t(kHeads) * kDim, 1.0f, rng);
+    std::vector<float> out(q.size()), ref(q.size());
+    PagedKvLayout kv = storage->layout();
+    kv.recent = &w;
+    PagedAttentionArgs args{.kv = kv,
+                            .layer = 0,
+                            .model_layer = kLayer,
+                            .num_tokens = 1,
+                            .num_heads = kHeads,
+                            .scale = 2.4f / std::sqrt(float(kDim)),
+                            .q = q.data(),
+                            .out = ref.data(),
+                            .context_len = &ctx,
+                            .block_table = &tab};
+    ASSERT_EQ(attention_recent_key(args, 0), 192);  // group 592 - 400
+    ASSERT_TRUE(attention_reads_sink(args, 0));
+    ASSERT_EQ(attention_segments(args, 0), 4);
+    const KeyRange expect[] = {{0, 1, true}, {1, 192, false}, {192, 448, true}, {448, 601, true}};
+    for (int32_t i = 0; i < 4; ++i) {
+      const KeyRange r = attention_segment_keys(args, 0, i);
+      EXPECT_EQ(r.first, expect[i].first) << "segment " << i;
+      EXPECT_EQ(r.end, expect[i].end) << "segment " << i;
+      EXPECT_EQ(r.recent, expect[i].recent) << "segment " << i;
+    }
+    paged_attention_reference(args);
+    ThreadPool pool(3);
+    test::for_each_target([&] {
+      args.out = out.data();
+      std::fill(out.begin(), out.end(), 0.0f);
+      paged_attention(args, pool);
+      for (size_t i = 0; i < q.size(); ++i)
+        ASSERT_NEAR(out[i], ref[i], 3e-5 * (1 + std::abs(ref[i])))
+            << kv_dtype_name(rows) << " element " << i;
+    });
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Formats, RecentWindowAttentionTest,
     ::testing::Values(std::tuple{KvDtype::kF16, KvDtype::kF16, 0u},
