@@ -14,6 +14,7 @@
 #include <tuple>
 #include <vector>
 
+#include "core/check.h"
 #include "kernel_test_util.h"
 #include "kernels/attention_segments.h"
 #include "kernels/kv_write.h"
@@ -56,8 +57,12 @@ void run_step(RecentWindow& w, const Step& s, std::mt19937& rng) {
 class RecentWindowAttentionTest
     : public ::testing::TestWithParam<std::tuple<KvDtype, KvDtype, uint32_t>> {};
 
-void check_against_reference(KvDtype kd, KvDtype vd, uint32_t sliding, bool sink,
-                             KvDtype rows = KvDtype::kF16) {
+// A pool of kContext tokens of random K and V in blocks of shuffled ids (`table`).
+struct Pool {
+  KvBlockStorage storage;
+  std::vector<uint32_t> table;
+};
+Pool make_pool(KvDtype kd, KvDtype vd, std::mt19937& rng) {
   const uint32_t nblocks = (kContext + kBs - 1) / kBs;
   auto storage = KvBlockStorage::create({.num_blocks = nblocks,
                                          .block_size = kBs,
@@ -66,8 +71,7 @@ void check_against_reference(KvDtype kd, KvDtype vd, uint32_t sliding, bool sink
                                          .head_dim = kDim,
                                          .k_dtype = kd,
                                          .v_dtype = vd});
-  ASSERT_TRUE(storage.is_ok());
-  std::mt19937 rng(11);
+  KVS_CHECK(storage.is_ok());
   std::vector<uint32_t> table(nblocks);
   std::iota(table.begin(), table.end(), 0);
   std::shuffle(table.begin(), table.end(), rng);
@@ -76,6 +80,15 @@ void check_against_reference(KvDtype kd, KvDtype vd, uint32_t sliding, bool sink
   std::vector<int64_t> slots(kContext);
   for (int j = 0; j < kContext; ++j) slots[j] = int64_t{table[j / kBs]} * kBs + j % kBs;
   write_kv(storage->layout(), 0, kContext, slots.data(), k.data(), v.data());
+  return {std::move(*storage), std::move(table)};
+}
+
+void check_against_reference(KvDtype kd, KvDtype vd, uint32_t sliding, bool sink,
+                             KvDtype rows = KvDtype::kF16) {
+  std::mt19937 rng(11);
+  Pool p = make_pool(kd, vd, rng);
+  KvBlockStorage* storage = &p.storage;
+  const std::vector<uint32_t>& table = p.table;
 
   // Sequences (all reading the same pool blocks): A, slot 0, a chunk of 8 at 692 (floor 640);
   // B, slot 1, decoding at 400 (floor 0); C, slot 2, decoding at 300 below its floor 320; D, no
@@ -199,25 +212,9 @@ TEST_P(RecentWindowAttentionTest, MatchesReferenceWithInt8Rows) {
 TEST(RecentWindowLongTest, AWindowLongerThanASegmentIsCutAndMatchesReference) {
   constexpr uint32_t kLong = 400;
   constexpr int32_t kPos = 600;
-  const uint32_t nblocks = (kContext + kBs - 1) / kBs;
   for (const KvDtype rows : {KvDtype::kF16, KvDtype::kInt8}) {
-    auto storage = KvBlockStorage::create({.num_blocks = nblocks,
-                                           .block_size = kBs,
-                                           .layers = 1,
-                                           .kv_heads = kKvHeads,
-                                           .head_dim = kDim,
-                                           .k_dtype = KvDtype::kInt2Chan,
-                                           .v_dtype = KvDtype::kInt2Had});
-    ASSERT_TRUE(storage.is_ok());
     std::mt19937 rng(5);
-    std::vector<uint32_t> table(nblocks);
-    std::iota(table.begin(), table.end(), 0);
-    std::shuffle(table.begin(), table.end(), rng);
-    const std::vector<float> k = normal(size_t(kContext) * kKvHeads * kDim, 1.0f, rng);
-    const std::vector<float> v = normal(k.size(), 3.0f, rng);
-    std::vector<int64_t> slots(kContext);
-    for (int j = 0; j < kContext; ++j) slots[j] = int64_t{table[j / kBs]} * kBs + j % kBs;
-    write_kv(storage->layout(), 0, kContext, slots.data(), k.data(), v.data());
+    Pool p = make_pool(KvDtype::kInt2Chan, KvDtype::kInt2Had, rng);
     RecentWindow w = RecentWindow::create(1, kLong, 2, kKvHeads, kDim, true, rows).value();
     Step first;  // position 0, then the rows the window reaches back to
     first.add(0, 1, 0, 0);
@@ -231,10 +228,10 @@ TEST(RecentWindowLongTest, AWindowLongerThanASegmentIsCutAndMatchesReference) {
     now.add(kPos, 1, 0, 0);
     run_step(w, now, rng);
     const int32_t ctx = kPos + 1;
-    const uint32_t* tab = table.data();
+    const uint32_t* tab = p.table.data();
     const std::vector<float> q = normal(size_t(kHeads) * kDim, 1.0f, rng);
     std::vector<float> out(q.size()), ref(q.size());
-    PagedKvLayout kv = storage->layout();
+    PagedKvLayout kv = p.storage.layout();
     kv.recent = &w;
     PagedAttentionArgs args{.kv = kv,
                             .layer = 0,
