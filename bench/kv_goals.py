@@ -33,10 +33,11 @@ import argparse
 import hashlib
 import json
 import os
-import re
 import subprocess
 import sys
-import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from results_cache import cached, llama_final_perplexity, splice_generated  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODEL_DIR = os.environ.get("KVSERVE_MODEL_DIR", os.path.expanduser("~/.cache/kvserve/models"))
@@ -115,21 +116,6 @@ def run(cmd, env=None):
     return out.stdout + out.stderr
 
 
-def cached(a, name, fn):
-    path = os.path.join(a.results, name + ".json")
-    if os.path.exists(path):
-        with open(path) as f:
-            return json.load(f)
-    if a.render_only:
-        return None
-    t0 = time.time()
-    r = fn()
-    sys.stderr.write(f"{name}: {time.time() - t0:.0f} s\n")
-    with open(path, "w") as f:
-        json.dump(r, f)
-    return r
-
-
 def model_path(model):
     return os.path.join(MODEL_DIR, MODELS[model][0])
 
@@ -156,11 +142,10 @@ def llama_perplexity(a, t, model, ctx):
            str(ctx), "--chunks", str(windows(a, ctx)), "-t", str(a.threads), "-fa", "on", "-ctk",
            t, "-ctv", t]
     env = dict(os.environ, LD_LIBRARY_PATH=os.path.dirname(a.llama_perplexity))
-    out = run(cmd, env)
-    m = re.search(r"Final estimate: PPL = ([0-9.]+)", out)
-    if not m:
+    ppl = llama_final_perplexity(run(cmd, env))
+    if ppl is None:
         raise SystemExit(f"no final estimate from: {' '.join(cmd)}")
-    return {"perplexity": float(m.group(1))}
+    return {"perplexity": ppl}
 
 
 def plan_tokens(a, model, flags):
@@ -332,7 +317,7 @@ def main():
     a = p.parse_args()
     if not os.path.exists(a.text):
         raise SystemExit(f"--text {a.text}: no such file")
-    for key in (a.recipes or "").split(",") if a.recipes else []:
+    for key in a.recipes.split(",") if a.recipes else []:
         if key not in [r[0] for r in RECIPES]:
             raise SystemExit(f"--recipes: {key} is not one of {', '.join(r[0] for r in RECIPES)}")
     cells = [(m, c) for m in MODELS for c in CONTEXTS]
@@ -344,24 +329,31 @@ def main():
                                  f"{', '.join(f'{m}:{c}' for m, c in cells)}")
         cells = [(m, c) for m, c in cells if f"{m}:{c}" in wanted]
     os.makedirs(a.results, exist_ok=True)
-    tag = os.path.basename(a.text).replace(".", "_")
+    # The text's results are named by its content too: another text under the same file name
+    # never reads them.
+    with open(a.text, "rb") as f:
+        tag = os.path.basename(a.text).replace(".", "_") + "_" + hashlib.sha1(f.read()).hexdigest()[:8]
     ppl, llama, plans, speed = {}, {}, {}, {}
+
+    def result(name, fn):
+        return cached(a.results, name, fn, a.render_only)
+
     def flags_hash(recipe, m):
         return hashlib.sha1(" ".join(recipe_flags(recipe, m)).encode()).hexdigest()[:8]
 
     for m in MODELS:
-        plans[(m, "f16")] = cached(a, f"plan_{m[0]}_f16", lambda: plan_tokens(a, m, []))
+        plans[(m, "f16")] = result(f"plan_{m[0]}_f16", lambda: plan_tokens(a, m, []))
         for recipe in RECIPES:
             if recipe[0].startswith("2bit") and selected(a, recipe[0]):
-                plans[(m, recipe[0])] = cached(
-                    a, f"plan_{m[0]}_{recipe[0]}_{flags_hash(recipe, m)}",
+                plans[(m, recipe[0])] = result(
+                    f"plan_{m[0]}_{recipe[0]}_{flags_hash(recipe, m)}",
                     lambda: plan_tokens(a, m, recipe_flags(recipe, m)))
     # Recipes first (f32 and the goals' formats), then llama.cpp's rows.
     for recipe in [r for r in RECIPES if selected(a, r[0])]:
         for m in MODELS:
             for c in CONTEXTS:
-                ppl[(recipe[0], m, c)] = cached(
-                    a, f"ppl_{tag}_{recipe[0]}_{flags_hash(recipe, m)}_{m[0]}_{c}_{windows(a, c)}",
+                ppl[(recipe[0], m, c)] = result(
+                    f"ppl_{tag}_{recipe[0]}_{flags_hash(recipe, m)}_{m[0]}_{c}_{windows(a, c)}",
                     lambda: kvserve_perplexity(a, recipe, m, c))
     if a.llama_perplexity:
         for c in CONTEXTS:
@@ -371,14 +363,14 @@ def main():
                 for m in MODELS:
                     if (m, c) not in cells:
                         continue
-                    llama[(t, m, c)] = cached(a, f"llama_{tag}_{t}_{m[0]}_{c}_{windows(a, c)}",
+                    llama[(t, m, c)] = result(f"llama_{tag}_{t}_{m[0]}_{c}_{windows(a, c)}",
                                               lambda: llama_perplexity(a, t, m, c))
     if a.attention_bench:
         for m, (_, _, shape) in MODELS.items():
             for t in (1, 2):
                 for i in range(a.rounds):
                     for name, formats, flags, _ in speed_rows(a):
-                        v = cached(a, f"attn_{m[0]}_{t}_{i}_{formats.replace('/', '_')}_"
+                        v = result(f"attn_{m[0]}_{t}_{i}_{formats.replace('/', '_')}_"
                                       f"{'_'.join(f.strip('-') for f in flags)}",
                                    lambda: {"ms": attention_ms(a, shape, formats, flags, t)})
                         if v:
@@ -388,17 +380,9 @@ def main():
     if not a.out or a.out == "-":
         sys.stdout.write(text)
         return
-    with open(a.out) as f:
-        doc = f.read()
     name = f" {a.block}" if a.block else ""
-    begin = f"<!-- BEGIN generated by bench/kv_goals.py{name} -->"
-    end = f"<!-- END generated by bench/kv_goals.py{name} -->"
-    if begin not in doc or end not in doc:
-        raise SystemExit(f"{a.out} has no kv_goals BEGIN/END markers{name}")
-    head, rest = doc.split(begin, 1)
-    _, tail = rest.split(end, 1)
-    with open(a.out, "w") as f:
-        f.write(head + begin + "\n" + text + end + tail)
+    splice_generated(a.out, f"<!-- BEGIN generated by bench/kv_goals.py{name} -->",
+                     f"<!-- END generated by bench/kv_goals.py{name} -->", text)
 
 
 if __name__ == "__main__":
