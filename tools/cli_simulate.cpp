@@ -143,7 +143,9 @@ void add_simulate_command(CLI::App& app) {
       "KEY=V1,V2: run every combination, one table (keys: kv-cache-dtype, gpu, "
       "gpus, tp, memory, block-size, max-num-seqs, max-num-batched-tokens, kv-recent-window, "
       "kv-recent-window-dtype, "
-      "preemption-mode, enable-prefix-caching, rate-scale, ...)");
+      "preemption-mode, enable-prefix-caching, rate-scale, ...); the per-layer lists "
+      "kv-cache-dtype-k-layers and kv-cache-dtype-v-layers hold commas, so their values are "
+      "separated by ';'");
   cmd->add_flag("--json", f->json, "print the results as JSON");
   cmd->add_option("--svg", f->svg, "write running/waiting, KV occupancy and preemptions to FILE");
   cmd->add_option("--series-points", f->series_points, "time-series points in --json (0..100000)")

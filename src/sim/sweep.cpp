@@ -2,6 +2,15 @@
 
 namespace kvs {
 
+namespace {
+
+// The keys whose one value is itself a comma-separated list: their values are separated by ';'.
+bool value_is_a_list(const std::string& key) {
+  return key == "kv-cache-dtype-k-layers" || key == "kv-cache-dtype-v-layers";
+}
+
+}  // namespace
+
 Result<std::vector<SweepSettings>> expand_sweep(const std::vector<std::string>& specs) {
   std::vector<std::pair<std::string, std::vector<std::string>>> axes;
   for (const std::string& spec : specs) {
@@ -12,10 +21,11 @@ Result<std::vector<SweepSettings>> expand_sweep(const std::vector<std::string>& 
     if (key.rfind("--", 0) == 0) key = key.substr(2);
     for (const auto& [k, v] : axes)
       if (k == key) return invalid_argument("--sweep " + key + " is given twice");
+    const char separator = value_is_a_list(key) ? ';' : ',';
     std::vector<std::string> values;
     size_t start = eq + 1;
     for (;;) {
-      const size_t comma = spec.find(',', start);
+      const size_t comma = spec.find(separator, start);
       const std::string v = spec.substr(start, comma == std::string::npos ? comma : comma - start);
       if (v.empty()) return invalid_argument("--sweep '" + spec + "': an empty value");
       values.push_back(v);

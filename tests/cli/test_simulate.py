@@ -62,6 +62,16 @@ class Simulate(unittest.TestCase):
                            "gpus=1,2").stdout)
         self.assertEqual([r["settings"]["gpus"] for r in j["sweep"]], ["1", "2"])
         self.assertEqual(j["sweep"][1]["setup"]["replicas"], 2)
+        # A layer list holds commas: its sweep values are separated by ';', and a list of two
+        # layers is one run (more bytes per token, fewer blocks), not two runs of one layer.
+        j = json.loads(run("--model", "llama-3.1-8b", "--trace", self.trace, "--json",
+                           "--kv-cache-dtype-k", "int2_chan64", "--kv-cache-dtype-v", "int2_had",
+                           "--block-size", "64", "--sweep",
+                           "kv-cache-dtype-k-layers=3=int4_chan64;3=int4_chan64,5=int4_chan64")
+                       .stdout)["sweep"]
+        self.assertEqual([r["settings"]["kv-cache-dtype-k-layers"] for r in j],
+                         ["3=int4_chan64", "3=int4_chan64,5=int4_chan64"])
+        self.assertLess(j[1]["setup"]["num_blocks"], j[0]["setup"]["num_blocks"])
 
     def test_csv_trace(self):
         csv = os.path.join(self.dir.name, "azure.csv")

@@ -329,6 +329,24 @@ TEST_F(Simulation, TimeSeriesAndSvgAgreeWithTheSummary) {
   }
 }
 
+// A per-layer format list holds commas, so its sweep values are separated by ';': a list of two
+// layers is one run, not two runs of one layer each.
+TEST(Sweep, LayerListsAreSeparatedBySemicolons) {
+  auto combos = expand_sweep(
+      {"kv-cache-dtype-k-layers=18=int4_chan64;18=int4_chan64,20=int4_chan64", "gpus=1,2"});
+  ASSERT_TRUE(combos.is_ok());
+  ASSERT_EQ(combos->size(), 4u);
+  EXPECT_EQ((*combos)[0][0].second, "18=int4_chan64");
+  EXPECT_EQ((*combos)[2][0].second, "18=int4_chan64,20=int4_chan64");
+  EXPECT_EQ((*combos)[3][1].second, "2");
+  auto one = expand_sweep({"--kv-cache-dtype-v-layers=1=int3_had,2=int3_had"});
+  ASSERT_TRUE(one.is_ok());
+  ASSERT_EQ(one->size(), 1u);
+  EXPECT_EQ((*one)[0][0], (std::pair<std::string, std::string>{"kv-cache-dtype-v-layers",
+                                                               "1=int3_had,2=int3_had"}));
+  EXPECT_FALSE(expand_sweep({"kv-cache-dtype-k-layers=18=int4_chan64;;20=int4_chan64"}).is_ok());
+}
+
 TEST(Sweep, BadSpecsAreErrors) {
   for (const char* bad : {"gpus", "=1,2", "gpus=", "gpus=1,,2"})
     EXPECT_FALSE(expand_sweep({bad}).is_ok()) << bad;
