@@ -1,12 +1,18 @@
 #include "sim/sweep.h"
 
+#include <string_view>
+
+#include "quant/kv_layer_formats.h"
+
 namespace kvs {
 
 namespace {
 
-// The keys whose one value is itself a comma-separated list: their values are separated by ';'.
-bool value_is_a_list(const std::string& key) {
-  return key == "kv-cache-dtype-k-layers" || key == "kv-cache-dtype-v-layers";
+// The keys whose one value is itself a comma-separated list (the per-layer format flags, named
+// without their "--"): their values are separated by ';'.
+bool value_is_a_list(std::string_view key) {
+  return key == std::string_view(kKLayersFlag).substr(2) ||
+         key == std::string_view(kVLayersFlag).substr(2);
 }
 
 }  // namespace
