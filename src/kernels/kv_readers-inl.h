@@ -18,6 +18,7 @@
 #include "quant/kv_channel_groups.h"
 #include "quant/kv_codecs.h"
 #include "quant/kv_lowbit_groups.h"
+#include "quant/kv_trellis_groups.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace kvs {
@@ -35,9 +36,9 @@ using VF = hn::Vec<DF>;
 //
 // Ungrouped readers: Load(df, vec, i) for elements [i, i + L); Scale(vec, D) = kFactor (a
 // constant of the format) times, where kVectorScale, the f16 scale stored after the vector.
-// Grouped readers (kGroupElems elements per group: 32, or 64 for int2_had64): Load(df, group, e)
-// for elements [e, e + L) of the group, e a multiple of L < kGroupElems (needs L <= 16);
-// Scale(group).
+// Grouped readers (kGroupElems elements per group: 32, or 64 for int2_had64 and int2_tcq64):
+// Load(df, group, e) for elements [e, e + L) of the group, e a multiple of L < kGroupElems (needs L
+// <= 16); Scale(group).
 
 // One f16 scale as f32, converted by the hardware where it can (F16C), not bit by bit.
 static HWY_INLINE float F16At(const uint8_t* p) {
@@ -189,6 +190,38 @@ struct ReadLowBit {
     return hn::ConvertTo(df, level);
   }
   static HWY_INLINE float Scale(const uint8_t* g) { return F16At(g); }
+};
+
+// int2_tcq64 (quant/kv_trellis_groups.h): element i's state is the 8 bits of the group's 128-bit
+// plane from bit p = 2 (63 - i), wrapping from bit 127 to bit 0; it stands for the level
+// kTrellisLevels[state] times the group's f16 scale times kTrellisLevelUnit. Each lane picks the
+// two plane bytes that hold its window (bytes p / 8 and p / 8 + 1 mod 16) with one byte table
+// lookup, the plane being broadcast to every 128-bit block, shifts them by p % 8, and gathers its
+// level.
+struct ReadTrellis {
+  static constexpr bool kGrouped = true;
+  static constexpr uint32_t kGroupElems = kTrellisGroup;
+  static constexpr uint32_t kGroupBytes = kTrellisGroupBytes;
+  static HWY_INLINE VF Load(DF df, const uint8_t* g, size_t e) {
+#if HWY_TARGET == HWY_SCALAR
+    return hn::Set(df, kTrellisLevelsF32.v[trellis_state(g, static_cast<uint32_t>(e))]);
+#else
+    const hn::Rebind<uint32_t, DF> du32;
+    const hn::Rebind<int32_t, DF> di32;
+    const hn::Repartition<uint8_t, DF> du8;
+    const auto plane = hn::LoadDup128(du8, g + 2);
+    const auto p = hn::ShiftLeft<1>(
+        hn::Sub(hn::Set(du32, kTrellisGroup - 1), hn::Iota(du32, static_cast<uint32_t>(e))));
+    const auto byte = hn::ShiftRight<3>(p);
+    const auto next = hn::And(hn::Add(byte, hn::Set(du32, 1)), hn::Set(du32, 15));
+    // Bytes 2 and 3 of each lane's index have their high bit set: they read as zero.
+    const auto index = hn::Or(hn::Or(byte, hn::ShiftLeft<8>(next)), hn::Set(du32, 0x80800000u));
+    const auto window = hn::BitCast(du32, hn::TableLookupBytesOr0(plane, hn::BitCast(du8, index)));
+    const auto state = hn::And(hn::Shr(window, hn::And(p, hn::Set(du32, 7))), hn::Set(du32, 0xFF));
+    return hn::GatherIndex(df, kTrellisLevelsF32.v, hn::BitCast(di32, state));
+#endif
+  }
+  static HWY_INLINE float Scale(const uint8_t* g) { return F16At(g) * kTrellisLevelUnit; }
 };
 
 // Rows of the per-channel key formats (quant/kv_channel_groups.h), the codes of one key of a

@@ -7,10 +7,12 @@
 #include "core/half.h"
 #include "kernels/hadamard_rotation.h"
 #include "kernels/scale_fits.h"
+#include "kernels/trellis_forward.h"
 #include "quant/f16_rows.h"
 #include "quant/kv_channel_groups.h"
 #include "quant/kv_codecs.h"
 #include "quant/kv_lowbit_groups.h"
+#include "quant/kv_trellis_groups.h"
 
 namespace kvs {
 
@@ -65,6 +67,10 @@ void kv_vector_to_f32(KvDtype dtype, const uint8_t* src, uint32_t n, float* dst,
       dequantize_lowbit(2, src, n, y, kLowBitGroup64);
       hadamard_rotate(y, n);
       break;
+    case KvDtype::kInt2Tcq64:
+      dequantize_trellis(src, n, y);
+      hadamard_rotate(y, n);
+      break;
     case KvDtype::kInt8Had:
       dequantize_int8(src, n, y);
       hadamard_rotate(y, n);
@@ -95,6 +101,7 @@ void kv_vector_from_f32(KvDtype dtype, const float* src, uint32_t n, uint8_t* ds
     case KvDtype::kInt3Had:
     case KvDtype::kInt2Had:
     case KvDtype::kInt2Had64:
+    case KvDtype::kInt2Tcq64:
     case KvDtype::kInt8Had: {
       float local[1024];
       std::vector<float> big;
@@ -109,6 +116,8 @@ void kv_vector_from_f32(KvDtype dtype, const float* src, uint32_t n, uint8_t* ds
         quantize_int8(r, n, dst);
       else if (dtype == KvDtype::kInt4Had)
         quantize_int4_with(r, n, dst, scale_fits);
+      else if (dtype == KvDtype::kInt2Tcq64)
+        quantize_trellis_with(r, n, dst, trellis_forward);
       else if (dtype == KvDtype::kInt2Had64)
         quantize_lowbit_with(2, r, n, dst, scale_fits, kLowBitGroup64);
       else

@@ -155,6 +155,7 @@ static void ScoreKeysFor(KvDtype dtype, const RangeArgs& r, float* buf) {
     case KvDtype::kInt3Had: return ScoreKeysD<ReadLowBit<3>, NG>(r);
     case KvDtype::kInt2Had: return ScoreKeysD<ReadLowBit<2>, NG>(r);
     case KvDtype::kInt2Had64: return ScoreKeysD<ReadLowBit<2, kLowBitGroup64>, NG>(r);
+    case KvDtype::kInt2Tcq64: return ScoreKeysD<ReadTrellis, NG>(r);
     case KvDtype::kQ8_0: return ScoreKeysD<ReadQ8, NG>(r);
     case KvDtype::kInt4Chan:
     case KvDtype::kInt3Chan:
@@ -184,6 +185,7 @@ static void AccumulateValuesFor(KvDtype dtype, const RangeArgs& r, float* out, f
     case KvDtype::kInt3Had: return AccumulateValues<ReadLowBit<3>, NG>(r, out);
     case KvDtype::kInt2Had: return AccumulateValues<ReadLowBit<2>, NG>(r, out);
     case KvDtype::kInt2Had64: return AccumulateValues<ReadLowBit<2, kLowBitGroup64>, NG>(r, out);
+    case KvDtype::kInt2Tcq64: return AccumulateValues<ReadTrellis, NG>(r, out);
     case KvDtype::kQ8_0: return AccumulateValues<ReadQ8, NG>(r, out);
     case KvDtype::kInt4Chan:
     case KvDtype::kInt3Chan:

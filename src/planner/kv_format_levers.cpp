@@ -45,6 +45,8 @@ std::vector<KvFormatLever> kv_format_levers(KvDtype k, KvDtype v, uint32_t block
       {"KV 2-bit, K per channel", KvDtype::kInt2Chan, KvDtype::kInt2Had},
       {"KV 4-bit, K per channel /64", KvDtype::kInt4Chan64, KvDtype::kInt4Had},
       {"KV 2-bit /64, widest K channels 3-bit", KvDtype::kInt2MixChan64, KvDtype::kInt2Had64},
+      // The same bytes as the lever above, its values trellis-coded: less error, slower writes.
+      {"KV 2-bit /64, trellis-coded V", KvDtype::kInt2MixChan64, KvDtype::kInt2Tcq64},
   };
   for (const auto& l : kLevers) out.push_back(lever(l.name, k, v, l.k, l.v, block_size));
   return out;

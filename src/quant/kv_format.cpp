@@ -6,6 +6,7 @@
 
 #include "quant/kv_codecs.h"
 #include "quant/kv_lowbit_groups.h"
+#include "quant/kv_trellis_groups.h"
 
 namespace kvs {
 namespace {
@@ -47,6 +48,8 @@ constexpr std::array<KvDtypeInfo, kNumKvDtypes> kTable = {{
     {KvDtype::kInt2MixChan64, "int2mix_chan64", 0, 0, 2, 0,
      "keys only: f16 minimum and step per channel per 64 tokens, the widest quarter at 3 bits",
      kMaxChannelGroupTokens},
+    {KvDtype::kInt2Tcq64, "int2_tcq64", 64, 18, 0, 0,
+     "one f16 scale per 64 elements of the Hadamard-rotated vector, trellis-coded"},
 }};
 
 // Row i is the format whose value is i: kv_dtype_from_code and all_kv_dtypes rely on it.
@@ -83,6 +86,8 @@ static_assert(info_of(KvDtype::kInt2Had).group_elems == kLowBitGroup &&
               info_of(KvDtype::kInt2Had).group_bytes == lowbit_group_bytes(2));
 static_assert(info_of(KvDtype::kInt2Had64).group_elems == kLowBitGroup64 &&
               info_of(KvDtype::kInt2Had64).group_bytes == lowbit_group_bytes(2, kLowBitGroup64));
+static_assert(info_of(KvDtype::kInt2Tcq64).group_elems == kTrellisGroup &&
+              info_of(KvDtype::kInt2Tcq64).group_bytes == kTrellisGroupBytes);
 static_assert(info_of(KvDtype::kQ8_0).group_elems == GroupQ8Traits::kGroup &&
               info_of(KvDtype::kQ8_0).group_bytes == GroupQ8Traits::kGroupBytes);
 static_assert(info_of(KvDtype::kInt8).elem_bits == 8 &&

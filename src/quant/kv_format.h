@@ -57,19 +57,24 @@ enum class KvDtype : uint8_t {
   // (quant/kv_channel_groups.h): head_dim / 32 more bytes per token than int2_chan64 (22 against
   // 20 at head dim 64), the widest channels flagged in their steps' sign bits. Appended.
   kInt2MixChan64,
+  // 2 bits per element of the Hadamard-rotated vector, trellis-coded over groups of 64
+  // (quant/kv_trellis_groups.h): int2_had64's 18 bytes per 64 elements, but each element one of
+  // 256 levels chosen with its neighbours, so a smaller error at the same bytes. Slow to write
+  // (a Viterbi search per group), as fast to read. Appended.
+  kInt2Tcq64,
 };
 
 // How many formats there are: the values of KvDtype are 0 .. kNumKvDtypes - 1, and the table
 // (kv_format.cpp) has one row per value, in this order (a static_assert holds it to that). The
 // one place that names the last format; everything else counts through all_kv_dtypes().
-inline constexpr size_t kNumKvDtypes = static_cast<size_t>(KvDtype::kInt2MixChan64) + 1;
+inline constexpr size_t kNumKvDtypes = static_cast<size_t>(KvDtype::kInt2Tcq64) + 1;
 
 // Formats that store H x (H the normalized Walsh-Hadamard matrix, its own inverse) instead of x:
 // q . k = (H q) . (H k), and sum p (H v) = H (sum p v), so attention rotates q once and the
 // output once instead of every stored vector.
 [[nodiscard]] inline bool kv_dtype_rotated(KvDtype dtype) {
   return dtype == KvDtype::kInt4Had || dtype == KvDtype::kInt3Had || dtype == KvDtype::kInt2Had ||
-         dtype == KvDtype::kInt8Had || dtype == KvDtype::kInt2Had64;
+         dtype == KvDtype::kInt8Had || dtype == KvDtype::kInt2Had64 || dtype == KvDtype::kInt2Tcq64;
 }
 
 // Per-channel key formats that keep a quarter of each group's channels (those of widest range) at

@@ -175,7 +175,8 @@ INSTANTIATE_TEST_SUITE_P(Formats, EngineChannel64Test,
                          ::testing::Values(Formats{KvDtype::kInt4Chan64, KvDtype::kInt4Had},
                                            Formats{KvDtype::kInt3Chan64, KvDtype::kInt3Had},
                                            Formats{KvDtype::kInt2Chan64, KvDtype::kInt2Had},
-                                           Formats{KvDtype::kInt2MixChan64, KvDtype::kInt2Had64}),
+                                           Formats{KvDtype::kInt2MixChan64, KvDtype::kInt2Had64},
+                                           Formats{KvDtype::kInt2MixChan64, KvDtype::kInt2Tcq64}),
                          test::kv_formats_name);
 
 TEST(KvFormatPrefixKeyTest, FormatIsPartOfThePrefixKey) {

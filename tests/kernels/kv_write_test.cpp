@@ -57,7 +57,8 @@ TEST(KvWriteTest, ThePoolsThreadsWriteTheBytesOfOneThread) {
                                                  {KvDtype::kInt4Had, KvDtype::kInt4Had},
                                                  {KvDtype::kInt3Had, KvDtype::kInt2Had},
                                                  {KvDtype::kInt4Chan64, KvDtype::kInt2Had},
-                                                 {KvDtype::kInt2MixChan64, KvDtype::kInt2Had64}};
+                                                 {KvDtype::kInt2MixChan64, KvDtype::kInt2Had64},
+                                                 {KvDtype::kInt2MixChan64, KvDtype::kInt2Tcq64}};
   ThreadPool pool(3);
   for (const auto& [k_dtype, v_dtype] : formats)
     for (const uint32_t n : {1u, 2u, 37u, 128u}) {

@@ -194,11 +194,11 @@ TEST_P(PagedAttentionTest, MatchesContiguousWithShuffledBlocks) {
   });
 }
 
-constexpr KvDtype kAllFormats[] = {KvDtype::kF32,     KvDtype::kF16,     KvDtype::kBF16,
-                                   KvDtype::kFp8E4M3, KvDtype::kFp8E5M2, KvDtype::kFp8E4M3Dyn,
-                                   KvDtype::kInt8,    KvDtype::kInt4,    KvDtype::kQ8_0,
-                                   KvDtype::kQ4_0,    KvDtype::kInt4Had, KvDtype::kInt3Had,
-                                   KvDtype::kInt2Had, KvDtype::kInt8Had, KvDtype::kInt2Had64};
+constexpr KvDtype kAllFormats[] = {
+    KvDtype::kF32,     KvDtype::kF16,        KvDtype::kBF16,      KvDtype::kFp8E4M3,
+    KvDtype::kFp8E5M2, KvDtype::kFp8E4M3Dyn, KvDtype::kInt8,      KvDtype::kInt4,
+    KvDtype::kQ8_0,    KvDtype::kQ4_0,       KvDtype::kInt4Had,   KvDtype::kInt3Had,
+    KvDtype::kInt2Had, KvDtype::kInt8Had,    KvDtype::kInt2Had64, KvDtype::kInt2Tcq64};
 
 std::vector<Case> all_cases() {
   std::vector<Case> cases = {{1, KvDtype::kF32, KvDtype::kF32},
@@ -209,8 +209,9 @@ std::vector<Case> all_cases() {
   // Every format as K and V at the engine's block size, a few odd block sizes, and every
   // K/V combination of the formats people mix (a precise K with a coarse V, and back).
   for (KvDtype d : kAllFormats) cases.push_back({16, d, d});
-  for (KvDtype d : {KvDtype::kFp8E4M3, KvDtype::kInt8, KvDtype::kInt4, KvDtype::kQ4_0,
-                    KvDtype::kInt4Had, KvDtype::kInt2Had, KvDtype::kInt8Had, KvDtype::kInt2Had64})
+  for (KvDtype d :
+       {KvDtype::kFp8E4M3, KvDtype::kInt8, KvDtype::kInt4, KvDtype::kQ4_0, KvDtype::kInt4Had,
+        KvDtype::kInt2Had, KvDtype::kInt8Had, KvDtype::kInt2Had64, KvDtype::kInt2Tcq64})
     cases.push_back({7, d, d});
   for (KvDtype k : kAllFormats)
     for (KvDtype v : kAllFormats)
@@ -222,7 +223,7 @@ std::vector<Case> all_cases() {
         KvDtype::kInt3Chan64, KvDtype::kInt2Chan64, KvDtype::kInt2MixChan64})
     for (KvDtype v :
          {KvDtype::kF16, KvDtype::kInt8, KvDtype::kInt4Had, KvDtype::kQ4_0, KvDtype::kInt3Had,
-          KvDtype::kInt2Had, KvDtype::kInt8Had, KvDtype::kInt2Had64}) {
+          KvDtype::kInt2Had, KvDtype::kInt8Had, KvDtype::kInt2Had64, KvDtype::kInt2Tcq64}) {
       const uint32_t g = kv_channel_group_tokens(k);
       cases.push_back({g, k, v});
       cases.push_back({3 * g, k, v});
@@ -317,6 +318,7 @@ INSTANTIATE_TEST_SUITE_P(
                       FormatBound{KvDtype::kInt3Had, KvDtype::kInt3Had, 0.8},
                       FormatBound{KvDtype::kInt2Had, KvDtype::kInt2Had, 1.6},
                       FormatBound{KvDtype::kInt2Had64, KvDtype::kInt2Had64, 1.6},
+                      FormatBound{KvDtype::kInt2Tcq64, KvDtype::kInt2Tcq64, 1.6},
                       FormatBound{KvDtype::kInt8, KvDtype::kInt4, 0.4},
                       FormatBound{KvDtype::kInt8, KvDtype::kInt4Had, 0.4},
                       FormatBound{KvDtype::kFp8E4M3, KvDtype::kInt8, 0.05}),

@@ -18,7 +18,7 @@ const KvFormatLever& lever(const std::vector<KvFormatLever>& levers, const std::
 
 TEST(KvFormatLevers, Fp8AppliesUnlessEveryElementIsAByteOrLess) {
   auto l = kv_format_levers(KvDtype::kF16, KvDtype::kF16, 64);
-  ASSERT_EQ(l.size(), 7u);
+  ASSERT_EQ(l.size(), 8u);
   EXPECT_EQ(l[0].name, "KV fp8 (e4m3)");
   EXPECT_EQ(l[0].k_dtype, KvDtype::kFp8E4M3);
   EXPECT_EQ(l[0].v_dtype, KvDtype::kFp8E4M3);
@@ -41,12 +41,20 @@ TEST(KvFormatLevers, Fp8AppliesUnlessEveryElementIsAByteOrLess) {
   EXPECT_EQ(l[6].name, "KV 2-bit /64, widest K channels 3-bit");
   EXPECT_EQ(l[6].k_dtype, KvDtype::kInt2MixChan64);
   EXPECT_EQ(l[6].v_dtype, KvDtype::kInt2Had64);
+  EXPECT_EQ(l[7].name, "KV 2-bit /64, trellis-coded V");
+  EXPECT_EQ(l[7].k_dtype, KvDtype::kInt2MixChan64);
+  EXPECT_EQ(l[7].v_dtype, KvDtype::kInt2Tcq64);
   for (const KvFormatLever& f : l) EXPECT_TRUE(f.why_not.empty()) << f.name;
   // At a block size that does not hold 64 tokens the 64-token levers say what to change.
   const auto small = kv_format_levers(KvDtype::kF16, KvDtype::kF16, 16);
   EXPECT_EQ(small[6].why_not, "--block-size must be a multiple of 64 (it is 16)");
   EXPECT_EQ(kv_format_levers(KvDtype::kInt2MixChan64, KvDtype::kInt2Had64, 64)[6].why_not,
             "already int2mix_chan64/int2_had64");
+  EXPECT_EQ(small[7].why_not, "--block-size must be a multiple of 64 (it is 16)");
+  EXPECT_EQ(kv_format_levers(KvDtype::kInt2MixChan64, KvDtype::kInt2Tcq64, 64)[7].why_not,
+            "already int2mix_chan64/int2_tcq64");
+  EXPECT_TRUE(
+      kv_format_levers(KvDtype::kInt2MixChan64, KvDtype::kInt2Had64, 64)[7].why_not.empty());
   // One side wider than a byte: fp8 still shrinks it.
   EXPECT_TRUE(lever(kv_format_levers(KvDtype::kF16, KvDtype::kInt8, 16), "KV fp8").why_not.empty());
   EXPECT_EQ(lever(kv_format_levers(KvDtype::kInt8, KvDtype::kQ4_0, 16), "KV fp8").why_not,

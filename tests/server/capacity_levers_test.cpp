@@ -19,13 +19,13 @@ TEST(CapacityLevers, AnFp8PoolSaysItIsAlreadyFp8) {
   const uint64_t memory = uint64_t{64} << 20;
   const KvPoolPlan pool = *plan_kv_pool(shape(KvDtype::kFp8E4M3, KvDtype::kFp8E4M3), memory, 16);
   const CapacityLine c = capacity_line(pool, memory, 1024);
-  ASSERT_EQ(c.levers.size(), 8u);
+  ASSERT_EQ(c.levers.size(), 9u);
   EXPECT_EQ(c.levers[0].name, "KV fp8 (e4m3)");
   EXPECT_FALSE(c.levers[0].applicable);
   EXPECT_EQ(c.levers[0].why_not, "already fp8_e4m3");
   EXPECT_TRUE(c.levers[1].applicable);  // int4 still halves it
-  EXPECT_EQ(c.levers[7].name, "half the context");
-  EXPECT_EQ(c.levers[7].change, "--max-model-len 512");
+  EXPECT_EQ(c.levers[8].name, "half the context");
+  EXPECT_EQ(c.levers[8].change, "--max-model-len 512");
 }
 
 // The per-channel levers are priced as the engine would size its pool in those formats: the
@@ -34,7 +34,7 @@ TEST(CapacityLevers, PerChannelLeversCountTheKeyTailsOfThePoolsSequences) {
   const uint64_t memory = uint64_t{64} << 20;
   const KvPoolPlan pool = *plan_kv_pool(shape(KvDtype::kF16, KvDtype::kF16), memory, 16, 48);
   const CapacityLine c = capacity_line(pool, memory, 1024);
-  ASSERT_EQ(c.levers.size(), 8u);
+  ASSERT_EQ(c.levers.size(), 9u);
   const KvDtype formats[3][2] = {{KvDtype::kInt4Chan, KvDtype::kInt4Had},
                                  {KvDtype::kInt3Chan, KvDtype::kInt3Had},
                                  {KvDtype::kInt2Chan, KvDtype::kInt2Had}};
@@ -74,7 +74,7 @@ TEST(CapacityLevers, KeysPer64TokensArePricedAtABlockSizeThatHoldsAGroup) {
   const uint64_t memory = uint64_t{256} << 20;
   const KvPoolPlan pool = *plan_kv_pool(shape(KvDtype::kF16, KvDtype::kF16), memory, 64, 8);
   const CapacityLine c = capacity_line(pool, memory, 1024);
-  ASSERT_EQ(c.levers.size(), 8u);
+  ASSERT_EQ(c.levers.size(), 9u);
   const CapacityLever& l = c.levers[5];
   EXPECT_EQ(l.name, "KV 4-bit, K per channel /64");
   ASSERT_TRUE(l.applicable) << l.why_not;

@@ -62,7 +62,7 @@ TEST(DashboardCapacity, AgreesWithThePoolPlanAndPricesTheLevers) {
   EXPECT_EQ(c.blocks_per_request, 128u);
   EXPECT_EQ(c.fully_reserved, pool.num_blocks / 128);
   EXPECT_NEAR(c.max_concurrency, static_cast<double>(pool.num_tokens) / 2048, 1e-9);
-  ASSERT_EQ(c.levers.size(), 8u);
+  ASSERT_EQ(c.levers.size(), 9u);
   const CapacityLever& fp8 = c.levers[0];
   ASSERT_TRUE(fp8.applicable);
   const KvPoolPlan fp8_pool = *plan_kv_pool(smol_shape(KvDtype::kFp8E4M3), memory, 16);
@@ -73,11 +73,11 @@ TEST(DashboardCapacity, AgreesWithThePoolPlanAndPricesTheLevers) {
   const CapacityLever& int4 = c.levers[1];
   ASSERT_TRUE(int4.applicable);
   EXPECT_GT(int4.more_requests, fp8.more_requests);
-  const CapacityLever& half = c.levers[7];
+  const CapacityLever& half = c.levers[8];
   EXPECT_EQ(half.change, "--max-model-len 1024");
   EXPECT_EQ(half.fully_reserved, pool.num_blocks / 64);
   const nlohmann::json j = capacity_json(c);
-  EXPECT_EQ(j["levers"].size(), 8u);
+  EXPECT_EQ(j["levers"].size(), 9u);
   EXPECT_EQ(j["num_blocks"], pool.num_blocks);
 }
 

@@ -1,0 +1,94 @@
+#include "kernels/trellis_forward.h"
+
+#include <cstddef>
+#include <limits>
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/trellis_forward.cpp"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+
+HWY_BEFORE_NAMESPACE();
+namespace kvs {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// States s in lanes. A step first takes, for each high-six-bits context t, the cheapest of the
+// four states t + 64 a (the 64 contexts in 64 / L vectors, four loads each), then each state s
+// adds its term to its context's cost m[s >> 2]: the lanes of one vector of states need
+// L / 4 contexts each repeated four times, one table lookup from the vector of m that holds them.
+void TrellisForwardAt(const float* x, int context, float* cost, uint8_t* back) {
+#if HWY_TARGET == HWY_SCALAR
+  trellis_forward_scalar(x, context, cost, back);
+#else
+  const hn::ScalableTag<float> df;
+  const hn::RebindToSigned<decltype(df)> di;
+  const hn::Rebind<uint8_t, decltype(di)> du8;
+  const size_t L = hn::Lanes(df);
+  if (L < 4 || kTrellisContexts % L != 0) return trellis_forward_scalar(x, context, cost, back);
+  const float* levels = kTrellisLevelsF32.v;
+  const auto inf = hn::Set(df, std::numeric_limits<float>::infinity());
+  {
+    const auto x0 = hn::Set(df, x[0]);
+    for (size_t s = 0; s < kTrellisStates; s += L) {
+      const auto d = hn::Sub(x0, hn::Load(df, levels + s));
+      auto c = hn::Mul(d, d);
+      if (context >= 0) {
+        const auto high = hn::ShiftRight<2>(hn::Iota(di, static_cast<int32_t>(s)));
+        c = hn::IfThenElse(hn::RebindMask(df, hn::Eq(high, hn::Set(di, context))), c, inf);
+      }
+      hn::StoreU(c, df, cost + s);
+    }
+  }
+  // Lane k of the states vector j takes lane (j % 4) (L / 4) + k / 4 of the m vector j / 4.
+  HWY_ALIGN int32_t spread[4][hn::MaxLanes(df)];
+  for (size_t r = 0; r < 4; ++r)
+    for (size_t k = 0; k < L; ++k) spread[r][k] = static_cast<int32_t>(r * (L / 4) + k / 4);
+  const auto idx0 = hn::SetTableIndices(df, spread[0]);
+  const auto idx1 = hn::SetTableIndices(df, spread[1]);
+  const auto idx2 = hn::SetTableIndices(df, spread[2]);
+  const auto idx3 = hn::SetTableIndices(df, spread[3]);
+  HWY_ALIGN float m[kTrellisContexts];
+  for (uint32_t i = 1; i < kTrellisGroup; ++i) {
+    uint8_t* bk = back + kTrellisContexts * i;
+    for (size_t t = 0; t < kTrellisContexts; t += L) {
+      auto best = hn::LoadU(df, cost + t);
+      auto a_best = hn::Zero(di);
+      for (int32_t a = 1; a < 4; ++a) {
+        const auto c = hn::LoadU(df, cost + t + kTrellisContexts * a);
+        const auto lower = hn::Lt(c, best);
+        best = hn::IfThenElse(lower, c, best);
+        a_best = hn::IfThenElse(hn::RebindMask(di, lower), hn::Set(di, a), a_best);
+      }
+      hn::Store(best, df, m + t);
+      hn::StoreU(hn::DemoteTo(du8, a_best), du8, bk + t);
+    }
+    const auto xi = hn::Set(df, x[i]);
+    for (size_t s = 0, j = 0; s < kTrellisStates; s += L, ++j) {
+      const auto mv = hn::Load(df, m + (j / 4) * L);
+      const auto spread_m = (j % 4) == 0   ? hn::TableLookupLanes(mv, idx0)
+                            : (j % 4) == 1 ? hn::TableLookupLanes(mv, idx1)
+                            : (j % 4) == 2 ? hn::TableLookupLanes(mv, idx2)
+                                           : hn::TableLookupLanes(mv, idx3);
+      const auto d = hn::Sub(xi, hn::Load(df, levels + s));
+      hn::StoreU(hn::Add(spread_m, hn::Mul(d, d)), df, cost + s);
+    }
+  }
+#endif
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace kvs
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace kvs {
+
+HWY_EXPORT(TrellisForwardAt);
+
+void trellis_forward(const float* x, int context, float* cost, uint8_t* back) {
+  HWY_DYNAMIC_DISPATCH(TrellisForwardAt)(x, context, cost, back);
+}
+
+}  // namespace kvs
+#endif

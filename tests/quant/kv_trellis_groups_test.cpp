@@ -1,0 +1,181 @@
+// int2_tcq64's trellis-coded groups (quant/kv_trellis_groups.h): the layout (a state is a window of
+// the plane, wrapping), the Viterbi pass's optimum on vectors that lie on a path, the error on
+// Gaussian groups against int2_had64's at the same bytes, and what becomes of zeros, NaN and
+// infinities.
+#include "quant/kv_trellis_groups.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "core/half.h"
+#include "quant/kv_codecs.h"
+#include "quant/kv_lowbit_groups.h"
+#include "quant/trellis_codebook.h"
+
+namespace kvs {
+namespace {
+
+constexpr uint32_t N = kTrellisGroup;
+
+// The states of a tail-biting path of codes c: s_i = c_{i-3} c_{i-2} c_{i-1} c_i (2 bits each,
+// indices mod 64).
+std::vector<uint32_t> states_of(const std::vector<uint32_t>& c) {
+  std::vector<uint32_t> s(N);
+  for (uint32_t i = 0; i < N; ++i)
+    s[i] = c[(i + N - 3) % N] << 6 | c[(i + N - 2) % N] << 4 | c[(i + N - 1) % N] << 2 | c[i];
+  return s;
+}
+
+TEST(TrellisGroupTest, LevelsAreAGaussianTableOfDistinctEnoughValues) {
+  // The generator's table: 256 int8 levels, symmetric about zero, largest 127, rms as stated.
+  double sum = 0, sq = 0;
+  int lo = 0, hi = 0;
+  for (int8_t v : kTrellisLevels) {
+    sum += v;
+    sq += double(v) * v;
+    lo = std::min<int>(lo, v);
+    hi = std::max<int>(hi, v);
+  }
+  EXPECT_EQ(sum, 0.0);
+  EXPECT_EQ(lo, -127);
+  EXPECT_EQ(hi, 127);
+  EXPECT_NEAR(std::sqrt(sq / 256), kTrellisLevelRms, 1e-4);
+}
+
+// Code c_i sits at bits 2 (63 - i) of the plane, so element i's state is the plane's 8 bits from
+// there, the last three codes wrapping around to the first elements.
+TEST(TrellisGroupTest, AStateIsAWindowOfThePlaneThatWraps) {
+  std::mt19937 rng(5);
+  for (int trial = 0; trial < 50; ++trial) {
+    std::vector<uint32_t> c(N);
+    for (uint32_t& v : c) v = rng() % 4;
+    uint8_t g[kTrellisGroupBytes] = {};
+    const uint16_t h = f32_to_f16(0.5f);
+    std::memcpy(g, &h, 2);
+    for (uint32_t i = 0; i < N; ++i) {
+      const uint32_t bit = 2 * (N - 1 - i);
+      g[2 + bit / 8] |= static_cast<uint8_t>(c[i] << (bit % 8));
+    }
+    const std::vector<uint32_t> s = states_of(c);
+    float y[N];
+    dequantize_trellis(g, N, y);
+    for (uint32_t i = 0; i < N; ++i) {
+      ASSERT_EQ(trellis_state(g, i), s[i]) << "element " << i;
+      EXPECT_EQ(y[i], 0.5f * kTrellisLevelUnit * float(kTrellisLevels[s[i]]));
+    }
+  }
+}
+
+// A vector that is exactly the levels of a tail-biting path costs nothing: both the free pass and
+// the pass held to the path's context find a path of zero error.
+TEST(TrellisGroupTest, TheForwardPassFindsAPathThatFitsExactly) {
+  std::mt19937 rng(6);
+  for (int trial = 0; trial < 50; ++trial) {
+    std::vector<uint32_t> c(N);
+    for (uint32_t& v : c) v = rng() % 4;
+    const std::vector<uint32_t> s = states_of(c);
+    float x[N];
+    for (uint32_t i = 0; i < N; ++i) x[i] = float(kTrellisLevels[s[i]]);
+    float cost[kTrellisStates];
+    std::vector<uint8_t> back(N * kTrellisContexts);
+    trellis_forward_scalar(x, -1, cost, back.data());
+    EXPECT_EQ(*std::min_element(cost, cost + kTrellisStates), 0.0f);
+    const int context = static_cast<int>(s[0] >> 2);
+    trellis_forward_scalar(x, context, cost, back.data());
+    EXPECT_EQ(cost[s[N - 1]], 0.0f);
+  }
+}
+
+// The point of the format: at int2_had64's bytes, a Gaussian group's squared error relative to its
+// energy falls from about 0.114 to about 0.082 (docs/kv-quantization.md).
+TEST(TrellisGroupTest, SmallerErrorThanInt2Had64OnGaussians) {
+  std::mt19937 rng(7);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  double e_tcq = 0, e_had = 0, energy = 0;
+  for (int trial = 0; trial < 300; ++trial) {
+    std::vector<float> x(2 * N);
+    const float scale = std::pow(10.0f, float(int(rng() % 7)) - 3.0f);
+    for (float& v : x) v = nd(rng) * scale;
+    std::vector<uint8_t> g(2 * kTrellisGroupBytes), h(2 * lowbit_group_bytes(2, kLowBitGroup64));
+    quantize_trellis(x.data(), 2 * N, g.data());
+    quantize_lowbit(2, x.data(), 2 * N, h.data(), kLowBitGroup64);
+    std::vector<float> yt(2 * N), yh(2 * N);
+    dequantize_trellis(g.data(), 2 * N, yt.data());
+    dequantize_lowbit(2, h.data(), 2 * N, yh.data(), kLowBitGroup64);
+    for (uint32_t i = 0; i < 2 * N; ++i) {
+      const double s2 = double(scale) * scale;
+      e_tcq += (double(x[i]) - yt[i]) * (double(x[i]) - yt[i]) / s2;
+      e_had += (double(x[i]) - yh[i]) * (double(x[i]) - yh[i]) / s2;
+      energy += double(x[i]) * x[i] / s2;
+    }
+  }
+  const double rel_tcq = e_tcq / energy, rel_had = e_had / energy;
+  EXPECT_LT(rel_tcq, 0.088);
+  EXPECT_GT(rel_had, 0.105);
+  EXPECT_LT(rel_tcq, 0.8 * rel_had);
+}
+
+// The scale is f16 and within the searched range of the group's rms; the stored path reproduces
+// the error the writer chose (the tail-biting holds: the first states decode as written).
+TEST(TrellisGroupTest, ScaleIsTheBestOfTheCandidates) {
+  std::mt19937 rng(8);
+  std::normal_distribution<float> nd(0.0f, 3.0f);
+  for (int trial = 0; trial < 50; ++trial) {
+    float x[N];
+    double sq = 0;
+    for (float& v : x) {
+      v = nd(rng);
+      sq += double(v) * v;
+    }
+    const double rms = std::sqrt(sq / N);
+    uint8_t g[kTrellisGroupBytes];
+    quantize_trellis(x, N, g);
+    const float d = load_f16_scale(g);
+    EXPECT_EQ(f16_to_f32(f32_to_f16(d)), d);
+    EXPECT_GE(d * kTrellisLevelUnit, 0.79 * rms / kTrellisLevelRms);
+    EXPECT_LE(d * kTrellisLevelUnit, 1.13 * rms / kTrellisLevelRms);
+    float y[N];
+    dequantize_trellis(g, N, y);
+    double err = 0;
+    for (uint32_t i = 0; i < N; ++i) err += (double(x[i]) - y[i]) * (double(x[i]) - y[i]);
+    EXPECT_LT(std::sqrt(err / N), 0.33 * rms) << "trial " << trial;
+  }
+}
+
+TEST(TrellisGroupTest, ZerosNaNAndInfinities) {
+  float x[N] = {};
+  uint8_t g[kTrellisGroupBytes];
+  float y[N];
+  quantize_trellis(x, N, g);
+  EXPECT_EQ(load_f16_scale(g), 0.0f);
+  dequantize_trellis(g, N, y);
+  for (float v : y) EXPECT_EQ(v, 0.0f);
+
+  std::mt19937 rng(9);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  for (float& v : x) v = nd(rng);
+  x[3] = std::numeric_limits<float>::quiet_NaN();
+  x[10] = std::numeric_limits<float>::infinity();
+  x[20] = -std::numeric_limits<float>::infinity();
+  quantize_trellis(x, N, g);
+  dequantize_trellis(g, N, y);
+  for (float v : y) EXPECT_TRUE(std::isfinite(v));
+  EXPECT_EQ(load_f16_scale(g), 65504.0f);  // the largest f16: the infinities' scale, clamped
+  EXPECT_GT(y[10], 0.0f);
+  EXPECT_LT(y[20], 0.0f);
+
+  // Too small for an f16 scale: stored as zeros, not as noise.
+  for (float& v : x) v = nd(rng) * 1e-12f;
+  quantize_trellis(x, N, g);
+  dequantize_trellis(g, N, y);
+  for (float v : y) EXPECT_EQ(v, 0.0f);
+}
+
+}  // namespace
+}  // namespace kvs
