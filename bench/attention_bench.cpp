@@ -326,8 +326,8 @@ void print_window(const Model& m) {
 int main_impl(int argc, char** argv) {
   std::vector<int> contexts = {1024, 4096, 16384, 32768};
   std::vector<std::string> formats = {
-      "f32",  "f16",  "bf16",     "fp8_e4m3", "fp8_e5m2", "fp8_e4m3_dyn", "int8", "int8_had",
-      "q8_0", "int4", "int4_had", "int3_had", "int2_had", "int2_had64",   "q4_0"};
+      "f32",  "f16",  "bf16",     "fp8_e4m3", "fp8_e5m2", "fp8_e4m3_dyn", "int8",       "int8_had",
+      "q8_0", "int4", "int4_had", "int3_had", "int2_had", "int2_had64",   "int2_tcq64", "q4_0"};
   int threads = ThreadPool::hardware_threads();
   double min_seconds = 1.0;
   bool markdown = false;

@@ -64,6 +64,9 @@ THREE_BIT_SMOLLM2_LAYERS = ["--kv-cache-dtype-k-layers", "18=int4_chan64,20=int4
 TWO_BIT_400 = [f if f != "256" else "400" for f in TWO_BIT]
 TWO_BIT_400_SMOLLM2_LAYERS = ["--kv-cache-dtype-k-layers", "18=int4_chan64",
                               "--kv-cache-dtype-v-layers", "1=int3_had"]
+# The 2-bit recipe of stop 57: TWO_BIT_400 with its values trellis-coded (int2_tcq64, the same 18
+# bytes per 64 elements as int2_had64), the same SmolLM2 layer parts.
+TWO_BIT_TCQ = [f if f != "int2_had64" else "int2_tcq64" for f in TWO_BIT_400]
 # (key, name, bound in % over f32 or None, flags, SmolLM2-only flags); keys starting "2bit" are
 # goal 3's and goal 4's 2-bit recipes.
 RECIPES = [
@@ -71,6 +74,8 @@ RECIPES = [
     ("2bit", "2-bit: `int2mix_chan64 / int2_had64`, window 256 int8 + sink", 6.0, TWO_BIT,
      TWO_BIT_SMOLLM2_LAYERS),
     ("2bit400", "2-bit: `int2mix_chan64 / int2_had64`, window 400 int8 + sink", 6.0, TWO_BIT_400,
+     TWO_BIT_400_SMOLLM2_LAYERS),
+    ("2bittcq", "2-bit: `int2mix_chan64 / int2_tcq64`, window 400 int8 + sink", 6.0, TWO_BIT_TCQ,
      TWO_BIT_400_SMOLLM2_LAYERS),
     ("4bit", "4-bit: `int4_chan64 / int4_had`, window 128 + sink", 1.5,
      ["--block-size", "64", "--kv-cache-dtype-k", "int4_chan64", "--kv-cache-dtype-v", "int4_had",
@@ -95,6 +100,9 @@ SPEED_ROWS = [
     ("2-bit recipe (window 400 int8 + sink)", "int2mix_chan64/int2_had64",
      ["--block-size", "64", "--recent-window", "400", "--recent-window-dtype", "int8", "--sink"],
      "2bit400"),
+    ("2-bit trellis recipe (window 400 int8 + sink)", "int2mix_chan64/int2_tcq64",
+     ["--block-size", "64", "--recent-window", "400", "--recent-window-dtype", "int8", "--sink"],
+     "2bittcq"),
 ]
 
 
