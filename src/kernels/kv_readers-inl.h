@@ -195,9 +195,10 @@ struct ReadLowBit {
 // int2_tcq64 (quant/kv_trellis_groups.h): element i's state is the 8 bits of the group's 128-bit
 // plane from bit p = 2 (63 - i), wrapping from bit 127 to bit 0; it stands for the level
 // kTrellisLevels[state] times the group's f16 scale times kTrellisLevelUnit. Each lane picks the
-// two plane bytes that hold its window (bytes p / 8 and p / 8 + 1 mod 16) with one byte table
-// lookup, the plane being broadcast to every 128-bit block, shifts them by p % 8, and gathers its
-// level.
+// two plane bytes that hold its window (bytes p / 8 and p / 8 + 1 mod 16) with one byte shuffle,
+// the plane being broadcast to every 128-bit block, shifts them by p % 8, and gathers its level.
+// (Looking the level's two parts up with two more byte shuffles instead, quant/trellis_codebook.h,
+// was slower on the AVX-512 Xeon: docs/kv-quantization.md.)
 struct ReadTrellis {
   static constexpr bool kGrouped = true;
   static constexpr uint32_t kGroupElems = kTrellisGroup;
@@ -214,7 +215,7 @@ struct ReadTrellis {
         hn::Sub(hn::Set(du32, kTrellisGroup - 1), hn::Iota(du32, static_cast<uint32_t>(e))));
     const auto byte = hn::ShiftRight<3>(p);
     const auto next = hn::And(hn::Add(byte, hn::Set(du32, 1)), hn::Set(du32, 15));
-    // Bytes 2 and 3 of each lane's index have their high bit set: they read as zero.
+    // An index byte with its high bit set reads as zero: each lane keeps bytes 0 (and 1) only.
     const auto index = hn::Or(hn::Or(byte, hn::ShiftLeft<8>(next)), hn::Set(du32, 0x80800000u));
     const auto window = hn::BitCast(du32, hn::TableLookupBytesOr0(plane, hn::BitCast(du8, index)));
     const auto state = hn::And(hn::Shr(window, hn::And(p, hn::Set(du32, 7))), hn::Set(du32, 0xFF));

@@ -9,10 +9,12 @@
 //
 // So each element picks one of 256 levels while paying 2 bits, and the group's 64 choices are
 // made together: the writer searches all 4^64 code sequences for the one of least squared error
-// with the Viterbi algorithm (one pass costs 64 steps x 256 states). Against int2_had64's four
-// levels this lowers a Gaussian group's squared error, relative to its energy, from 0.114 to 0.082
-// (docs/kv-quantization.md). The bitshift trellis and the tail-biting are QTIP's (Tseng et al.,
-// 2024); the levels are a table, not a computed code.
+// with the Viterbi algorithm (one pass costs 64 steps x 256 states). A level is the sum of two
+// parts of 16 values, each indexed by a mix of the state's nibbles, so a reader can look it up
+// with two 16-byte shuffles as well as with a gather. Against int2_had64's four levels this lowers
+// a Gaussian group's squared error, relative to its energy, from 0.114 to 0.083
+// (docs/kv-quantization.md), as a random table of 256 Gaussian levels does. The bitshift trellis
+// and the tail-biting are QTIP's (Tseng et al., 2024).
 //
 // Layout of one group (little endian): [f16 d][16 bytes], code c_i at bits 2 (63 - i) .. 2 (63 - i)
 // + 1 of the 128-bit plane. Element i's state is then the 8 bits of the plane from bit
