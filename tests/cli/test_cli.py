@@ -162,6 +162,22 @@ class Generate(unittest.TestCase):
             (["--kv-recent-window", "64", "--kv-recent-window-dtype", "int9"],
              "--kv-recent-window-dtype must be f16 or int8"))
 
+    def test_trellis_values_take_int2_had64s_bytes_in_the_engine_and_the_plan(self):
+        # int2_tcq64 (trellis-coded values) in the 2-bit recipe: the same 18 B per 64 elements as
+        # int2_had64, so the same bytes per token, and the engine's pool is the plan's.
+        flags = ["--kv-cache-dtype-k", "int2mix_chan64", "--kv-cache-dtype-v", "int2_tcq64",
+                 "--block-size", "64", "--kv-cache-memory", "96MiB", "--max-num-seqs", "8",
+                 "--kv-recent-window", "64", "--kv-recent-window-dtype", "int8",
+                 "--kv-attention-sink", "--kv-cache-dtype-k-layers", "18=int4_chan64",
+                 "--kv-cache-dtype-v-layers", "1=int3_had"]
+        gen, pool = self.generate_and_plan(flags)
+        self.assertEqual(gen["kv_bytes_per_token"], 30 * 3 * 40 + 3 * 14 + 3 * 10)
+        self.assertEqual(pool["num_blocks"], gen["kv_pool_blocks"])
+        self.assertEqual(pool["recent_window_bytes"], gen["kv_recent_window_bytes"])
+        self.assertGreater(gen["generated_tokens"], 0)
+        text = run("plan", MODEL, "--context", "2048", *flags).stdout
+        self.assertIn("int2_tcq64", text)
+
     def test_attention_sink_pool_is_the_planners_to_the_byte(self):
         # --kv-attention-sink adds two f16 rows of position 0 per sequence (its own and a start
         # token's) to the window's, in the engine and the plan; without a window it is refused.
