@@ -15,6 +15,13 @@ from prerequisites import requires  # noqa: E402
 BIN = os.environ.get("KVSERVE_BIN", "build/bin/kvserve")
 MODEL = os.path.join(os.environ.get("KVSERVE_MODEL_DIR", os.path.expanduser("~/.cache/kvserve/models")),
                      "SmolLM2-135M-Instruct.Q4_1.gguf")
+# The 2-bit recipe's pool flags at a small size: 2-bit keys (the widest quarter of channels at 3
+# bits) and values in blocks of 64, an int8 window with the sink, and per-layer formats.
+TWO_BIT_RECIPE_FLAGS = [
+    "--kv-cache-dtype-k", "int2mix_chan64", "--kv-cache-dtype-v", "int2_had64", "--block-size", "64",
+    "--kv-cache-memory", "96MiB", "--max-num-seqs", "8", "--kv-recent-window", "64",
+    "--kv-recent-window-dtype", "int8", "--kv-attention-sink", "--kv-cache-dtype-k-layers",
+    "18=int4_chan64", "--kv-cache-dtype-v-layers", "1=int3_had"]
 
 
 def run(*args, check=True):
@@ -138,11 +145,7 @@ class Generate(unittest.TestCase):
         # --kv-recent-window-dtype int8: rows of 64 int8 and an f16 scale (66 B) where f16 takes
         # 128, the sink's rows still f16; with the 2-bit pair int2mix_chan64/int2_had64 in blocks
         # of 64 and per-layer formats, the engine's pool is the plan's, to the byte.
-        flags = ["--kv-cache-dtype-k", "int2mix_chan64", "--kv-cache-dtype-v", "int2_had64",
-                 "--block-size", "64", "--kv-cache-memory", "96MiB", "--max-num-seqs", "8",
-                 "--kv-recent-window", "64", "--kv-recent-window-dtype", "int8",
-                 "--kv-attention-sink", "--kv-cache-dtype-k-layers", "18=int4_chan64",
-                 "--kv-cache-dtype-v-layers", "1=int3_had"]
+        flags = TWO_BIT_RECIPE_FLAGS
         gen, pool = self.generate_and_plan(flags)
         rows = 8 * 30 * 3
         self.assertEqual(gen["kv_recent_window_bytes"],
@@ -165,11 +168,7 @@ class Generate(unittest.TestCase):
     def test_trellis_values_take_int2_had64s_bytes_in_the_engine_and_the_plan(self):
         # int2_tcq64 (trellis-coded values) in the 2-bit recipe: the same 18 B per 64 elements as
         # int2_had64, so the same bytes per token, and the engine's pool is the plan's.
-        flags = ["--kv-cache-dtype-k", "int2mix_chan64", "--kv-cache-dtype-v", "int2_tcq64",
-                 "--block-size", "64", "--kv-cache-memory", "96MiB", "--max-num-seqs", "8",
-                 "--kv-recent-window", "64", "--kv-recent-window-dtype", "int8",
-                 "--kv-attention-sink", "--kv-cache-dtype-k-layers", "18=int4_chan64",
-                 "--kv-cache-dtype-v-layers", "1=int3_had"]
+        flags = [f if f != "int2_had64" else "int2_tcq64" for f in TWO_BIT_RECIPE_FLAGS]
         gen, pool = self.generate_and_plan(flags)
         self.assertEqual(gen["kv_bytes_per_token"], 30 * 3 * 40 + 3 * 14 + 3 * 10)
         self.assertEqual(pool["num_blocks"], gen["kv_pool_blocks"])
