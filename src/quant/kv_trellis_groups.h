@@ -1,7 +1,7 @@
 // int2_tcq64 (kv_format.h): 2 bits per element of the Hadamard-rotated vector, coded by a trellis
 // instead of one element at a time. A group of 64 elements is [f16 d][16 bytes: 64 two-bit codes]
 // like int2_had64's, but element i stands for d x kTrellisLevels[s_i] / 128
-// (quant/trellis_codebook.h; the / 128 keeps d near 2.9 x the group's rms, clear of f16's
+// (quant/trellis_codebook.h; the / 128 keeps d near 3 x the group's rms, clear of f16's
 // subnormals), where s_i, the state of an 8-bit shift register, is element i's code with the three
 // codes before it:
 //
@@ -24,7 +24,8 @@
 // rms the group's root mean square, each rounded to f16), keeping the one of least squared error.
 // Each candidate is coded tail-biting in two passes: a free pass over the group rotated by half
 // gives the state at the wrap, whose low six bits then fix both ends of a second pass. NaN is
-// stored as 0 and +-inf as +-the largest float.
+// stored as 0; +-inf (as +-the largest float) sets the largest f16 scale and reads back as that
+// scale times a level of its sign, a finite value.
 #pragma once
 
 #include <cstdint>
