@@ -10,6 +10,7 @@
 #include "kernels/attention_segments.h"
 #include "kernels/int8_key_dots.h"
 #include "kernels/kv_vector.h"
+#include "kernels/trellis_values.h"
 #include "quant/key_tails.h"
 #include "quant/kv_channel_groups.h"
 #include "quant/kv_codecs.h"
@@ -185,7 +186,15 @@ static void AccumulateValuesFor(KvDtype dtype, const RangeArgs& r, float* out, f
     case KvDtype::kInt3Had: return AccumulateValues<ReadLowBit<3>, NG>(r, out);
     case KvDtype::kInt2Had: return AccumulateValues<ReadLowBit<2>, NG>(r, out);
     case KvDtype::kInt2Had64: return AccumulateValues<ReadLowBit<2, kLowBitGroup64>, NG>(r, out);
-    case KvDtype::kInt2Tcq64: return AccumulateValues<ReadTrellis, NG>(r, out);
+    case KvDtype::kInt2Tcq64:
+#if HWY_TARGET != HWY_SCALAR  // the same bits as the SIMD targets' reader (one FMA per key)
+      if (const trellis_values::AccumulateFn vbmi = trellis_values::active();
+          vbmi != nullptr && r.a->kv.head_dim <= trellis_values::kMaxHeadDim) {
+        const PagedAttentionArgs& a = *r.a;
+        return vbmi(a.kv, a.block_table[r.t], a.layer, r.kvh, r.j0, r.j1, r.scores, NG, out);
+      }
+#endif
+      return AccumulateValues<ReadTrellis, NG>(r, out);
     case KvDtype::kQ8_0: return AccumulateValues<ReadQ8, NG>(r, out);
     case KvDtype::kInt4Chan:
     case KvDtype::kInt3Chan:
