@@ -25,6 +25,7 @@ Usage:
       [--attention-bench build/bench/attention_bench] [--results DIR] [--out docs/kv-quantization.md]
 """
 import argparse
+import hashlib
 import json
 import os
 import re
@@ -54,9 +55,15 @@ FORMATS = ["f32/f32", "f16/f16", "bf16/bf16", "fp8_e4m3/fp8_e4m3", "fp8_e5m2/fp8
            "int2mix_chan64/int2_had64",
            "int4_chan64/int4_had@128+sink", "int3_chan/int3_had@128+sink",
            "int2_chan/int2_had@128+sink", "int2_chan64/int2_had@128+sink",
-           "int2mix_chan64/int2_had64@128+sink"]
-SPEED_FORMATS = [f for f in FORMATS if "@" not in f and f.split("/")[0] == f.split("/")[1]] + [
-    f for f in FORMATS if "chan" in f] + ["int8/int4_had"]
+           "int2mix_chan64/int2_had64@128+sink",
+           "int2_tcq64/int2_tcq64", "int2mix_chan64/int2_tcq64",
+           "int2mix_chan64/int2_tcq64@400i8+sink",
+           # issue 28's recipes as bench/kv_goals.py defines them (SmolLM2's flags)
+           "recipe:4bit", "recipe:3bit", "recipe:2bit400", "recipe:2bittcq"]
+SPEED_FORMATS = [f for f in FORMATS if "@" not in f and ":" not in f and
+                 f.split("/")[0] == f.split("/")[1]] + [
+    f for f in FORMATS if "chan" in f] + ["int8/int4_had"] + [
+    f for f in FORMATS if f.startswith("recipe:")]
 LLAMA_FORMATS = [("f32", "f32"), ("f16", "f16"), ("q8_0", "q8_0"), ("q4_0", "q4_0"), ("q8_0", "q4_0")]
 
 
@@ -68,35 +75,62 @@ def run_json(cmd):
     return json.loads(out.stdout)
 
 
-ROW = re.compile(r"^([a-z0-9_]+)/([a-z0-9_]+)(?:@([0-9]+)(\+sink)?)?$")
+ROW = re.compile(r"^([a-z0-9_]+)/([a-z0-9_]+)(?:@([0-9]+)(i8)?(\+sink)?)?$")
 
 
 def parse_row(row):
-    # "K/V[@W[+sink]]" -> (K, V, W, sink).
+    # "K/V[@W[i8][+sink]]" -> (K, V, W, window rows in int8, sink).
     m = ROW.match(row)
     if not m:
-        raise SystemExit(f"bad row '{row}': expected K/V, K/V@W or K/V@W+sink (e.g. "
-                         "int2_chan/int2_had@128+sink)")
-    return m.group(1), m.group(2), int(m.group(3) or 0), m.group(4) is not None
+        raise SystemExit(f"bad row '{row}': expected K/V, K/V@W[i8] or K/V@W[i8]+sink (e.g. "
+                         "int2_chan/int2_had@128+sink, int2mix_chan64/int2_tcq64@400i8+sink), or "
+                         "recipe:KEY (bench/kv_goals.py's recipes)")
+    return (m.group(1), m.group(2), int(m.group(3) or 0), m.group(4) is not None,
+            m.group(5) is not None)
+
+
+def goals_recipe(row):
+    # "recipe:KEY" -> bench/kv_goals.py's recipe KEY, or None for a K/V row.
+    if not row.startswith("recipe:"):
+        return None
+    import kv_goals  # noqa: E402 (only for these rows)
+    for r in kv_goals.RECIPES:
+        if r[0] == row.split(":", 1)[1]:
+            return r
+    raise SystemExit(f"bad row '{row}': no such recipe in bench/kv_goals.py")
 
 
 def block_size_of(a, row):
+    recipe = goals_recipe(row)
+    if recipe:
+        flags = recipe[3]
+        return int(flags[flags.index("--block-size") + 1]) if "--block-size" in flags else a.block_size
     return 64 if parse_row(row)[0].endswith("_chan64") else a.block_size
 
 
 def row_flags(a, row):
-    k, v, window, sink = parse_row(row)
+    recipe = goals_recipe(row)
+    if recipe:
+        import kv_goals  # noqa: E402
+        return kv_goals.recipe_flags(recipe, "SmolLM2")
+    k, v, window, int8_rows, sink = parse_row(row)
     flags = ["--kv-cache-dtype-k", k, "--kv-cache-dtype-v", v, "--block-size",
              str(block_size_of(a, row))]
     if window:
         flags += ["--kv-recent-window", str(window)]
+    if int8_rows:
+        flags += ["--kv-recent-window-dtype", "int8"]
     if sink:
         flags += ["--kv-attention-sink"]
     return flags
 
 
 def row_key(a, row):
-    # A file name for the row's cached results (its flags, the block size included).
+    # A file name for the row's cached results (its flags, the block size included; a recipe's
+    # key names its flags' hash, so that a changed recipe is run again).
+    if goals_recipe(row):
+        digest = hashlib.sha256(" ".join(row_flags(a, row)).encode()).hexdigest()[:8]
+        return row.replace(":", "_") + "_" + digest
     return (row.replace("/", "_").replace("@", "_w").replace("+sink", "s") +
             f"_bs{block_size_of(a, row)}")
 
@@ -164,8 +198,12 @@ def fmt_name(k, v):
 
 
 def row_name(row):
-    k, v, window, sink = parse_row(row)
-    return fmt_name(k, v) + (f", window {window}" if window else "") + (" + sink" if sink else "")
+    recipe = goals_recipe(row)
+    if recipe:
+        return recipe[1] + (" (SmolLM2's layer parts)" if recipe[4] else "")
+    k, v, window, int8_rows, sink = parse_row(row)
+    return (fmt_name(k, v) + (f", window {window}" if window else "") +
+            (" int8" if int8_rows else "") + (" + sink" if sink else ""))
 
 
 def render(a, ppl, llama, speed, pools):

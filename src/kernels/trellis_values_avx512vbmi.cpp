@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "core/check.h"
 #include "kernels/trellis_values.h"
 #include "quant/kv_trellis_groups.h"
 
@@ -134,6 +135,7 @@ void AccumulateTile(const int8_t* levels, const float* scales, int32_t n, uint32
 void Accumulate(const PagedKvLayout& kv, const uint32_t* table, uint32_t layer, uint32_t kvh,
                 int32_t j0, int32_t j1, const float* p, int ng, float* out) {
   const uint32_t D = kv.head_dim;
+  KVS_CHECK(ng >= 1 && ng <= 4 && D % kG == 0 && D <= kMaxHeadDim);
   const int32_t len = j1 - j0;
   if (len <= 0) return;
   const int32_t tile = std::clamp<int32_t>(static_cast<int32_t>(kTileBytes / D), 1, kTile);
@@ -147,7 +149,7 @@ void Accumulate(const PagedKvLayout& kv, const uint32_t* table, uint32_t layer, 
       case 1: AccumulateTile<1>(levels, scales, k1 - k0, D, pk, len, out); break;
       case 2: AccumulateTile<2>(levels, scales, k1 - k0, D, pk, len, out); break;
       case 3: AccumulateTile<3>(levels, scales, k1 - k0, D, pk, len, out); break;
-      default: AccumulateTile<4>(levels, scales, k1 - k0, D, pk, len, out); break;
+      case 4: AccumulateTile<4>(levels, scales, k1 - k0, D, pk, len, out); break;
     }
   }
 }
