@@ -34,6 +34,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from results_cache import cached, llama_final_perplexity, splice_generated  # noqa: E402
+import kv_goals  # noqa: E402 (issue 28's recipes, the recipe:KEY rows)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TEXT = os.path.join(ROOT, "tests", "data", "kjv_genesis_exodus.txt")
@@ -93,7 +94,6 @@ def goals_recipe(row):
     # "recipe:KEY" -> bench/kv_goals.py's recipe KEY, or None for a K/V row.
     if not row.startswith("recipe:"):
         return None
-    import kv_goals  # noqa: E402 (only for these rows)
     for r in kv_goals.RECIPES:
         if r[0] == row.split(":", 1)[1]:
             return r
@@ -111,7 +111,6 @@ def block_size_of(a, row):
 def row_flags(a, row):
     recipe = goals_recipe(row)
     if recipe:
-        import kv_goals  # noqa: E402
         return kv_goals.recipe_flags(recipe, "SmolLM2")
     k, v, window, int8_rows, sink = parse_row(row)
     flags = ["--kv-cache-dtype-k", k, "--kv-cache-dtype-v", v, "--block-size",

@@ -22,36 +22,31 @@ constexpr int32_t kTile = 64;
 constexpr uint32_t kTileBytes = 16384;  // kTile keys of D = 256, one key of D = kMaxHeadDim
 static_assert(kTileBytes >= kMaxHeadDim);
 
-// The constant vectors: the shuffle that gives qword q of the group the plane's bytes from
-// 14 - 2q on (wrapping), the shifts that then take element 8q + j's 8 bits from bit 14 - 2j of
-// its qword, and the 256 levels as four 64-byte tables.
-struct Tables {
+// The shuffle that gives qword q of the group the plane's bytes from 14 - 2q on (wrapping), and
+// the shifts that then take element 8q + j's 8 bits from bit 14 - 2j of its qword. Element
+// i = 8q + j's state is the 8 bits of the plane from bit 2 (63 - i) = 126 - 16q - 2j
+// (quant/kv_trellis_groups.h): qword q holds the plane's bits from 112 - 16q, byte 14 - 2q, so
+// the state starts at bit 14 - 2j of it, and 14 - 2j + 8 <= 64.
+struct StateTables {
   alignas(64) uint8_t qword_bytes[64];
   alignas(64) uint8_t shifts[64];
-  alignas(64) int8_t levels[256];
-  Tables() {
+  constexpr StateTables() : qword_bytes(), shifts() {
     for (uint32_t q = 0; q < 8; ++q)
       for (uint32_t k = 0; k < 8; ++k) {
-        // Element i = 8q + j's state is the 8 bits of the plane from bit 2 (63 - i) = 126 - 16q -
-        // 2j (quant/kv_trellis_groups.h): qword q holds the plane's bits from 112 - 16q, byte
-        // 14 - 2q, so the state starts at bit 14 - 2j of it, and 14 - 2j + 8 <= 64.
         qword_bytes[8 * q + k] = static_cast<uint8_t>((14 - 2 * q + k) & 15);
         shifts[8 * q + k] = static_cast<uint8_t>(14 - 2 * k);
       }
-    for (uint32_t s = 0; s < kTrellisStates; ++s) levels[s] = kTrellisLevels[s];
   }
 };
+constexpr StateTables kStateTables;
 
-const Tables& tables() {
-  static const Tables t;
-  return t;
-}
-
+// The tables in registers, and the 256 levels (kTrellisLevels) as four 64-byte tables.
 struct Regs {
   __m512i qword_bytes, shifts, levels[4];
-  explicit Regs(const Tables& t)
-      : qword_bytes(_mm512_load_si512(t.qword_bytes)), shifts(_mm512_load_si512(t.shifts)) {
-    for (int i = 0; i < 4; ++i) levels[i] = _mm512_load_si512(t.levels + 64 * i);
+  Regs()
+      : qword_bytes(_mm512_load_si512(kStateTables.qword_bytes)),
+        shifts(_mm512_load_si512(kStateTables.shifts)) {
+    for (int i = 0; i < 4; ++i) levels[i] = _mm512_loadu_si512(kTrellisLevels + 64 * i);
   }
 };
 
@@ -79,7 +74,7 @@ inline float ScaleOf(const uint8_t* g) {
 // scales[(j - k0) * groups + group].
 void DecodeTile(const PagedKvLayout& kv, const uint32_t* table, uint32_t layer, uint32_t kvh,
                 int32_t k0, int32_t k1, int8_t* levels, float* scales) {
-  const Regs regs(tables());
+  const Regs regs;
   const uint32_t D = kv.head_dim, groups = D / kG, bs = kv.block_size;
   for (int32_t j = k0; j < k1;) {
     const int32_t b = j / static_cast<int32_t>(bs);
