@@ -13,6 +13,75 @@ namespace kvs {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
+#ifndef KVS_TRELLIS_UNROLL
+#define KVS_TRELLIS_UNROLL _Pragma("GCC unroll 16")
+#endif
+
+// Targets with 16 float lanes (AVX-512): the 256 costs stay in 16 registers for the whole pass,
+// so a step reads only the levels, and the four vectors of m never go to memory. The same
+// operations in the same order as the loop below (and the scalar loop), so the same bits.
+template <class DF>
+HWY_INLINE void ForwardInRegisters(DF df, const float* x, int context, float* cost, uint8_t* back) {
+  const hn::RebindToSigned<DF> di;
+  const hn::Rebind<uint8_t, DF> du8;
+  using VF = hn::Vec<DF>;
+  constexpr size_t kL = 16, kVecs = kTrellisStates / kL, kCtxVecs = kTrellisContexts / kL;
+  const float* levels = kTrellisLevelsF32.v;
+  const auto inf = hn::Set(df, std::numeric_limits<float>::infinity());
+  VF c[kVecs];
+  {
+    const auto x0 = hn::Set(df, x[0]);
+    KVS_TRELLIS_UNROLL
+    for (size_t j = 0; j < kVecs; ++j) {
+      const auto d = hn::Sub(x0, hn::Load(df, levels + j * kL));
+      c[j] = hn::Mul(d, d);
+      if (context >= 0) {
+        const auto high = hn::ShiftRight<2>(hn::Iota(di, static_cast<int32_t>(j * kL)));
+        c[j] = hn::IfThenElse(hn::RebindMask(df, hn::Eq(high, hn::Set(di, context))), c[j], inf);
+      }
+    }
+  }
+  // Vector j of states takes lanes 4 (j % 4) .. 4 (j % 4) + 3 of m's vector j / 4, each four
+  // times.
+  HWY_ALIGN int32_t spread[4][kL];
+  for (size_t r = 0; r < 4; ++r)
+    for (size_t k = 0; k < kL; ++k) spread[r][k] = static_cast<int32_t>(r * (kL / 4) + k / 4);
+  const auto idx0 = hn::SetTableIndices(df, spread[0]);
+  const auto idx1 = hn::SetTableIndices(df, spread[1]);
+  const auto idx2 = hn::SetTableIndices(df, spread[2]);
+  const auto idx3 = hn::SetTableIndices(df, spread[3]);
+  for (uint32_t i = 1; i < kTrellisGroup; ++i) {
+    uint8_t* bk = back + kTrellisContexts * i;
+    VF m[kCtxVecs];
+    // Contexts 16 q .. 16 q + 15: their predecessors t + 64 a are the states of vector q + 4 a.
+    KVS_TRELLIS_UNROLL
+    for (size_t q = 0; q < kCtxVecs; ++q) {
+      auto best = c[q];
+      auto a_best = hn::Zero(di);
+      KVS_TRELLIS_UNROLL
+      for (int32_t a = 1; a < 4; ++a) {
+        const auto lower = hn::Lt(c[q + kCtxVecs * a], best);
+        best = hn::IfThenElse(lower, c[q + kCtxVecs * a], best);
+        a_best = hn::IfThenElse(hn::RebindMask(di, lower), hn::Set(di, a), a_best);
+      }
+      m[q] = best;
+      hn::StoreU(hn::DemoteTo(du8, a_best), du8, bk + q * kL);
+    }
+    const auto xi = hn::Set(df, x[i]);
+    KVS_TRELLIS_UNROLL
+    for (size_t j = 0; j < kVecs; ++j) {
+      const auto spread_m = (j % 4) == 0   ? hn::TableLookupLanes(m[j / 4], idx0)
+                            : (j % 4) == 1 ? hn::TableLookupLanes(m[j / 4], idx1)
+                            : (j % 4) == 2 ? hn::TableLookupLanes(m[j / 4], idx2)
+                                           : hn::TableLookupLanes(m[j / 4], idx3);
+      const auto d = hn::Sub(xi, hn::Load(df, levels + j * kL));
+      c[j] = hn::Add(spread_m, hn::Mul(d, d));
+    }
+  }
+  KVS_TRELLIS_UNROLL
+  for (size_t j = 0; j < kVecs; ++j) hn::StoreU(c[j], df, cost + j * kL);
+}
+
 // States s in lanes. A step first takes, for each high-six-bits context t, the cheapest of the
 // four states t + 64 a (the 64 contexts in 64 / L vectors, four loads each), then each state s
 // adds its term to its context's cost m[s >> 2]: the lanes of one vector of states need
@@ -26,6 +95,9 @@ void TrellisForwardAt(const float* x, int context, float* cost, uint8_t* back) {
   const hn::Rebind<uint8_t, decltype(di)> du8;
   const size_t L = hn::Lanes(df);
   if (L < 4 || kTrellisContexts % L != 0) return trellis_forward_scalar(x, context, cost, back);
+#if HWY_TARGET <= HWY_AVX3 && HWY_ARCH_X86
+  if (L == 16) return ForwardInRegisters(df, x, context, cost, back);
+#endif
   const float* levels = kTrellisLevelsF32.v;
   const auto inf = hn::Set(df, std::numeric_limits<float>::infinity());
   {

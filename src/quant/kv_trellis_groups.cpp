@@ -23,11 +23,13 @@ constexpr uint32_t kHalf = kTrellisGroup / 2;
 // The best path's states, given a finished forward pass: the cheapest end state allowed (with a
 // context, one whose low six bits are it), then back through the predecessors.
 void trace_back(const float* cost, const uint8_t* back, int context, uint8_t* states) {
-  uint32_t st = context < 0 ? 0 : static_cast<uint32_t>(context);
+  // The first state of least cost among those allowed: with a context, context + 64 a.
+  const uint32_t first = context < 0 ? 0 : static_cast<uint32_t>(context);
+  const uint32_t stride = context < 0 ? 1 : kTrellisContexts;
+  uint32_t st = first;
   float best = cost[st];
-  for (uint32_t s = 0; s < kTrellisStates; ++s)
-    if ((context < 0 || (s & (kTrellisContexts - 1)) == static_cast<uint32_t>(context)) &&
-        cost[s] < best) {
+  for (uint32_t s = first + stride; s < kTrellisStates; s += stride)
+    if (cost[s] < best) {
       best = cost[s];
       st = s;
     }
