@@ -38,6 +38,9 @@
 // After the score pass (RangeArgs): its form over per-channel keys.
 #include "kernels/attention_channel_keys-inl.h"
 
+// The recent-token window's rows (after the softmax steps).
+#include "kernels/attention_recent_window-inl.h"
+
 HWY_BEFORE_NAMESPACE();
 namespace kvs {
 namespace HWY_NAMESPACE {
@@ -428,78 +431,6 @@ static void AttendHeads(const PagedAttentionArgs& a, int64_t t, uint32_t kvh, Ke
   }
 }
 
-// The recent-token window's keys k (quant/recent_window.h) for the `group` query heads of kv head
-// kvh of token t: f16 or int8 rows in the model's own space, so the queries are the unrotated ones.
-// The partial goes to `base` like AttendHeads', its value sum rotated when V is (so that the merge
-// and the output's rotation back treat every segment alike).
-// A window row's elements as f32 lanes, times the row's scale (int8: its f16 scale; f16: 1).
-static HWY_INLINE float WindowRowScale(const WindowRow& row, uint32_t D) {
-  return row.dtype == KvDtype::kInt8 ? ReadInt8::Scale(row.bytes, D) : 1.0f;
-}
-static HWY_INLINE VF WindowRowLoad(DF df, const WindowRow& row, size_t i) {
-  return row.dtype == KvDtype::kInt8 ? ReadInt8::Load(df, row.bytes, i)
-                                     : ReadF16::Load(df, row.bytes, i);
-}
-static void AttendRecent(const PagedAttentionArgs& a, int64_t t, uint32_t kvh, KeyRange k,
-                         uint32_t group, bool v_rotated, float* base, Scratch& s) {
-  const RecentWindow& w = *a.kv.recent;
-  const uint32_t D = a.kv.head_dim;
-  const int32_t len = k.end - k.first;
-  const float* q = a.q + (static_cast<size_t>(t) * a.num_heads + size_t{kvh} * group) * D;
-  if (s.scores.size() < size_t{group} * len) s.scores.resize(size_t{group} * len);
-  float* sc = s.scores.data();
-  const DF df;
-  const size_t L = hn::Lanes(df);
-  const bool vec = D % L == 0;
-  thread_local std::vector<float> row_f32;
-  row_f32.resize(D);
-  for (int32_t j = 0; j < len; ++j) {
-    const WindowRow kr = w.key(t, a.model_layer, kvh, k.first + j);
-    const float ks = WindowRowScale(kr, D) * a.scale;
-    if (!vec) window_row_to_f32(kr, D, row_f32.data());
-    for (uint32_t g = 0; g < group; ++g) {
-      const float* qg = q + size_t{g} * D;
-      float d = 0;
-      if (vec) {
-        VF acc = hn::Zero(df);
-        for (uint32_t i = 0; i < D; i += L)
-          acc = hn::MulAdd(hn::LoadU(df, qg + i), WindowRowLoad(df, kr, i), acc);
-        d = hn::GetLane(hn::SumOfLanes(df, acc)) * ks;
-      } else {
-        for (uint32_t i = 0; i < D; ++i) d += qg[i] * row_f32[i];
-        d *= a.scale;
-      }
-      sc[size_t{g} * len + j] = d;
-    }
-  }
-  float* acc = base;
-  float* m = base + size_t{group} * D;
-  float* l = m + group;
-  std::memset(acc, 0, sizeof(float) * group * D);
-  for (uint32_t g = 0; g < group; ++g) {
-    m[g] = MaxOf(sc + size_t{g} * len, len);
-    l[g] = ExpSubAndSum(sc + size_t{g} * len, len, m[g]);
-  }
-  for (int32_t j = 0; j < len; ++j) {
-    const WindowRow vr = w.value(t, a.model_layer, kvh, k.first + j);
-    const float vs = WindowRowScale(vr, D);
-    if (!vec) window_row_to_f32(vr, D, row_f32.data());
-    for (uint32_t g = 0; g < group; ++g) {
-      const float p = sc[size_t{g} * len + j];
-      float* o = acc + size_t{g} * D;
-      if (vec) {
-        const VF vp = hn::Set(df, p * vs);
-        for (uint32_t i = 0; i < D; i += L)
-          hn::StoreU(hn::MulAdd(vp, WindowRowLoad(df, vr, i), hn::LoadU(df, o + i)), df, o + i);
-      } else {
-        for (uint32_t i = 0; i < D; ++i) o[i] += p * row_f32[i];
-      }
-    }
-  }
-  if (v_rotated)
-    for (uint32_t g = 0; g < group; ++g) HadamardRotate(acc + size_t{g} * D, D);
-}
-
 void PagedAttention(const PagedAttentionArgs& a, ThreadPool& pool) {
   const PagedKvLayout& kv = a.kv;
   const uint32_t D = kv.head_dim;
@@ -688,7 +619,7 @@ void PagedAttention(const PagedAttentionArgs& a, ThreadPool& pool) {
           }
           HeadRows rows = rows_of(t, kvh);
           if (k.recent) {
-            AttendRecent(a, t, kvh, k, group, v_rotated, base, s);
+            AttendRecent(a, t, kvh, k, group, v_rotated, base, s.scores);
           } else if (rotate_q) {  // H q for all heads of the group, once per item
             if (s.q.size() < size_t{group} * D) s.q.resize(size_t{group} * D);
             std::memcpy(s.q.data(), rows.q, sizeof(float) * group * D);
