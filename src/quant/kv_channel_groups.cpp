@@ -104,12 +104,16 @@ namespace {
 
 // An int2mix_chan64 group sealed over all of its rows [0, n) (f32 values of f16 keys): the ranges
 // over rows [range_from, n), the quarter of the channels of widest range at 3 bits, every row
-// coded.
+// coded. Rows [0, sealed) were sealed by the group's present bytes, from these very keys: where
+// the new rows leave the wide channels as they were, an earlier row's code changes only in the
+// channels whose minimum or step moved, so only those are coded again (the same bytes as coding
+// every row).
 void seal_wide_group(const float* const* rows, uint32_t n, uint32_t dim, uint8_t* group,
-                     uint32_t range_from) {
+                     uint32_t range_from, uint32_t sealed) {
   thread_local std::vector<float> lows, highs, minimums, inverse_steps;
-  thread_local std::vector<uint32_t> order;
+  thread_local std::vector<uint32_t> order, moved;
   thread_local std::vector<uint8_t> wide, row_codes, low;
+  thread_local std::vector<uint16_t> mins16, steps16;
   lows.resize(dim);
   highs.resize(dim);
   channel_range(rows + range_from, n - range_from, dim, lows.data(), highs.data());
@@ -121,21 +125,61 @@ void seal_wide_group(const float* const* rows, uint32_t n, uint32_t dim, uint8_t
   for (uint32_t i = 0; i < dim / 4; ++i) wide[order[i]] = 1;
   minimums.resize(dim);
   inverse_steps.resize(dim);
+  mins16.resize(dim);
+  steps16.resize(dim);
   for (uint32_t c = 0; c < dim; ++c) {
     const uint16_t min16 = f16_floor(lows[c]);
     const float mn = f16_to_f32(min16);
     const uint16_t step16 = f16_ceil(std::min((highs[c] - mn) / (wide[c] ? 7.0f : 3.0f), kF16Max));
-    store_u16(group + 2 * c, min16);
-    store_u16(group + 2 * (dim + c), static_cast<uint16_t>(step16 | (wide[c] ? 0x8000u : 0u)));
+    mins16[c] = min16;
+    steps16[c] = static_cast<uint16_t>(step16 | (wide[c] ? 0x8000u : 0u));
     minimums[c] = mn;
     const float step = f16_to_f32(step16);
     inverse_steps[c] = step > 0 ? 1.0f / step : 0.0f;
   }
-  row_codes.resize(uint64_t{n} * dim);
-  channel_codes(rows, n, dim, minimums.data(), inverse_steps.data(), 7, row_codes.data());
+  // The earlier rows keep their codes where the wide channels are the same ones.
+  bool keep = sealed > 0;
+  for (uint32_t c = 0; keep && c < dim; ++c)
+    keep = channel_step_wide(load_u16(group + 2 * (dim + c))) == (wide[c] != 0);
+  moved.clear();
+  if (keep)
+    for (uint32_t c = 0; c < dim; ++c)
+      if (load_u16(group + 2 * c) != mins16[c] || load_u16(group + 2 * (dim + c)) != steps16[c])
+        moved.push_back(c);
+  for (uint32_t c = 0; c < dim; ++c) {
+    store_u16(group + 2 * c, mins16[c]);
+    store_u16(group + 2 * (dim + c), steps16[c]);
+  }
+  uint8_t* const codes = group + 4 * uint64_t{dim};  // 2 bits per channel, dim / 4 bytes a row
+  if (keep && !moved.empty()) {
+    // Each moved channel's place: its 2 bits in the row, its bit in the wide plane (wide
+    // channels numbered in channel order).
+    thread_local std::vector<uint32_t> wide_index;
+    wide_index.resize(dim);
+    for (uint32_t c = 0, k = 0; c < dim; ++c) wide_index[c] = wide[c] ? k++ : 0;
+    for (uint32_t t = 0; t < sealed; ++t) {
+      uint8_t* row = codes + uint64_t{t} * dim / 4;
+      uint8_t* third = group + (channel_group_wide_bits(group, t, dim) - group);
+      for (const uint32_t c : moved) {
+        const uint32_t q = channel_code_of(rows[t][c], minimums[c], inverse_steps[c], 7);
+        const uint32_t v = wide[c] ? q : std::min<uint32_t>(q, 3);
+        const uint32_t shift = 2 * (c % 4);
+        row[c / 4] = static_cast<uint8_t>((row[c / 4] & ~(3u << shift)) | ((v & 3u) << shift));
+        if (wide[c]) {
+          const uint32_t k = wide_index[c];
+          third[k / 8] =
+              static_cast<uint8_t>((third[k / 8] & ~(1u << (k % 8))) | ((v >> 2) << (k % 8)));
+        }
+      }
+    }
+  }
+  const uint32_t first = keep ? sealed : 0;  // the rows coded whole
+  row_codes.resize(uint64_t{n - first} * dim);
+  channel_codes(rows + first, n - first, dim, minimums.data(), inverse_steps.data(), 7,
+                row_codes.data());
   low.resize(dim);
-  for (uint32_t t = 0; t < n; ++t) {
-    const uint8_t* q = row_codes.data() + uint64_t{t} * dim;
+  for (uint32_t t = first; t < n; ++t) {
+    const uint8_t* q = row_codes.data() + uint64_t{t - first} * dim;
     uint8_t* third = group + (channel_group_wide_bits(group, t, dim) - group);
     std::fill_n(third, dim / 32, uint8_t{0});
     uint32_t k = 0;
@@ -147,7 +191,7 @@ void seal_wide_group(const float* const* rows, uint32_t n, uint32_t dim, uint8_t
         ++k;
       }
     }
-    pack_channel_row(2, low.data(), dim, group + 4 * uint64_t{dim} + uint64_t{t} * dim / 4);
+    pack_channel_row(2, low.data(), dim, codes + uint64_t{t} * dim / 4);
   }
 }
 
@@ -196,7 +240,7 @@ void reseal_channel_group(ChannelBits code, const uint16_t* earlier, const float
     earlier_rows.resize(uint64_t{sealed} * dim);
     if (sealed > 0) f32_from_f16_rows(earlier, uint64_t{sealed} * dim, earlier_rows.data());
     for (uint32_t t = 0; t < sealed; ++t) rows[t] = earlier_rows.data() + uint64_t{t} * dim;
-    seal_wide_group(rows.data(), n, dim, group, range_from);
+    seal_wide_group(rows.data(), n, dim, group, range_from, sealed);
     return;
   }
   // Each channel's range, rows in order (so a signed zero ends as before). Over an earlier seal
