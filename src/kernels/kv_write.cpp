@@ -4,9 +4,12 @@
 #include <vector>
 
 #include "core/check.h"
+#include "kernels/hadamard_rotation.h"
 #include "kernels/kv_vector.h"
+#include "kernels/trellis_forward.h"
 #include "quant/key_tails.h"
 #include "quant/kv_channel_groups.h"
+#include "quant/kv_trellis_groups.h"
 #include "quant/recent_window.h"
 
 namespace kvs {
@@ -164,39 +167,89 @@ void write_kv(const PagedKvLayout& kv, uint32_t layer, int64_t num_tokens,
               const int64_t* slot_mapping, const float* k, const float* v, ThreadPool* pool) {
   const uint32_t D = kv.head_dim;
   const bool channel_keys = kv_dtype_per_channel(kv.k_dtype);
+  auto slot_of = [&](size_t item) {
+    return static_cast<uint64_t>(slot_mapping[item / kv.kv_heads]);
+  };
+  auto k_dst = [&](size_t item) {
+    const uint64_t slot = slot_of(item);
+    return kv.k_head(slot / kv.block_size, layer, static_cast<uint32_t>(item % kv.kv_heads)) +
+           slot % kv.block_size * kv.k_vector_bytes;
+  };
+  auto v_dst = [&](size_t item) {
+    const uint64_t slot = slot_of(item);
+    return kv.v_head(slot / kv.block_size, layer, static_cast<uint32_t>(item % kv.kv_heads)) +
+           slot % kv.block_size * kv.v_vector_bytes;
+  };
   // One (token, kv head) per item: every item writes its own slot's vectors, so they can go to
   // the pool's threads in any split with the same bytes.
   auto write_vectors = [&](size_t begin, size_t end, int) {
     for (size_t item = begin; item < end; ++item) {
-      const auto t = static_cast<int64_t>(item / kv.kv_heads);
-      const auto h = static_cast<uint32_t>(item % kv.kv_heads);
-      const uint64_t slot = static_cast<uint64_t>(slot_mapping[t]);
-      const uint64_t block = slot / kv.block_size;
-      const uint64_t off = slot % kv.block_size;
-      const float* ks = k + (t * kv.kv_heads + h) * D;
-      const float* vs = v + (t * kv.kv_heads + h) * D;
-      if (!channel_keys)
-        kv_vector_from_f32(kv.k_dtype, ks, D, kv.k_head(block, layer, h) + off * kv.k_vector_bytes);
-      kv_vector_from_f32(kv.v_dtype, vs, D, kv.v_head(block, layer, h) + off * kv.v_vector_bytes);
+      if (!channel_keys) kv_vector_from_f32(kv.k_dtype, k + item * D, D, k_dst(item));
+      kv_vector_from_f32(kv.v_dtype, v + item * D, D, v_dst(item));
     }
   };
   const auto items = static_cast<size_t>(num_tokens) * kv.kv_heads;
-  if (pool != nullptr && pool->num_threads() > 1 && items >= 2) {
-    const size_t parts = 2 * static_cast<size_t>(pool->num_threads());
-    pool->parallel_for(items, (items + parts - 1) / parts, write_vectors);
-  } else {
-    write_vectors(0, items, 0);
+  const bool threads = pool != nullptr && pool->num_threads() > 1;
+  ChannelSealPlan plan;
+  if (channel_keys) {
+    KVS_CHECK(kv.block_size % kv_channel_group_tokens(kv.k_dtype) == 0);
+    if (kv.key_tails != nullptr) kv.key_tails->begin_step_rows();
+    plan = plan_channel_seals(kv, layer, num_tokens, slot_mapping);
   }
-  if (!channel_keys) return;
-  KVS_CHECK(kv.block_size % kv_channel_group_tokens(kv.k_dtype) == 0);
-  if (kv.key_tails != nullptr) kv.key_tails->begin_step_rows();
-  const ChannelSealPlan plan = plan_channel_seals(kv, layer, num_tokens, slot_mapping);
   const std::vector<ChannelSeal>& seals = plan.seals;
   auto seal = [&](size_t begin, size_t end, int) {
     for (size_t i = begin; i < end; ++i)
       seal_channel_keys(kv, layer, seals[i], plan.kept.data(), k);
   };
-  if (pool != nullptr && pool->num_threads() > 1 && seals.size() >= 2 && seals_disjoint(plan)) {
+  const bool disjoint = seals_disjoint(plan);
+  if (threads && items < 2 * static_cast<size_t>(pool->num_threads())) {
+    // Fewer vectors than two per thread (one sequence's decode step): every piece of work is its
+    // own item of one region, claimed by whichever thread is free, so that no thread idles while
+    // another finishes a second vector, then a second seal. The pieces: each key vector (keys per
+    // token), each value vector, or for int2_tcq64 each trellis group of one (their Viterbi
+    // passes are most of a decode step's writing; the vector is rotated first, here), and each
+    // seal (keys per channel) where they are disjoint. The seals touch only key groups, tails and
+    // step rows, the vectors only their own slots.
+    const bool trellis_values = kv.v_dtype == KvDtype::kInt2Tcq64;
+    const uint32_t v_parts = trellis_values ? D / kTrellisGroup : 1;
+    thread_local std::vector<float> rotated_buffer;  // the caller's: the workers read `rotated`
+    if (trellis_values) {
+      rotated_buffer.assign(v, v + items * D);
+      for (size_t item = 0; item < items; ++item)
+        hadamard_rotate(rotated_buffer.data() + item * D, D);
+    }
+    const float* const rotated = rotated_buffer.data();
+    const size_t k_units = channel_keys ? 0 : items, v_units = items * v_parts;
+    const size_t seal_units = disjoint ? seals.size() : 0;
+    const size_t units = k_units + v_units + seal_units;
+    auto unit = [&](size_t i) {
+      if (i < k_units) return kv_vector_from_f32(kv.k_dtype, k + i * D, D, k_dst(i));
+      i -= k_units;
+      if (i < v_units) {
+        if (!trellis_values) return kv_vector_from_f32(kv.v_dtype, v + i * D, D, v_dst(i));
+        return quantize_trellis_with(rotated + i * kTrellisGroup, kTrellisGroup,
+                                     v_dst(i / v_parts) + i % v_parts * kTrellisGroupBytes,
+                                     trellis_forward);
+      }
+      seal(i - v_units, i - v_units + 1, 0);
+    };
+    if (units >= 2) {
+      pool->parallel_for(units, 1, [&](size_t begin, size_t end, int) {
+        for (size_t i = begin; i < end; ++i) unit(i);
+      });
+    } else {
+      for (size_t i = 0; i < units; ++i) unit(i);
+    }
+    if (!disjoint) seal(0, seals.size(), 0);
+    return;
+  }
+  if (threads && items >= 2) {
+    const size_t parts = 2 * static_cast<size_t>(pool->num_threads());
+    pool->parallel_for(items, (items + parts - 1) / parts, write_vectors);
+  } else {
+    write_vectors(0, items, 0);
+  }
+  if (threads && seals.size() >= 2 && disjoint) {
     pool->parallel_for(seals.size(), 1, seal);
   } else {
     seal(0, seals.size(), 0);

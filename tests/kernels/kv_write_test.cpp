@@ -78,8 +78,11 @@ TEST(KvWriteTest, ThePoolsThreadsWriteTheBytesOfOneThread) {
         write_kv(one.layout(), layer, n, slots.data(), k.data(), v.data());
         write_kv(many.layout(), layer, n, slots.data(), k.data(), v.data(), &pool);
       }
-      // The vectors, and for per-channel keys then the groups' seals, went to the pool's threads.
-      EXPECT_EQ(pool.regions() - regions, kv_dtype_per_channel(k_dtype) ? 2 * kLayers : kLayers);
+      // The vectors, and for per-channel keys then the groups' seals, went to the pool's threads:
+      // in one region where there are fewer vectors than two per thread (kv_write.cpp).
+      const bool one_region = n * kHeads < 2u * pool.num_threads();
+      EXPECT_EQ(pool.regions() - regions,
+                kv_dtype_per_channel(k_dtype) && !one_region ? 2 * kLayers : kLayers);
       for (uint32_t b = 0; b < kBlocks; ++b)
         ASSERT_EQ(std::memcmp(one.block_data(b), many.block_data(b), one.block_bytes()), 0)
             << kv_dtype_name(k_dtype) << " / " << kv_dtype_name(v_dtype) << " n " << n << " block "
@@ -219,8 +222,11 @@ TEST(KvWriteTest, GroupsWrittenPieceByPieceOnThePoolEndAsOneWrite) {
         const uint64_t regions = pool.regions();
         write_kv(pieces.layout(), layer, static_cast<int64_t>(slots.size()), slots.data(),
                  ks.data(), vs.data(), &pool);
-        // The vectors, then the seals, on the pool: no two seals shared a tail.
-        ASSERT_EQ(pool.regions() - regions, 2u) << "lengths " << len[0] << " " << len[1];
+        // The vectors, then the seals, on the pool (no two seals shared a tail); one region for
+        // both where there are fewer vectors than two per thread.
+        ASSERT_EQ(pool.regions() - regions,
+                  slots.size() * kHeads < 2u * pool.num_threads() ? 1u : 2u)
+            << "lengths " << len[0] << " " << len[1];
       }
       ASSERT_TRUE(pieces.layout().key_tails->check_integrity());
     }
@@ -319,6 +325,58 @@ TEST(KvWriteTest, AGroupInTwoRunsOfOneWriteEndsAsOneWrite) {
           << kv_dtype_name(k_dtype) << " block " << b << " against one write per block";
     }
   }
+}
+
+// A decode step's write (fewer vectors than two per thread) splits int2_tcq64 values into their
+// trellis groups, one item each: at Gemma 3's shape (one kv head, head dim 256: four groups) and
+// with several heads, with per-channel keys and keys per token, the bytes are one thread's,
+// token after token through a group of per-channel keys.
+TEST(KvWriteTest, TrellisValuesSplitIntoGroupsWriteOneThreadsBytes) {
+  std::mt19937 rng(8);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  ThreadPool pool(2);
+  for (const uint32_t heads : {1u, 3u})
+    for (const KvDtype k_dtype : {KvDtype::kInt2MixChan64, KvDtype::kInt4Had}) {
+      constexpr uint32_t kDim256 = 256;
+      auto make = [&] {
+        return std::move(KvBlockStorage::create({.num_blocks = 2,
+                                                 .block_size = kBlock,
+                                                 .layers = 1,
+                                                 .kv_heads = heads,
+                                                 .head_dim = kDim256,
+                                                 .k_dtype = k_dtype,
+                                                 .v_dtype = KvDtype::kInt2Tcq64,
+                                                 .key_tail_slots = 2}))
+            .value();
+      };
+      KvBlockStorage one = make(), many = make();
+      for (int64_t pos = 0; pos < 70; ++pos) {  // into the second block's group
+        std::vector<float> k(uint64_t{heads} * kDim256), v(k.size());
+        for (size_t i = 0; i < k.size(); ++i) {
+          k[i] = nd(rng) + (i % kDim256 == 3 ? 6.0f : 0.0f);
+          v[i] = nd(rng) * (i % 64 == 0 ? 20.0f : 1.0f);
+        }
+        const uint64_t regions = pool.regions();
+        write_kv(one.layout(), 0, 1, &pos, k.data(), v.data());
+        write_kv(many.layout(), 0, 1, &pos, k.data(), v.data(), &pool);
+        ASSERT_EQ(pool.regions() - regions, 1u);
+        for (uint32_t b = 0; b < 2; ++b)
+          ASSERT_EQ(std::memcmp(one.block_data(b), many.block_data(b), one.block_bytes()), 0)
+              << kv_dtype_name(k_dtype) << " heads " << heads << " position " << pos;
+      }
+      // And the values are the codec's: one head's vector, as kv_vector_from_f32 writes it.
+      if (heads == 1) {
+        const PagedKvLayout& kv = many.layout();
+        std::vector<uint8_t> want(kv.v_vector_bytes);
+        std::vector<float> v(kDim256);
+        for (float& x : v) x = nd(rng);
+        const int64_t pos = 70;  // block 1, offset 6
+        write_kv(many.layout(), 0, 1, &pos, v.data(), v.data(), &pool);
+        kv_vector_from_f32(KvDtype::kInt2Tcq64, v.data(), kDim256, want.data());
+        ASSERT_EQ(std::memcmp(kv.v_head(1, 0, 0) + 6 * kv.v_vector_bytes, want.data(), want.size()),
+                  0);
+      }
+    }
 }
 
 }  // namespace
