@@ -14,7 +14,9 @@ dim 256), at context 512 and 2,048:
   3. users per GiB: the engine's pool (`kvserve plan --json`, 8 GiB, 64 sequences' window and
      sink rows counted) with each 2-bit recipe against f16;
   4. decode attention at 16K (`attention_bench`, both models' shapes): the 4- and 2-bit recipes
-     against int4_had, alternating rounds, 1 and 2 threads.
+     against int4_had, alternating rounds, 1 and 2 threads; with --generate-rounds N also decode
+     end to end (`kvserve generate` after a 16K-token prompt of tests/data's KJV text, 128
+     tokens), the same rows alternating, N rounds.
 
 --recipes runs and shows some recipes only (a recipe changed after a text was read is judged on
 a new text, alone), --llama-cells some of llama.cpp's cells, and --block names the markers, so
@@ -27,7 +29,7 @@ the kv_goals BEGIN/END markers.
 Usage:
   bench/kv_goals.py --text pydoc2.txt --llama-perplexity /path/llama-perplexity \
       [--attention-bench build/bench/attention_bench] [--out docs/kv-quantization.md] \
-      [--recipes f32,2bit400 --llama-cells SmolLM2:2048 --block NAME]
+      [--recipes f32,2bit400 --llama-cells SmolLM2:2048 --block NAME] [--generate-rounds 3]
 """
 import argparse
 import hashlib
@@ -106,6 +108,16 @@ SPEED_ROWS = [
 ]
 
 
+# Goal 4 end to end: (name, recipe key or None, flags without a recipe).
+GENERATE_ROWS = [
+    ("`int4_had`, block size 16", None, ["--kv-cache-dtype", "int4_had"]),
+    ("4-bit recipe (window 128 + sink)", "4bit", None),
+    ("2-bit trellis recipe (window 400 int8 + sink)", "2bittcq", None),
+]
+GENERATE_CONTEXT, GENERATE_TOKENS = 16384, 128
+KJV = os.path.join(ROOT, "tests", "data", "kjv_genesis_exodus.txt")
+
+
 def selected(a, key):
     """Whether --recipes (all when not given) holds `key`; f32 always runs."""
     keys = getattr(a, "recipes", None)
@@ -171,11 +183,33 @@ def attention_ms(a, shape, formats, flags, threads):
     return float(rows[0][3])
 
 
+def generate_rate(a, model, flags):
+    # ~3.9 characters per token for this text (SmolLM2's tokenizer; Gemma 3's takes a few more
+    # tokens): generate reports the exact count.
+    with open(KJV) as f:
+        prompt = f.read()[: int((GENERATE_CONTEXT - GENERATE_TOKENS) * 3.9)]
+    cmd = [a.kvserve, "generate", "-m", model_path(model), "-p", prompt, "-n",
+           str(GENERATE_TOKENS), "--ignore-eos", "--temp", "0", "--max-model-len",
+           str(GENERATE_CONTEXT + 1024), "--kv-cache-memory", "2GiB", "-t", str(a.threads), *flags,
+           "--json"]
+    j = json.loads(run(cmd))
+    return {"tok_s": j["decode_tokens_per_s"], "prompt_tokens": j["prompt_tokens"]}
+
+
+def generate_rows(a):
+    return [r for r in GENERATE_ROWS if selected(a, r[1])]
+
+
+def median(v):
+    v = sorted(v)
+    return v[len(v) // 2] if len(v) % 2 else (v[len(v) // 2 - 1] + v[len(v) // 2]) / 2
+
+
 def pct(x, base):
     return 100 * (x / base - 1)
 
 
-def render(a, ppl, llama, plans, speed):
+def render(a, ppl, llama, plans, speed, generated=None):
     lines = []
     w = lines.append
     cells = [(m, c) for m in MODELS for c in CONTEXTS]
@@ -296,13 +330,39 @@ def render(a, ppl, llama, plans, speed):
                     s += f" ({min(ref) / min(v):.2f}x)"
                 row.append(s)
             w(f"| {name} | " + " | ".join(row) + " |")
+    if generated:
+        prompts = sorted({p for v in generated.values() for p in v["prompts"]})
+        rounds = max(len(v["tok_s"]) for v in generated.values())
+        w("")
+        w(f"Goal 4 end to end, `kvserve generate -n {GENERATE_TOKENS} --ignore-eos --temp 0 "
+          f"-t {a.threads}` after a prompt of {'/'.join(f'{p:,}' for p in prompts)} tokens (the "
+          f"KJV text), decode tokens/s, {rounds} alternating rounds (each cell: the rounds' "
+          "values, then their median against `int4_had`'s median):")
+        w("")
+        w("| decode end to end | " + " | ".join(MODELS) + " |")
+        w("|---|" + "---|" * len(MODELS))
+        first = GENERATE_ROWS[0][0]
+        for name, _, _ in generate_rows(a):
+            row = []
+            for m in MODELS:
+                v, ref = generated.get((name, m)), generated.get((first, m))
+                if not v:
+                    row.append("-")
+                    continue
+                s = ", ".join(f"{x:.1f}" for x in v["tok_s"])
+                if ref and name != first:
+                    s += f" ({median(v['tok_s']) / median(ref['tok_s']):.2f}x)"
+                row.append(s)
+            w(f"| {name} | " + " | ".join(row) + " |")
     return "\n".join(lines) + "\n"
 
 
 def main():
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--text", required=True, help="held-out text")
+    p.add_argument("--text", help="held-out text (required unless --skip-quality)")
+    p.add_argument("--skip-quality", action="store_true",
+                   help="no perplexity runs (goals 1 and 2): capacity and speed only")
     p.add_argument("--kvserve", default=os.path.join(ROOT, "build", "bin", "kvserve"))
     p.add_argument("--llama-perplexity")
     p.add_argument("--llama-types", default="f16,q4_0,q8_0",
@@ -319,11 +379,15 @@ def main():
     p.add_argument("--windows-2048", type=int, default=40)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--rounds", type=int, default=2, help="alternating attention_bench rounds")
+    p.add_argument("--generate-rounds", type=int, default=0,
+                   help="alternating rounds of end-to-end decode at 16K (kvserve generate)")
     p.add_argument("--results", default="/tmp/kvserve-kv-goals")
     p.add_argument("--render-only", action="store_true")
     p.add_argument("--out")
     a = p.parse_args()
-    if not os.path.exists(a.text):
+    if not a.skip_quality and not a.text:
+        raise SystemExit("--text is required (or --skip-quality)")
+    if a.text and not os.path.exists(a.text):
         raise SystemExit(f"--text {a.text}: no such file")
     for key in a.recipes.split(",") if a.recipes else []:
         if key not in [r[0] for r in RECIPES]:
@@ -339,8 +403,11 @@ def main():
     os.makedirs(a.results, exist_ok=True)
     # The text's results are named by its content too: another text under the same file name
     # never reads them.
-    with open(a.text, "rb") as f:
-        tag = os.path.basename(a.text).replace(".", "_") + "_" + hashlib.sha1(f.read()).hexdigest()[:8]
+    tag = ""
+    if a.text:
+        with open(a.text, "rb") as f:
+            tag = (os.path.basename(a.text).replace(".", "_") + "_" +
+                   hashlib.sha1(f.read()).hexdigest()[:8])
     ppl, llama, plans, speed = {}, {}, {}, {}
 
     def result(name, fn):
@@ -357,13 +424,13 @@ def main():
                     f"plan_{m[0]}_{recipe[0]}_{flags_hash(recipe, m)}",
                     lambda: plan_tokens(a, m, recipe_flags(recipe, m)))
     # Recipes first (f32 and the goals' formats), then llama.cpp's rows.
-    for recipe in [r for r in RECIPES if selected(a, r[0])]:
+    for recipe in [r for r in RECIPES if selected(a, r[0]) and not a.skip_quality]:
         for m in MODELS:
             for c in CONTEXTS:
                 ppl[(recipe[0], m, c)] = result(
                     f"ppl_{tag}_{recipe[0]}_{flags_hash(recipe, m)}_{m[0]}_{c}_{windows(a, c)}",
                     lambda: kvserve_perplexity(a, recipe, m, c))
-    if a.llama_perplexity:
+    if a.llama_perplexity and not a.skip_quality:
         for c in CONTEXTS:
             for t in a.llama_types.split(","):
                 if t not in LLAMA:
@@ -383,8 +450,20 @@ def main():
                                    lambda: {"ms": attention_ms(a, shape, formats, flags, t)})
                         if v:
                             speed.setdefault((name, m, t), []).append(v["ms"])
+    generated = {}
+    for m in MODELS:
+        for i in range(a.generate_rounds):
+            for name, key, flags in generate_rows(a):
+                if key is not None:
+                    flags = recipe_flags(next(r for r in RECIPES if r[0] == key), m)
+                digest = hashlib.sha1(" ".join(flags).encode()).hexdigest()[:8]
+                v = result(f"generate_{m[0]}_{i}_{digest}", lambda: generate_rate(a, m, flags))
+                if v:
+                    g = generated.setdefault((name, m), {"tok_s": [], "prompts": set()})
+                    g["tok_s"].append(v["tok_s"])
+                    g["prompts"].add(v["prompt_tokens"])
     text = render(a, {k: v for k, v in ppl.items() if v}, {k: v for k, v in llama.items() if v},
-                  {k: v for k, v in plans.items() if v}, speed)
+                  {k: v for k, v in plans.items() if v}, speed, generated)
     if not a.out or a.out == "-":
         sys.stdout.write(text)
         return

@@ -94,6 +94,23 @@ class Goals3And4(unittest.TestCase):
         self.assertIn(f"| {first} | 34.0, 33.0 | - | - | - |", text)
 
 
+class Goal4EndToEnd(unittest.TestCase):
+    def test_each_row_is_its_rounds_and_the_median_ratio(self):
+        first, tcq = kv_goals.GENERATE_ROWS[0][0], kv_goals.GENERATE_ROWS[2][0]
+        generated = {(first, "SmolLM2"): {"tok_s": [44.0, 40.0, 42.0], "prompts": {16103}},
+                     (tcq, "SmolLM2"): {"tok_s": [46.2, 30.0, 43.0], "prompts": {16103}},
+                     (first, "Gemma 3"): {"tok_s": [60.0, 58.0], "prompts": {15000}}}
+        a = argparse.Namespace(rounds=2, recipes="f32,2bittcq", threads=2)
+        text = kv_goals.render(a, perplexities({}), {}, {}, {}, generated)
+        self.assertIn("after a prompt of 15,000/16,103 tokens", text)
+        self.assertIn("3 alternating rounds", text)
+        self.assertIn(f"| {first} | 44.0, 40.0, 42.0 | 60.0, 58.0 |", text)
+        # median 43.0 against 42.0; no Gemma 3 result for the recipe
+        self.assertIn(f"| {tcq} | 46.2, 30.0, 43.0 (1.02x) | - |", text)
+        # the 4-bit recipe was not asked for
+        self.assertNotIn(kv_goals.GENERATE_ROWS[1][0], text)
+
+
 class RecipesShown(unittest.TestCase):
     def test_only_the_recipes_asked_for_are_judged(self):
         # A run of the new 2-bit recipe alone (--recipes f32,2bit400): no other recipe's row, no
