@@ -17,6 +17,21 @@ namespace hn = hwy::HWY_NAMESPACE;
 #define KVS_TRELLIS_UNROLL _Pragma("GCC unroll 16")
 #endif
 
+// The table indices that spread the step's context minima m over the states: lane k of states
+// vector j takes lane (j % 4) (L / 4) + k / 4 of m's vector j / 4 (its L / 4 contexts, each
+// repeated four times), with idx[j % 4].
+template <class DF>
+using SpreadIndices = decltype(hn::SetTableIndices(DF(), static_cast<const int32_t*>(nullptr)));
+template <class DF>
+HWY_INLINE void SetSpreadIndices(DF df, SpreadIndices<DF>* idx) {
+  const size_t L = hn::Lanes(df);
+  HWY_ALIGN int32_t spread[hn::MaxLanes(df)];
+  for (size_t r = 0; r < 4; ++r) {
+    for (size_t k = 0; k < L; ++k) spread[k] = static_cast<int32_t>(r * (L / 4) + k / 4);
+    idx[r] = hn::SetTableIndices(df, spread);
+  }
+}
+
 // Targets with 16 float lanes (AVX-512): the 256 costs stay in 16 registers for the whole pass,
 // so a step reads only the levels, and the four vectors of m never go to memory. The same
 // operations in the same order as the loop below (and the scalar loop), so the same bits.
@@ -41,15 +56,8 @@ HWY_INLINE void ForwardInRegisters(DF df, const float* x, int context, float* co
       }
     }
   }
-  // Vector j of states takes lanes 4 (j % 4) .. 4 (j % 4) + 3 of m's vector j / 4, each four
-  // times.
-  HWY_ALIGN int32_t spread[4][kL];
-  for (size_t r = 0; r < 4; ++r)
-    for (size_t k = 0; k < kL; ++k) spread[r][k] = static_cast<int32_t>(r * (kL / 4) + k / 4);
-  const auto idx0 = hn::SetTableIndices(df, spread[0]);
-  const auto idx1 = hn::SetTableIndices(df, spread[1]);
-  const auto idx2 = hn::SetTableIndices(df, spread[2]);
-  const auto idx3 = hn::SetTableIndices(df, spread[3]);
+  SpreadIndices<DF> idx[4];
+  SetSpreadIndices(df, idx);
   for (uint32_t i = 1; i < kTrellisGroup; ++i) {
     uint8_t* bk = back + kTrellisContexts * i;
     VF m[kCtxVecs];
@@ -70,12 +78,8 @@ HWY_INLINE void ForwardInRegisters(DF df, const float* x, int context, float* co
     const auto xi = hn::Set(df, x[i]);
     KVS_TRELLIS_UNROLL
     for (size_t j = 0; j < kVecs; ++j) {
-      const auto spread_m = (j % 4) == 0   ? hn::TableLookupLanes(m[j / 4], idx0)
-                            : (j % 4) == 1 ? hn::TableLookupLanes(m[j / 4], idx1)
-                            : (j % 4) == 2 ? hn::TableLookupLanes(m[j / 4], idx2)
-                                           : hn::TableLookupLanes(m[j / 4], idx3);
       const auto d = hn::Sub(xi, hn::Load(df, levels + j * kL));
-      c[j] = hn::Add(spread_m, hn::Mul(d, d));
+      c[j] = hn::Add(hn::TableLookupLanes(m[j / 4], idx[j % 4]), hn::Mul(d, d));
     }
   }
   KVS_TRELLIS_UNROLL
@@ -112,14 +116,8 @@ void TrellisForwardAt(const float* x, int context, float* cost, uint8_t* back) {
       hn::StoreU(c, df, cost + s);
     }
   }
-  // Lane k of the states vector j takes lane (j % 4) (L / 4) + k / 4 of the m vector j / 4.
-  HWY_ALIGN int32_t spread[4][hn::MaxLanes(df)];
-  for (size_t r = 0; r < 4; ++r)
-    for (size_t k = 0; k < L; ++k) spread[r][k] = static_cast<int32_t>(r * (L / 4) + k / 4);
-  const auto idx0 = hn::SetTableIndices(df, spread[0]);
-  const auto idx1 = hn::SetTableIndices(df, spread[1]);
-  const auto idx2 = hn::SetTableIndices(df, spread[2]);
-  const auto idx3 = hn::SetTableIndices(df, spread[3]);
+  SpreadIndices<decltype(df)> idx[4];
+  SetSpreadIndices(df, idx);
   HWY_ALIGN float m[kTrellisContexts];
   for (uint32_t i = 1; i < kTrellisGroup; ++i) {
     uint8_t* bk = back + kTrellisContexts * i;
@@ -137,11 +135,7 @@ void TrellisForwardAt(const float* x, int context, float* cost, uint8_t* back) {
     }
     const auto xi = hn::Set(df, x[i]);
     for (size_t s = 0, j = 0; s < kTrellisStates; s += L, ++j) {
-      const auto mv = hn::Load(df, m + (j / 4) * L);
-      const auto spread_m = (j % 4) == 0   ? hn::TableLookupLanes(mv, idx0)
-                            : (j % 4) == 1 ? hn::TableLookupLanes(mv, idx1)
-                            : (j % 4) == 2 ? hn::TableLookupLanes(mv, idx2)
-                                           : hn::TableLookupLanes(mv, idx3);
+      const auto spread_m = hn::TableLookupLanes(hn::Load(df, m + (j / 4) * L), idx[j % 4]);
       const auto d = hn::Sub(xi, hn::Load(df, levels + s));
       hn::StoreU(hn::Add(spread_m, hn::Mul(d, d)), df, cost + s);
     }
