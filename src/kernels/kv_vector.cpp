@@ -135,6 +135,26 @@ void kv_vector_from_f32(KvDtype dtype, const float* src, uint32_t n, uint8_t* ds
   KVS_CHECK_MSG(false, "KV format not supported by the kernels");
 }
 
+uint32_t kv_vector_parts(KvDtype dtype, uint32_t n) {
+  return dtype == KvDtype::kInt2Tcq64 ? n / kTrellisGroup : 1;
+}
+
+void kv_vector_prepare(KvDtype dtype, const float* src, uint32_t n, float* prepared) {
+  std::memcpy(prepared, src, n * sizeof(float));
+  if (dtype == KvDtype::kInt2Tcq64) hadamard_rotate(prepared, n);
+}
+
+void kv_vector_part_from_prepared(KvDtype dtype, const float* prepared, uint32_t n, uint32_t part,
+                                  uint8_t* dst) {
+  if (dtype != KvDtype::kInt2Tcq64) {
+    KVS_CHECK(part == 0);
+    return kv_vector_from_f32(dtype, prepared, n, dst);
+  }
+  KVS_CHECK(part < n / kTrellisGroup);
+  quantize_trellis_with(prepared + part * kTrellisGroup, kTrellisGroup,
+                        dst + part * kTrellisGroupBytes, trellis_forward);
+}
+
 void kv_key_to_f32(const PagedKvLayout& kv, uint64_t block, uint32_t layer, uint32_t head,
                    uint32_t offset, float* dst) {
   const uint8_t* region = kv.k_head(block, layer, head);

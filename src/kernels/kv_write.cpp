@@ -4,12 +4,9 @@
 #include <vector>
 
 #include "core/check.h"
-#include "kernels/hadamard_rotation.h"
 #include "kernels/kv_vector.h"
-#include "kernels/trellis_forward.h"
 #include "quant/key_tails.h"
 #include "quant/kv_channel_groups.h"
-#include "quant/kv_trellis_groups.h"
 #include "quant/recent_window.h"
 
 namespace kvs {
@@ -206,19 +203,18 @@ void write_kv(const PagedKvLayout& kv, uint32_t layer, int64_t num_tokens,
     // Fewer vectors than two per thread (one sequence's decode step): every piece of work is its
     // own item of one region, claimed by whichever thread is free, so that no thread idles while
     // another finishes a second vector, then a second seal. The pieces: each key vector (keys per
-    // token), each value vector, or for int2_tcq64 each trellis group of one (their Viterbi
-    // passes are most of a decode step's writing; the vector is rotated first, here), and each
-    // seal (keys per channel) where they are disjoint. The seals touch only key groups, tails and
+    // token), each value vector's pieces (kv_vector_parts: int2_tcq64's groups), and each seal
+    // (keys per channel) where they are disjoint. The seals touch only key groups, tails and
     // step rows, the vectors only their own slots.
-    const bool trellis_values = kv.v_dtype == KvDtype::kInt2Tcq64;
-    const uint32_t v_parts = trellis_values ? D / kTrellisGroup : 1;
-    thread_local std::vector<float> rotated_buffer;  // the caller's: the workers read `rotated`
-    if (trellis_values) {
-      rotated_buffer.assign(v, v + items * D);
+    const uint32_t v_parts = kv_vector_parts(kv.v_dtype, D);
+    // A vector of one piece is written whole, from the values as given.
+    thread_local std::vector<float> prepared_buffer;  // the caller's: the workers read `prepared`
+    if (v_parts > 1) {
+      prepared_buffer.resize(items * D);
       for (size_t item = 0; item < items; ++item)
-        hadamard_rotate(rotated_buffer.data() + item * D, D);
+        kv_vector_prepare(kv.v_dtype, v + item * D, D, prepared_buffer.data() + item * D);
     }
-    const float* const rotated = rotated_buffer.data();
+    const float* const prepared = prepared_buffer.data();
     const size_t k_units = channel_keys ? 0 : items, v_units = items * v_parts;
     const size_t seal_units = disjoint ? seals.size() : 0;
     const size_t units = k_units + v_units + seal_units;
@@ -226,10 +222,10 @@ void write_kv(const PagedKvLayout& kv, uint32_t layer, int64_t num_tokens,
       if (i < k_units) return kv_vector_from_f32(kv.k_dtype, k + i * D, D, k_dst(i));
       i -= k_units;
       if (i < v_units) {
-        if (!trellis_values) return kv_vector_from_f32(kv.v_dtype, v + i * D, D, v_dst(i));
-        return quantize_trellis_with(rotated + i * kTrellisGroup, kTrellisGroup,
-                                     v_dst(i / v_parts) + i % v_parts * kTrellisGroupBytes,
-                                     trellis_forward);
+        if (v_parts == 1) return kv_vector_from_f32(kv.v_dtype, v + i * D, D, v_dst(i));
+        const size_t item = i / v_parts;
+        return kv_vector_part_from_prepared(kv.v_dtype, prepared + item * D, D,
+                                            static_cast<uint32_t>(i % v_parts), v_dst(item));
       }
       seal(i - v_units, i - v_units + 1, 0);
     };
