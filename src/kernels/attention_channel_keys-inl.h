@@ -12,6 +12,7 @@
 
 #include <hwy/highway.h>
 
+#include "kernels/int8_key_dots.h"
 #include "kernels/paged_attention_args.h"
 #include "quant/key_tails.h"
 #include "quant/kv_channel_groups.h"
@@ -25,6 +26,13 @@ namespace hn = hwy::HWY_NAMESPACE;
 // x code, q . k = sum q min + sum (q step) code, so each group folds its parameters into the
 // queries once (qs = q x step, and the constant sum q x min) and each key is one dot product of
 // qs with its codes, unpacked to floats.
+//
+// 4-bit rows are scored against an int8 qs instead (the group's qs of a head quantized with one
+// scale d = max |qs| / 127, as int8 keys' queries are): q . k = sum q min + 8 sum qs +
+// d sum qi (code - 8). The integer sum is exact in floats and in VNNI's int32 lanes
+// (kernels/int8_key_dots.h), so every path gives the same scores. The query's rounding adds
+// sum (qs - d qi) (code - 8): at most d/2 x |code - 8| per channel, against the codes' own
+// error of up to qs/2 (docs/kv-quantization.md measures what it does to perplexity).
 template <int NG>
 static void ScoreKeysChannel(const RangeArgs& r, float* codes) {
   const PagedAttentionArgs& a = *r.a;
@@ -39,9 +47,16 @@ static void ScoreKeysChannel(const RangeArgs& r, float* codes) {
   const uint32_t* table = a.block_table[r.t];
   const DF df;
   const size_t L = hn::Lanes(df);
-  const bool q4_rows = bits == 4 && readers_fit(KvDtype::kInt4, D);
+  // 4-bit codes are scored against int8 qs on every path (above); int4's reader reads their rows
+  // where it fits the target's lanes, VNNI where the CPU has it and the rows fill its vectors.
+  const bool q4 = bits == 4;
+  const bool q4_rows = q4 && readers_fit(KvDtype::kInt4, D);
+  const int8_key_dots::Kernels* vnni =
+      q4_rows && r.int8_dots != nullptr && D % r.int8_dots->chunk == 0 ? r.int8_dots : nullptr;
   thread_local std::vector<float> qs, wide_terms;
+  thread_local std::vector<int8_t> q8;
   if (qs.size() < size_t{NG} * D) qs.resize(size_t{NG} * D);
+  if (q4 && q8.size() < size_t{NG} * D) q8.resize(size_t{NG} * D);
   // The query's own group is read in f16 (quant/key_tails.h), the groups before it sealed.
   const int32_t own_start = (a.context_len[r.t] - 1) / G * G;
   const KeyTails* tails = kv.key_tails;
@@ -82,14 +97,15 @@ static void ScoreKeysChannel(const RangeArgs& r, float* codes) {
     }
     const uint8_t* mins = channel_group_minimums(group);
     const uint8_t* steps = channel_group_steps(group, D);
-    // Per head: qs = q x step, and the constant sum q x min (+ 8 x sum qs for 4-bit rows,
-    // which int4's reader gives as code - 8).
-    float q_const[NG];
+    // Per head: qs = q x step, and the constant sum q x min (+ 8 x sum qs for 4-bit codes, which
+    // are summed as code - 8). Scores are (dot + add) x factor.
+    float q_const[NG], add[NG], factor[NG], qd[NG];
+    int32_t qsum[NG];
     if (D % L == 0) {
       // Unrolled over the heads, so the accumulators stay in registers (GCC spilled them).
-      VF c_min[NG], c_qs[NG];
+      VF c_min[NG], c_qs[NG], c_max[NG];
       KVS_UNROLL
-      for (int g = 0; g < NG; ++g) c_min[g] = c_qs[g] = hn::Zero(df);
+      for (int g = 0; g < NG; ++g) c_min[g] = c_qs[g] = c_max[g] = hn::Zero(df);
       for (uint32_t i = 0; i < D; i += L) {
         // |step|: int2mix_chan64 marks its wide channels in the sign bits.
         const VF mn = ReadF16::Load(df, mins, i), st = hn::Abs(ReadF16::Load(df, steps, i));
@@ -100,28 +116,94 @@ static void ScoreKeysChannel(const RangeArgs& r, float* codes) {
           hn::StoreU(qst, df, qs.data() + g * D + i);
           c_min[g] = hn::MulAdd(q, mn, c_min[g]);
           c_qs[g] = hn::Add(c_qs[g], qst);
+          c_max[g] = hn::Max(c_max[g], hn::Abs(qst));
         }
       }
+      if (q4)  // qs -> int8 in lanes, as quantize_query_int8 rounds it (the reference's)
+        for (int g = 0; g < NG; ++g) {
+          const float amax = hn::GetLane(hn::MaxOfLanes(df, c_max[g]));
+          float* x = qs.data() + g * D;
+          int8_t* qi = q8.data() + g * D;
+          if (!(amax > 0.0f) || !std::isfinite(amax)) {
+            std::memset(qi, 0, D);
+            std::fill(x, x + D, 0.0f);
+            qsum[g] = 0;
+            qd[g] = 0.0f;
+            continue;
+          }
+          const VF inv = hn::Set(df, 127.0f / amax), lim = hn::Set(df, 127.0f);
+          const hn::Rebind<int8_t, DF> d8;
+          VF sum = hn::Zero(df);
+          for (uint32_t i = 0; i < D; i += L) {
+            const VF v =
+                hn::Max(hn::Min(hn::Round(hn::Mul(hn::LoadU(df, x + i), inv)), lim), hn::Neg(lim));
+            hn::StoreU(v, df, x + i);
+            hn::StoreU(hn::DemoteTo(d8, hn::ConvertTo(hn::RebindToSigned<DF>(), v)), d8, qi + i);
+            sum = hn::Add(sum, v);
+          }
+          qsum[g] = static_cast<int32_t>(hn::GetLane(hn::SumOfLanes(df, sum)));
+          qd[g] = amax / 127.0f;
+        }
       KVS_UNROLL
       for (int g = 0; g < NG; ++g)
-        q_const[g] =
-            hn::GetLane(hn::SumOfLanes(df, c_min[g])) +
-            (q4_rows ? ChannelRowQ4::kOffset * hn::GetLane(hn::SumOfLanes(df, c_qs[g])) : 0.0f);
+        q_const[g] = hn::GetLane(hn::SumOfLanes(df, c_min[g])) +
+                     (q4 ? ChannelRowQ4::kOffset * hn::GetLane(hn::SumOfLanes(df, c_qs[g])) : 0.0f);
     } else {
       for (int g = 0; g < NG; ++g) {
-        float c = 0;
+        float c = 0, c_qs = 0;
         for (uint32_t i = 0; i < D; ++i) {
           uint16_t m16, s16;
           std::memcpy(&m16, mins + 2 * i, 2);
           std::memcpy(&s16, steps + 2 * i, 2);
           c += r.q[g * D + i] * f16_to_f32(m16);
           qs[g * D + i] = r.q[g * D + i] * f16_to_f32(s16 & 0x7FFFu);
+          c_qs += qs[g * D + i];
         }
-        q_const[g] = c;
+        q_const[g] = c + (q4 ? ChannelRowQ4::kOffset * c_qs : 0.0f);
+        if (q4) {
+          float* x = qs.data() + g * D;
+          int8_t* qi = q8.data() + g * D;
+          qd[g] = quantize_query_int8(x, D, qi, &qsum[g]);
+          for (uint32_t i = 0; i < D; ++i) x[i] = qi[i];
+        }
       }
     }
+    for (int g = 0; g < NG; ++g) {
+      add[g] = q_const[g];
+      factor[g] = a.scale;
+    }
+    if (q4)  // qs is int8 now (qi, also as floats for the float paths): dot = sum qi (code - 8)
+      for (int g = 0; g < NG; ++g)
+        if (qd[g] > 0.0f) {
+          add[g] = q_const[g] / qd[g];
+          factor[g] = qd[g] * a.scale;
+        }  // else every qi is 0 and the score is q_const x scale
     if (q4_rows) {
-      j = ScoreChannelRowsD<ChannelRowQ4, NG>(r, group, G, qs.data(), q_const, j, end, pf,
+      if (vnni != nullptr) {
+        // The VNNI kernel prefetches what the cursor has not yet requested of this block.
+        const int8_key_dots::Prefetch rest{
+            .p = {pf.p0 != nullptr ? pf.p0 + std::min(pf.done0, pf.bytes0) : nullptr,
+                  pf.p1 != nullptr ? pf.p1 + std::min(pf.done1, pf.bytes1) : nullptr},
+            .bytes = {pf.bytes0 - std::min(pf.done0, pf.bytes0),
+                      pf.bytes1 - std::min(pf.done1, pf.bytes1)}};
+        pf.done0 = pf.bytes0;
+        pf.done1 = pf.bytes1;
+        const int32_t n = end - j;
+        float* out = r.scores + (j - r.j0);
+        vnni->q4_rows(q8.data(), qsum, NG, D, channel_group_codes(group, 4, uint32_t(j % G), D), n,
+                      out, len, rest);
+        for (int g = 0; g < NG; ++g) {
+          float* o = out + g * len;
+          const VF va = hn::Set(df, add[g]), vf = hn::Set(df, factor[g]);
+          int32_t i = 0;
+          for (; i + int32_t(L) <= n; i += L)
+            hn::StoreU(hn::Mul(hn::Add(hn::LoadU(df, o + i), va), vf), df, o + i);
+          for (; i < n; ++i) o[i] = (o[i] + add[g]) * factor[g];
+        }
+        j = end;
+        continue;
+      }
+      j = ScoreChannelRowsD<ChannelRowQ4, NG>(r, group, G, qs.data(), add, factor, j, end, pf,
                                               lines_per_step);
     } else if (code.wide) {
       // int2mix_chan64: the wide channels' third bits stand for 4 x (q x step) each, added in
@@ -149,22 +231,24 @@ static void ScoreKeysChannel(const RangeArgs& r, float* codes) {
         }
         KVS_CHECK(k == W);
         j = ScoreChannelRowsD<ChannelRowLowBit<2>, NG, true>(
-            r, group, G, qs.data(), q_const, j, end, pf, lines_per_step,
+            r, group, G, qs.data(), add, factor, j, end, pf, lines_per_step,
             WideChannelTerms{
                 .w = wide_terms.data(), .W = W, .stride = W + uint32_t(L), .group = group});
       }
     } else if (D % L == 0 && L <= 16) {
-      j = bits == 3 ? ScoreChannelRowsD<ChannelRowLowBit<3>, NG>(r, group, G, qs.data(), q_const, j,
-                                                                 end, pf, lines_per_step)
-                    : ScoreChannelRowsD<ChannelRowLowBit<2>, NG>(r, group, G, qs.data(), q_const, j,
-                                                                 end, pf, lines_per_step);
+      j = bits == 3 ? ScoreChannelRowsD<ChannelRowLowBit<3>, NG>(r, group, G, qs.data(), add,
+                                                                 factor, j, end, pf, lines_per_step)
+                    : ScoreChannelRowsD<ChannelRowLowBit<2>, NG>(
+                          r, group, G, qs.data(), add, factor, j, end, pf, lines_per_step);
     }
     for (; j < end; ++j) {  // head dims the readers cannot tile
       channel_row_codes(code, group, uint32_t(j % G), D, codes);
+      if (q4)
+        for (uint32_t i = 0; i < D; ++i) codes[i] -= ChannelRowQ4::kOffset;
       for (int g = 0; g < NG; ++g) {
         float d = 0;
         for (uint32_t i = 0; i < D; ++i) d += qs[g * D + i] * codes[i];
-        r.scores[g * len + (j - r.j0)] = (q_const[g] + d) * a.scale;
+        r.scores[g * len + (j - r.j0)] = (d + add[g]) * factor[g];
       }
     }
   }

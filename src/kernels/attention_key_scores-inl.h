@@ -378,15 +378,16 @@ struct WideChannelTerms {
 
 // Keys [j, end) of one per-channel group, as rows of R (kv_readers-inl.h): each key one dot
 // product of the heads' qs with its codes, the accumulators in registers, four keys at a time
-// reduced together (attention_key_scores-inl.h). Returns the first key not scored. With the
+// reduced together (attention_key_scores-inl.h); head g's score is (dot + add[g]) x factor[g].
+// Returns the first key not scored. With the
 // head dim known at compile time (kD, as ScoreKeys) the loop over a row's chunks unrolls.
 // G: the format's tokens per group. kWide: each key's third bits (WideChannelTerms) go into the
 // same accumulators, a lane per wide channel, before the reduction (W a multiple of the lanes,
 // and those a multiple of 8; otherwise no key is scored here and the caller scores them all).
 template <class R, int NG, uint32_t kD, bool kWide = false>
 static int32_t ScoreChannelRows(const RangeArgs& r, const uint8_t* group, int32_t G,
-                                const float* qs, const float* q_const, int32_t j, int32_t end,
-                                PrefetchCursor& pf, uint32_t lines_per_step,
+                                const float* qs, const float* add, const float* factor, int32_t j,
+                                int32_t end, PrefetchCursor& pf, uint32_t lines_per_step,
                                 const WideChannelTerms& wide = {}) {
   const PagedAttentionArgs& a = *r.a;
   const uint32_t D = kD != 0 ? kD : a.kv.head_dim;
@@ -397,12 +398,13 @@ static int32_t ScoreChannelRows(const RangeArgs& r, const uint8_t* group, int32_
     if (wide.W % L != 0 || L % 8 != 0) return j;
   }
   if constexpr (kReduce4) {
-    // score = (q_const + sum) x scale, four keys of a head at a time in the reduction's lanes.
-    HWY_ALIGN float add[NG][4], factor[4];
-    for (int u = 0; u < 4; ++u) {
-      factor[u] = a.scale;
-      for (int g = 0; g < NG; ++g) add[g][u] = q_const[g];
-    }
+    // score = (sum + add) x factor, four keys of a head at a time in the reduction's lanes.
+    HWY_ALIGN float add4[NG][4], factor4[NG][4];
+    for (int u = 0; u < 4; ++u)
+      for (int g = 0; g < NG; ++g) {
+        add4[g][u] = add[g];
+        factor4[g][u] = factor[g];
+      }
     for (; j + 4 <= end; j += 4) {
       pf.Issue(lines_per_step);
       const uint8_t* rows[4];
@@ -451,8 +453,8 @@ static int32_t ScoreChannelRows(const RangeArgs& r, const uint8_t* group, int32_
       }
       KVS_UNROLL
       for (int g = 0; g < NG; ++g)
-        Reduce4(df, acc[0][g], acc[1][g], acc[2][g], acc[3][g], factor,
-                r.scores + g * len + (j - r.j0), add[g]);
+        Reduce4(df, acc[0][g], acc[1][g], acc[2][g], acc[3][g], factor4[g],
+                r.scores + g * len + (j - r.j0), add4[g]);
     }
   }
   for (; j < end; ++j) {
@@ -477,20 +479,20 @@ static int32_t ScoreChannelRows(const RangeArgs& r, const uint8_t* group, int32_
     }
     for (int g = 0; g < NG; ++g)
       r.scores[g * len + (j - r.j0)] =
-          (q_const[g] + hn::GetLane(hn::SumOfLanes(df, acc[g]))) * a.scale;
+          (hn::GetLane(hn::SumOfLanes(df, acc[g])) + add[g]) * factor[g];
   }
   return j;
 }
 
 template <class R, int NG, bool kWide = false>
 static int32_t ScoreChannelRowsD(const RangeArgs& r, const uint8_t* group, int32_t G,
-                                 const float* qs, const float* q_const, int32_t j, int32_t end,
-                                 PrefetchCursor& pf, uint32_t lines_per_step,
+                                 const float* qs, const float* add, const float* factor, int32_t j,
+                                 int32_t end, PrefetchCursor& pf, uint32_t lines_per_step,
                                  const WideChannelTerms& wide = {}) {
   if (r.a->kv.head_dim == 64)
-    return ScoreChannelRows<R, NG, 64, kWide>(r, group, G, qs, q_const, j, end, pf, lines_per_step,
-                                              wide);
-  return ScoreChannelRows<R, NG, 0, kWide>(r, group, G, qs, q_const, j, end, pf, lines_per_step,
+    return ScoreChannelRows<R, NG, 64, kWide>(r, group, G, qs, add, factor, j, end, pf,
+                                              lines_per_step, wide);
+  return ScoreChannelRows<R, NG, 0, kWide>(r, group, G, qs, add, factor, j, end, pf, lines_per_step,
                                            wide);
 }
 

@@ -2,11 +2,14 @@
 // int8_key_dots_avx512vnni.cpp (KVS_KD_VNNI 2: 512-bit vpdpbusd) and int8_key_dots_avxvnni.cpp
 // (KVS_KD_VNNI 1: VEX 256-bit), each compiled with its own target flags.
 //
-// vpdpbusd multiplies unsigned by signed bytes. The keys are the signed side's partner: each key
-// byte k is flipped to k + 128 (one xor), so a lane accumulates sum (k + 128) q, and the query's
-// 128 * sum q is subtracted once per score. Four keys are scored together for all heads: one
-// load and one xor per key chunk, one vpdpbusd per (key, head, chunk), then the lanes of the
-// four keys of a head are reduced together (two rounds of interleaves and a fold) into four sums.
+// vpdpbusd multiplies unsigned by signed bytes, and the keys are the unsigned side:
+// - int8 keys: each key byte k is flipped to k + 128 (one xor), so a lane accumulates
+//   sum (k + 128) q, and the query's 128 * sum q is subtracted once per score;
+// - 4-bit channel rows: each nibble c in [0, 15] becomes a byte (a shift and a mask), a lane
+//   accumulates sum c q, and 8 * sum q is subtracted, leaving sum (c - 8) q.
+// Four keys are scored together for all heads: one load per key chunk, one vpdpbusd per (key,
+// head, chunk), then the lanes of the four keys of a head are reduced together (two rounds of
+// interleaves and a fold) into four sums.
 // GCC 12 reports the _mm512_undefined_epi32() pass-through operand inside avx512fintrin.h's
 // unpack and extract intrinsics as "maybe uninitialized" once they are inlined here (a false
 // positive: those lanes are never read). The pragma must precede the header's first inclusion.
@@ -59,6 +62,37 @@ inline V UnpackHi64(V a, V b) { return _mm256_unpackhi_epi64(a, b); }
 inline V Add(V a, V b) { return _mm256_add_epi32(a, b); }
 #endif
 
+// The unsigned side of a chunk of kChunk products, and the query chunk it pairs with.
+struct Int8Keys {  // kChunk key bytes, k + 128
+  static constexpr uint32_t kBytes = kChunk;
+  static constexpr int32_t kOffset = 128;
+  static inline V Key(const uint8_t* p) { return Flip(Load(p)); }
+  static inline V Query(V q) { return q; }
+};
+struct Q4Rows {  // kChunk codes in kChunk / 2 bytes of q4_0 blocks (16 bytes per 32 codes)
+  static constexpr uint32_t kBytes = kChunk / 2;
+  static constexpr int32_t kOffset = 8;
+#if KVS_KD_VNNI == 2
+  // Two blocks' 32 bytes in both halves; the upper half shifted by 4: the 128-bit lanes hold the
+  // codes of elements 0-15, 32-47 (low nibbles), 16-31, 48-63 (high nibbles).
+  static inline V Key(const uint8_t* p) {
+    const V b = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+    const V counts = _mm512_inserti64x4(Zero(), _mm256_set1_epi16(4), 1);
+    return _mm512_and_si512(_mm512_srlv_epi16(b, counts), _mm512_set1_epi8(0x0F));
+  }
+  // The query's 64 bytes in element order, lanes (0, 1, 2, 3) -> (0, 2, 1, 3): Key's order.
+  static inline V Query(V q) { return _mm512_shuffle_i64x2(q, q, _MM_SHUFFLE(3, 1, 2, 0)); }
+#else
+  // One block's 16 bytes: low nibbles (elements 0-15), then high nibbles (16-31).
+  static inline V Key(const uint8_t* p) {
+    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    const __m128i m = _mm_set1_epi8(0x0F);
+    return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(b, 4), m), _mm_and_si128(b, m));
+  }
+  static inline V Query(V q) { return q; }
+#endif
+};
+
 // The four lane sums of a0..a3 (exact int32 arithmetic, any order).
 inline __m128i Reduce4(V a0, V a1, V a2, V a3) {
   const V t01 = Add(UnpackLo32(a0, a1), UnpackHi32(a0, a1));
@@ -93,13 +127,14 @@ struct Cursor {
   }
 };
 
-// kC: chunks per key known at compile time (1, 2), or 0 for a runtime count.
-template <int NG, uint32_t kC>
+// kC: chunks per key known at compile time (1, 2), or 0 for a runtime count. K: Int8Keys or
+// Q4Rows, key j's chunk c at keys + j * key_bytes + c * K::kBytes.
+template <class K, int NG, uint32_t kC>
 void DotsNG(const int8_t* q, const int32_t* qsum, uint32_t D, const uint8_t* keys,
             uint64_t key_bytes, int32_t n, float* out, int64_t out_stride, const Prefetch& pf) {
   const uint32_t C = kC != 0 ? kC : D / kChunk;
   __m128i corr[NG];
-  for (int g = 0; g < NG; ++g) corr[g] = _mm_set1_epi32(128 * qsum[g]);
+  for (int g = 0; g < NG; ++g) corr[g] = _mm_set1_epi32(K::kOffset * qsum[g]);
   Cursor cursor(pf, n);
   for (int32_t j = 0; j < n; j += 4) {
     cursor.Issue();
@@ -112,17 +147,17 @@ void DotsNG(const int8_t* q, const int32_t* qsum, uint32_t D, const uint8_t* key
     for (uint32_t c = 0; c < C; ++c) {
       V qv[NG];
 #pragma GCC unroll 4
-      for (int g = 0; g < NG; ++g) qv[g] = Load(q + g * D + c * kChunk);
+      for (int g = 0; g < NG; ++g) qv[g] = K::Query(Load(q + g * D + c * kChunk));
       if (rest == 4) {
 #pragma GCC unroll 4
         for (int u = 0; u < 4; ++u) {
-          const V k = Flip(Load(keys + (j + u) * key_bytes + c * kChunk));
+          const V k = K::Key(keys + (j + u) * key_bytes + c * K::kBytes);
 #pragma GCC unroll 4
           for (int g = 0; g < NG; ++g) acc[u][g] = Dot(acc[u][g], k, qv[g]);
         }
       } else {  // the last 1-3 keys; the other lanes stay zero
         for (int u = 0; u < rest; ++u) {
-          const V k = Flip(Load(keys + (j + u) * key_bytes + c * kChunk));
+          const V k = K::Key(keys + (j + u) * key_bytes + c * K::kBytes);
 #pragma GCC unroll 4
           for (int g = 0; g < NG; ++g) acc[u][g] = Dot(acc[u][g], k, qv[g]);
         }
@@ -144,30 +179,36 @@ void DotsNG(const int8_t* q, const int32_t* qsum, uint32_t D, const uint8_t* key
   }
 }
 
-template <uint32_t kC>
+template <class K, uint32_t kC>
 void DotsC(const int8_t* q, const int32_t* qsum, int ng, uint32_t D, const uint8_t* keys,
            uint64_t key_bytes, int32_t n, float* out, int64_t out_stride, const Prefetch& pf) {
   switch (ng) {
-    case 1: return DotsNG<1, kC>(q, qsum, D, keys, key_bytes, n, out, out_stride, pf);
-    case 2: return DotsNG<2, kC>(q, qsum, D, keys, key_bytes, n, out, out_stride, pf);
-    case 3: return DotsNG<3, kC>(q, qsum, D, keys, key_bytes, n, out, out_stride, pf);
-    default: return DotsNG<4, kC>(q, qsum, D, keys, key_bytes, n, out, out_stride, pf);
+    case 1: return DotsNG<K, 1, kC>(q, qsum, D, keys, key_bytes, n, out, out_stride, pf);
+    case 2: return DotsNG<K, 2, kC>(q, qsum, D, keys, key_bytes, n, out, out_stride, pf);
+    case 3: return DotsNG<K, 3, kC>(q, qsum, D, keys, key_bytes, n, out, out_stride, pf);
+    default: return DotsNG<K, 4, kC>(q, qsum, D, keys, key_bytes, n, out, out_stride, pf);
   }
 }
 
-void Dots(const int8_t* q, const int32_t* qsum, int ng, uint32_t D, const uint8_t* keys,
-          uint64_t key_bytes, int32_t n, float* out, int64_t out_stride, const Prefetch& pf) {
+template <class K>
+void DotsK(const int8_t* q, const int32_t* qsum, int ng, uint32_t D, const uint8_t* keys,
+           uint64_t key_bytes, int32_t n, float* out, int64_t out_stride, const Prefetch& pf) {
   switch (D / kChunk) {
-    case 1: return DotsC<1>(q, qsum, ng, D, keys, key_bytes, n, out, out_stride, pf);
-    case 2: return DotsC<2>(q, qsum, ng, D, keys, key_bytes, n, out, out_stride, pf);
-    default: return DotsC<0>(q, qsum, ng, D, keys, key_bytes, n, out, out_stride, pf);
+    case 1: return DotsC<K, 1>(q, qsum, ng, D, keys, key_bytes, n, out, out_stride, pf);
+    case 2: return DotsC<K, 2>(q, qsum, ng, D, keys, key_bytes, n, out, out_stride, pf);
+    default: return DotsC<K, 0>(q, qsum, ng, D, keys, key_bytes, n, out, out_stride, pf);
   }
+}
+
+void Q4RowDots(const int8_t* q, const int32_t* qsum, int ng, uint32_t D, const uint8_t* rows,
+               int32_t n, float* out, int64_t out_stride, const Prefetch& pf) {
+  DotsK<Q4Rows>(q, qsum, ng, D, rows, D / 2, n, out, out_stride, pf);
 }
 
 }  // namespace
 
 const Kernels& kernels() {
-  static const Kernels k{.dots = &Dots, .chunk = kChunk};
+  static const Kernels k{.dots = &DotsK<Int8Keys>, .q4_rows = &Q4RowDots, .chunk = kChunk};
   return k;
 }
 

@@ -1,7 +1,7 @@
 // Attention scores of int8 keys as exact integer dot products (the K side of paged attention for
-// the int8 KV format). A query head is quantized once per attention item to int8 with one scale
-// (quantize_query_int8: d = amax / 127, q = round(x / d), llama.cpp's choice for the query of a
-// quantized K cache), and every score is then
+// the int8 KV format, and for 4-bit per-channel keys: Q4RowDotsFn below). A query head is quantized
+// once per attention item to int8 with one scale (quantize_query_int8: d = amax / 127, q = round(x
+// / d), llama.cpp's choice for the query of a quantized K cache), and every score is then
 //
 //     score = (float(sum_i q_i * k_i) * d_q) * (d_k * attention scale)
 //
@@ -38,9 +38,18 @@ using KeyDotsFn = void (*)(const int8_t* q, const int32_t* qsum, int ng, uint32_
                            const uint8_t* keys, uint64_t key_bytes, int32_t n, float* out,
                            int64_t out_stride, const Prefetch& prefetch);
 
+// 4-bit per-channel key rows (quant/kv_channel_groups.h: q4_0's nibble order, no scales), row j's
+// D / 2 bytes at rows + j * D / 2: out[g * out_stride + j] = float(sum_i q[g * D + i] *
+// (code_j[i] - 8)) for g < ng (1..4) and j < n, q in element order. qsum[g] = sum of q[g * D + i].
+// D % chunk == 0. Exact: |sum| <= D * 127 * 8 < 2^24 for any head dim up to 16K.
+using Q4RowDotsFn = void (*)(const int8_t* q, const int32_t* qsum, int ng, uint32_t D,
+                             const uint8_t* rows, int32_t n, float* out, int64_t out_stride,
+                             const Prefetch& prefetch);
+
 struct Kernels {
   KeyDotsFn dots;
-  uint32_t chunk;  // bytes per vpdpbusd: 64 (AVX512-VNNI) or 32 (AVX-VNNI)
+  Q4RowDotsFn q4_rows;
+  uint32_t chunk;  // products per vpdpbusd: 64 (AVX512-VNNI) or 32 (AVX-VNNI)
 };
 
 const Kernels& kernels_avx512vnni();

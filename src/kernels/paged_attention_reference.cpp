@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "core/half.h"
@@ -11,10 +12,43 @@
 #include "kernels/paged_attention.h"
 #include "quant/hadamard.h"
 #include "quant/key_tails.h"
+#include "quant/kv_channel_groups.h"
 #include "quant/kv_codecs.h"
 #include "quant/recent_window.h"
 
 namespace kvs {
+namespace {
+
+// q . k for a sealed 4-bit per-channel key (kernels/attention_channel_keys-inl.h): the group's
+// qs = q x step quantized to int8, sum q min + 8 sum qs + d sum qi (code - 8).
+double q4_channel_key_dot(const PagedKvLayout& kv, uint32_t blk, uint32_t layer, uint32_t kvh,
+                          int32_t j, const float* q) {
+  const uint32_t D = kv.head_dim;
+  const uint32_t G = kv_channel_group_tokens(kv.k_dtype);
+  const ChannelBits code = channel_bits(kv.k_dtype);
+  const uint8_t* group = kv.k_head(blk, layer, kvh) +
+                         uint64_t(j / G * G % kv.block_size / G) * channel_group_bytes(code, G, D);
+  const uint8_t* mins = channel_group_minimums(group);
+  const uint8_t* steps = channel_group_steps(group, D);
+  std::vector<float> qs(D);
+  std::vector<int8_t> qi(D);
+  double d = 0;
+  for (uint32_t i = 0; i < D; ++i) {
+    uint16_t m16, s16;
+    std::memcpy(&m16, mins + 2 * i, 2);
+    std::memcpy(&s16, steps + 2 * i, 2);
+    qs[i] = q[i] * f16_to_f32(s16);
+    d += double(q[i]) * f16_to_f32(m16) + 8.0 * qs[i];
+  }
+  int32_t qsum = 0;
+  const float dq = quantize_query_int8(qs.data(), D, qi.data(), &qsum);
+  const uint8_t* row = channel_group_codes(group, 4, uint32_t(j) % G, D);
+  int64_t isum = 0;
+  for (uint32_t i = 0; i < D; ++i) isum += int64_t{qi[i]} * (int64_t{channel_code(row, 4, i)} - 8);
+  return d + double(dq) * double(isum);
+}
+
+}  // namespace
 
 void paged_attention_reference(const PagedAttentionArgs& a) {
   const PagedKvLayout& kv = a.kv;
@@ -63,12 +97,17 @@ void paged_attention_reference(const PagedAttentionArgs& a) {
           // Per-channel keys: the query's own group in f16 (quant/key_tails.h).
           const int32_t G = static_cast<int32_t>(std::max(1u, kv_channel_group_tokens(kv.k_dtype)));
           const int32_t own_start = (n - 1) / G * G;
+          const uint16_t* own = nullptr;
           if (kv_dtype_per_channel(kv.k_dtype) && j >= own_start && kv.key_tails != nullptr) {
-            if (const uint16_t* own =
-                    kv.key_tails->step_key(blk, j % kv.block_size, kv.block_size, kvh))
+            own = kv.key_tails->step_key(blk, j % kv.block_size, kv.block_size, kvh);
+            if (own != nullptr)
               for (uint32_t i = 0; i < D; ++i) k[i] = f16_to_f32(own[i]);
           }
-          for (uint32_t i = 0; i < D; ++i) d += double(q[i]) * k[i];
+          if (own == nullptr && channel_group_bits(kv.k_dtype) == 4) {
+            d = q4_channel_key_dot(kv, blk, a.layer, kvh, j, q);
+          } else {
+            for (uint32_t i = 0; i < D; ++i) d += double(q[i]) * k[i];
+          }
         }
         sc[j - j0] = d * a.scale;
         m = std::max(m, sc[j - j0]);

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <numeric>
@@ -17,6 +18,7 @@
 #include "kernels/kv_write.h"
 #include "kernels/paged_attention.h"
 #include "kvcache/kv_block_storage.h"
+#include "quant/kv_format.h"
 
 namespace kvs {
 namespace {
@@ -97,6 +99,51 @@ TEST_P(Int8KeyDotsTest, SumsAreExact) {
   }
 }
 
+// 4-bit per-channel rows (q4_0's nibble order: byte b of a 32-code block holds code b in its low
+// nibble, b + 16 in its high one): sum q (code - 8), exact, at the extremes too.
+TEST_P(Int8KeyDotsTest, Q4RowSumsAreExact) {
+  const auto* kd = kernels_or_skip(GetParam());
+  if (kd == nullptr) GTEST_SKIP() << int8_isa_name(GetParam()) << " not supported by this CPU";
+  std::mt19937 rng(8);
+  std::uniform_int_distribution<int> qbyte(-127, 127), nibble(0, 15);
+  for (uint32_t D : {32u, 64u, 128u, 256u}) {
+    if (D % kd->chunk != 0) continue;
+    for (int ng = 1; ng <= 4; ++ng) {
+      for (int32_t n : {1, 3, 4, 5, 16, 37, 64}) {
+        for (int extreme = 0; extreme < 3; ++extreme) {
+          std::vector<int8_t> q(size_t(ng) * D);
+          std::vector<uint8_t> rows(size_t(n) * D / 2);
+          for (auto& v : q) v = static_cast<int8_t>(extreme == 0 ? qbyte(rng) : -127);
+          for (auto& v : rows)
+            v = static_cast<uint8_t>(extreme == 0   ? nibble(rng) | nibble(rng) << 4
+                                     : extreme == 1 ? 0xFF
+                                                    : 0x00);
+          std::vector<int32_t> qsum(ng);
+          for (int g = 0; g < ng; ++g)
+            qsum[g] = std::accumulate(q.begin() + g * D, q.begin() + (g + 1) * D, 0);
+          const int64_t stride = n + 2;
+          std::vector<float> out(size_t(ng) * stride, -1.0f);
+          kd->q4_rows(q.data(), qsum.data(), ng, D, rows.data(), n, out.data(), stride,
+                      int8_key_dots::Prefetch{.p = {rows.data(), nullptr}, .bytes = {64, 0}});
+          for (int g = 0; g < ng; ++g) {
+            for (int32_t j = 0; j < n; ++j) {
+              int32_t s = 0;
+              for (uint32_t i = 0; i < D; ++i) {
+                const uint8_t byte = rows[j * D / 2 + i / 32 * 16 + i % 16];
+                const int32_t code = i % 32 < 16 ? byte & 0x0F : byte >> 4;
+                s += int32_t{q[g * D + i]} * (code - 8);
+              }
+              ASSERT_EQ(out[g * stride + j], static_cast<float>(s))
+                  << "D " << D << " ng " << ng << " n " << n << " row " << j;
+            }
+            for (int64_t j = n; j < stride; ++j) ASSERT_EQ(out[g * stride + j], -1.0f);
+          }
+        }
+      }
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Isas, Int8KeyDotsTest,
                          ::testing::Values(Int8Isa::kAvxVnni, Int8Isa::kAvx512Vnni),
                          [](const ::testing::TestParamInfo<Int8Isa>& info) {
@@ -106,16 +153,16 @@ INSTANTIATE_TEST_SUITE_P(Isas, Int8KeyDotsTest,
                            return s;
                          });
 
-// Paged attention over int8 K (and int8_had K, against the rotated query): the VNNI scores and
-// the Highway int16 scores are the same integers with the same factors, so on one Highway target
-// every ISA gives the same output bits (long contexts split into segments, head groups above one
-// register batch, a short tail block).
+// Paged attention over int8 K (and int8_had K, against the rotated query; and 4-bit per-channel
+// K, against each group's int8 q x step): the VNNI scores and the Highway scores are the same
+// integers with the same factors, so on one Highway target every ISA gives the same output bits
+// (long contexts split into segments, head groups above one register batch, a short tail block).
 class Int8KeyAttentionTest : public ::testing::TestWithParam<KvDtype> {};
 
 TEST_P(Int8KeyAttentionTest, EveryIsaGivesTheSameBits) {
   const KvDtype k_dtype = GetParam();
   for (uint32_t D : {64u, 128u}) {
-    const uint32_t H = 10, KVH = 2, bs = 16;
+    const uint32_t H = 10, KVH = 2, bs = std::max(16u, kv_channel_group_tokens(k_dtype));
     const int n = 700;
     const uint32_t nblocks = (n + bs - 1) / bs;
     auto storage = KvBlockStorage::create({.num_blocks = nblocks,
@@ -168,7 +215,8 @@ TEST_P(Int8KeyAttentionTest, EveryIsaGivesTheSameBits) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Formats, Int8KeyAttentionTest,
-                         ::testing::Values(KvDtype::kInt8, KvDtype::kInt8Had),
+                         ::testing::Values(KvDtype::kInt8, KvDtype::kInt8Had, KvDtype::kInt4Chan,
+                                           KvDtype::kInt4Chan64),
                          [](const ::testing::TestParamInfo<KvDtype>& info) {
                            return std::string(kv_dtype_name(info.param));
                          });

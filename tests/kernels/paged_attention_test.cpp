@@ -21,6 +21,7 @@
 #include "kernels/kv_write.h"
 #include "kvcache/kv_block_storage.h"
 #include "quant/hadamard.h"
+#include "quant/kv_channel_groups.h"
 
 namespace kvs {
 namespace {
@@ -183,14 +184,21 @@ TEST_P(PagedAttentionTest, MatchesContiguousWithShuffledBlocks) {
     contiguous_attention(q_seen.data() + t * H * D, keys, vs[owner[t]], ctx[t], H, KVH, D, 0.125f,
                          expect.data() + t * H * D);
   }
+  // 4-bit per-channel keys are scored against the group's q x step rounded to int8
+  // (kernels/attention_channel_keys-inl.h), which the reference models and this oracle does not:
+  // the reference is held to the oracle within that rounding's effect, the kernel to the
+  // reference. That bound is about 2x the largest difference measured here (0.011, int4_chan); the
+  // 4-bit keys themselves move these outputs by up to 0.2 from f32 attention (QuantizedVsF32Test).
+  const bool q4_channel = channel_group_bits(c.k_dtype) == 4;
   for (size_t i = 0; i < out.size(); ++i)
-    ASSERT_NEAR(ref[i], expect[i], 1e-5) << "reference vs contiguous at " << i;
+    ASSERT_NEAR(ref[i], expect[i], q4_channel ? 2e-2 : 1e-5) << "reference vs contiguous at " << i;
+  const std::vector<float>& oracle = q4_channel ? ref : expect;
   test::for_each_target([&] {
     std::fill(out.begin(), out.end(), 0.0f);
     paged_attention(args, pool);
     for (size_t i = 0; i < out.size(); ++i)
-      ASSERT_NEAR(out[i], expect[i], 2e-5 * (1 + std::abs(expect[i])))
-          << "kernel vs contiguous at " << i;
+      ASSERT_NEAR(out[i], oracle[i], 2e-5 * (1 + std::abs(oracle[i])))
+          << "kernel vs " << (q4_channel ? "reference" : "contiguous") << " at " << i;
   });
 }
 
