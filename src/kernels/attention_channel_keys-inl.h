@@ -27,12 +27,41 @@ namespace hn = hwy::HWY_NAMESPACE;
 // queries once (qs = q x step, and the constant sum q x min) and each key is one dot product of
 // qs with its codes, unpacked to floats.
 //
-// 4-bit rows are scored against an int8 qs instead (the group's qs of a head quantized with one
-// scale d = max |qs| / 127, as int8 keys' queries are): q . k = sum q min + 8 sum qs +
-// d sum qi (code - 8). The integer sum is exact in floats and in VNNI's int32 lanes
-// (kernels/int8_key_dots.h), so every path gives the same scores. The query's rounding adds
-// sum (qs - d qi) (code - 8): at most d/2 x |code - 8| per channel, against the codes' own
-// error of up to qs/2 (docs/kv-quantization.md measures what it does to perplexity).
+// 4-bit and int2mix_chan64 codes are scored against an int8 qs instead (the group's qs of a head
+// quantized with one scale d = max |qs| / 127, as int8 keys' queries are): for 4-bit codes
+// q . k = sum q min + 8 sum qs + d sum qi (code - 8), for int2mix's sum q min + d sum qi code
+// (code = the 2-bit code + 4 x the wide channels' third bit). The integer sum is exact in floats
+// and in VNNI's int32 lanes (kernels/int8_key_dots.h), so every path gives the same scores. The
+// query's rounding adds sum (qs - d qi) code': at most d/2 x |code'| per channel, against the
+// codes' own error of up to qs/2 (docs/kv-quantization.md measures what it does to perplexity).
+// What the cursor has not yet requested of this block, for a VNNI kernel to request.
+static HWY_INLINE int8_key_dots::Prefetch TakeRest(PrefetchCursor& pf) {
+  const int8_key_dots::Prefetch rest{
+      .p = {pf.p0 != nullptr ? pf.p0 + std::min(pf.done0, pf.bytes0) : nullptr,
+            pf.p1 != nullptr ? pf.p1 + std::min(pf.done1, pf.bytes1) : nullptr},
+      .bytes = {pf.bytes0 - std::min(pf.done0, pf.bytes0),
+                pf.bytes1 - std::min(pf.done1, pf.bytes1)}};
+  pf.done0 = pf.bytes0;
+  pf.done1 = pf.bytes1;
+  return rest;
+}
+
+// A VNNI kernel's integer sums [g * len, + n) -> scores: (sum + add) x factor, as the readers'.
+template <int NG>
+static HWY_INLINE void FinishIntegerScores(float* out, int32_t len, int32_t n, const float* add,
+                                           const float* factor) {
+  const DF df;
+  const size_t L = hn::Lanes(df);
+  for (int g = 0; g < NG; ++g) {
+    float* o = out + g * len;
+    const VF va = hn::Set(df, add[g]), vf = hn::Set(df, factor[g]);
+    int32_t i = 0;
+    for (; i + int32_t(L) <= n; i += L)
+      hn::StoreU(hn::Mul(hn::Add(hn::LoadU(df, o + i), va), vf), df, o + i);
+    for (; i < n; ++i) o[i] = (o[i] + add[g]) * factor[g];
+  }
+}
+
 template <int NG>
 static void ScoreKeysChannel(const RangeArgs& r, float* codes) {
   const PagedAttentionArgs& a = *r.a;
@@ -47,16 +76,21 @@ static void ScoreKeysChannel(const RangeArgs& r, float* codes) {
   const uint32_t* table = a.block_table[r.t];
   const DF df;
   const size_t L = hn::Lanes(df);
-  // 4-bit codes are scored against int8 qs on every path (above); int4's reader reads their rows
-  // where it fits the target's lanes, VNNI where the CPU has it and the rows fill its vectors.
+  // 4-bit and int2mix codes are scored against int8 qs on every path (above); int4's reader reads
+  // 4-bit rows where it fits the target's lanes, VNNI where the CPU has it and the rows fill its
+  // vectors.
   const bool q4 = bits == 4;
+  const bool int_qs = int8_key_dots::channel_keys_in_int8(code);
   const bool q4_rows = q4 && readers_fit(KvDtype::kInt4, D);
   const int8_key_dots::Kernels* vnni =
       q4_rows && r.int8_dots != nullptr && D % r.int8_dots->chunk == 0 ? r.int8_dots : nullptr;
+  const int8_key_dots::MixRowDotsFn vnni_mix =
+      code.wide && r.int8_dots != nullptr && D % 64 == 0 && D <= 256 ? r.int8_dots->mix_rows
+                                                                     : nullptr;
   thread_local std::vector<float> qs, wide_terms;
   thread_local std::vector<int8_t> q8;
   if (qs.size() < size_t{NG} * D) qs.resize(size_t{NG} * D);
-  if (q4 && q8.size() < size_t{NG} * D) q8.resize(size_t{NG} * D);
+  if (int_qs && q8.size() < size_t{NG} * D) q8.resize(size_t{NG} * D);
   // The query's own group is read in f16 (quant/key_tails.h), the groups before it sealed.
   const int32_t own_start = (a.context_len[r.t] - 1) / G * G;
   const KeyTails* tails = kv.key_tails;
@@ -119,7 +153,7 @@ static void ScoreKeysChannel(const RangeArgs& r, float* codes) {
           c_max[g] = hn::Max(c_max[g], hn::Abs(qst));
         }
       }
-      if (q4)  // qs -> int8 in lanes, as quantize_query_int8 rounds it (the reference's)
+      if (int_qs)  // qs -> int8 in lanes, as quantize_query_int8 rounds it (the reference's)
         for (int g = 0; g < NG; ++g) {
           const float amax = hn::GetLane(hn::MaxOfLanes(df, c_max[g]));
           float* x = qs.data() + g * D;
@@ -160,7 +194,7 @@ static void ScoreKeysChannel(const RangeArgs& r, float* codes) {
           c_qs += qs[g * D + i];
         }
         q_const[g] = c + (q4 ? ChannelRowQ4::kOffset * c_qs : 0.0f);
-        if (q4) {
+        if (int_qs) {
           float* x = qs.data() + g * D;
           int8_t* qi = q8.data() + g * D;
           qd[g] = quantize_query_int8(x, D, qi, &qsum[g]);
@@ -172,7 +206,7 @@ static void ScoreKeysChannel(const RangeArgs& r, float* codes) {
       add[g] = q_const[g];
       factor[g] = a.scale;
     }
-    if (q4)  // qs is int8 now (qi, also as floats for the float paths): dot = sum qi (code - 8)
+    if (int_qs)  // qs is int8 now (qi, also as floats for the float paths): dot = sum qi code'
       for (int g = 0; g < NG; ++g)
         if (qd[g] > 0.0f) {
           add[g] = q_const[g] / qd[g];
@@ -180,31 +214,25 @@ static void ScoreKeysChannel(const RangeArgs& r, float* codes) {
         }  // else every qi is 0 and the score is q_const x scale
     if (q4_rows) {
       if (vnni != nullptr) {
-        // The VNNI kernel prefetches what the cursor has not yet requested of this block.
-        const int8_key_dots::Prefetch rest{
-            .p = {pf.p0 != nullptr ? pf.p0 + std::min(pf.done0, pf.bytes0) : nullptr,
-                  pf.p1 != nullptr ? pf.p1 + std::min(pf.done1, pf.bytes1) : nullptr},
-            .bytes = {pf.bytes0 - std::min(pf.done0, pf.bytes0),
-                      pf.bytes1 - std::min(pf.done1, pf.bytes1)}};
-        pf.done0 = pf.bytes0;
-        pf.done1 = pf.bytes1;
+        const int8_key_dots::Prefetch rest = TakeRest(pf);
         const int32_t n = end - j;
         float* out = r.scores + (j - r.j0);
         vnni->q4_rows(q8.data(), qsum, NG, D, channel_group_codes(group, 4, uint32_t(j % G), D), n,
                       out, len, rest);
-        for (int g = 0; g < NG; ++g) {
-          float* o = out + g * len;
-          const VF va = hn::Set(df, add[g]), vf = hn::Set(df, factor[g]);
-          int32_t i = 0;
-          for (; i + int32_t(L) <= n; i += L)
-            hn::StoreU(hn::Mul(hn::Add(hn::LoadU(df, o + i), va), vf), df, o + i);
-          for (; i < n; ++i) o[i] = (o[i] + add[g]) * factor[g];
-        }
+        FinishIntegerScores<NG>(out, len, n, add, factor);
         j = end;
         continue;
       }
       j = ScoreChannelRowsD<ChannelRowQ4, NG>(r, group, G, qs.data(), add, factor, j, end, pf,
                                               lines_per_step);
+    } else if (code.wide && vnni_mix != nullptr) {
+      const int32_t n = end - j;
+      float* out = r.scores + (j - r.j0);
+      vnni_mix(q8.data(), NG, D, steps, channel_group_codes(group, 2, uint32_t(j % G), D),
+               channel_group_wide_bits(group, uint32_t(j % G), D), n, out, len, TakeRest(pf));
+      FinishIntegerScores<NG>(out, len, n, add, factor);
+      j = end;
+      continue;
     } else if (code.wide) {
       // int2mix_chan64: the wide channels' third bits stand for 4 x (q x step) each, added in
       // lanes with the 2-bit rows' sums (targets of fewer than 8 lanes: the scalar loop below).

@@ -14,10 +14,13 @@
 // unpack and extract intrinsics as "maybe uninitialized" once they are inlined here (a false
 // positive: those lanes are never read). The pragma must precede the header's first inclusion.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+// The same for broadcast, permute, widen and narrow intrinsics, reported as "used uninitialized".
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 
 #include "kernels/int8_key_dots.h"
 
@@ -205,10 +208,125 @@ void Q4RowDots(const int8_t* q, const int32_t* qsum, int ng, uint32_t D, const u
   DotsK<Q4Rows>(q, qsum, ng, D, rows, D / 2, n, out, out_stride, pf);
 }
 
+#if KVS_KD_VNNI == 2
+// int2mix_chan64 rows (kernels/int8_key_dots.h's MixRowDotsFn), 64 channels per chunk. A row's
+// 16 code bytes are broadcast to the four 128-bit lanes and lane L shifted by 2 L, so byte b of
+// lane L is channel 4 b + L's code; the query is laid out the same way once per call. The third
+// bits become bytes of 4 (one masked set) against the wide channels' queries in their order, in
+// the same accumulator.
+template <int NG, uint32_t kC>
+void MixRowsNG(const int8_t* q, const uint8_t* steps, const uint8_t* rows, const uint8_t* thirds,
+               int32_t n, float* out, int64_t out_stride, const Prefetch& pf) {
+  constexpr uint32_t D = 64 * kC, row_bytes = D / 4, third_bytes = D / 32;
+  // Per chunk of 64 channels: the wide ones (their f16 steps' sign bits), and the query in the
+  // codes' order: in each 128-bit lane the bytes grouped by channel % 4 (a shuffle), then the
+  // 4 x 4 dwords transposed across the lanes.
+  const V by_lane =
+      _mm512_broadcast_i32x4(_mm_setr_epi8(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15));
+  const V transpose = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+  uint64_t wide[kC];
+  for (uint32_t c = 0; c < kC; ++c)
+    wide[c] = _cvtmask32_u32(_mm512_movepi16_mask(Load(steps + 128 * c))) |
+              uint64_t{_cvtmask32_u32(_mm512_movepi16_mask(Load(steps + 128 * c + 64)))} << 32;
+  V qp[NG][kC];
+  alignas(64) int8_t qw[NG][64 + 16] = {};
+  for (int g = 0; g < NG; ++g) {
+    uint32_t k = 0;
+    for (uint32_t c = 0; c < kC; ++c) {
+      const V x = Load(q + g * D + 64 * c);
+      qp[g][c] = _mm512_permutexvar_epi32(transpose, _mm512_shuffle_epi8(x, by_lane));
+      for (uint32_t p = 0; p < 4; ++p) {  // the wide channels' bytes, 16 channels at a time
+        const __mmask16 m = static_cast<__mmask16>(wide[c] >> (16 * p));
+        const V w = _mm512_maskz_compress_epi32(
+            m, _mm512_cvtepi8_epi32(
+                   _mm_loadu_si128(reinterpret_cast<const __m128i*>(q + g * D + 64 * c + 16 * p))));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(qw[g] + k), _mm512_cvtepi32_epi8(w));
+        k += static_cast<uint32_t>(__builtin_popcount(m));
+      }
+    }
+  }
+  const V counts =
+      _mm512_set_epi64(0x0006000600060006, 0x0006000600060006, 0x0004000400040004,
+                       0x0004000400040004, 0x0002000200020002, 0x0002000200020002, 0, 0);
+  const V three = _mm512_set1_epi8(3), four = _mm512_set1_epi8(4);
+  Cursor cursor(pf, n);
+  for (int32_t j = 0; j < n; j += 4) {
+    cursor.Issue();
+    const int rest = std::min<int32_t>(4, n - j);
+    V acc[4][NG];
+#pragma GCC unroll 16
+    for (int u = 0; u < 4; ++u)
+#pragma GCC unroll 4
+      for (int g = 0; g < NG; ++g) acc[u][g] = Zero();
+    const auto key = [&](int u) __attribute__((always_inline)) {
+      const uint8_t* row = rows + int64_t{j + u} * row_bytes;
+#pragma GCC unroll 4
+      for (uint32_t c = 0; c < kC; ++c) {
+        const V b =
+            _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 16 * c)));
+        const V codes = _mm512_and_si512(_mm512_srlv_epi16(b, counts), three);
+#pragma GCC unroll 4
+        for (int g = 0; g < NG; ++g) acc[u][g] = Dot(acc[u][g], codes, qp[g][c]);
+      }
+      uint64_t bits = 0;
+      std::memcpy(&bits, thirds + int64_t{j + u} * third_bytes, third_bytes);
+      const V t = _mm512_maskz_mov_epi8(bits, four);
+#pragma GCC unroll 4
+      for (int g = 0; g < NG; ++g) acc[u][g] = Dot(acc[u][g], t, Load(qw[g]));
+    };
+    if (rest == 4) {
+#pragma GCC unroll 4
+      for (int u = 0; u < 4; ++u) key(u);
+    } else {  // the last 1-3 keys; the other lanes stay zero
+      for (int u = 0; u < rest; ++u) key(u);
+    }
+#pragma GCC unroll 4
+    for (int g = 0; g < NG; ++g) {
+      const __m128 f = _mm_cvtepi32_ps(Reduce4(acc[0][g], acc[1][g], acc[2][g], acc[3][g]));
+      float* o = out + g * out_stride + j;
+      if (rest == 4) {
+        _mm_storeu_ps(o, f);
+      } else {
+        alignas(16) float tmp[4];
+        _mm_store_ps(tmp, f);
+        for (int u = 0; u < rest; ++u) o[u] = tmp[u];
+      }
+    }
+  }
+}
+
+template <uint32_t kC>
+void MixRowsC(const int8_t* q, int ng, const uint8_t* steps, const uint8_t* rows,
+              const uint8_t* thirds, int32_t n, float* out, int64_t out_stride,
+              const Prefetch& pf) {
+  switch (ng) {
+    case 1: return MixRowsNG<1, kC>(q, steps, rows, thirds, n, out, out_stride, pf);
+    case 2: return MixRowsNG<2, kC>(q, steps, rows, thirds, n, out, out_stride, pf);
+    case 3: return MixRowsNG<3, kC>(q, steps, rows, thirds, n, out, out_stride, pf);
+    default: return MixRowsNG<4, kC>(q, steps, rows, thirds, n, out, out_stride, pf);
+  }
+}
+
+void MixRowDots(const int8_t* q, int ng, uint32_t D, const uint8_t* steps, const uint8_t* rows,
+                const uint8_t* thirds, int32_t n, float* out, int64_t out_stride,
+                const Prefetch& pf) {
+  switch (D / 64) {
+    case 1: return MixRowsC<1>(q, ng, steps, rows, thirds, n, out, out_stride, pf);
+    case 2: return MixRowsC<2>(q, ng, steps, rows, thirds, n, out, out_stride, pf);
+    case 3: return MixRowsC<3>(q, ng, steps, rows, thirds, n, out, out_stride, pf);
+    default: return MixRowsC<4>(q, ng, steps, rows, thirds, n, out, out_stride, pf);
+  }
+}
+constexpr MixRowDotsFn kMixRows = &MixRowDots;
+#else
+constexpr MixRowDotsFn kMixRows = nullptr;  // AVX2 has no 16-bit shift per lane
+#endif
+
 }  // namespace
 
 const Kernels& kernels() {
-  static const Kernels k{.dots = &DotsK<Int8Keys>, .q4_rows = &Q4RowDots, .chunk = kChunk};
+  static const Kernels k{
+      .dots = &DotsK<Int8Keys>, .q4_rows = &Q4RowDots, .mix_rows = kMixRows, .chunk = kChunk};
   return k;
 }
 

@@ -17,6 +17,8 @@
 
 #include <cstdint>
 
+#include "quant/kv_channel_groups.h"
+
 namespace kvs {
 
 // q[0, D) = round(x / d) in [-127, 127] with d = max |x| / 127 (0 when x is all zero, and then
@@ -46,11 +48,28 @@ using Q4RowDotsFn = void (*)(const int8_t* q, const int32_t* qsum, int ng, uint3
                              const uint8_t* rows, int32_t n, float* out, int64_t out_stride,
                              const Prefetch& prefetch);
 
+// int2mix_chan64 rows (quant/kv_channel_groups.h): row j's 2-bit codes (LSB first) at
+// rows + j * D / 4, its third bits at thirds + j * D / 32 (bit k: the k-th wide channel's, in
+// channel order); `steps`: the group's D f16 steps, whose sign bits mark the wide channels (D / 4
+// of them). out[g * out_stride + j] = float(sum_i q[g * D + i] * code_j[i]), code = the 2-bit
+// code + 4 x the third bit, q in channel order. D % 64 == 0 and D <= 256. Exact: |sum| <=
+// D * 127 * 7 < 2^24.
+using MixRowDotsFn = void (*)(const int8_t* q, int ng, uint32_t D, const uint8_t* steps,
+                              const uint8_t* rows, const uint8_t* thirds, int32_t n, float* out,
+                              int64_t out_stride, const Prefetch& prefetch);
+
 struct Kernels {
   KeyDotsFn dots;
   Q4RowDotsFn q4_rows;
-  uint32_t chunk;  // products per vpdpbusd: 64 (AVX512-VNNI) or 32 (AVX-VNNI)
+  MixRowDotsFn mix_rows;  // nullptr on AVX-VNNI (the Highway reader gives the same sums)
+  uint32_t chunk;         // products per vpdpbusd: 64 (AVX512-VNNI) or 32 (AVX-VNNI)
 };
+
+// Per-channel key formats scored against int8 queries (each group's q x step rounded to int8,
+// kernels/attention_channel_keys-inl.h): 4-bit codes and int2mix_chan64's.
+[[nodiscard]] inline bool channel_keys_in_int8(ChannelBits code) {
+  return code.bits == 4 || code.wide;
+}
 
 const Kernels& kernels_avx512vnni();
 const Kernels& kernels_avxvnni();

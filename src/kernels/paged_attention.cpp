@@ -482,11 +482,13 @@ void PagedAttention(const PagedAttentionArgs& a, ThreadPool& pool) {
   // Scored against int8 queries: int8 keys, and int8_had keys against the rotated queries (on
   // every path, the scalar fallback's too: its integer scores are in the stored space).
   const bool k_int8 = kv_dtype_int8_keys(kv.k_dtype);
-  // The VNNI kernels score int8 keys and 4-bit per-channel keys (their codes against an int8
-  // query, kernels/attention_channel_keys-inl.h) where the CPU has them and the head dim fits
-  // their vectors.
-  const bool k_q4_rows = kv_dtype_per_channel(kv.k_dtype) && channel_bits(kv.k_dtype).bits == 4;
-  const int8_key_dots::Kernels* int8_dots = k_int8 || k_q4_rows ? int8_key_dots::active() : nullptr;
+  // The VNNI kernels score int8 keys and 4-bit and int2mix per-channel keys (their codes against
+  // an int8 query, kernels/attention_channel_keys-inl.h) where the CPU has them and the head dim
+  // fits their vectors.
+  const bool k_int_channels = kv_dtype_per_channel(kv.k_dtype) &&
+                              int8_key_dots::channel_keys_in_int8(channel_bits(kv.k_dtype));
+  const int8_key_dots::Kernels* int8_dots =
+      k_int8 || k_int_channels ? int8_key_dots::active() : nullptr;
   if (int8_dots != nullptr && (!readers_fit(kv.k_dtype, D) || D % int8_dots->chunk != 0))
     int8_dots = nullptr;
   const bool with_q16 = k_int8 && int8_dots == nullptr;

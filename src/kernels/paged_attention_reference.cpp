@@ -19,33 +19,35 @@
 namespace kvs {
 namespace {
 
-// q . k for a sealed 4-bit per-channel key (kernels/attention_channel_keys-inl.h): the group's
-// qs = q x step quantized to int8, sum q min + 8 sum qs + d sum qi (code - 8).
-double q4_channel_key_dot(const PagedKvLayout& kv, uint32_t blk, uint32_t layer, uint32_t kvh,
-                          int32_t j, const float* q) {
+// q . k for a sealed key of a per-channel format scored in integers (4-bit codes and int2mix's,
+// kernels/attention_channel_keys-inl.h): the group's qs = q x step quantized to int8,
+// sum q min + o sum qs + d sum qi (code - o), with o = 8 for 4-bit codes and 0 for int2mix's.
+double int_channel_key_dot(const PagedKvLayout& kv, uint32_t blk, uint32_t layer, uint32_t kvh,
+                           int32_t j, const float* q) {
   const uint32_t D = kv.head_dim;
   const uint32_t G = kv_channel_group_tokens(kv.k_dtype);
   const ChannelBits code = channel_bits(kv.k_dtype);
+  const double offset = code.bits == 4 ? 8.0 : 0.0;
   const uint8_t* group = kv.k_head(blk, layer, kvh) +
                          uint64_t(j / G * G % kv.block_size / G) * channel_group_bytes(code, G, D);
   const uint8_t* mins = channel_group_minimums(group);
   const uint8_t* steps = channel_group_steps(group, D);
-  std::vector<float> qs(D);
+  std::vector<float> qs(D), codes(D);
   std::vector<int8_t> qi(D);
   double d = 0;
   for (uint32_t i = 0; i < D; ++i) {
     uint16_t m16, s16;
     std::memcpy(&m16, mins + 2 * i, 2);
     std::memcpy(&s16, steps + 2 * i, 2);
-    qs[i] = q[i] * f16_to_f32(s16);
-    d += double(q[i]) * f16_to_f32(m16) + 8.0 * qs[i];
+    qs[i] = q[i] * f16_to_f32(s16 & 0x7FFFu);
+    d += double(q[i]) * f16_to_f32(m16) + offset * qs[i];
   }
   int32_t qsum = 0;
   const float dq = quantize_query_int8(qs.data(), D, qi.data(), &qsum);
-  const uint8_t* row = channel_group_codes(group, 4, uint32_t(j) % G, D);
-  int64_t isum = 0;
-  for (uint32_t i = 0; i < D; ++i) isum += int64_t{qi[i]} * (int64_t{channel_code(row, 4, i)} - 8);
-  return d + double(dq) * double(isum);
+  channel_row_codes(code, group, uint32_t(j) % G, D, codes.data());
+  double isum = 0;
+  for (uint32_t i = 0; i < D; ++i) isum += double(qi[i]) * (double(codes[i]) - offset);
+  return d + double(dq) * isum;
 }
 
 }  // namespace
@@ -103,8 +105,9 @@ void paged_attention_reference(const PagedAttentionArgs& a) {
             if (own != nullptr)
               for (uint32_t i = 0; i < D; ++i) k[i] = f16_to_f32(own[i]);
           }
-          if (own == nullptr && channel_group_bits(kv.k_dtype) == 4) {
-            d = q4_channel_key_dot(kv, blk, a.layer, kvh, j, q);
+          if (own == nullptr && kv_dtype_per_channel(kv.k_dtype) &&
+              int8_key_dots::channel_keys_in_int8(channel_bits(kv.k_dtype))) {
+            d = int_channel_key_dot(kv, blk, a.layer, kvh, j, q);
           } else {
             for (uint32_t i = 0; i < D; ++i) d += double(q[i]) * k[i];
           }

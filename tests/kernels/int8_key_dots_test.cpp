@@ -144,6 +144,63 @@ TEST_P(Int8KeyDotsTest, Q4RowSumsAreExact) {
   }
 }
 
+// int2mix_chan64 rows: 2-bit codes LSB first, a third bit per wide channel (D / 4 of them, in
+// channel order), sum q (code + 4 x third), exact, at the extremes too.
+TEST_P(Int8KeyDotsTest, MixRowSumsAreExact) {
+  const auto* kd = kernels_or_skip(GetParam());
+  if (kd == nullptr) GTEST_SKIP() << int8_isa_name(GetParam()) << " not supported by this CPU";
+  if (kd->mix_rows == nullptr)
+    GTEST_SKIP() << "no int2mix kernel for " << int8_isa_name(GetParam());
+  std::mt19937 rng(9);
+  std::uniform_int_distribution<int> qbyte(-127, 127), byte(0, 255);
+  for (uint32_t D : {64u, 128u, 256u}) {
+    const uint32_t W = D / 4;
+    for (int ng = 1; ng <= 4; ++ng) {
+      for (int32_t n : {1, 3, 4, 5, 37, 64}) {
+        for (int extreme = 0; extreme < 3; ++extreme) {
+          // W wide channels at random places.
+          std::vector<uint32_t> order(D);
+          std::iota(order.begin(), order.end(), 0u);
+          std::shuffle(order.begin(), order.end(), rng);
+          std::vector<bool> is_wide(D, false);
+          for (uint32_t k = 0; k < W; ++k) is_wide[order[k]] = true;
+          std::vector<uint16_t> steps(D);  // f16 steps, the wide channels' with the sign bit
+          for (uint32_t i = 0; i < D; ++i)
+            steps[i] = static_cast<uint16_t>((is_wide[i] ? 0x8000u : 0u) | 0x3C00u | i);
+          std::vector<int8_t> q(size_t(ng) * D);
+          std::vector<uint8_t> rows(size_t(n) * D / 4), thirds(size_t(n) * D / 32);
+          for (auto& v : q) v = static_cast<int8_t>(extreme == 0 ? qbyte(rng) : 127);
+          for (auto* a : {&rows, &thirds})
+            for (auto& v : *a)
+              v = static_cast<uint8_t>(extreme == 0 ? byte(rng) : extreme == 1 ? 0xFF : 0);
+          const int64_t stride = n + 2;
+          std::vector<float> out(size_t(ng) * stride, -1.0f);
+          kd->mix_rows(q.data(), ng, D, reinterpret_cast<const uint8_t*>(steps.data()), rows.data(),
+                       thirds.data(), n, out.data(), stride,
+                       int8_key_dots::Prefetch{.p = {rows.data(), nullptr}, .bytes = {64, 0}});
+          for (int g = 0; g < ng; ++g) {
+            for (int32_t j = 0; j < n; ++j) {
+              int32_t s = 0;
+              uint32_t k = 0;
+              for (uint32_t i = 0; i < D; ++i) {
+                int32_t code = (rows[j * D / 4 + i / 4] >> (2 * (i % 4))) & 3;
+                if (is_wide[i]) {
+                  code += 4 * ((thirds[j * D / 32 + k / 8] >> (k % 8)) & 1);
+                  ++k;
+                }
+                s += int32_t{q[g * D + i]} * code;
+              }
+              ASSERT_EQ(out[g * stride + j], static_cast<float>(s))
+                  << "D " << D << " ng " << ng << " n " << n << " row " << j;
+            }
+            for (int64_t j = n; j < stride; ++j) ASSERT_EQ(out[g * stride + j], -1.0f);
+          }
+        }
+      }
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Isas, Int8KeyDotsTest,
                          ::testing::Values(Int8Isa::kAvxVnni, Int8Isa::kAvx512Vnni),
                          [](const ::testing::TestParamInfo<Int8Isa>& info) {
@@ -153,10 +210,11 @@ INSTANTIATE_TEST_SUITE_P(Isas, Int8KeyDotsTest,
                            return s;
                          });
 
-// Paged attention over int8 K (and int8_had K, against the rotated query; and 4-bit per-channel
-// K, against each group's int8 q x step): the VNNI scores and the Highway scores are the same
-// integers with the same factors, so on one Highway target every ISA gives the same output bits
-// (long contexts split into segments, head groups above one register batch, a short tail block).
+// Paged attention over int8 K (and int8_had K, against the rotated query; and 4-bit and int2mix
+// per-channel K, against each group's int8 q x step): the VNNI scores and the Highway scores are
+// the same integers with the same factors, so on one Highway target every ISA gives the same output
+// bits (long contexts split into segments, head groups above one register batch, a short tail
+// block).
 class Int8KeyAttentionTest : public ::testing::TestWithParam<KvDtype> {};
 
 TEST_P(Int8KeyAttentionTest, EveryIsaGivesTheSameBits) {
@@ -216,7 +274,7 @@ TEST_P(Int8KeyAttentionTest, EveryIsaGivesTheSameBits) {
 
 INSTANTIATE_TEST_SUITE_P(Formats, Int8KeyAttentionTest,
                          ::testing::Values(KvDtype::kInt8, KvDtype::kInt8Had, KvDtype::kInt4Chan,
-                                           KvDtype::kInt4Chan64),
+                                           KvDtype::kInt4Chan64, KvDtype::kInt2MixChan64),
                          [](const ::testing::TestParamInfo<KvDtype>& info) {
                            return std::string(kv_dtype_name(info.param));
                          });
