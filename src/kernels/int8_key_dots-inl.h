@@ -103,6 +103,18 @@ inline __m128i Reduce4(V a0, V a1, V a2, V a3) {
   return Fold(Add(UnpackLo64(t01, t23), UnpackHi64(t01, t23)));
 }
 
+// Four keys' sums as floats (exact: |sum| < 2^24) at o[0, rest).
+inline void StoreSums(__m128i sums, float* o, int rest) {
+  const __m128 f = _mm_cvtepi32_ps(sums);
+  if (rest == 4) {
+    _mm_storeu_ps(o, f);
+  } else {
+    alignas(16) float tmp[4];
+    _mm_store_ps(tmp, f);
+    for (int u = 0; u < rest; ++u) o[u] = tmp[u];
+  }
+}
+
 // Prefetch lines spread over the call: `per` lines before each group of four keys.
 struct Cursor {
   const uint8_t* p[2];
@@ -167,18 +179,9 @@ void DotsNG(const int8_t* q, const int32_t* qsum, uint32_t D, const uint8_t* key
       }
     }
 #pragma GCC unroll 4
-    for (int g = 0; g < NG; ++g) {
-      const __m128i s = _mm_sub_epi32(Reduce4(acc[0][g], acc[1][g], acc[2][g], acc[3][g]), corr[g]);
-      const __m128 f = _mm_cvtepi32_ps(s);  // exact: |s| < 2^24
-      float* o = out + g * out_stride + j;
-      if (rest == 4) {
-        _mm_storeu_ps(o, f);
-      } else {
-        alignas(16) float tmp[4];
-        _mm_store_ps(tmp, f);
-        for (int u = 0; u < rest; ++u) o[u] = tmp[u];
-      }
-    }
+    for (int g = 0; g < NG; ++g)
+      StoreSums(_mm_sub_epi32(Reduce4(acc[0][g], acc[1][g], acc[2][g], acc[3][g]), corr[g]),
+                out + g * out_stride + j, rest);
   }
 }
 
@@ -281,17 +284,9 @@ void MixRowsNG(const int8_t* q, const uint8_t* steps, const uint8_t* rows, const
       for (int u = 0; u < rest; ++u) key(u);
     }
 #pragma GCC unroll 4
-    for (int g = 0; g < NG; ++g) {
-      const __m128 f = _mm_cvtepi32_ps(Reduce4(acc[0][g], acc[1][g], acc[2][g], acc[3][g]));
-      float* o = out + g * out_stride + j;
-      if (rest == 4) {
-        _mm_storeu_ps(o, f);
-      } else {
-        alignas(16) float tmp[4];
-        _mm_store_ps(tmp, f);
-        for (int u = 0; u < rest; ++u) o[u] = tmp[u];
-      }
-    }
+    for (int g = 0; g < NG; ++g)
+      StoreSums(Reduce4(acc[0][g], acc[1][g], acc[2][g], acc[3][g]), out + g * out_stride + j,
+                rest);
   }
 }
 
