@@ -1,5 +1,6 @@
 #include "kernels/trellis_forward.h"
 
+#include <bit>
 #include <cstddef>
 #include <limits>
 
@@ -32,13 +33,17 @@ HWY_INLINE void SetSpreadIndices(DF df, SpreadIndices<DF>* idx) {
   }
 }
 
+// The back words are bit masks in memory order: bit t of a word is bit t % 8 of its byte t / 8.
+static_assert(std::endian::native == std::endian::little);
+
 // Targets with 16 float lanes (AVX-512): the 256 costs stay in 16 registers for the whole pass,
 // so a step reads only the levels, and the four vectors of m never go to memory. The same
-// operations in the same order as the loop below (and the scalar loop), so the same bits.
+// operations in the same order as the loop below (and the scalar loop), so the same bits. Each
+// compare's mask goes to the back words as it is (16 bits, bytes 2q and 2q + 1 of word a - 1).
 template <class DF>
-HWY_INLINE void ForwardInRegisters(DF df, const float* x, int context, float* cost, uint8_t* back) {
+HWY_INLINE void ForwardInRegisters(DF df, const float* x, int context, float* cost,
+                                   uint64_t* back) {
   const hn::RebindToSigned<DF> di;
-  const hn::Rebind<uint8_t, DF> du8;
   using VF = hn::Vec<DF>;
   constexpr size_t kL = 16, kVecs = kTrellisStates / kL, kCtxVecs = kTrellisContexts / kL;
   const float* levels = kTrellisLevelsF32.v;
@@ -59,21 +64,19 @@ HWY_INLINE void ForwardInRegisters(DF df, const float* x, int context, float* co
   SpreadIndices<DF> idx[4];
   SetSpreadIndices(df, idx);
   for (uint32_t i = 1; i < kTrellisGroup; ++i) {
-    uint8_t* bk = back + kTrellisContexts * i;
+    auto* bk = reinterpret_cast<uint8_t*>(back + 3 * i);
     VF m[kCtxVecs];
     // Contexts 16 q .. 16 q + 15: their predecessors t + 64 a are the states of vector q + 4 a.
     KVS_TRELLIS_UNROLL
     for (size_t q = 0; q < kCtxVecs; ++q) {
       auto best = c[q];
-      auto a_best = hn::Zero(di);
       KVS_TRELLIS_UNROLL
-      for (int32_t a = 1; a < 4; ++a) {
+      for (size_t a = 1; a < 4; ++a) {
         const auto lower = hn::Lt(c[q + kCtxVecs * a], best);
         best = hn::IfThenElse(lower, c[q + kCtxVecs * a], best);
-        a_best = hn::IfThenElse(hn::RebindMask(di, lower), hn::Set(di, a), a_best);
+        hn::StoreMaskBits(df, lower, bk + 8 * (a - 1) + 2 * q);
       }
       m[q] = best;
-      hn::StoreU(hn::DemoteTo(du8, a_best), du8, bk + q * kL);
     }
     const auto xi = hn::Set(df, x[i]);
     KVS_TRELLIS_UNROLL
@@ -90,15 +93,15 @@ HWY_INLINE void ForwardInRegisters(DF df, const float* x, int context, float* co
 // four states t + 64 a (the 64 contexts in 64 / L vectors, four loads each), then each state s
 // adds its term to its context's cost m[s >> 2]: the lanes of one vector of states need
 // L / 4 contexts each repeated four times, one table lookup from the vector of m that holds them.
-void TrellisForwardAt(const float* x, int context, float* cost, uint8_t* back) {
+void TrellisForwardAt(const float* x, int context, float* cost, uint64_t* back) {
 #if HWY_TARGET == HWY_SCALAR
   trellis_forward_scalar(x, context, cost, back);
 #else
   const hn::ScalableTag<float> df;
   const hn::RebindToSigned<decltype(df)> di;
-  const hn::Rebind<uint8_t, decltype(di)> du8;
   const size_t L = hn::Lanes(df);
-  if (L < 4 || kTrellisContexts % L != 0) return trellis_forward_scalar(x, context, cost, back);
+  if (L < 4 || L > 16 || kTrellisContexts % L != 0)
+    return trellis_forward_scalar(x, context, cost, back);
 #if HWY_TARGET <= HWY_AVX3 && HWY_ARCH_X86
   if (L == 16) return ForwardInRegisters(df, x, context, cost, back);
 #endif
@@ -120,18 +123,19 @@ void TrellisForwardAt(const float* x, int context, float* cost, uint8_t* back) {
   SetSpreadIndices(df, idx);
   HWY_ALIGN float m[kTrellisContexts];
   for (uint32_t i = 1; i < kTrellisGroup; ++i) {
-    uint8_t* bk = back + kTrellisContexts * i;
+    uint64_t* bk = back + 3 * i;
+    bk[0] = bk[1] = bk[2] = 0;
     for (size_t t = 0; t < kTrellisContexts; t += L) {
       auto best = hn::LoadU(df, cost + t);
-      auto a_best = hn::Zero(di);
-      for (int32_t a = 1; a < 4; ++a) {
+      for (size_t a = 1; a < 4; ++a) {
         const auto c = hn::LoadU(df, cost + t + kTrellisContexts * a);
         const auto lower = hn::Lt(c, best);
         best = hn::IfThenElse(lower, c, best);
-        a_best = hn::IfThenElse(hn::RebindMask(di, lower), hn::Set(di, a), a_best);
+        uint8_t bits[8] = {};  // L <= 16 lanes: two bytes at most
+        hn::StoreMaskBits(df, lower, bits);
+        bk[a - 1] |= (uint64_t{bits[0]} | uint64_t{bits[1]} << 8) << t;
       }
       hn::Store(best, df, m + t);
-      hn::StoreU(hn::DemoteTo(du8, a_best), du8, bk + t);
     }
     const auto xi = hn::Set(df, x[i]);
     for (size_t s = 0, j = 0; s < kTrellisStates; s += L, ++j) {
@@ -152,7 +156,7 @@ namespace kvs {
 
 HWY_EXPORT(TrellisForwardAt);
 
-void trellis_forward(const float* x, int context, float* cost, uint8_t* back) {
+void trellis_forward(const float* x, int context, float* cost, uint64_t* back) {
   HWY_DYNAMIC_DISPATCH(TrellisForwardAt)(x, context, cost, back);
 }
 

@@ -11,6 +11,6 @@
 namespace kvs {
 
 // A TrellisForwardFn: quantize_trellis_with takes it.
-void trellis_forward(const float* x, int context, float* cost, uint8_t* back);
+void trellis_forward(const float* x, int context, float* cost, uint64_t* back);
 
 }  // namespace kvs

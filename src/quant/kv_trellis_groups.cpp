@@ -20,25 +20,43 @@ constexpr float kMaxScaled = 1024.0f;  // x / d beyond any level: clamped so tha
 constexpr float kScaleFactors[] = {0.8f, 0.88f, 0.96f, 1.04f, 1.12f};
 constexpr uint32_t kHalf = kTrellisGroup / 2;
 
-// The best path's states, given a finished forward pass: the cheapest end state allowed (with a
-// context, one whose low six bits are it), then back through the predecessors.
-void trace_back(const float* cost, const uint8_t* back, int context, uint8_t* states) {
-  // The first state of least cost among those allowed: with a context, context + 64 a.
-  const uint32_t first = context < 0 ? 0 : static_cast<uint32_t>(context);
-  const uint32_t stride = context < 0 ? 1 : kTrellisContexts;
-  uint32_t st = first;
-  float best = cost[st];
-  for (uint32_t s = first + stride; s < kTrellisStates; s += stride)
-    if (cost[s] < best) {
-      best = cost[s];
-      st = s;
-    }
-  for (uint32_t i = kTrellisGroup - 1; i > 0; --i) {
+// The first state of least cost: the least cost first, in eight independent minima (a chain of
+// 256 compares was most of the writer's scalar time), then the first state that has it.
+uint32_t first_least_state(const float* cost) {
+  float m[8];
+  for (uint32_t k = 0; k < 8; ++k) m[k] = cost[k];
+  for (uint32_t s = 8; s < kTrellisStates; s += 8)
+    for (uint32_t k = 0; k < 8; ++k) m[k] = cost[s + k] < m[k] ? cost[s + k] : m[k];
+  float least = m[0];
+  for (uint32_t k = 1; k < 8; ++k) least = m[k] < least ? m[k] : least;
+  uint32_t st = 0;
+  while (st + 1 < kTrellisStates && cost[st] != least) ++st;
+  return st;
+}
+
+// The best path's states from element 63 down to element `stop`, given a finished forward pass:
+// the cheapest end state allowed (with a context, one whose low six bits are it: the first of
+// least cost), then back through the predecessors.
+void trace_back(const float* cost, const uint64_t* back, int context, uint32_t stop,
+                uint8_t* states) {
+  uint32_t st = 0;
+  if (context < 0) {
+    st = first_least_state(cost);
+  } else {  // the states context + 64 a
+    st = static_cast<uint32_t>(context);
+    float best = cost[st];
+    for (uint32_t s = st + kTrellisContexts; s < kTrellisStates; s += kTrellisContexts)
+      if (cost[s] < best) {
+        best = cost[s];
+        st = s;
+      }
+  }
+  for (uint32_t i = kTrellisGroup - 1; i > stop; --i) {
     states[i] = static_cast<uint8_t>(st);
     const uint32_t t = st >> 2;
-    st = t + kTrellisContexts * back[kTrellisContexts * i + t];
+    st = t + kTrellisContexts * trellis_predecessor(back, i, t);
   }
-  states[0] = static_cast<uint8_t>(st);
+  states[stop] = static_cast<uint8_t>(st);
 }
 
 // The tail-biting path for x (scaled): a free pass over x rotated by half, whose state at x's last
@@ -46,18 +64,19 @@ void trace_back(const float* cost, const uint8_t* back, int context, uint8_t* st
 void tail_biting_path(const float* x, TrellisForwardFn forward, uint8_t* states) {
   float rotated[kTrellisGroup];
   float cost[kTrellisStates];
-  uint8_t back[kTrellisGroup * kTrellisContexts];
+  uint64_t back[kTrellisBackWords];
   for (uint32_t i = 0; i < kTrellisGroup; ++i) rotated[i] = x[(i + kHalf) % kTrellisGroup];
   forward(rotated, -1, cost, back);
-  trace_back(cost, back, -1, states);
+  // Only the state at the wrap is read: the free path is traced back to it and no further.
+  trace_back(cost, back, -1, kTrellisGroup - kHalf - 1, states);
   const int context = states[kTrellisGroup - kHalf - 1] & (kTrellisContexts - 1);
   forward(x, context, cost, back);
-  trace_back(cost, back, context, states);
+  trace_back(cost, back, context, 0, states);
 }
 
 }  // namespace
 
-void trellis_forward_scalar(const float* x, int context, float* cost, uint8_t* back) {
+void trellis_forward_scalar(const float* x, int context, float* cost, uint64_t* back) {
   constexpr float kInf = std::numeric_limits<float>::infinity();
   for (uint32_t s = 0; s < kTrellisStates; ++s) {
     const float d = x[0] - float(kTrellisLevels[s]);
@@ -65,17 +84,16 @@ void trellis_forward_scalar(const float* x, int context, float* cost, uint8_t* b
   }
   float m[kTrellisContexts];
   for (uint32_t i = 1; i < kTrellisGroup; ++i) {
-    uint8_t* bk = back + kTrellisContexts * i;
+    uint64_t* bk = back + 3 * i;
+    bk[0] = bk[1] = bk[2] = 0;
     for (uint32_t t = 0; t < kTrellisContexts; ++t) {
       float best = cost[t];
-      uint8_t a_best = 0;
-      for (uint8_t a = 1; a < 4; ++a)
+      for (uint32_t a = 1; a < 4; ++a)
         if (cost[t + kTrellisContexts * a] < best) {
           best = cost[t + kTrellisContexts * a];
-          a_best = a;
+          bk[a - 1] |= uint64_t{1} << t;
         }
       m[t] = best;
-      bk[t] = a_best;
     }
     for (uint32_t s = 0; s < kTrellisStates; ++s) {
       const float d = x[i] - float(kTrellisLevels[s]);

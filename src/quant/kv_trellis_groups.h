@@ -39,6 +39,8 @@ inline constexpr uint32_t kTrellisGroupBytes = 18;      // f16 scale + 64 x 2 bi
 inline constexpr uint32_t kTrellisStates = 256;         // 8-bit shift register
 inline constexpr uint32_t kTrellisContexts = 64;        // a state's low (or high) six bits
 inline constexpr float kTrellisLevelUnit = 1.0f / 128;  // a level's value is d x level x this
+// A forward pass's back pointers: three 64-bit words per step (TrellisForwardFn).
+inline constexpr uint32_t kTrellisBackWords = 3 * kTrellisGroup;
 
 // kTrellisLevels as floats, aligned: a vector of consecutive states' levels is one load, and a
 // vector of any states' levels one gather.
@@ -52,14 +54,24 @@ inline constexpr TrellisLevelsF32 kTrellisLevelsF32;
 
 // One forward Viterbi pass over x[0, 64) (already divided by d x kTrellisLevelUnit, |x| <= 1024):
 // after it, cost[s] is the least squared error, sum (x_i - kTrellisLevels[s_i])^2, of a path ending
-// in state s, and back[64 i + t] (i >= 1) says which predecessor t + 64 a (a = back, 0..3) the best
-// path into a state of high six bits t came from. With context >= 0, paths start in a state of
-// high six bits `context` (others cost +inf). Each step's terms are the scalar loop's, in its
-// order, and ties keep the smallest a, so any implementation gives the same bits.
-using TrellisForwardFn = void (*)(const float* x, int context, float* cost, uint8_t* back);
+// in state s, and back[] (kTrellisBackWords words) says which predecessor t + 64 a (a = 0..3) the
+// best path into a state of high six bits t came from at step i >= 1: the step's running minimum
+// over a = 0, 1, 2, 3 moved to a where bit t of back[3 i + a - 1] is set, so the predecessor is
+// the largest such a, else 0 (trellis_predecessor). Three bit masks per step are what a SIMD
+// compare gives, where a byte per context took two blends and a narrowing store. With
+// context >= 0, paths start in a state of high six bits `context` (others cost +inf). Each step's
+// terms are the scalar loop's, in its order, and ties keep the smallest a, so any implementation
+// gives the same bits.
+using TrellisForwardFn = void (*)(const float* x, int context, float* cost, uint64_t* back);
+
+// The predecessor a (0..3) of context t at step i >= 1, from a forward pass's back words.
+[[nodiscard]] inline uint32_t trellis_predecessor(const uint64_t* back, uint32_t i, uint32_t t) {
+  const uint64_t* w = back + 3 * i;
+  return (w[2] >> t & 1) ? 3 : (w[1] >> t & 1) ? 2 : (w[0] >> t & 1) ? 1 : 0;
+}
 
 // The scalar loop: the definition.
-void trellis_forward_scalar(const float* x, int context, float* cost, uint8_t* back);
+void trellis_forward_scalar(const float* x, int context, float* cost, uint64_t* back);
 
 // n % 64 == 0; x is the (already rotated) vector.
 void quantize_trellis(const float* x, uint32_t n, uint8_t* dst);

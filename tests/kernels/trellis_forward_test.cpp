@@ -29,16 +29,16 @@ TEST(TrellisForward, SameBitsAsScalarOnEveryTarget) {
     if (t % 4 == 2) x[rng() % N] = 1024.0f;  // an outlier at the writer's clamp
     const int context = t % 3 == 0 ? -1 : static_cast<int>(rng() % 64);
     std::vector<float> want_cost(kTrellisStates), got_cost(kTrellisStates);
-    std::vector<uint8_t> want_back(N * kTrellisContexts), got_back(want_back.size());
+    std::vector<uint64_t> want_back(kTrellisBackWords), got_back(want_back.size());
     trellis_forward_scalar(x.data(), context, want_cost.data(), want_back.data());
     test::for_each_target([&] {
-      std::fill(got_back.begin(), got_back.end(), 0xFF);
+      std::fill(got_back.begin(), got_back.end(), ~uint64_t{0});
       trellis_forward(x.data(), context, got_cost.data(), got_back.data());
       ASSERT_EQ(std::memcmp(got_cost.data(), want_cost.data(), kTrellisStates * sizeof(float)), 0)
           << "vector " << t << " context " << context;
       // Step 0 has no predecessors: its back pointers are never read.
-      ASSERT_EQ(std::memcmp(got_back.data() + kTrellisContexts, want_back.data() + kTrellisContexts,
-                            (N - 1) * kTrellisContexts),
+      ASSERT_EQ(std::memcmp(got_back.data() + 3, want_back.data() + 3,
+                            (kTrellisBackWords - 3) * sizeof(uint64_t)),
                 0)
           << "vector " << t << " context " << context;
     });

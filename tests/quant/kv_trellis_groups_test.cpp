@@ -91,7 +91,7 @@ TEST(TrellisGroupTest, TheForwardPassFindsAPathThatFitsExactly) {
     float x[N];
     for (uint32_t i = 0; i < N; ++i) x[i] = float(kTrellisLevels[s[i]]);
     float cost[kTrellisStates];
-    std::vector<uint8_t> back(N * kTrellisContexts);
+    std::vector<uint64_t> back(kTrellisBackWords);
     trellis_forward_scalar(x, -1, cost, back.data());
     EXPECT_EQ(*std::min_element(cost, cost + kTrellisStates), 0.0f);
     const int context = static_cast<int>(s[0] >> 2);
