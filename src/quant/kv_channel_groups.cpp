@@ -119,8 +119,13 @@ void seal_wide_group(const float* const* rows, uint32_t n, uint32_t dim, uint8_t
   channel_range(rows + range_from, n - range_from, dim, lows.data(), highs.data());
   order.resize(dim);
   for (uint32_t c = 0; c < dim; ++c) order[c] = c;
-  std::stable_sort(order.begin(), order.end(),
-                   [&](uint32_t a, uint32_t b) { return highs[a] - lows[a] > highs[b] - lows[b]; });
+  // The dim / 4 widest channels, ties to the lower channel: a total order, so selecting them is
+  // the same set as sorting (a decode step seals a group per layer and kv head).
+  std::nth_element(order.begin(), order.begin() + (dim / 4 - 1), order.end(),
+                   [&](uint32_t a, uint32_t b) {
+                     const float wa = highs[a] - lows[a], wb = highs[b] - lows[b];
+                     return wa > wb || (wa == wb && a < b);
+                   });
   wide.assign(dim, 0);
   for (uint32_t i = 0; i < dim / 4; ++i) wide[order[i]] = 1;
   minimums.resize(dim);
