@@ -87,6 +87,8 @@ static void ScoreKeysChannel(const RangeArgs& r, float* codes) {
   const int8_key_dots::MixRowDotsFn vnni_mix =
       code.wide && r.int8_dots != nullptr && D % 64 == 0 && D <= 256 ? r.int8_dots->mix_rows
                                                                      : nullptr;
+  // Groups scored by a VNNI kernel read the int8 qs only: the float copy is not written.
+  const bool int_only = (q4_rows && vnni != nullptr) || (code.wide && vnni_mix != nullptr);
   thread_local std::vector<float> qs, wide_terms;
   thread_local std::vector<int8_t> q8;
   if (qs.size() < size_t{NG} * D) qs.resize(size_t{NG} * D);
@@ -149,7 +151,7 @@ static void ScoreKeysChannel(const RangeArgs& r, float* codes) {
           const VF qst = hn::Mul(q, st);
           hn::StoreU(qst, df, qs.data() + g * D + i);
           c_min[g] = hn::MulAdd(q, mn, c_min[g]);
-          c_qs[g] = hn::Add(c_qs[g], qst);
+          if (q4) c_qs[g] = hn::Add(c_qs[g], qst);
           c_max[g] = hn::Max(c_max[g], hn::Abs(qst));
         }
       }
@@ -171,7 +173,7 @@ static void ScoreKeysChannel(const RangeArgs& r, float* codes) {
           for (uint32_t i = 0; i < D; i += L) {
             const VF v =
                 hn::Max(hn::Min(hn::Round(hn::Mul(hn::LoadU(df, x + i), inv)), lim), hn::Neg(lim));
-            hn::StoreU(v, df, x + i);
+            if (!int_only) hn::StoreU(v, df, x + i);
             hn::StoreU(hn::DemoteTo(d8, hn::ConvertTo(hn::RebindToSigned<DF>(), v)), d8, qi + i);
             sum = hn::Add(sum, v);
           }
