@@ -16,7 +16,9 @@ dim 256), at context 512 and 2,048:
   4. decode attention at 16K (`attention_bench`, both models' shapes): the 4- and 2-bit recipes
      against int4_had, alternating rounds, 1 and 2 threads; with --generate-rounds N also decode
      end to end (`kvserve generate` after a 16K-token prompt of tests/data's KJV text, 128
-     tokens), the same rows alternating, N rounds.
+     tokens), the same rows alternating, N rounds; with --decode-bench the same rows end to end
+     in one process per model (`decode_bench`: every format prefilled once with the 16K prompt,
+     then slices of decode steps interleaved, so a shared machine's slow minutes hit all alike).
 
 --recipes runs and shows some recipes only (a recipe changed after a text was read is judged on
 a new text, alone), --llama-cells some of llama.cpp's cells, and --block names the markers, so
@@ -30,6 +32,7 @@ Usage:
   bench/kv_goals.py --text pydoc2.txt --llama-perplexity /path/llama-perplexity \
       [--attention-bench build/bench/attention_bench] [--out docs/kv-quantization.md] \
       [--recipes f32,2bit400 --llama-cells SmolLM2:2048 --block NAME] [--generate-rounds 3]
+      [--decode-bench build/bench/decode_bench [--decode-rounds 48 --decode-steps 16]]
 """
 import argparse
 import hashlib
@@ -196,6 +199,21 @@ def generate_rate(a, model, flags):
     return {"tok_s": j["decode_tokens_per_s"], "prompt_tokens": j["prompt_tokens"]}
 
 
+def decode_bench(a, model):
+    """Goal 4's rows end to end in one decode_bench run (its JSON)."""
+    cmd = [a.decode_bench, "-m", model_path(model), "--context", str(GENERATE_CONTEXT), "--rounds",
+           str(a.decode_rounds), "--steps", str(a.decode_steps), "-t", str(a.threads), "--json"]
+    for name, key, flags in generate_rows(a):
+        if key is not None:
+            flags = recipe_flags(next(r for r in RECIPES if r[0] == key), model)
+        cmd += ["--case", f"{name}: {' '.join(flags)}"]
+    out = subprocess.run(cmd, capture_output=True, text=True)
+    if out.returncode != 0:
+        sys.stderr.write(out.stderr[-2000:])
+        raise SystemExit(f"failed: {' '.join(cmd)}")
+    return json.loads(out.stdout)
+
+
 def generate_rows(a):
     return [r for r in GENERATE_ROWS if selected(a, r[1])]
 
@@ -209,7 +227,7 @@ def pct(x, base):
     return 100 * (x / base - 1)
 
 
-def render(a, ppl, llama, plans, speed, generated=None):
+def render(a, ppl, llama, plans, speed, generated=None, interleaved=None):
     lines = []
     w = lines.append
     cells = [(m, c) for m in MODELS for c in CONTEXTS]
@@ -354,6 +372,30 @@ def render(a, ppl, llama, plans, speed, generated=None):
                     s += f" ({median(v['tok_s']) / median(ref['tok_s']):.2f}x)"
                 row.append(s)
             w(f"| {name} | " + " | ".join(row) + " |")
+    if interleaved:
+        j = next(iter(interleaved.values()))
+        w("")
+        w(f"Goal 4 end to end, interleaved (`bench/decode_bench --context {j['context']} --rounds "
+          f"{j['rounds']} --steps {j['steps']} -t {a.threads}`): each format's engine prefilled "
+          f"with the first {j['context']:,} tokens of the KJV text, then {j['rounds']} rounds in "
+          f"which each runs {j['steps']} decode steps in turn. Each cell: decode tokens/s (median "
+          "of the rounds), then the median of the rounds' ratios to `int4_had` in the same round:")
+        w("")
+        w("| decode end to end, interleaved | " + " | ".join(MODELS) + " |")
+        w("|---|" + "---|" * len(MODELS))
+        for name, _, _ in generate_rows(a):
+            row = []
+            for m in MODELS:
+                c = next((c for c in interleaved.get(m, {"cases": []})["cases"]
+                          if c["name"] == name), None)
+                if not c:
+                    row.append("-")
+                    continue
+                s = f"{1000 / c['median_ms']:.1f}"
+                if name != GENERATE_ROWS[0][0]:
+                    s += f" ({c['ratio_median']:.3f}x)"
+                row.append(s)
+            w(f"| {name} | " + " | ".join(row) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -381,6 +423,9 @@ def main():
     p.add_argument("--rounds", type=int, default=2, help="alternating attention_bench rounds")
     p.add_argument("--generate-rounds", type=int, default=0,
                    help="alternating rounds of end-to-end decode at 16K (kvserve generate)")
+    p.add_argument("--decode-bench", help="build/bench/decode_bench: goal 4 end to end, interleaved")
+    p.add_argument("--decode-rounds", type=int, default=48)
+    p.add_argument("--decode-steps", type=int, default=16)
     p.add_argument("--results", default="/tmp/kvserve-kv-goals")
     p.add_argument("--render-only", action="store_true")
     p.add_argument("--out")
@@ -462,8 +507,16 @@ def main():
                     g = generated.setdefault((name, m), {"tok_s": [], "prompts": set()})
                     g["tok_s"].append(v["tok_s"])
                     g["prompts"].add(v["prompt_tokens"])
+    interleaved = {}
+    if a.decode_bench:
+        for m in MODELS:
+            digest = hashlib.sha1(repr((generate_rows(a), a.decode_rounds, a.decode_steps,
+                                        a.threads)).encode()).hexdigest()[:8]
+            v = result(f"decode_bench_{m[0]}_{digest}", lambda: decode_bench(a, m))
+            if v:
+                interleaved[m] = v
     text = render(a, {k: v for k, v in ppl.items() if v}, {k: v for k, v in llama.items() if v},
-                  {k: v for k, v in plans.items() if v}, speed, generated)
+                  {k: v for k, v in plans.items() if v}, speed, generated, interleaved)
     if not a.out or a.out == "-":
         sys.stdout.write(text)
         return

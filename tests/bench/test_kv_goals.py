@@ -110,6 +110,21 @@ class Goal4EndToEnd(unittest.TestCase):
         # the 4-bit recipe was not asked for
         self.assertNotIn(kv_goals.GENERATE_ROWS[1][0], text)
 
+    def test_interleaved_rows_are_tokens_per_second_and_the_rounds_ratio(self):
+        first, four, tcq = (r[0] for r in kv_goals.GENERATE_ROWS)
+        case = lambda name, ms, ratio: {"name": name, "flags": "", "median_ms": ms,
+                                        "best_ms": ms, "ratio_median": ratio,
+                                        "ms_per_step": [ms] * 4}
+        interleaved = {"SmolLM2": {"context": 16384, "rounds": 4, "steps": 16,
+                                   "cases": [case(first, 25.0, 1.0), case(tcq, 24.0, 1.043)]}}
+        a = argparse.Namespace(rounds=2, recipes="f32,2bittcq", threads=2)
+        text = kv_goals.render(a, perplexities({}), {}, {}, {}, None, interleaved)
+        self.assertIn("--context 16384 --rounds 4 --steps 16 -t 2", text)
+        self.assertIn(f"| {first} | 40.0 | - |", text)
+        # tok/s from the median ms per step, then the median of the rounds' ratios
+        self.assertIn(f"| {tcq} | 41.7 (1.043x) | - |", text)
+        self.assertNotIn(four, text)
+
 
 class RecipesShown(unittest.TestCase):
     def test_only_the_recipes_asked_for_are_judged(self):
