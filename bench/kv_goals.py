@@ -379,7 +379,8 @@ def render(a, ppl, llama, plans, speed, generated=None, interleaved=None):
           f"{j['rounds']} --steps {j['steps']} -t {a.threads}`): each format's engine prefilled "
           f"with the first {j['context']:,} tokens of the KJV text, then {j['rounds']} rounds in "
           f"which each runs {j['steps']} decode steps in turn. Each cell: decode tokens/s (median "
-          "of the rounds), then the median of the rounds' ratios to `int4_had` in the same round:")
+          "of the rounds), then the median of the rounds' ratios to `int4_had` in the same round "
+          "and the rounds in which the format was the faster:")
         w("")
         w("| decode end to end, interleaved | " + " | ".join(MODELS) + " |")
         w("|---|" + "---|" * len(MODELS))
@@ -392,8 +393,10 @@ def render(a, ppl, llama, plans, speed, generated=None, interleaved=None):
                     row.append("-")
                     continue
                 s = f"{1000 / c['median_ms']:.1f}"
+                base = interleaved[m]["cases"][0]["ms_per_step"]
                 if name != GENERATE_ROWS[0][0]:
-                    s += f" ({c['ratio_median']:.3f}x)"
+                    ahead = sum(1 for b, x in zip(base, c["ms_per_step"]) if x < b)
+                    s += f" ({c['ratio_median']:.3f}x, ahead in {ahead} of {len(base)})"
                 row.append(s)
             w(f"| {name} | " + " | ".join(row) + " |")
     return "\n".join(lines) + "\n"

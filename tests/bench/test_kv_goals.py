@@ -112,17 +112,19 @@ class Goal4EndToEnd(unittest.TestCase):
 
     def test_interleaved_rows_are_tokens_per_second_and_the_rounds_ratio(self):
         first, four, tcq = (r[0] for r in kv_goals.GENERATE_ROWS)
-        case = lambda name, ms, ratio: {"name": name, "flags": "", "median_ms": ms,
-                                        "best_ms": ms, "ratio_median": ratio,
-                                        "ms_per_step": [ms] * 4}
-        interleaved = {"SmolLM2": {"context": 16384, "rounds": 4, "steps": 16,
-                                   "cases": [case(first, 25.0, 1.0), case(tcq, 24.0, 1.043)]}}
+        case = lambda name, ms, ratio, rounds: {"name": name, "flags": "", "median_ms": ms,
+                                                "best_ms": ms, "ratio_median": ratio,
+                                                "ms_per_step": rounds}
+        interleaved = {"SmolLM2": {"context": 16384, "rounds": 4, "steps": 16, "cases": [
+            case(first, 25.0, 1.0, [25.0, 26.0, 24.0, 25.0]),
+            case(tcq, 24.0, 1.043, [24.0, 27.0, 23.0, 25.0])]}}
         a = argparse.Namespace(rounds=2, recipes="f32,2bittcq", threads=2)
         text = kv_goals.render(a, perplexities({}), {}, {}, {}, None, interleaved)
         self.assertIn("--context 16384 --rounds 4 --steps 16 -t 2", text)
         self.assertIn(f"| {first} | 40.0 | - |", text)
         # tok/s from the median ms per step, then the median of the rounds' ratios
-        self.assertIn(f"| {tcq} | 41.7 (1.043x) | - |", text)
+        # and the rounds it was faster in (a tie is not ahead)
+        self.assertIn(f"| {tcq} | 41.7 (1.043x, ahead in 2 of 4) | - |", text)
         self.assertNotIn(four, text)
 
 
