@@ -210,10 +210,13 @@ int main_impl(int argc, char** argv) {
     req.max_tokens = decode_tokens + 1;
     req.ignore_eos = true;
     c.seq = value_or_fail(c.engine->add_request(std::move(req)), c.name);
-    // Prefill: steps until the prompt's first token is sampled.
+    // Prefill: steps until the prompt's first token is sampled (a sequence the engine finished
+    // without one, e.g. a pool too small for the prompt, is an error, not a wait forever).
     const auto t0 = Clock::now();
-    while (c.engine->step().empty()) {
-    }
+    bool sampled = false;
+    while (!sampled && c.engine->has_unfinished()) sampled = !c.engine->step().empty();
+    if (!sampled)
+      fail(c.name + ": the prompt was not prefilled (the pool or --context too large?)");
     std::fprintf(stderr, "%s: prefilled %u tokens in %.1f s\n", c.name.c_str(), context,
                  std::chrono::duration<double>(Clock::now() - t0).count());
   }
