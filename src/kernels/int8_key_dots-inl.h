@@ -115,6 +115,15 @@ inline void StoreSums(__m128i sums, float* o, int rest) {
   }
 }
 
+// Four keys' accumulators for NG heads, zeroed (a key's lanes that stay zero add nothing).
+template <int NG>
+inline void ZeroSums(V (&acc)[4][NG]) {
+#pragma GCC unroll 16
+  for (int u = 0; u < 4; ++u)
+#pragma GCC unroll 4
+    for (int g = 0; g < NG; ++g) acc[u][g] = Zero();
+}
+
 // Prefetch lines spread over the call: `per` lines before each group of four keys.
 struct Cursor {
   const uint8_t* p[2];
@@ -155,10 +164,7 @@ void DotsNG(const int8_t* q, const int32_t* qsum, uint32_t D, const uint8_t* key
     cursor.Issue();
     const int rest = std::min<int32_t>(4, n - j);
     V acc[4][NG];
-#pragma GCC unroll 16
-    for (int u = 0; u < 4; ++u)
-#pragma GCC unroll 4
-      for (int g = 0; g < NG; ++g) acc[u][g] = Zero();
+    ZeroSums(acc);
     for (uint32_t c = 0; c < C; ++c) {
       V qv[NG];
 #pragma GCC unroll 4
@@ -257,10 +263,7 @@ void MixRowsNG(const int8_t* q, const uint8_t* steps, const uint8_t* rows, const
     cursor.Issue();
     const int rest = std::min<int32_t>(4, n - j);
     V acc[4][NG];
-#pragma GCC unroll 16
-    for (int u = 0; u < 4; ++u)
-#pragma GCC unroll 4
-      for (int g = 0; g < NG; ++g) acc[u][g] = Zero();
+    ZeroSums(acc);
     const auto key = [&](int u) __attribute__((always_inline)) {
       const uint8_t* row = rows + int64_t{j + u} * row_bytes;
 #pragma GCC unroll 4
