@@ -26,7 +26,6 @@
 #include <string>
 #include <vector>
 
-#include "core/byte_size.h"
 #include "engine/engine.h"
 #include "model/loaded_model.h"
 #include "quant/kv_format.h"
@@ -59,6 +58,15 @@ struct Case {
   std::vector<double> ms_per_step;  // one per timed round
 };
 
+// A whole decimal number in [min, 2^20] (a flag's value), or exit naming `what`.
+uint32_t count_or_fail(const std::string& s, long min, const std::string& what) {
+  char* end = nullptr;
+  const long n = std::strtol(s.c_str(), &end, 10);
+  if (s.empty() || *end != '\0' || n < min || n > 1 << 20)
+    fail(what + ": '" + s + "' is not a count");
+  return static_cast<uint32_t>(n);
+}
+
 std::vector<std::string> words(const std::string& s) {
   std::istringstream in(s);
   std::vector<std::string> out;
@@ -84,14 +92,12 @@ Case parse_case(const std::string& spec) {
       if (i + 1 >= w.size()) fail(c.name + ": " + w[i] + " needs a value");
       return w[++i];
     };
-    auto number = [&](const std::string& s) {
-      char* end = nullptr;
-      const unsigned long n = std::strtoul(s.c_str(), &end, 10);
-      if (s.empty() || *end != '\0' || n > 1u << 20) fail(c.name + ": '" + s + "' is not a count");
-      return static_cast<uint32_t>(n);
+    auto number = [&] {  // the flag's value, named by the flag in an error
+      const std::string flag = w[i];
+      return count_or_fail(next(), 0, c.name + ": " + flag);
     };
     if (w[i] == "--block-size") {
-      c.config.block_size = number(next());
+      c.config.block_size = number();
     } else if (w[i] == "--kv-cache-dtype") {
       both = next();
     } else if (w[i] == "--kv-cache-dtype-k") {
@@ -103,7 +109,7 @@ Case parse_case(const std::string& spec) {
     } else if (w[i] == "--kv-cache-dtype-v-layers") {
       v_layers = next();
     } else if (w[i] == "--kv-recent-window") {
-      c.config.recent_window = number(next());
+      c.config.recent_window = number();
     } else if (w[i] == "--kv-recent-window-dtype") {
       window_dtype = next();
     } else if (w[i] == "--kv-attention-sink") {
@@ -149,13 +155,7 @@ int main_impl(int argc, char** argv) {
       if (i + 1 >= argc) fail(a + " needs a value");
       return argv[++i];
     };
-    auto count = [&](const std::string& s) {
-      char* end = nullptr;
-      const long n = std::strtol(s.c_str(), &end, 10);
-      if (s.empty() || *end != '\0' || n < 1 || n > 1 << 20)
-        fail(a + ": '" + s + "' is not a count");
-      return static_cast<uint32_t>(n);
-    };
+    auto count = [&](const std::string& s) { return count_or_fail(s, 1, a); };
     if (a == "-m" || a == "--model")
       model_path = next();
     else if (a == "--prompt-file")
@@ -199,7 +199,7 @@ int main_impl(int argc, char** argv) {
       }
       prompt.resize(context);
     }
-    c.config.kv_cache_memory = value_or_fail(parse_byte_size("2GiB"), "pool");
+    c.config.kv_cache_memory = uint64_t{2} << 30;  // 2 GiB, as kv_goals' generate runs had
     c.config.threads = threads;
     c.config.max_num_seqs = 1;
     c.config.max_model_len = context + decode_tokens + 1;

@@ -199,14 +199,17 @@ def generate_rate(a, model, flags):
     return {"tok_s": j["decode_tokens_per_s"], "prompt_tokens": j["prompt_tokens"]}
 
 
+def generate_row_flags(key, flags, model):
+    """A goal 4 row's flags for `model`: its recipe's (key) or its own."""
+    return flags if key is None else recipe_flags(next(r for r in RECIPES if r[0] == key), model)
+
+
 def decode_bench(a, model):
     """Goal 4's rows end to end in one decode_bench run (its JSON)."""
     cmd = [a.decode_bench, "-m", model_path(model), "--context", str(GENERATE_CONTEXT), "--rounds",
            str(a.decode_rounds), "--steps", str(a.decode_steps), "-t", str(a.threads), "--json"]
     for name, key, flags in generate_rows(a):
-        if key is not None:
-            flags = recipe_flags(next(r for r in RECIPES if r[0] == key), model)
-        cmd += ["--case", f"{name}: {' '.join(flags)}"]
+        cmd += ["--case", f"{name}: {' '.join(generate_row_flags(key, flags, model))}"]
     out = subprocess.run(cmd, capture_output=True, text=True)
     if out.returncode != 0:
         sys.stderr.write(out.stderr[-2000:])
@@ -502,8 +505,7 @@ def main():
     for m in MODELS:
         for i in range(a.generate_rounds):
             for name, key, flags in generate_rows(a):
-                if key is not None:
-                    flags = recipe_flags(next(r for r in RECIPES if r[0] == key), m)
+                flags = generate_row_flags(key, flags, m)
                 digest = hashlib.sha1(" ".join(flags).encode()).hexdigest()[:8]
                 v = result(f"generate_{m[0]}_{i}_{digest}", lambda: generate_rate(a, m, flags))
                 if v:
