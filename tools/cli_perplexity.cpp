@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/kl_divergence.h"
 #include "engine/perplexity.h"
 #include "server/response_json.h"
 #include "tools/cli_commands.h"
@@ -27,6 +28,8 @@ struct PerplexityFlags {
   std::string rank_layers;
   std::string rank_format = "int4_chan";
   uint32_t rank_top = 3;
+  // --kl-divergence-reference: a second engine with this KV format scores the same windows.
+  std::string kl_reference;
 };
 
 // The perplexity of `tokens` through `engine` (progress on a terminal); fails with one clear line.
@@ -120,6 +123,74 @@ void rank_layers(const PerplexityFlags& f, LoadedModel& model, const EngineConfi
   std::printf("suggested (the top %u that lower it): %s\n", f.rank_top, suggestion.c_str());
 }
 
+// --kl-divergence-reference F: the KL divergence of this engine's next-token distributions from
+// those of an engine with F keys and values (no layer parts, window or sink), on the same windows.
+void kl_divergence(const PerplexityFlags& f, LoadedModel& model, const EngineConfig& config,
+                   const std::vector<int32_t>& tokens) {
+  auto dtype = parse_kv_dtype(f.kl_reference);
+  if (!dtype.is_ok()) fail("--kl-divergence-reference: " + dtype.status().message());
+  EngineConfig rc = config;
+  rc.k_dtype = rc.v_dtype = *dtype;
+  rc.layer_formats = {};
+  rc.recent_window = 0;
+  rc.attention_sink = false;
+  rc.recent_window_dtype = KvDtype::kF16;
+  auto reference = create_engine_or_fail(model, rc);
+  auto engine = create_engine_or_fail(model, config);
+  const bool tty = isatty(fileno(stderr));
+  auto result = compute_kl_divergence(
+      *reference, *engine, tokens, f.ctx,
+      model.tokenizer->adds_bos() ? model.tokenizer->bos_id() : std::nullopt,
+      [&](uint32_t done, uint32_t total, double kl) {
+        if (tty)
+          std::fprintf(stderr, "\rKL divergence: window %u/%u, running mean %.6f", done, total, kl);
+      });
+  if (tty) std::fprintf(stderr, "\n");
+  if (!result.is_ok()) fail(result.status().message());
+  const KlDivergenceResult& r = *result;
+  if (f.json) {
+    const nlohmann::json j = {
+        {"model", model.path},
+        {"file", f.file},
+        {"text_tokens", tokens.size()},
+        {"ctx", f.ctx},
+        {"windows", r.test.windows},
+        {"scored_tokens", r.scored_tokens},
+        {"perplexity", r.test.perplexity},
+        {"mean_nll", r.test.mean_nll},
+        {"kv_cache_dtype_k", kv_dtype_name(config.k_dtype)},
+        {"kv_cache_dtype_v", kv_dtype_name(config.v_dtype)},
+        {"kv_cache_dtype_k_layers", kv_layer_formats_text(config.layer_formats, 'k')},
+        {"kv_cache_dtype_v_layers", kv_layer_formats_text(config.layer_formats, 'v')},
+        {"kv_bytes_per_token", engine->kv_pool().bytes_per_token},
+        {"block_size", config.block_size},
+        {"seconds", r.seconds},
+        {"kl_divergence",
+         {{"reference_kv_cache_dtype", kv_dtype_name(*dtype)},
+          {"reference_perplexity", r.reference.perplexity},
+          {"mean", r.mean},
+          {"mean_stderr", r.mean_stderr},
+          {"median", r.median},
+          {"p99", r.p99},
+          {"max", r.max},
+          {"same_top", r.same_top}}}};
+    std::printf("%s\n", j.dump(2).c_str());
+    return;
+  }
+  std::printf(
+      "perplexity %.4f (reference %s: %.4f) over %llu scored tokens (%u windows of %u tokens, KV "
+      "%s/%s%s)\n",
+      r.test.perplexity, kv_dtype_name(*dtype), r.reference.perplexity,
+      static_cast<unsigned long long>(r.scored_tokens), r.test.windows, f.ctx,
+      kv_dtype_name(config.k_dtype), kv_dtype_name(config.v_dtype),
+      kv_layer_formats_suffix(config.layer_formats).c_str());
+  std::printf(
+      "KL divergence from %s KV: mean %.6f +/- %.6f, median %.6f, 99th percentile %.6f, max %.6f\n",
+      kv_dtype_name(*dtype), r.mean, r.mean_stderr, r.median, r.p99, r.max);
+  std::printf("same most likely token: %.3f%% of positions; %.1f s\n", 100.0 * r.same_top,
+              r.seconds);
+}
+
 void run_perplexity(PerplexityFlags& f) {
   std::ifstream in(f.file, std::ios::binary);
   if (!in) fail("-f: cannot open '" + f.file + "'");
@@ -143,7 +214,16 @@ void run_perplexity(PerplexityFlags& f) {
   if (!f.rank_layers.empty()) {
     if (config.offload.enabled())
       fail("--rank-layers runs the model once per layer: drop the --kv-offload-* tiers");
+    if (!f.kl_reference.empty())
+      fail("--rank-layers and --kl-divergence-reference are separate runs");
     rank_layers(f, *model, config, tokens);
+    return;
+  }
+  if (!f.kl_reference.empty()) {
+    if (config.offload.enabled())
+      fail(
+          "--kl-divergence-reference compares two engines' formats: drop the --kv-offload-* tiers");
+    kl_divergence(f, *model, config, tokens);
     return;
   }
   auto engine = create_engine_or_fail(*model, config);
@@ -197,6 +277,10 @@ void add_perplexity_command(CLI::App& app) {
   cmd->add_option("--rank-top", flags->rank_top,
                   "layers --rank-layers suggests (those of the top N that lower perplexity)")
       ->capture_default_str();
+  cmd->add_option("--kl-divergence-reference", flags->kl_reference,
+                  "a KV format (f32, f16, ...): a second engine with it scores the same windows, "
+                  "and the KL divergence of this engine's next-token distributions from its is "
+                  "reported (mean, median, 99th percentile, same most likely token)");
   cmd->callback([flags] { run_perplexity(*flags); });
 }
 

@@ -91,6 +91,7 @@ class Engine::ModelBackend : public StepBackend {
       s.prompt_nll += -(static_cast<double>(r[next] - m) - std::log(sum));
       ++s.prompt_scored;
     }
+    if (e_.score_observer_) e_.score_observer_(s, first, count, rows, vocab);
   }
 
  private:

@@ -143,6 +143,14 @@ class Engine {
   // Writes a line per step to `log` (not owned; null = none), in wall-clock time.
   void set_step_log(StepLog* log);
 
+  // Called with the logits of the positions a scoring request scores (SequenceRequest::
+  // score_from), after their negative log-likelihoods are added: `count` rows of `vocab` floats,
+  // those of positions [first, first + count) of `s`. Empty = none (the default). The KL
+  // divergence between two engines' KV formats reads them (engine/kl_divergence.h).
+  using ScoreObserver = std::function<void(const Sequence& s, uint32_t first, uint32_t count,
+                                           const float* logits, int64_t vocab)>;
+  void set_score_observer(ScoreObserver observer) { score_observer_ = std::move(observer); }
+
   [[nodiscard]] const EngineConfig& config() const { return config_; }
   // The secret the tiers are keyed with (config.secret, or the one resolved at creation); the
   // server derives tenant identities from it too.
@@ -218,6 +226,7 @@ class Engine {
   std::unique_ptr<KvTransferExecutor> transfers_;
   std::unique_ptr<ModelRunner> runner_;
   std::unique_ptr<ModelBackend> backend_;
+  ScoreObserver score_observer_;
 };
 
 }  // namespace kvs

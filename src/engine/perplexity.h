@@ -25,6 +25,18 @@ struct PerplexityResult {
   double seconds = 0;
 };
 
+// The number of whole windows of `ctx` tokens in `tokens`, or why `engine` cannot score them.
+[[nodiscard]] Result<uint32_t> count_windows(const Engine& engine, size_t tokens, uint32_t ctx);
+
+// Runs windows [begin, end) of `tokens` (window w: tokens [w * ctx, (w + 1) * ctx), its first
+// token replaced by `bos` when set) through `engine` as scoring requests, as many at once as the
+// pool holds whole. `started(w, id)` when window w is submitted; `finished(w, seq)` in window
+// order, before its sequence is released. The windows must fit (count_windows).
+[[nodiscard]] Status score_windows(Engine& engine, std::span<const int32_t> tokens, uint32_t ctx,
+                                   std::optional<int32_t> bos, uint32_t begin, uint32_t end,
+                                   const std::function<void(uint32_t, SeqId)>& started,
+                                   const std::function<void(uint32_t, const Sequence&)>& finished);
+
 // progress(window_done, windows_total, running_ppl) is called after each window. `bos`: the
 // token each window starts with (nullopt: windows are plain slices of `tokens`).
 [[nodiscard]] Result<PerplexityResult> compute_perplexity(

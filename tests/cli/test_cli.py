@@ -336,6 +336,36 @@ class Generate(unittest.TestCase):
         self.assert_clean_failure_of(flags + ["--rank-layers", "v", "--rank-format", "int4_chan"],
                                      "K format only")
 
+    def test_kl_divergence_reference_scores_the_same_windows_twice(self):
+        # A second engine in the reference format scores the same windows: the run's perplexity
+        # is a plain run's, the reference's a plain run's in that format, and the divergence
+        # from a format to itself is zero.
+        text = os.path.join(os.path.dirname(__file__), "..", "data", "kjv_genesis_exodus.txt")
+        flags = ["perplexity", "-f", text, "--ctx", "64", "--max-windows", "3",
+                 "--kv-cache-memory", "64MiB", "--max-num-seqs", "4", "--json"]
+        out = json.loads(run(*flags, "--kv-cache-dtype", "int4_had",
+                             "--kl-divergence-reference", "f32").stdout)
+        kl = out["kl_divergence"]
+        self.assertEqual(out["scored_tokens"], 3 * 31)
+        self.assertEqual(kl["reference_kv_cache_dtype"], "f32")
+        plain = json.loads(run(*flags, "--kv-cache-dtype", "int4_had").stdout)
+        ref = json.loads(run(*flags, "--kv-cache-dtype", "f32").stdout)
+        self.assertEqual(out["perplexity"], plain["perplexity"])
+        self.assertEqual(kl["reference_perplexity"], ref["perplexity"])
+        self.assertGreater(kl["mean"], 0)
+        self.assertLessEqual(kl["median"], kl["p99"])
+        self.assertLessEqual(kl["p99"], kl["max"])
+        self.assertGreater(kl["same_top"], 0.5)
+        same = json.loads(run(*flags, "--kv-cache-dtype", "f32",
+                              "--kl-divergence-reference", "f32").stdout)["kl_divergence"]
+        self.assertEqual((same["mean"], same["max"], same["same_top"]), (0, 0, 1))
+        human = run(*flags[:-1], "--kv-cache-dtype", "q8_0", "--kl-divergence-reference", "f16").stdout
+        self.assertIn("KL divergence from f16 KV: mean", human)
+        self.assert_clean_failure_of(flags + ["--kl-divergence-reference", "f33"],
+                                     "--kl-divergence-reference")
+        self.assert_clean_failure_of(flags + ["--kl-divergence-reference", "f32", "--rank-layers", "k"],
+                                     "separate runs")
+
     def assert_clean_failure_of(self, args, needle):
         p = run(*args, check=False)
         self.assertNotEqual(p.returncode, 0, args)

@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/kl_divergence.h"
 #include "engine/perplexity.h"
 #include "model/loaded_model.h"
 #include "model/model_paths.h"
@@ -250,6 +251,71 @@ TEST(EngineTest, PerplexityStartsEveryWindowWithTheBosItIsGiven) {
   ASSERT_GE(with_bos->windows, 2u);
   EXPECT_EQ(with_bos->mean_nll, by_hand->mean_nll);
   EXPECT_NE(with_bos->mean_nll, plain->mean_nll);
+}
+
+// The KL divergence between two engines (engine/kl_divergence.h): exactly zero between two
+// engines in the same format, positive and ordered by the formats' precision otherwise, the same
+// whether the reference's windows are kept all at once or one at a time, and each engine's
+// perplexity is compute_perplexity's.
+TEST(EngineTest, KlDivergenceIsZeroForTheSameFormatAndGrowsAsTheFormatCoarsens) {
+  REQUIRE_MODEL();
+  std::string text;
+  for (int i = 0; i < 10; ++i)
+    text +=
+        "A ledger of grain, salt and wool was kept at the mill; each season the miller "
+        "wrote what came in and what went out, and his daughter checked the sums. ";
+  const auto toks = model->tokenizer->encode(text, true, false);
+  const uint32_t ctx = 64;
+  const uint32_t windows = static_cast<uint32_t>(toks.size() / ctx);
+  ASSERT_GE(windows, 3u);
+  const auto engine = [&](KvDtype k, KvDtype v) {
+    return make_engine(*model, {.kv_cache_memory = 64ull << 20,
+                                .k_dtype = k,
+                                .v_dtype = v,
+                                .enable_prefix_caching = false});
+  };
+  auto ref = engine(KvDtype::kF32, KvDtype::kF32);
+  auto same = engine(KvDtype::kF32, KvDtype::kF32);
+  auto self = compute_kl_divergence(*ref, *same, toks, ctx, std::nullopt);
+  ASSERT_TRUE(self.is_ok()) << self.status().to_string();
+  EXPECT_EQ(self->scored_tokens, uint64_t{windows} * (ctx - 1 - ctx / 2));
+  EXPECT_EQ(self->mean, 0.0);
+  EXPECT_EQ(self->max, 0.0);
+  EXPECT_EQ(self->same_top, 1.0);
+  EXPECT_EQ(self->reference.perplexity, self->test.perplexity);
+
+  auto q8 = engine(KvDtype::kQ8_0, KvDtype::kQ8_0);
+  auto q2 = engine(KvDtype::kInt2Had, KvDtype::kInt2Had);
+  auto k8 = compute_kl_divergence(*ref, *q8, toks, ctx, std::nullopt);
+  auto k2 = compute_kl_divergence(*ref, *q2, toks, ctx, std::nullopt);
+  ASSERT_TRUE(k8.is_ok() && k2.is_ok());
+  EXPECT_GT(k8->mean, 0.0);
+  EXPECT_GT(k2->mean, 10 * k8->mean);
+  EXPECT_LE(k2->median, k2->p99);
+  EXPECT_LE(k2->p99, k2->max);
+  EXPECT_GT(k2->mean_stderr, 0.0);
+  EXPECT_LT(k2->same_top, 1.0);
+  EXPECT_GE(k8->same_top, k2->same_top);
+  auto plain =
+      compute_perplexity(*engine(KvDtype::kInt2Had, KvDtype::kInt2Had), toks, ctx, std::nullopt);
+  ASSERT_TRUE(plain.is_ok());
+  EXPECT_EQ(k2->test.perplexity, plain->perplexity);
+  EXPECT_EQ(k2->reference.perplexity, self->reference.perplexity);
+
+  // One window of reference rows at a time: the same numbers.
+  auto one_at_a_time = compute_kl_divergence(*ref, *q2, toks, ctx, std::nullopt, {}, 1);
+  ASSERT_TRUE(one_at_a_time.is_ok());
+  EXPECT_EQ(one_at_a_time->mean, k2->mean);
+  EXPECT_EQ(one_at_a_time->p99, k2->p99);
+  EXPECT_EQ(one_at_a_time->same_top, k2->same_top);
+
+  // Another model's vocabulary cannot be compared.
+  LoadedModel* tiny = test::tiny_model();
+  ASSERT_NE(tiny, nullptr);
+  auto other = make_engine(*tiny, {.kv_cache_memory = 1ull << 20});
+  auto mismatch = compute_kl_divergence(*ref, *other, toks, ctx, std::nullopt);
+  ASSERT_FALSE(mismatch.is_ok());
+  EXPECT_NE(mismatch.status().message().find("vocabularies"), std::string::npos);
 }
 
 }  // namespace
