@@ -75,6 +75,10 @@ void kv_vector_to_f32(KvDtype dtype, const uint8_t* src, uint32_t n, float* dst,
       dequantize_int8(src, n, y);
       hadamard_rotate(y, n);
       break;
+    case KvDtype::kQ8_0Had:
+      dequantize_q8_0(src, n, y);
+      hadamard_rotate(y, n);
+      break;
     default: KVS_CHECK_MSG(false, "KV format not supported by the kernels");
   }
   std::memcpy(dst + start, y + start, (n - start) * sizeof(float));
@@ -102,7 +106,8 @@ void kv_vector_from_f32(KvDtype dtype, const float* src, uint32_t n, uint8_t* ds
     case KvDtype::kInt2Had:
     case KvDtype::kInt2Had64:
     case KvDtype::kInt2Tcq64:
-    case KvDtype::kInt8Had: {
+    case KvDtype::kInt8Had:
+    case KvDtype::kQ8_0Had: {
       float local[1024];
       std::vector<float> big;
       float* r = local;
@@ -114,6 +119,8 @@ void kv_vector_from_f32(KvDtype dtype, const float* src, uint32_t n, uint8_t* ds
       hadamard_rotate(r, n);
       if (dtype == KvDtype::kInt8Had)
         quantize_int8(r, n, dst);
+      else if (dtype == KvDtype::kQ8_0Had)
+        quantize_q8_0(r, n, dst);
       else if (dtype == KvDtype::kInt4Had)
         quantize_int4_with(r, n, dst, scale_fits);
       else if (dtype == KvDtype::kInt2Tcq64)

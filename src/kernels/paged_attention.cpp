@@ -160,7 +160,8 @@ static void ScoreKeysFor(KvDtype dtype, const RangeArgs& r, float* buf) {
     case KvDtype::kInt2Had: return ScoreKeysD<ReadLowBit<2>, NG>(r);
     case KvDtype::kInt2Had64: return ScoreKeysD<ReadLowBit<2, kLowBitGroup64>, NG>(r);
     case KvDtype::kInt2Tcq64: return ScoreKeysD<ReadTrellis, NG>(r);
-    case KvDtype::kQ8_0: return ScoreKeysD<ReadQ8, NG>(r);
+    case KvDtype::kQ8_0:
+    case KvDtype::kQ8_0Had: return ScoreKeysD<ReadQ8, NG>(r);
     case KvDtype::kInt4Chan:
     case KvDtype::kInt3Chan:
     case KvDtype::kInt2Chan:
@@ -198,7 +199,8 @@ static void AccumulateValuesFor(KvDtype dtype, const RangeArgs& r, float* out, f
       }
 #endif
       return AccumulateValues<ReadTrellis, NG>(r, out);
-    case KvDtype::kQ8_0: return AccumulateValues<ReadQ8, NG>(r, out);
+    case KvDtype::kQ8_0:
+    case KvDtype::kQ8_0Had: return AccumulateValues<ReadQ8, NG>(r, out);
     case KvDtype::kInt4Chan:
     case KvDtype::kInt3Chan:
     case KvDtype::kInt2Chan:

@@ -50,6 +50,8 @@ constexpr std::array<KvDtypeInfo, kNumKvDtypes> kTable = {{
      kMaxChannelGroupTokens},
     {KvDtype::kInt2Tcq64, "int2_tcq64", 64, 18, 0, 0,
      "one f16 scale per 64 elements of the Hadamard-rotated vector, trellis-coded"},
+    {KvDtype::kQ8_0Had, "q8_0_had", 32, 34, 0, 0,
+     "llama.cpp's q8_0 block of the Hadamard-rotated vector"},
 }};
 
 // Row i is the format whose value is i: kv_dtype_from_code and all_kv_dtypes rely on it.
@@ -90,6 +92,8 @@ static_assert(info_of(KvDtype::kInt2Tcq64).group_elems == kTrellisGroup &&
               info_of(KvDtype::kInt2Tcq64).group_bytes == kTrellisGroupBytes);
 static_assert(info_of(KvDtype::kQ8_0).group_elems == GroupQ8Traits::kGroup &&
               info_of(KvDtype::kQ8_0).group_bytes == GroupQ8Traits::kGroupBytes);
+static_assert(info_of(KvDtype::kQ8_0Had).group_elems == GroupQ8Traits::kGroup &&
+              info_of(KvDtype::kQ8_0Had).group_bytes == GroupQ8Traits::kGroupBytes);
 static_assert(info_of(KvDtype::kInt8).elem_bits == 8 &&
               info_of(KvDtype::kInt8).vector_scale_bytes == Int8Traits::kScaleBytes);
 static_assert(info_of(KvDtype::kInt8Had).elem_bits == 8 &&

@@ -62,19 +62,26 @@ enum class KvDtype : uint8_t {
   // 256 levels chosen with its neighbours, so a smaller error at the same bytes. Slow to write
   // (a Viterbi search per group), as fast to read. Appended.
   kInt2Tcq64,
+  // q8_0's blocks (32 int8 and an f16 scale, 34 bytes) of the Hadamard-rotated vector: the
+  // rotation spreads a block's outlier channels over the vector, so they no longer set the scale
+  // that the block's other elements are rounded to (SmolLM2's keys: a third of q8_0's KL
+  // divergence). Keys are scored in floats against the rotated query, never rounded, as q8_0's
+  // are. Appended.
+  kQ8_0Had,
 };
 
 // How many formats there are: the values of KvDtype are 0 .. kNumKvDtypes - 1, and the table
 // (kv_format.cpp) has one row per value, in this order (a static_assert holds it to that). The
 // one place that names the last format; everything else counts through all_kv_dtypes().
-inline constexpr size_t kNumKvDtypes = static_cast<size_t>(KvDtype::kInt2Tcq64) + 1;
+inline constexpr size_t kNumKvDtypes = static_cast<size_t>(KvDtype::kQ8_0Had) + 1;
 
 // Formats that store H x (H the normalized Walsh-Hadamard matrix, its own inverse) instead of x:
 // q . k = (H q) . (H k), and sum p (H v) = H (sum p v), so attention rotates q once and the
 // output once instead of every stored vector.
 [[nodiscard]] inline bool kv_dtype_rotated(KvDtype dtype) {
   return dtype == KvDtype::kInt4Had || dtype == KvDtype::kInt3Had || dtype == KvDtype::kInt2Had ||
-         dtype == KvDtype::kInt8Had || dtype == KvDtype::kInt2Had64 || dtype == KvDtype::kInt2Tcq64;
+         dtype == KvDtype::kInt8Had || dtype == KvDtype::kInt2Had64 ||
+         dtype == KvDtype::kInt2Tcq64 || dtype == KvDtype::kQ8_0Had;
 }
 
 // Per-channel key formats that keep a quarter of each group's channels (those of widest range) at

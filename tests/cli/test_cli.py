@@ -259,6 +259,16 @@ class Generate(unittest.TestCase):
         self.assertEqual(pool["num_blocks"], 64 * 2**20 // (16 * gen["kv_bytes_per_token"]))
         self.assertEqual(gen["generated_tokens"], 20)
 
+    def test_rotated_q8_0_takes_q8_0s_bytes_and_the_planners_pool(self):
+        # q8_0_had: q8_0's blocks of the Hadamard-rotated vector (34 bytes per 32 elements), in
+        # the engine and the plan alike.
+        flags = ["--kv-cache-dtype", "q8_0_had", "--kv-cache-memory", "64MiB"]
+        gen, pool = self.generate_and_plan(flags)
+        self.assertEqual(gen["kv_bytes_per_token"], 30 * 2 * 3 * 64 // 32 * 34)
+        self.assertEqual(pool["num_blocks"], gen["kv_pool_blocks"])
+        self.assertEqual(pool["pool_bytes"], gen["kv_pool_bytes"])
+        self.assertEqual(gen["generated_tokens"], 20)
+
     def test_keys_per_64_tokens_take_int4_hads_bytes_and_the_planners_pool(self):
         # int4_chan64 keys (per channel over 64 tokens) with int4_had values: int4_had's bytes per
         # token (36 + 36 per head), tails of 64 rows per sequence, and the planner's pool.

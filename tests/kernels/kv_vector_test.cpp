@@ -46,6 +46,7 @@ TEST_P(RotatedVectorTest, StoresThePlainCodeOfTheRotatedVector) {
 
 INSTANTIATE_TEST_SUITE_P(Formats, RotatedVectorTest,
                          ::testing::Values(Rotated{KvDtype::kInt8Had, KvDtype::kInt8},
+                                           Rotated{KvDtype::kQ8_0Had, KvDtype::kQ8_0},
                                            Rotated{KvDtype::kInt4Had, KvDtype::kInt4}),
                          [](const ::testing::TestParamInfo<Rotated>& info) {
                            return std::string(kv_dtype_name(info.param.rotated));
@@ -74,6 +75,31 @@ TEST(Int8HadVector, KeepsTheOrdinaryChannelsOfAKeyWithOutliers) {
     for (uint32_t i = 0; i < d; ++i) err_had += double(y[i] - x[i]) * (y[i] - x[i]);
   }
   EXPECT_LT(err_had * 4, err_int8) << "int8 " << err_int8 << ", int8_had " << err_had;
+}
+
+// What q8_0_had is for: a key whose outlier channels (SmolLM2's, Gemma 3's) fall in some of
+// q8_0's 32-element blocks sets those blocks' scales, so their other elements are coarse; rotated,
+// the outliers are spread over every block and the error of the whole vector falls.
+TEST(RotatedVectorTest, Q8_0HadSpreadsTheOutlierBlocksError) {
+  const uint32_t d = 64;
+  std::mt19937 rng(9);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  double err_q8 = 0, err_had = 0;
+  for (int trial = 0; trial < 64; ++trial) {
+    std::vector<float> x(d);
+    for (float& e : x) e = nd(rng);
+    x[5] = 40.0f;
+    x[40] = -30.0f;
+    std::vector<uint8_t> q(kv_vector_bytes(KvDtype::kQ8_0, d));
+    std::vector<float> y(d);
+    kv_vector_from_f32(KvDtype::kQ8_0, x.data(), d, q.data());
+    kv_vector_to_f32(KvDtype::kQ8_0, q.data(), d, y.data(), 0);
+    for (uint32_t i = 0; i < d; ++i) err_q8 += double(y[i] - x[i]) * (y[i] - x[i]);
+    kv_vector_from_f32(KvDtype::kQ8_0Had, x.data(), d, q.data());
+    kv_vector_to_f32(KvDtype::kQ8_0Had, q.data(), d, y.data(), 0);
+    for (uint32_t i = 0; i < d; ++i) err_had += double(y[i] - x[i]) * (y[i] - x[i]);
+  }
+  EXPECT_LT(err_had * 2, err_q8) << "q8_0 " << err_q8 << ", q8_0_had " << err_had;
 }
 
 }  // namespace

@@ -204,11 +204,12 @@ TEST_P(PagedAttentionTest, MatchesContiguousWithShuffledBlocks) {
   });
 }
 
-constexpr KvDtype kAllFormats[] = {
-    KvDtype::kF32,     KvDtype::kF16,        KvDtype::kBF16,      KvDtype::kFp8E4M3,
-    KvDtype::kFp8E5M2, KvDtype::kFp8E4M3Dyn, KvDtype::kInt8,      KvDtype::kInt4,
-    KvDtype::kQ8_0,    KvDtype::kQ4_0,       KvDtype::kInt4Had,   KvDtype::kInt3Had,
-    KvDtype::kInt2Had, KvDtype::kInt8Had,    KvDtype::kInt2Had64, KvDtype::kInt2Tcq64};
+constexpr KvDtype kAllFormats[] = {KvDtype::kF32,       KvDtype::kF16,     KvDtype::kBF16,
+                                   KvDtype::kFp8E4M3,   KvDtype::kFp8E5M2, KvDtype::kFp8E4M3Dyn,
+                                   KvDtype::kInt8,      KvDtype::kInt4,    KvDtype::kQ8_0,
+                                   KvDtype::kQ4_0,      KvDtype::kInt4Had, KvDtype::kInt3Had,
+                                   KvDtype::kInt2Had,   KvDtype::kInt8Had, KvDtype::kInt2Had64,
+                                   KvDtype::kInt2Tcq64, KvDtype::kQ8_0Had};
 
 std::vector<Case> all_cases() {
   std::vector<Case> cases = {{1, KvDtype::kF32, KvDtype::kF32},
@@ -219,9 +220,9 @@ std::vector<Case> all_cases() {
   // Every format as K and V at the engine's block size, a few odd block sizes, and every
   // K/V combination of the formats people mix (a precise K with a coarse V, and back).
   for (KvDtype d : kAllFormats) cases.push_back({16, d, d});
-  for (KvDtype d :
-       {KvDtype::kFp8E4M3, KvDtype::kInt8, KvDtype::kInt4, KvDtype::kQ4_0, KvDtype::kInt4Had,
-        KvDtype::kInt2Had, KvDtype::kInt8Had, KvDtype::kInt2Had64, KvDtype::kInt2Tcq64})
+  for (KvDtype d : {KvDtype::kFp8E4M3, KvDtype::kInt8, KvDtype::kInt4, KvDtype::kQ4_0,
+                    KvDtype::kInt4Had, KvDtype::kInt2Had, KvDtype::kInt8Had, KvDtype::kInt2Had64,
+                    KvDtype::kInt2Tcq64, KvDtype::kQ8_0Had})
     cases.push_back({7, d, d});
   for (KvDtype k : kAllFormats)
     for (KvDtype v : kAllFormats)
@@ -321,6 +322,7 @@ INSTANTIATE_TEST_SUITE_P(
                       FormatBound{KvDtype::kFp8E4M3Dyn, KvDtype::kFp8E4M3Dyn, 0.25},
                       FormatBound{KvDtype::kInt8, KvDtype::kInt8, 0.03},
                       FormatBound{KvDtype::kInt8Had, KvDtype::kInt8Had, 0.03},
+                      FormatBound{KvDtype::kQ8_0Had, KvDtype::kQ8_0Had, 0.03},
                       FormatBound{KvDtype::kQ8_0, KvDtype::kQ8_0, 0.03},
                       FormatBound{KvDtype::kInt4, KvDtype::kInt4, 0.4},
                       FormatBound{KvDtype::kQ4_0, KvDtype::kQ4_0, 0.4},

@@ -271,6 +271,7 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(std::tuple{KvDtype::kF16, KvDtype::kF16, 0u},
                       std::tuple{KvDtype::kInt8, KvDtype::kInt8, 0u},
                       std::tuple{KvDtype::kInt8Had, KvDtype::kInt8Had, 0u},
+                      std::tuple{KvDtype::kQ8_0Had, KvDtype::kQ8_0Had, 0u},
                       std::tuple{KvDtype::kInt4Had, KvDtype::kInt4Had, 0u},
                       std::tuple{KvDtype::kInt4Had, KvDtype::kF16, 0u},
                       std::tuple{KvDtype::kF16, KvDtype::kInt2Had, 0u},

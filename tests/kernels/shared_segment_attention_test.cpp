@@ -166,7 +166,7 @@ std::vector<std::tuple<KvDtype, KvDtype, uint32_t>> format_cases() {
   for (KvDtype d : {KvDtype::kF32, KvDtype::kF16, KvDtype::kBF16, KvDtype::kFp8E4M3,
                     KvDtype::kFp8E4M3Dyn, KvDtype::kInt8, KvDtype::kInt4, KvDtype::kQ8_0,
                     KvDtype::kQ4_0, KvDtype::kInt4Had, KvDtype::kInt3Had, KvDtype::kInt2Had,
-                    KvDtype::kInt8Had, KvDtype::kInt2Had64, KvDtype::kInt2Tcq64})
+                    KvDtype::kInt8Had, KvDtype::kInt2Had64, KvDtype::kInt2Tcq64, KvDtype::kQ8_0Had})
     c.emplace_back(d, d, 64);
   c.emplace_back(KvDtype::kInt8, KvDtype::kF16, 64);
   c.emplace_back(KvDtype::kF16, KvDtype::kF16, 40);  // scalar fallback (head dim not tiled)

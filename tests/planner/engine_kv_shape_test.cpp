@@ -52,9 +52,10 @@ TEST_F(EnginePool, PlannerPoolEqualsTheEnginesToTheByte) {
     uint32_t block_size;
     KvDtype dtype;
   };
-  for (const Case& c : {Case{"64MiB", 16, KvDtype::kF16}, Case{"100MB", 7, KvDtype::kF16},
-                        Case{"1GiB", 256, KvDtype::kF32}, Case{"5MiB", 1, KvDtype::kBF16},
-                        Case{"64MiB", 16, KvDtype::kInt8Had}}) {
+  for (const Case& c :
+       {Case{"64MiB", 16, KvDtype::kF16}, Case{"100MB", 7, KvDtype::kF16},
+        Case{"1GiB", 256, KvDtype::kF32}, Case{"5MiB", 1, KvDtype::kBF16},
+        Case{"64MiB", 16, KvDtype::kInt8Had}, Case{"64MiB", 16, KvDtype::kQ8_0Had}}) {
     SCOPED_TRACE(std::string(c.memory) + " bs " + std::to_string(c.block_size) + " " +
                  kv_dtype_name(c.dtype));
     PlanRequest r;

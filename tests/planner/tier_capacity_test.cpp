@@ -84,7 +84,7 @@ TEST(TierCapacityTest, OneRowPerFormatOfTheTableButF32AndTheKeysOnlyOnes) {
     if (d != KvDtype::kF32 && !kv_dtype_per_channel(d)) want.push_back(d);
   ASSERT_EQ(rows.size(), want.size());
   for (size_t i = 0; i < rows.size(); ++i) EXPECT_EQ(rows[i].dtype, want[i]);
-  EXPECT_EQ(rows.back().dtype, KvDtype::kInt2Tcq64);
+  EXPECT_EQ(rows.back().dtype, KvDtype::kQ8_0Had);
 }
 
 }  // namespace

@@ -21,7 +21,7 @@ TEST(KvFormatTable, EveryFormatOnceInEnumOrder) {
     EXPECT_EQ(parse_kv_dtype(kv_dtype_name(all[i])).value(), all[i]);
   }
   EXPECT_EQ(all.front(), KvDtype::kF32);
-  EXPECT_EQ(all.back(), KvDtype::kInt2Tcq64);
+  EXPECT_EQ(all.back(), KvDtype::kQ8_0Had);
 }
 
 TEST(KvFormatTable, CodesBeyondTheTableAreNoFormat) {

@@ -154,8 +154,9 @@ TEST(CapacityLevers, LeversKeepTheRecentWindow) {
 
 TEST(CapacityLevers, SameLeversAndReasonsAsThePlan) {
   const uint64_t memory = uint64_t{64} << 20;
-  for (KvDtype k : {KvDtype::kF16, KvDtype::kBF16, KvDtype::kFp8E4M3, KvDtype::kFp8E5M2,
-                    KvDtype::kInt8, KvDtype::kInt8Had, KvDtype::kInt4, KvDtype::kQ4_0}) {
+  for (KvDtype k :
+       {KvDtype::kF16, KvDtype::kBF16, KvDtype::kFp8E4M3, KvDtype::kFp8E5M2, KvDtype::kInt8,
+        KvDtype::kInt8Had, KvDtype::kQ8_0Had, KvDtype::kInt4, KvDtype::kQ4_0}) {
     for (KvDtype v : {KvDtype::kF16, KvDtype::kFp8E4M3, KvDtype::kInt8, KvDtype::kInt4}) {
       SCOPED_TRACE(std::string(kv_dtype_name(k)) + "/" + kv_dtype_name(v));
       const KvPoolPlan pool = *plan_kv_pool(shape(k, v), memory, 16);

@@ -29,7 +29,7 @@ TEST(KvBlockTranscoderTest, RoundTripEqualsTheScalarCodecsVectorByVector) {
   for (KvDtype pool : {KvDtype::kF16, KvDtype::kBF16, KvDtype::kInt8, KvDtype::kInt8Had}) {
     for (KvDtype tier : {KvDtype::kFp8E4M3, KvDtype::kInt8, KvDtype::kInt4Had, KvDtype::kQ4_0,
                          KvDtype::kF16, KvDtype::kInt3Had, KvDtype::kInt2Had, KvDtype::kInt8Had,
-                         KvDtype::kInt2Had64, KvDtype::kInt2Tcq64}) {
+                         KvDtype::kInt2Had64, KvDtype::kInt2Tcq64, KvDtype::kQ8_0Had}) {
       SCOPED_TRACE(std::string(kv_dtype_name(pool)) + " -> " + kv_dtype_name(tier));
       auto t = KvBlockTranscoder::create(shape(pool, pool), tier, tier);
       ASSERT_TRUE(t.is_ok()) << t.status().to_string();
