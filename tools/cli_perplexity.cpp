@@ -123,6 +123,27 @@ void rank_layers(const PerplexityFlags& f, LoadedModel& model, const EngineConfi
   std::printf("suggested (the top %u that lower it): %s\n", f.rank_top, suggestion.c_str());
 }
 
+// The JSON fields every perplexity run reports: the text, the windows, the result, the pool.
+nlohmann::json run_json(const PerplexityFlags& f, const LoadedModel& model,
+                        const EngineConfig& config, const Engine& engine, size_t text_tokens,
+                        const PerplexityResult& r) {
+  return {{"model", model.path},
+          {"file", f.file},
+          {"text_tokens", text_tokens},
+          {"ctx", f.ctx},
+          {"windows", r.windows},
+          {"scored_tokens", r.scored_tokens},
+          {"perplexity", r.perplexity},
+          {"mean_nll", r.mean_nll},
+          {"kv_cache_dtype_k", kv_dtype_name(config.k_dtype)},
+          {"kv_cache_dtype_v", kv_dtype_name(config.v_dtype)},
+          {"kv_cache_dtype_k_layers", kv_layer_formats_text(config.layer_formats, 'k')},
+          {"kv_cache_dtype_v_layers", kv_layer_formats_text(config.layer_formats, 'v')},
+          {"kv_bytes_per_token", engine.kv_pool().bytes_per_token},
+          {"block_size", config.block_size},
+          {"seconds", r.seconds}};
+}
+
 // --kl-divergence-reference F: the KL divergence of this engine's next-token distributions from
 // those of an engine with F keys and values (no layer parts, window or sink), on the same windows.
 void kl_divergence(const PerplexityFlags& f, LoadedModel& model, const EngineConfig& config,
@@ -149,31 +170,15 @@ void kl_divergence(const PerplexityFlags& f, LoadedModel& model, const EngineCon
   if (!result.is_ok()) fail(result.status().message());
   const KlDivergenceResult& r = *result;
   if (f.json) {
-    const nlohmann::json j = {
-        {"model", model.path},
-        {"file", f.file},
-        {"text_tokens", tokens.size()},
-        {"ctx", f.ctx},
-        {"windows", r.test.windows},
-        {"scored_tokens", r.scored_tokens},
-        {"perplexity", r.test.perplexity},
-        {"mean_nll", r.test.mean_nll},
-        {"kv_cache_dtype_k", kv_dtype_name(config.k_dtype)},
-        {"kv_cache_dtype_v", kv_dtype_name(config.v_dtype)},
-        {"kv_cache_dtype_k_layers", kv_layer_formats_text(config.layer_formats, 'k')},
-        {"kv_cache_dtype_v_layers", kv_layer_formats_text(config.layer_formats, 'v')},
-        {"kv_bytes_per_token", engine->kv_pool().bytes_per_token},
-        {"block_size", config.block_size},
-        {"seconds", r.seconds},
-        {"kl_divergence",
-         {{"reference_kv_cache_dtype", kv_dtype_name(*dtype)},
-          {"reference_perplexity", r.reference.perplexity},
-          {"mean", r.mean},
-          {"mean_stderr", r.mean_stderr},
-          {"median", r.median},
-          {"p99", r.p99},
-          {"max", r.max},
-          {"same_top", r.same_top}}}};
+    nlohmann::json j = run_json(f, model, config, *engine, tokens.size(), r.test);
+    j["kl_divergence"] = {{"reference_kv_cache_dtype", kv_dtype_name(*dtype)},
+                          {"reference_perplexity", r.reference.perplexity},
+                          {"mean", r.mean},
+                          {"mean_stderr", r.mean_stderr},
+                          {"median", r.median},
+                          {"p99", r.p99},
+                          {"max", r.max},
+                          {"same_top", r.same_top}};
     std::printf("%s\n", j.dump(2).c_str());
     return;
   }
@@ -229,24 +234,9 @@ void run_perplexity(PerplexityFlags& f) {
   auto engine = create_engine_or_fail(*model, config);
   const PerplexityResult r = perplexity_of(*engine, *model, tokens, f.ctx, "");
   if (f.json) {
-    nlohmann::json j = {
-        {"model", model->path},
-        {"file", f.file},
-        {"text_tokens", tokens.size()},
-        {"ctx", f.ctx},
-        {"windows", r.windows},
-        {"scored_tokens", r.scored_tokens},
-        {"perplexity", r.perplexity},
-        {"mean_nll", r.mean_nll},
-        {"kv_cache_dtype_k", kv_dtype_name(config.k_dtype)},
-        {"kv_cache_dtype_v", kv_dtype_name(config.v_dtype)},
-        {"kv_cache_dtype_k_layers", kv_layer_formats_text(config.layer_formats, 'k')},
-        {"kv_cache_dtype_v_layers", kv_layer_formats_text(config.layer_formats, 'v')},
-        {"kv_bytes_per_token", engine->kv_pool().bytes_per_token},
-        {"block_size", config.block_size},
-        {"seconds", r.seconds},
-        {"tokens_per_s", r.windows * double(f.ctx) / r.seconds},
-        {"kv_offload", offload_json(engine->snapshot().offload)}};
+    nlohmann::json j = run_json(f, *model, config, *engine, tokens.size(), r);
+    j["tokens_per_s"] = r.windows * double(f.ctx) / r.seconds;
+    j["kv_offload"] = offload_json(engine->snapshot().offload);
     std::printf("%s\n", j.dump(2).c_str());
   } else {
     std::printf(

@@ -52,54 +52,42 @@ INSTANTIATE_TEST_SUITE_P(Formats, RotatedVectorTest,
                            return std::string(kv_dtype_name(info.param.rotated));
                          });
 
+// The squared error of `dtype` over 64 Gaussian vectors of `d` elements with two outlier
+// channels, (a, va) and (b, vb), as RoPE'd keys have (SmolLM2's, Gemma 3's).
+double outlier_key_error(KvDtype dtype, uint32_t d, uint32_t a, float va, uint32_t b, float vb,
+                         uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  double err = 0;
+  std::vector<float> x(d), y(d);
+  std::vector<uint8_t> q(kv_vector_bytes(dtype, d));
+  for (int trial = 0; trial < 64; ++trial) {
+    for (float& e : x) e = nd(rng);
+    x[a] = va;
+    x[b] = vb;
+    kv_vector_from_f32(dtype, x.data(), d, q.data());
+    kv_vector_to_f32(dtype, q.data(), d, y.data(), 0);
+    for (uint32_t i = 0; i < d; ++i) err += double(y[i] - x[i]) * (y[i] - x[i]);
+  }
+  return err;
+}
+
 // What int8_had is for: a key with a few outlier channels (Gemma 3's keys) sets int8's one scale
 // per vector, so every other channel is coarse; rotated, the outliers are spread over the vector
 // and the error of the ordinary channels falls several-fold.
 TEST(Int8HadVector, KeepsTheOrdinaryChannelsOfAKeyWithOutliers) {
-  const uint32_t d = 256;
-  std::mt19937 rng(5);
-  std::normal_distribution<float> nd(0.0f, 1.0f);
-  double err_int8 = 0, err_had = 0;
-  for (int trial = 0; trial < 64; ++trial) {
-    std::vector<float> x(d);
-    for (float& e : x) e = nd(rng);
-    x[3] = 60.0f;
-    x[130] = -45.0f;
-    std::vector<uint8_t> q(kv_vector_bytes(KvDtype::kInt8, d));
-    std::vector<float> y(d);
-    kv_vector_from_f32(KvDtype::kInt8, x.data(), d, q.data());
-    kv_vector_to_f32(KvDtype::kInt8, q.data(), d, y.data(), 0);
-    for (uint32_t i = 0; i < d; ++i) err_int8 += double(y[i] - x[i]) * (y[i] - x[i]);
-    kv_vector_from_f32(KvDtype::kInt8Had, x.data(), d, q.data());
-    kv_vector_to_f32(KvDtype::kInt8Had, q.data(), d, y.data(), 0);
-    for (uint32_t i = 0; i < d; ++i) err_had += double(y[i] - x[i]) * (y[i] - x[i]);
-  }
-  EXPECT_LT(err_had * 4, err_int8) << "int8 " << err_int8 << ", int8_had " << err_had;
+  const double plain = outlier_key_error(KvDtype::kInt8, 256, 3, 60.0f, 130, -45.0f, 5);
+  const double rotated = outlier_key_error(KvDtype::kInt8Had, 256, 3, 60.0f, 130, -45.0f, 5);
+  EXPECT_LT(rotated * 4, plain) << "int8 " << plain << ", int8_had " << rotated;
 }
 
-// What q8_0_had is for: a key whose outlier channels (SmolLM2's, Gemma 3's) fall in some of
-// q8_0's 32-element blocks sets those blocks' scales, so their other elements are coarse; rotated,
-// the outliers are spread over every block and the error of the whole vector falls.
-TEST(RotatedVectorTest, Q8_0HadSpreadsTheOutlierBlocksError) {
-  const uint32_t d = 64;
-  std::mt19937 rng(9);
-  std::normal_distribution<float> nd(0.0f, 1.0f);
-  double err_q8 = 0, err_had = 0;
-  for (int trial = 0; trial < 64; ++trial) {
-    std::vector<float> x(d);
-    for (float& e : x) e = nd(rng);
-    x[5] = 40.0f;
-    x[40] = -30.0f;
-    std::vector<uint8_t> q(kv_vector_bytes(KvDtype::kQ8_0, d));
-    std::vector<float> y(d);
-    kv_vector_from_f32(KvDtype::kQ8_0, x.data(), d, q.data());
-    kv_vector_to_f32(KvDtype::kQ8_0, q.data(), d, y.data(), 0);
-    for (uint32_t i = 0; i < d; ++i) err_q8 += double(y[i] - x[i]) * (y[i] - x[i]);
-    kv_vector_from_f32(KvDtype::kQ8_0Had, x.data(), d, q.data());
-    kv_vector_to_f32(KvDtype::kQ8_0Had, q.data(), d, y.data(), 0);
-    for (uint32_t i = 0; i < d; ++i) err_had += double(y[i] - x[i]) * (y[i] - x[i]);
-  }
-  EXPECT_LT(err_had * 2, err_q8) << "q8_0 " << err_q8 << ", q8_0_had " << err_had;
+// What q8_0_had is for: outlier channels set the scales of the q8_0 blocks they fall in, so
+// those blocks' other elements are coarse; rotated, the outliers are spread over every block and
+// the error of the whole vector falls.
+TEST(Q8_0HadVector, SpreadsTheOutlierBlocksError) {
+  const double plain = outlier_key_error(KvDtype::kQ8_0, 64, 5, 40.0f, 40, -30.0f, 9);
+  const double rotated = outlier_key_error(KvDtype::kQ8_0Had, 64, 5, 40.0f, 40, -30.0f, 9);
+  EXPECT_LT(rotated * 2, plain) << "q8_0 " << plain << ", q8_0_had " << rotated;
 }
 
 }  // namespace
