@@ -6,6 +6,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/check.h"
+
 namespace kvs {
 namespace {
 
@@ -29,8 +31,6 @@ int32_t log_softmax(const float* row, int64_t vocab, float* out) {
 // most likely tokens.
 struct ReferenceRows {
   uint32_t first_window = 0;
-  uint32_t rows_per_window = 0;
-  int64_t vocab = 0;
   std::vector<std::vector<float>> logprobs;
   std::vector<std::vector<int32_t>> top;
 };
@@ -65,15 +65,21 @@ Result<KlDivergenceResult> compute_kl_divergence(
   kl.reserve(uint64_t{windows} * rows);
   double kl_sum = 0, ref_nll = 0, test_nll = 0;
   uint64_t same_top = 0;
-  ReferenceRows ref{.rows_per_window = rows, .vocab = vocab};
+  ReferenceRows ref;
   std::unordered_map<SeqId, uint32_t> window_of;  // the running engine's sequences
   const auto started = [&](uint32_t w, SeqId id) { window_of[id] = w; };
+  // A scored sequence's window, as its index in the group (score_windows submitted it).
+  const auto slot_of = [&](const Sequence& s) {
+    const auto it = window_of.find(s.id);
+    KVS_CHECK_MSG(it != window_of.end(), "a scored sequence that score_windows did not submit");
+    return it->second - ref.first_window;
+  };
   std::vector<float> test_lp(static_cast<size_t>(vocab));
   std::vector<std::vector<double>> window_kl;  // per window of the group, by position
 
   reference.set_score_observer(
       [&](const Sequence& s, uint32_t first, uint32_t count, const float* logits, int64_t) {
-        const uint32_t slot = window_of.at(s.id) - ref.first_window;
+        const uint32_t slot = slot_of(s);
         for (uint32_t i = 0; i < count; ++i) {
           const uint32_t row = first + i - ctx / 2;
           ref.top[slot][row] = log_softmax(logits + int64_t{i} * vocab, vocab,
@@ -82,7 +88,7 @@ Result<KlDivergenceResult> compute_kl_divergence(
       });
   test.set_score_observer(
       [&](const Sequence& s, uint32_t first, uint32_t count, const float* logits, int64_t) {
-        const uint32_t slot = window_of.at(s.id) - ref.first_window;
+        const uint32_t slot = slot_of(s);
         for (uint32_t i = 0; i < count; ++i) {
           const uint32_t row = first + i - ctx / 2;
           const float* p = ref.logprobs[slot].data() + int64_t{row} * vocab;
